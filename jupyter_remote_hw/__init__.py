@@ -1,0 +1,17 @@
+"""Pick cloud and cluster hardware per kernel or per cell from JupyterLab."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Tell JupyterLab where the prebuilt front-end extension lives."""
+    return [{"src": "labextension", "dest": "jupyter-remote-hw"}]
+
+
+def _jupyter_server_extension_points() -> list[dict[str, Any]]:
+    """Tell jupyter_server which module loads the server extension."""
+    return [{"module": "jupyter_remote_hw.server.extension"}]

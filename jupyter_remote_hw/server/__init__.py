@@ -1,0 +1,1 @@
+"""Thin jupyter_server layer: extension loading and HTTP handlers."""

@@ -1,0 +1,51 @@
+"""Shared fixtures: real OpenSSH test hosts and transport settings that reach them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jupyter_remote_hw.transport import TransportSettings
+
+from .testhosts import NetnsTestHost, SSHTestHost, is_root, loopback_host, netns_host
+
+pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+
+@pytest.fixture(scope="session")
+def ssh_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHTestHost]:
+    """A real sshd on 127.0.0.1 for the whole test session."""
+    with loopback_host(tmp_path_factory.mktemp("sshd") / "host") as host:
+        yield host
+
+
+@pytest.fixture(scope="session")
+def ns_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsTestHost]:
+    """A real sshd in its own network namespace, whose link can be cut (root only)."""
+    if not is_root():
+        pytest.skip("network namespaces need root; run the tests as root to cut links")
+    with netns_host(tmp_path_factory.mktemp("nssshd") / "host") as host:
+        yield host
+
+
+def settings_for(config: Path, **overrides: float) -> TransportSettings:
+    """Transport settings reading ``config``, with short timeouts for tests."""
+    values: dict[str, float] = {
+        "connect_timeout": 5.0,
+        "keepalive_interval": 1.0,
+        "keepalive_count_max": 2,
+        "reconnect_initial_delay": 0.2,
+        "reconnect_max_delay": 1.0,
+        "command_timeout": 30.0,
+        "forward_wait_timeout": 20.0,
+    }
+    values.update(overrides)
+    return TransportSettings(ssh_config_files=(str(config),), **values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def ssh_settings(ssh_host: SSHTestHost) -> TransportSettings:
+    """Settings that reach :func:`ssh_host` by its alias."""
+    return settings_for(ssh_host.ssh_config)

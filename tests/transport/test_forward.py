@@ -1,0 +1,110 @@
+"""Local forwards through a real sshd: data both ways, and the same port after a cut link."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+from jupyter_remote_hw.transport import ConnectionState, SSHConnection, StateChange
+
+from ..conftest import settings_for
+from ..testhosts import NetnsTestHost, SSHTestHost
+
+
+async def echo_roundtrip(port: int, payload: bytes, timeout: float = 10.0) -> bytes:
+    """Send ``payload`` to 127.0.0.1:port and read back as many bytes."""
+    async with asyncio.timeout(timeout):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            send = asyncio.create_task(_send(writer, payload))
+            received = await reader.readexactly(len(payload))
+            await send
+            return received
+        finally:
+            writer.close()
+            await writer.wait_closed()
+
+
+async def _send(writer: asyncio.StreamWriter, payload: bytes) -> None:
+    for start in range(0, len(payload), 1 << 16):
+        writer.write(payload[start:start + (1 << 16)])
+        await writer.drain()
+
+
+async def test_forward_carries_data_both_ways(ssh_host: SSHTestHost) -> None:
+    echo_port = ssh_host.start_echo_server()
+    async with SSHConnection(ssh_host.alias, settings_for(ssh_host.ssh_config)) as conn:
+        forward = await conn.forward_local_port(echo_port)
+        payload = os.urandom(4 * 1024 * 1024)
+        assert await echo_roundtrip(forward.local_port, payload) == payload
+        # Two clients at once share the one SSH connection.
+        small = [os.urandom(1000) for _ in range(2)]
+        got = await asyncio.gather(*(echo_roundtrip(forward.local_port, p) for p in small))
+        assert got == small
+
+
+async def test_forward_listens_on_loopback_only(ssh_host: SSHTestHost) -> None:
+    echo_port = ssh_host.start_echo_server()
+    async with SSHConnection(ssh_host.alias, settings_for(ssh_host.ssh_config)) as conn:
+        forward = await conn.forward_local_port(echo_port)
+        with open("/proc/net/tcp") as table:
+            listeners = [
+                line.split()[1] for line in table.readlines()[1:]
+                if line.split()[3] == "0A"  # LISTEN
+                and int(line.split()[1].split(":")[1], 16) == forward.local_port
+            ]
+        assert listeners == ["0100007F:%04X" % forward.local_port]
+
+
+async def test_forward_closes_with_connection(ssh_host: SSHTestHost) -> None:
+    echo_port = ssh_host.start_echo_server()
+    conn = await SSHConnection(ssh_host.alias, settings_for(ssh_host.ssh_config)).open()
+    forward = await conn.forward_local_port(echo_port)
+    await conn.close()
+    assert not forward.active
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", forward.local_port)
+    except ConnectionRefusedError:
+        pass
+    else:
+        writer.close()
+        raise AssertionError("the local port still accepts after close")
+
+
+async def test_forward_keeps_its_port_across_a_cut_link(ns_host: NetnsTestHost) -> None:
+    assert ns_host.link is not None
+    echo_port = ns_host.start_echo_server()
+    changes: list[StateChange] = []
+    async with SSHConnection(ns_host.alias, settings_for(ns_host.ssh_config)) as conn:
+        conn.add_listener(changes.append)
+        forward = await conn.forward_local_port(echo_port)
+        port = forward.local_port
+        assert await echo_roundtrip(port, b"before the cut") == b"before the cut"
+
+        ns_host.link.cut()
+        try:
+            await asyncio.sleep(10)
+            assert conn.state == ConnectionState.RECONNECTING, changes
+        finally:
+            ns_host.link.restore()
+        restored = time.monotonic()
+
+        deadline = restored + 5.0
+        reply = b""
+        while time.monotonic() < deadline:
+            try:
+                reply = await echo_roundtrip(port, b"after the cut", timeout=deadline
+                                             - time.monotonic())
+                break
+            except (OSError, TimeoutError, asyncio.IncompleteReadError):
+                await asyncio.sleep(0.1)
+        took = time.monotonic() - restored
+        assert reply == b"after the cut", f"no echo within 5 s of restore; changes: {changes}"
+        assert took < 5.0
+        assert forward.local_port == port and forward.active
+        states = [c.state for c in changes]
+        assert ConnectionState.RECONNECTING in states
+        assert states[-1] == ConnectionState.CONNECTED
+        lost = next(c for c in changes if c.state == ConnectionState.RECONNECTING)
+        assert lost.reason
