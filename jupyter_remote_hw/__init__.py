@@ -13,5 +13,7 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:
-    """Tell jupyter_server which module loads the server extension."""
-    return [{"module": "jupyter_remote_hw.server.extension"}]
+    """Tell jupyter_server which application is the server extension."""
+    from .server.extension import RemoteHWExtension
+
+    return [{"module": "jupyter_remote_hw.server.extension", "app": RemoteHWExtension}]

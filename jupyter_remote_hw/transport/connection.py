@@ -33,6 +33,7 @@ from .settings import TransportSettings
 from .state import ConnectionState, StateChange, StateListener
 
 _DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
+_PGID_MARK = "jupyter-remote-hw-pgid:"
 
 
 @dataclass(frozen=True)
@@ -215,7 +216,11 @@ class SSHConnection:
             f"{host}:{port}"
         try:
             conn = await asyncssh.connect(
-                self.destination, options=options, client_factory=lambda: _Client(self)
+                self.destination,
+                # Given again beside the options so that ProxyJump hops read it too.
+                config=list(self.settings.ssh_config_files) or (),
+                options=options,
+                client_factory=lambda: _Client(self),
             )
         except asyncssh.HostKeyNotVerifiable as exc:
             raise await self._host_key_error(options, where, host, port, exc) from None
@@ -369,32 +374,42 @@ class SSHConnection:
     async def run(
         self, command: str, *, timeout: float | None = None, input: str | None = None
     ) -> CommandResult:
-        """Run ``command`` on the host and return its exit status and output.
+        """Run ``command`` (POSIX sh syntax) on the host; return its status and output.
 
         Raises:
             CommandTimeoutError: It did not finish within ``timeout`` seconds
-                (default: the settings' ``command_timeout``); it is sent SIGKILL.
+                (default: the settings' ``command_timeout``); its whole process
+                group on the host is killed.
             ConnectionFailedError: There is no connection to run it on.
         """
         limit = timeout if timeout is not None else self.settings.command_timeout
         conn = await self.wait_connected(self.settings.forward_wait_timeout)
-        process = await conn.create_process(command, errors="replace")
+        # sshd makes the command a session leader; `exec` keeps that pid for sh,
+        # which reports it first so that a timeout can kill the whole group.
+        wrapped = "exec sh -c " + shlex.quote(f"echo {_PGID_MARK}$$ >&2; {command}")
+        process = await conn.create_process(wrapped, errors="replace")
+        pgid: str | None = None
         try:
-            result = await asyncio.wait_for(process.communicate(input), limit)
+            async with asyncio.timeout(limit):
+                first = str(await process.stderr.readline())
+                if first.startswith(_PGID_MARK):
+                    pgid = first[len(_PGID_MARK):].strip()
+                stdout, stderr = await process.communicate(input)
         except TimeoutError:
-            process.send_signal("KILL")
             process.close()
+            if pgid and pgid.isdigit():
+                await conn.run(f"kill -KILL -- -{pgid}", check=False)
             raise CommandTimeoutError(
                 self.destination,
                 f"ssh {self.destination}: `{command}` did not finish within {limit:g} s "
                 "and was killed",
             ) from None
-        stdout, stderr = result
+        prefix = "" if pgid is not None else first
         return CommandResult(
             command=command,
             exit_status=process.exit_status,
             stdout=str(stdout or ""),
-            stderr=str(stderr or ""),
+            stderr=prefix + str(stderr or ""),
         )
 
     async def forward_local_port(

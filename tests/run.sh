@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Install everything the tests need on a fresh Debian machine (as root), then run them.
+# This is the README's test command; .ci/run calls it too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    openssh-server openssh-client iproute2 procps >/dev/null
+fi
+
+python3 -m pip install --quiet --disable-pip-version-check '.[test]'
+python3 -m pytest "$@"

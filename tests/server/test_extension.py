@@ -1,0 +1,29 @@
+"""The server extension loads into a real jupyter_server and takes its config from it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jupyter_remote_hw import __version__
+from jupyter_remote_hw.server.extension import TRANSPORT_SETTING
+from jupyter_remote_hw.transport import TransportManager
+
+
+@pytest.fixture
+def jp_server_config() -> dict[str, Any]:
+    return {
+        "ServerApp": {"jpserver_extensions": {"jupyter_remote_hw": True}},
+        "TransportManager": {"keepalive_interval": 7.5},
+    }
+
+
+async def test_extension_is_loaded_and_configured(jp_serverapp: Any) -> None:
+    settings = jp_serverapp.web_app.settings
+    assert settings["jupyter_remote_hw_version"] == __version__
+    pkg = jp_serverapp.extension_manager.extensions["jupyter_remote_hw"]
+    assert pkg.enabled and pkg.version == __version__
+    transport = settings[TRANSPORT_SETTING]
+    assert isinstance(transport, TransportManager)
+    assert transport.keepalive_interval == 7.5

@@ -1,0 +1,122 @@
+"""Commands, ssh_config options, the SSH agent and state events, against a real sshd."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from jupyter_remote_hw.transport import (
+    CommandTimeoutError,
+    ConnectionState,
+    SSHConnection,
+)
+
+from ..conftest import settings_for
+from ..testhosts import NetnsTestHost, SSHTestHost
+
+
+async def test_run_returns_status_and_both_streams(ssh_host: SSHTestHost) -> None:
+    async with SSHConnection(ssh_host.alias, settings_for(ssh_host.ssh_config)) as conn:
+        result = await conn.run("echo out; echo err >&2; exit 3")
+        assert (result.exit_status, result.stdout, result.stderr) == (3, "out\n", "err\n")
+        assert not result.ok
+        who = await conn.run("id -un", input=None)
+        assert who.ok and who.stdout.strip() == ssh_host.user
+        echoed = await conn.run("cat", input="fed on stdin")
+        assert echoed.stdout == "fed on stdin"
+
+
+def _running(marker: str) -> bool:
+    return subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0
+
+
+async def test_run_timeout_kills_the_command(ssh_host: SSHTestHost) -> None:
+    marker = "sleep 37.25"
+    async with SSHConnection(ssh_host.alias, settings_for(ssh_host.ssh_config)) as conn:
+        with pytest.raises(CommandTimeoutError) as err:
+            await conn.run(marker, timeout=1)
+        assert f"`{marker}` did not finish within 1 s" in str(err.value)
+        for _ in range(50):
+            if not _running(marker):
+                break
+            await asyncio.sleep(0.1)
+        assert not _running(marker), "the timed-out command is still running on the host"
+        # The connection is still usable afterwards.
+        assert (await conn.run("true")).ok
+
+
+async def test_connection_follows_proxyjump(ns_host: NetnsTestHost, tmp_path: Path) -> None:
+    # The namespace's own 127.0.0.1 is reachable only from inside it, so
+    # reaching sshd there proves the jump through the namespace host.
+    known = tmp_path / "known_hosts"
+    known.write_text(ns_host.known_hosts_line() + ns_host.known_hosts_line("127.0.0.1"))
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        ns_host.config_block("jump", UserKnownHostsFile=str(known))
+        + ns_host.config_block("inside", HostName="127.0.0.1", ProxyJump="jump",
+                               UserKnownHostsFile=str(known))
+    )
+    async with SSHConnection("inside", settings_for(config)) as conn:
+        result = await conn.run("echo $SSH_CONNECTION")
+    client_addr, _, server_addr, _ = result.stdout.split()
+    assert server_addr == "127.0.0.1" and client_addr == "127.0.0.1"
+
+
+async def test_keys_come_from_the_ssh_agent(
+    ssh_host: SSHTestHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if sock.exists():
+                break
+            await asyncio.sleep(0.05)
+        env = {**os.environ, "SSH_AUTH_SOCK": str(sock)}
+        subprocess.run(["ssh-add", "-q", str(ssh_host.user_key)], env=env, check=True,
+                       capture_output=True)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+        monkeypatch.setenv("HOME", str(tmp_path))  # no default keys in ~/.ssh
+        config = tmp_path / "ssh_config"
+        block = ssh_host.config_block("viaagent", IdentitiesOnly="no")
+        config.write_text("".join(line + "\n" for line in block.splitlines()
+                                  if "IdentityFile" not in line))
+        async with SSHConnection("viaagent", settings_for(config)) as conn:
+            assert (await conn.run("true")).ok
+    finally:
+        agent.terminate()
+        agent.wait(timeout=5)
+
+
+async def test_changes_are_observable(ssh_host: SSHTestHost) -> None:
+    conn = SSHConnection(ssh_host.alias, settings_for(ssh_host.ssh_config))
+    seen: list[ConnectionState] = []
+    conn.add_listener(lambda change: seen.append(change.state))
+
+    async def follow() -> list[ConnectionState]:
+        return [change.state async for change in conn.changes()]
+
+    await conn.open()
+    follower = asyncio.create_task(follow())
+    await asyncio.sleep(0)
+    await conn.close()
+    assert await asyncio.wait_for(follower, 5) == [ConnectionState.CLOSED]
+    assert seen == [ConnectionState.CONNECTED, ConnectionState.CLOSED]
+    assert conn.state == ConnectionState.CLOSED
+
+
+async def test_reconnects_after_sshd_kills_the_connection(ssh_host: SSHTestHost) -> None:
+    async with SSHConnection(ssh_host.alias, settings_for(ssh_host.ssh_config)) as conn:
+        states: list[ConnectionState] = []
+        conn.add_listener(lambda change: states.append(change.state))
+        pid = (await conn.run("echo $PPID")).stdout.strip()
+        # Kill this connection's sshd session process on the host.
+        subprocess.run(["kill", pid], check=True)
+        await asyncio.sleep(0.5)
+        await conn.wait_connected(timeout=10)
+        assert ConnectionState.RECONNECTING in states
+        assert (await conn.run("echo again")).stdout == "again\n"

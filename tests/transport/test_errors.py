@@ -1,0 +1,134 @@
+"""Each connection failure, produced for real against sshd, gives a message that says what to do."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jupyter_remote_hw.transport import (
+    AuthenticationError,
+    ConnectionState,
+    HostKeyError,
+    HostUnreachableError,
+    SSHConnection,
+)
+
+from ..conftest import settings_for
+from ..testhosts import SSHTestHost, free_port, keygen
+
+
+def write_config(tmp_path: Path, text: str) -> Path:
+    """Write an ssh_config for one test and return its path."""
+    path = tmp_path / "ssh_config"
+    path.write_text(text)
+    return path
+
+
+async def test_unreachable_port_is_named(ssh_host: SSHTestHost, tmp_path: Path) -> None:
+    port = free_port()
+    config = write_config(tmp_path, ssh_host.config_block("closed", Port=port))
+    conn = SSHConnection("closed", settings_for(config))
+    with pytest.raises(HostUnreachableError) as err:
+        await conn.open()
+    message = str(err.value)
+    assert f"cannot reach closed (127.0.0.1:{port})" in message
+    assert "Connection refused" in message or "Connect call failed" in message
+    assert "HostName and Port" in message
+    assert conn.state == ConnectionState.FAILED
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A TCP listener that accepts and never says a word (a hung host)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    try:
+        yield int(sock.getsockname()[1])
+    finally:
+        sock.close()
+
+
+async def test_unanswering_host_times_out(
+    ssh_host: SSHTestHost, tmp_path: Path, silent_server: int
+) -> None:
+    config = write_config(tmp_path, ssh_host.config_block("hung", Port=silent_server))
+    started = time.monotonic()
+    with pytest.raises(HostUnreachableError) as err:
+        await SSHConnection("hung", settings_for(config, connect_timeout=1.5)).open()
+    assert time.monotonic() - started < 5
+    assert f"cannot reach hung (127.0.0.1:{silent_server}): no answer within 1.5 s" in str(
+        err.value
+    )
+
+
+async def test_wrong_user_names_user_and_host(ssh_host: SSHTestHost, tmp_path: Path) -> None:
+    config = write_config(tmp_path, ssh_host.config_block("nobody", User="nosuchuser"))
+    with pytest.raises(AuthenticationError) as err:
+        await SSHConnection("nobody", settings_for(config)).open()
+    message = str(err.value)
+    assert f"nosuchuser@nobody (127.0.0.1:{ssh_host.port}) refused authentication" in message
+    assert "IdentityFile" in message and "ssh-add" in message
+
+
+async def test_wrong_key_names_user_and_host(ssh_host: SSHTestHost, tmp_path: Path) -> None:
+    other_key = keygen(tmp_path / "other_key")
+    config = write_config(tmp_path, ssh_host.config_block("badkey", IdentityFile=str(other_key)))
+    with pytest.raises(AuthenticationError) as err:
+        await SSHConnection("badkey", settings_for(config)).open()
+    assert f"{ssh_host.user}@badkey (127.0.0.1:{ssh_host.port}) refused" in str(err.value)
+
+
+async def test_unknown_host_key_is_refused_with_fingerprint(
+    ssh_host: SSHTestHost, tmp_path: Path
+) -> None:
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    config = write_config(tmp_path, ssh_host.config_block("stranger",
+                                                          UserKnownHostsFile=str(empty)))
+    with pytest.raises(HostKeyError) as err:
+        await SSHConnection("stranger", settings_for(config)).open()
+    assert err.value.changed is False
+    assert err.value.fingerprint == ssh_host.fingerprint()
+    message = str(err.value)
+    assert f"host key of stranger (127.0.0.1:{ssh_host.port}) is not known" in message
+    assert ssh_host.fingerprint() in message
+    assert f"ssh-keyscan -p {ssh_host.port} 127.0.0.1 >> {empty}" in message
+    assert empty.read_text() == ""
+
+
+async def test_changed_host_key_is_refused_loudly(ssh_host: SSHTestHost, tmp_path: Path) -> None:
+    impostor = keygen(tmp_path / "impostor")
+    public = (tmp_path / "impostor.pub").read_text().split()
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{ssh_host.port} {public[0]} {public[1]}\n")
+    config = write_config(tmp_path, ssh_host.config_block("moved", UserKnownHostsFile=str(known)))
+    with pytest.raises(HostKeyError) as err:
+        await SSHConnection("moved", settings_for(config)).open()
+    assert impostor.exists()
+    assert err.value.changed is True
+    message = str(err.value)
+    assert f"HOST KEY CHANGED for moved (127.0.0.1:{ssh_host.port})" in message
+    assert ssh_host.fingerprint() in message
+    assert f"ssh-keygen -R '[127.0.0.1]:{ssh_host.port}' -f {known}" in message
+
+
+async def test_config_cannot_turn_host_key_checking_off(
+    ssh_host: SSHTestHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ssh/known_hosts to fall back on
+    config = write_config(tmp_path, ssh_host.config_block("careless", UserKnownHostsFile="none"))
+    with pytest.raises(HostKeyError):
+        await SSHConnection("careless", settings_for(config)).open()
+
+
+async def test_errors_arrive_within_the_timeout(ssh_host: SSHTestHost, tmp_path: Path) -> None:
+    config = write_config(tmp_path, ssh_host.config_block("closed", Port=free_port()))
+    async with asyncio.timeout(3):
+        with pytest.raises(HostUnreachableError):
+            await SSHConnection("closed", settings_for(config, connect_timeout=2)).open()
