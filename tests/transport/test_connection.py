@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import subprocess
 from pathlib import Path
@@ -120,3 +121,15 @@ async def test_reconnects_after_sshd_kills_the_connection(ssh_host: SSHTestHost)
         await conn.wait_connected(timeout=10)
         assert ConnectionState.RECONNECTING in states
         assert (await conn.run("echo again")).stdout == "again\n"
+
+
+async def test_default_config_is_the_users_ssh_config(
+    ssh_host: SSHTestHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    dot_ssh = tmp_path / ".ssh"
+    dot_ssh.mkdir(mode=0o700)
+    (dot_ssh / "config").write_text(ssh_host.config_block("fromhome"))
+    settings = dataclasses.replace(settings_for(ssh_host.ssh_config), ssh_config_files=())
+    async with SSHConnection("fromhome", settings) as conn:
+        assert (await conn.run("echo $SSH_CONNECTION")).stdout.split()[3] == str(ssh_host.port)
