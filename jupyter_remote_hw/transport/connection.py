@@ -398,7 +398,7 @@ class SSHConnection:
         except TimeoutError:
             process.close()
             if pgid and pgid.isdigit():
-                await conn.run(f"kill -KILL -- -{pgid}", check=False)
+                await conn.run(f"exec sh -c 'kill -s KILL -- -{pgid}'", check=False)
             raise CommandTimeoutError(
                 self.destination,
                 f"ssh {self.destination}: `{command}` did not finish within {limit:g} s "
