@@ -22,7 +22,7 @@ class RemoteHWExtension(ExtensionApp):
 
     name = "jupyter_remote_hw"
     load_other_extensions = True
-    classes = [TransportManager]
+    classes = [TransportManager]  # noqa: RUF012 (a traitlets List on the base class)
 
     def initialize_settings(self) -> None:
         """Create the managers and publish them to handlers through the settings."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Self
+from typing import Self, cast
 
 import asyncssh
 from asyncssh.forward import SSHForwarder
@@ -47,7 +47,7 @@ class _LocalSide(SSHForwarder):
         try:
             conn = await fwd._get_connection()
             await conn.create_connection(
-                lambda: SSHForwarder(self),
+                cast(Callable[[], asyncssh.SSHTCPSession[bytes]], lambda: SSHForwarder(self)),
                 fwd.remote_host,
                 fwd.remote_port,
                 window=_CHANNEL_WINDOW,

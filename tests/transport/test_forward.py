@@ -54,7 +54,7 @@ async def test_forward_listens_on_loopback_only(ssh_host: SSHTestHost) -> None:
                 if line.split()[3] == "0A"  # LISTEN
                 and int(line.split()[1].split(":")[1], 16) == forward.local_port
             ]
-        assert listeners == ["0100007F:%04X" % forward.local_port]
+        assert listeners == [f"0100007F:{forward.local_port:04X}"]
 
 
 async def test_forward_closes_with_connection(ssh_host: SSHTestHost) -> None:
@@ -64,7 +64,7 @@ async def test_forward_closes_with_connection(ssh_host: SSHTestHost) -> None:
     await conn.close()
     assert not forward.active
     try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", forward.local_port)
+        _, writer = await asyncio.open_connection("127.0.0.1", forward.local_port)
     except ConnectionRefusedError:
         pass
     else:
