@@ -133,3 +133,21 @@ async def test_default_config_is_the_users_ssh_config(
     settings = dataclasses.replace(settings_for(ssh_host.ssh_config), ssh_config_files=())
     async with SSHConnection("fromhome", settings) as conn:
         assert (await conn.run("echo $SSH_CONNECTION")).stdout.split()[3] == str(ssh_host.port)
+
+
+@pytest.mark.parametrize(
+    ("ciphers_line", "expected"),
+    [
+        (None, "aes128-gcm@openssh.com"),
+        ("chacha20-poly1305@openssh.com", "chacha20-poly1305@openssh.com"),
+    ],
+)
+async def test_cipher_prefers_aes_gcm_unless_config_says_otherwise(
+    ssh_host: SSHTestHost, tmp_path: Path, ciphers_line: str | None, expected: str
+) -> None:
+    config = tmp_path / "ssh_config"
+    extra = {"Ciphers": ciphers_line} if ciphers_line else {}
+    config.write_text(ssh_host.config_block("ciphered", **extra))
+    async with SSHConnection("ciphered", settings_for(config)) as conn:
+        live = await conn.wait_connected()
+        assert live.get_extra_info("send_cipher") == expected
