@@ -428,6 +428,36 @@ class SSHConnection:
             stderr=prefix + str(stderr or ""),
         )
 
+    async def open_unix_connection(
+        self, remote_path: str
+    ) -> tuple[asyncssh.SSHReader[bytes], asyncssh.SSHWriter[bytes]]:
+        """Open a byte stream to the UNIX socket ``remote_path`` on the host.
+
+        Raises:
+            ConnectionFailedError: There is no connection, or the host refused
+                to open the socket (it does not exist or is not ours).
+        """
+        conn = await self.wait_connected(self.settings.forward_wait_timeout)
+        try:
+            return await conn.open_unix_connection(remote_path, encoding=None)
+        except asyncssh.ChannelOpenError as exc:
+            raise ConnectionFailedError(
+                self.destination,
+                f"ssh {self.destination}: cannot open socket {remote_path}: {exc.reason}",
+            ) from None
+
+    async def upload(self, local_path: str | Path, remote_path: str, *, mode: int = 0o600) -> None:
+        """Copy one file to the host over SFTP, writing it under a temporary name first.
+
+        The file appears at ``remote_path`` complete or not at all, with ``mode``.
+        """
+        conn = await self.wait_connected(self.settings.forward_wait_timeout)
+        partial = f"{remote_path}.part"
+        async with conn.start_sftp_client() as sftp:
+            await sftp.put(str(local_path), partial)
+            await sftp.chmod(partial, mode)
+            await sftp.posix_rename(partial, remote_path)
+
     async def forward_local_port(
         self, remote_port: int, *, remote_host: str = "127.0.0.1", local_port: int = 0
     ) -> LocalForward:

@@ -12,6 +12,7 @@ import pytest
 
 from jupyter_remote_hw.transport import (
     CommandTimeoutError,
+    ConnectionFailedError,
     ConnectionState,
     SSHConnection,
 )
@@ -151,3 +152,32 @@ async def test_cipher_prefers_aes_gcm_unless_config_says_otherwise(
     async with SSHConnection("ciphered", settings_for(config)) as conn:
         live = await conn.wait_connected()
         assert live.get_extra_info("send_cipher") == expected
+
+
+async def test_upload_is_complete_and_private(ssh_host: SSHTestHost, tmp_path: Path) -> None:
+    source = tmp_path / "payload.bin"
+    source.write_bytes(os.urandom(300_000))
+    target = tmp_path / "uploaded.bin"
+    async with SSHConnection(ssh_host.alias, settings_for(ssh_host.ssh_config)) as conn:
+        await conn.upload(source, str(target))
+    assert target.read_bytes() == source.read_bytes()
+    assert target.stat().st_mode & 0o777 == 0o600
+    assert not Path(f"{target}.part").exists()
+
+
+async def test_unix_socket_stream_on_the_host(ssh_host: SSHTestHost, tmp_path: Path) -> None:
+    path = tmp_path / "echo.sock"
+
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(await reader.readline())
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_unix_server(echo, str(path))
+    async with server, SSHConnection(ssh_host.alias, settings_for(ssh_host.ssh_config)) as conn:
+        reader, writer = await conn.open_unix_connection(str(path))
+        writer.write(b"through the host\n")
+        assert await reader.readline() == b"through the host\n"
+        writer.close()
+        with pytest.raises(ConnectionFailedError, match="cannot open socket"):
+            await conn.open_unix_connection(str(tmp_path / "missing.sock"))
