@@ -1,0 +1,49 @@
+"""Command line: ``python -m jupyter_remote_hw.agent serve --state-dir DIR [--daemon]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import AGENT_VERSION
+from .daemon import serve
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line and run the command.
+
+    Args:
+        argv: Arguments after the program name; ``sys.argv[1:]`` by default.
+
+    Returns:
+        The exit status.
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m jupyter_remote_hw.agent",
+        description="jupyter-remote-hw host agent: runs kernels on this machine.",
+    )
+    parser.add_argument("--version", action="version", version=AGENT_VERSION)
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve_parser = commands.add_parser(
+        "serve",
+        help="serve the agent protocol on DIR/agent.sock",
+        description="Serve the agent protocol on DIR/agent.sock. Prints one JSON line "
+        '({"socket", "pid", "version"} or {"error"}) once ready.',
+    )
+    serve_parser.add_argument("--state-dir", required=True, metavar="DIR", help="state directory")
+    serve_parser.add_argument(
+        "--daemon",
+        action="store_true",
+        help="detach from this session (survives SSH logout) and exit once the agent is ready; "
+        "reuse an agent that already serves DIR",
+    )
+    serve_parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        return serve(args.state_dir, daemon=args.daemon, log_level=args.log_level)
+    parser.error(f"unknown command {args.command}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

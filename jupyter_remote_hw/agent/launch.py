@@ -1,0 +1,175 @@
+"""How a kernel is launched: its command line, environment and working directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from .connection import StateFileError, write_private_json
+
+CONNECTION_FILE_PLACEHOLDER = "{connection_file}"
+
+# Variables that would tie the kernel's life to its parent process (the agent).
+_PARENT_LINK_VARIABLES = ("JPY_PARENT_PID", "JPY_INTERRUPT_EVENT")
+
+
+def default_argv() -> list[str]:
+    """The command line of an ipykernel run by the agent's own python.
+
+    Returns:
+        ``[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]``.
+    """
+    return [sys.executable, "-m", "ipykernel_launcher", "-f", CONNECTION_FILE_PLACEHOLDER]
+
+
+@dataclass
+class LaunchSpec:
+    """What is needed to start (and restart) a kernel process.
+
+    Attributes:
+        argv: Command line; :data:`CONNECTION_FILE_PLACEHOLDER` stands for the
+            connection file's path.
+        env: Variables set over the agent's environment.
+        cwd: Working directory, or None for the agent's.
+        is_default: Whether ``argv`` is the agent's own default.
+    """
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    is_default: bool = False
+
+    def ipykernel_python(self) -> str | None:
+        """The python that must be able to import ipykernel, if this runs ipykernel.
+
+        Returns:
+            ``argv[0]`` when the command is ``<python> -m ipykernel...``, else None
+            (a custom launcher whose needs the agent cannot know).
+        """
+        if len(self.argv) >= 3 and self.argv[1] == "-m" and self.argv[2].startswith("ipykernel"):
+            return self.argv[0]
+        return None
+
+    def resolved_python(self) -> str:
+        """``argv[0]`` as a full path when it can be found on PATH, for messages."""
+        found = shutil.which(self.argv[0], path=self.env.get("PATH", os.environ.get("PATH")))
+        return found or self.argv[0]
+
+    def command(self, connection_file: str) -> list[str]:
+        """The command line with the connection file's path filled in.
+
+        Args:
+            connection_file: Absolute path of the kernel's connection file.
+
+        Returns:
+            The argv to execute.
+        """
+        return [part.replace(CONNECTION_FILE_PLACEHOLDER, connection_file) for part in self.argv]
+
+    def environment(self) -> dict[str, str]:
+        """The agent's environment with this spec's variables set over it.
+
+        Returns:
+            The kernel's full environment.
+        """
+        env = dict(os.environ)
+        for name in _PARENT_LINK_VARIABLES:
+            env.pop(name, None)
+        env.update(self.env)
+        return env
+
+    def spawn(self, connection_file: str, log: IO[bytes]) -> subprocess.Popen[bytes]:
+        """Start the kernel process in its own session, detached from the agent.
+
+        Args:
+            connection_file: Absolute path of the kernel's connection file.
+            log: Open file that receives the kernel's stdout and stderr.
+
+        Returns:
+            The started process.
+
+        Raises:
+            OSError: The command could not be executed.
+        """
+        return subprocess.Popen(
+            self.command(connection_file),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.environment(),
+            cwd=self.cwd,
+            start_new_session=True,
+            close_fds=True,
+        )
+
+    def save(self, path: str, pid: int, start_time: int | None) -> None:
+        """Record the spec and the process identity for restart and re-adoption.
+
+        Args:
+            path: The kernel's launch file (written 0600: env may hold secrets).
+            pid: The kernel process's pid.
+            start_time: Its start time in clock ticks, when known.
+        """
+        write_private_json(
+            path,
+            {
+                "argv": self.argv,
+                "env": self.env,
+                "cwd": self.cwd,
+                "is_default": self.is_default,
+                "pid": pid,
+                "start_time": start_time,
+            },
+        )
+
+    @classmethod
+    def load(cls, path: str) -> LoadedLaunch:
+        """Read a launch file written by :meth:`save`.
+
+        Args:
+            path: The launch file.
+
+        Returns:
+            The spec and recorded process identity.
+
+        Raises:
+            OSError: The file cannot be read.
+            StateFileError: The file is malformed.
+        """
+        with open(path) as handle:
+            data: Any = json.load(handle)
+        if not isinstance(data, dict):
+            raise StateFileError(f"{path} is not a JSON object")
+        argv = data.get("argv")
+        env = data.get("env") or {}
+        cwd = data.get("cwd")
+        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+            raise StateFileError(f"{path} has no argv")
+        if not isinstance(env, dict):
+            raise StateFileError(f"{path} has a malformed env")
+        start_time = data.get("start_time")
+        spec = cls(
+            argv=argv,
+            env={str(k): str(v) for k, v in env.items()},
+            cwd=cwd if isinstance(cwd, str) else None,
+            is_default=bool(data.get("is_default", False)),
+        )
+        return LoadedLaunch(spec, start_time if isinstance(start_time, int) else None)
+
+
+@dataclass
+class LoadedLaunch:
+    """A launch file's contents.
+
+    Attributes:
+        spec: How the kernel was launched.
+        start_time: The recorded process start time, if any.
+    """
+
+    spec: LaunchSpec
+    start_time: int | None

@@ -1,0 +1,309 @@
+"""The agent's unix-socket server: reads requests, runs ops, writes responses."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import logging
+import os
+import platform
+import socket
+import sys
+from typing import Any, Awaitable, Callable, Dict
+
+from . import AGENT_VERSION
+from .hardware import HardwareReporter
+from .kernels import DEFAULT_START_TIMEOUT, KernelManager
+from .paths import StatePaths
+from .processes import write_pid_file
+from .protocol import (
+    BAD_REQUEST,
+    INTERNAL,
+    MAX_LINE_BYTES,
+    AgentError,
+    Request,
+    RequestParseError,
+    arg_bool,
+    arg_seconds,
+    arg_str,
+    arg_str_dict,
+    arg_str_list,
+    encode,
+    error_response,
+    ok_response,
+    parse_request,
+)
+from .zmqcompat import new_context
+
+log = logging.getLogger(__name__)
+
+AGENT_STOPPING = "agent_stopping"
+"""Error kind for requests that arrive while the agent shuts down."""
+
+Handler = Callable[[Dict[str, Any]], Awaitable[Dict[str, Any]]]
+
+
+def _current_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError, ImportError):  # no name for this uid
+        return str(os.getuid())
+
+
+class AgentServer:
+    """Serves the agent protocol on ``<state>/agent.sock`` until told to stop.
+
+    Construct it inside the running event loop.
+
+    Args:
+        paths: The prepared state directory.
+    """
+
+    def __init__(self, paths: StatePaths) -> None:
+        self.paths = paths
+        self.context = new_context()
+        self.kernels = KernelManager(paths, self.context)
+        self.hardware = HardwareReporter()
+        self._server: asyncio.AbstractServer | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stop = asyncio.Event()
+        self._kill_kernels = False
+        self._stopping = False
+        self._handlers: dict[str, Handler] = {
+            "hello": self._hello,
+            "hardware": self._hardware,
+            "start_kernel": self._start_kernel,
+            "restart_kernel": self._restart_kernel,
+            "interrupt_kernel": self._interrupt_kernel,
+            "shutdown_kernel": self._shutdown_kernel,
+            "kernel_status": self._kernel_status,
+            "list_kernels": self._list_kernels,
+            "shutdown_agent": self._shutdown_agent,
+        }
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Re-adopt kernels, then listen on the socket (0600) and write the pid file."""
+        self.kernels.open()
+        try:
+            os.unlink(self.paths.socket)
+        except FileNotFoundError:
+            pass
+        old_umask = os.umask(0o177)
+        try:
+            self._server = await asyncio.start_unix_server(
+                self._serve_connection, path=self.paths.socket, limit=MAX_LINE_BYTES
+            )
+        finally:
+            os.umask(old_umask)
+        os.chmod(self.paths.socket, 0o600)
+        write_pid_file(self.paths.pid, os.getpid())
+        log.info(
+            "agent %s (pid %d) serving %s with %d re-adopted kernel(s)",
+            AGENT_VERSION,
+            os.getpid(),
+            self.paths.socket,
+            len(self.kernels.kernels),
+        )
+
+    def ready_line(self) -> dict[str, Any]:
+        """The readiness line printed by ``serve``: socket, pid and version."""
+        return {"socket": self.paths.socket, "pid": os.getpid(), "version": AGENT_VERSION}
+
+    def request_stop(self, kill_kernels: bool) -> None:
+        """Ask the agent to stop (from a signal handler or the shutdown_agent op).
+
+        Args:
+            kill_kernels: Shut down every kernel too; otherwise they keep running
+                and the next agent re-adopts them.
+        """
+        if not self._stopping:
+            self._stopping = True
+            self._kill_kernels = kill_kernels
+            self._stop.set()
+
+    async def wait_stopped(self) -> None:
+        """Wait until asked to stop, then stop serving, stop kernels if asked, clean up."""
+        await self._stop.wait()
+        log.info("agent stopping (kill kernels: %s)", self._kill_kernels)
+        if self._server is not None:
+            self._server.close()
+        for writer in list(self._writers):
+            writer.close()
+        if self._server is not None:
+            await self._server.wait_closed()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.kernels.close(kill_kernels=self._kill_kernels)
+        if self.context is not None:
+            self.context.destroy(linger=0)
+        for path in (self.paths.socket, self.paths.pid):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        log.info("agent stopped")
+
+    # ------------------------------------------------------------------ connections
+
+    async def _serve_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """Read requests from one client until it disconnects.
+
+        Requests run concurrently; a client that disconnects does not cancel
+        them (a kernel being started keeps starting).
+        """
+        self._writers.add(writer)
+        write_lock = asyncio.Lock()
+        try:
+            while True:
+                try:
+                    line = await reader.readline()
+                except ValueError:
+                    await self._send(
+                        writer,
+                        write_lock,
+                        error_response(
+                            None, BAD_REQUEST, f"request line longer than {MAX_LINE_BYTES} bytes"
+                        ),
+                    )
+                    break
+                except ConnectionError:
+                    break
+                if not line:
+                    break
+                if not line.strip():
+                    continue
+                task = asyncio.ensure_future(self._serve_request(line, writer, write_lock))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+
+    async def _serve_request(
+        self, line: bytes, writer: asyncio.StreamWriter, write_lock: asyncio.Lock
+    ) -> None:
+        request: Request | None = None
+        try:
+            request = parse_request(line)
+        except RequestParseError as exc:
+            response = error_response(exc.request_id, exc.kind, exc.message)
+        else:
+            response = await self.dispatch(request)
+        await self._send(writer, write_lock, response)
+        if request is not None and request.op == "shutdown_agent" and response["ok"]:
+            self.request_stop(arg_bool(request.args, request.op, "kill_kernels", True))
+
+    async def _send(
+        self, writer: asyncio.StreamWriter, write_lock: asyncio.Lock, response: dict[str, Any]
+    ) -> None:
+        async with write_lock:
+            if writer.is_closing():
+                return
+            try:
+                writer.write(encode(response))
+                await writer.drain()
+            except ConnectionError:
+                pass
+
+    async def dispatch(self, request: Request) -> dict[str, Any]:
+        """Run one request's op and build its response.
+
+        Args:
+            request: The parsed request.
+
+        Returns:
+            The response dict (never raises).
+        """
+        handler = self._handlers.get(request.op)
+        if handler is None:
+            known = ", ".join(sorted(self._handlers))
+            return error_response(
+                request.id,
+                BAD_REQUEST,
+                f"unknown op {request.op!r}: agent {AGENT_VERSION} knows {known}",
+            )
+        if self._stopping and request.op != "hello":
+            return error_response(
+                request.id,
+                AGENT_STOPPING,
+                f"the agent at {self.paths.socket} is shutting down: start it again",
+            )
+        log.debug("request %d: %s", request.id, request.op)
+        try:
+            result = await handler(request.args)
+        except AgentError as exc:
+            log.info("request %d (%s) failed: %s", request.id, request.op, exc.kind)
+            return error_response(request.id, exc.kind, exc.message)
+        except Exception as exc:
+            log.exception("request %d (%s) failed unexpectedly", request.id, request.op)
+            return error_response(
+                request.id,
+                INTERNAL,
+                f"the agent failed on {request.op}: {type(exc).__name__}: {exc}; "
+                f"its log is {self.paths.log}",
+            )
+        return ok_response(request.id, result)
+
+    # ------------------------------------------------------------------ ops
+
+    async def _hello(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "version": AGENT_VERSION,
+            "pid": os.getpid(),
+            "python": sys.executable,
+            "python_version": platform.python_version(),
+            "hostname": socket.gethostname(),
+            "user": _current_user(),
+            "state_dir": self.paths.root,
+        }
+
+    async def _hardware(self, args: dict[str, Any]) -> dict[str, Any]:
+        return await self.hardware.report(
+            python=arg_str(args, "hardware", "python"),
+            refresh=arg_bool(args, "hardware", "refresh", False),
+        )
+
+    async def _start_kernel(self, args: dict[str, Any]) -> dict[str, Any]:
+        op = "start_kernel"
+        return await self.kernels.start(
+            kernel_id=arg_str(args, op, "kernel_id"),
+            argv=arg_str_list(args, op, "argv"),
+            env=arg_str_dict(args, op, "env"),
+            cwd=arg_str(args, op, "cwd"),
+            timeout=arg_seconds(args, op, "timeout", DEFAULT_START_TIMEOUT),
+        )
+
+    async def _restart_kernel(self, args: dict[str, Any]) -> dict[str, Any]:
+        op = "restart_kernel"
+        return await self.kernels.restart(
+            arg_str(args, op, "kernel_id", required=True),
+            timeout=arg_seconds(args, op, "timeout", DEFAULT_START_TIMEOUT),
+            now=arg_bool(args, op, "now", False),
+        )
+
+    async def _interrupt_kernel(self, args: dict[str, Any]) -> dict[str, Any]:
+        self.kernels.interrupt(arg_str(args, "interrupt_kernel", "kernel_id", required=True))
+        return {}
+
+    async def _shutdown_kernel(self, args: dict[str, Any]) -> dict[str, Any]:
+        op = "shutdown_kernel"
+        return await self.kernels.shutdown(
+            arg_str(args, op, "kernel_id", required=True), now=arg_bool(args, op, "now", False)
+        )
+
+    async def _kernel_status(self, args: dict[str, Any]) -> dict[str, Any]:
+        kernel_id = arg_str(args, "kernel_status", "kernel_id", required=True)
+        return self.kernels.get(kernel_id).status()
+
+    async def _list_kernels(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"kernels": self.kernels.list_status()}
+
+    async def _shutdown_agent(self, args: dict[str, Any]) -> dict[str, Any]:
+        arg_bool(args, "shutdown_agent", "kill_kernels", True)  # validate before answering
+        return {}

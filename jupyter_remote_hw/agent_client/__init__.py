@@ -1,0 +1,17 @@
+"""The local side of the host agent: build and ship it, start it, and talk to it."""
+
+from .bootstrap import Progress, start_local_agent, start_ssh_agent
+from .bundle import agent_zipapp, write_agent_zipapp
+from .client import AgentClient
+from .errors import AgentError, AgentUnavailableError
+
+__all__ = [
+    "AgentClient",
+    "AgentError",
+    "AgentUnavailableError",
+    "Progress",
+    "agent_zipapp",
+    "start_local_agent",
+    "start_ssh_agent",
+    "write_agent_zipapp",
+]

@@ -1,0 +1,171 @@
+"""Starting (or finding) the agent on a host, and opening a client to it.
+
+Over SSH: check python3, upload the agent zipapp when the host lacks this
+build, start it detached, then talk to its UNIX socket through the host's SSH
+connection. Locally: the same agent as a detached subprocess of this machine.
+Each step is reported to ``progress``; a failure names the step and what to try.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import shlex
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..agent import AGENT_VERSION
+from ..transport import SSHConnection, TransportError
+from .bundle import agent_zipapp, write_agent_zipapp
+from .client import AgentClient
+from .errors import AgentError, AgentUnavailableError
+
+Progress = Callable[[str], None]
+
+#: Where, relative to the host user's home, the zipapp and the agent's state live.
+REMOTE_CACHE = ".cache/jupyter-remote-hw"
+REMOTE_STATE = ".local/state/jupyter-remote-hw/agent"
+
+_log = logging.getLogger(__name__)
+
+
+def _parse_ready_line(output: str, where: str) -> dict[str, Any]:
+    """Read the agent's one-line JSON answer to ``serve --daemon``."""
+    for line in reversed(output.strip().splitlines()):
+        try:
+            ready = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(ready, dict):
+            if "error" in ready:
+                raise AgentUnavailableError(f"start agent on {where}: {ready['error']}")
+            return ready
+    raise AgentUnavailableError(f"start agent on {where}: no answer from the agent: {output!r}")
+
+
+async def _retire_if_stale(client: AgentClient, ready: dict[str, Any]) -> bool:
+    """Stop an agent of another version if it runs no kernels; True if it was stopped.
+
+    Raises:
+        AgentUnavailableError: It runs kernels, so it is left alone.
+    """
+    if ready.get("version") == AGENT_VERSION:
+        return False
+    kernels = (await client.call("list_kernels")).get("kernels", [])
+    if kernels:
+        raise AgentUnavailableError(
+            f"start agent on {client.where}: agent {ready.get('version')} is running there "
+            f"with {len(kernels)} kernel(s), and this is {AGENT_VERSION}. Shut those kernels "
+            "down (or upgrade jupyter-remote-hw to match), then try again."
+        )
+    await client.call("shutdown_agent", kill_kernels=False)
+    return True
+
+
+async def start_ssh_agent(
+    conn: SSHConnection,
+    *,
+    python: str = "python3",
+    root: str | None = None,
+    progress: Progress | None = None,
+    log: logging.Logger | None = None,
+) -> AgentClient:
+    """Make sure this build's agent runs on ``conn``'s host; return a client to it.
+
+    Args:
+        conn: The host's SSH connection.
+        python: The host's Python, which runs the agent and, by default, kernels.
+        root: Directory on the host under which the agent's cache and state
+            live; default the login user's home.
+        progress: Called with a line per step.
+        log: Where to log.
+
+    Raises:
+        AgentUnavailableError: A step failed; the message names it and what to try.
+    """
+    say = progress or (lambda _step: None)
+    where = conn.destination
+    log = log or _log
+    try:
+        say(f"prepare host: checking {python}")
+        probe = await conn.run(
+            f"{shlex.quote(python)} -c 'import sys; print(sys.version_info >= (3, 8))'"
+            " && echo \"$HOME\""
+        )
+        lines = probe.stdout.split()
+        if not probe.ok or len(lines) < 2:
+            raise AgentUnavailableError(
+                f"prepare host {where}: `{python}` did not run ({probe.stderr.strip() or 'no output'}"
+                f"). Install Python 3.8 or newer there, or set the host's python."
+            )
+        if lines[0] != "True":
+            raise AgentUnavailableError(
+                f"prepare host {where}: {python} is older than 3.8; install a newer Python there."
+            )
+        home = root or lines[1]
+        name, data = agent_zipapp()
+        remote = f"{home}/{REMOTE_CACHE}/{name}"
+        state = f"{home}/{REMOTE_STATE}"
+        have = await conn.run(f"test -f {shlex.quote(remote)}")
+        if not have.ok:
+            say(f"prepare host: uploading the agent ({len(data) // 1024} KiB)")
+            await conn.run(f"mkdir -p -m 700 {shlex.quote(f'{home}/{REMOTE_CACHE}')}")
+            with tempfile.TemporaryDirectory() as tmp:
+                await conn.upload(write_agent_zipapp(Path(tmp)), remote)
+        for _attempt in range(2):
+            say("prepare host: starting the agent")
+            started = await conn.run(
+                f"{shlex.quote(python)} {shlex.quote(remote)} serve "
+                f"--state-dir {shlex.quote(state)} --daemon"
+            )
+            ready = _parse_ready_line(started.stdout + started.stderr, where)
+            say("prepare host: connecting to the agent")
+            reader, writer = await conn.open_unix_connection(str(ready["socket"]))
+            client = AgentClient(reader, writer, where=where, log=log)
+            if not await _retire_if_stale(client, ready):
+                return client
+            await client.close()
+            await asyncio.sleep(0.2)
+        raise AgentUnavailableError(f"start agent on {where}: the old agent did not stop")
+    except TransportError as exc:
+        raise AgentUnavailableError(f"prepare host {where}: {exc}") from exc
+
+
+async def start_local_agent(
+    state_dir: Path,
+    *,
+    progress: Progress | None = None,
+    log: logging.Logger | None = None,
+) -> AgentClient:
+    """Make sure an agent runs on this machine for ``state_dir``; return a client to it.
+
+    Raises:
+        AgentUnavailableError: The agent could not be started or reached.
+    """
+    say = progress or (lambda _step: None)
+    say("prepare host: starting the local agent")
+    for _attempt in range(2):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "jupyter_remote_hw.agent", "serve",
+            "--state-dir", str(state_dir), "--daemon",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            stdin=asyncio.subprocess.DEVNULL,
+        )
+        out, err = await proc.communicate()
+        ready = _parse_ready_line(out.decode() + err.decode(), "localhost")
+        say("prepare host: connecting to the agent")
+        client = await AgentClient.connect_unix(str(ready["socket"]), log=log)
+        try:
+            stale = await _retire_if_stale(client, ready)
+        except (AgentError, AgentUnavailableError):
+            await client.close()
+            raise
+        if not stale:
+            return client
+        await client.close()
+        await asyncio.sleep(0.2)
+    raise AgentUnavailableError("start agent on localhost: the old agent did not stop")

@@ -1,0 +1,53 @@
+"""The agent as one file: a zipapp built from the ``agent`` package alone.
+
+Hosts need only python3 with ipykernel: the zipapp is uploaded over SFTP and
+run with ``python3 agent.pyz serve ...``. Its name carries the agent version
+and a hash of its contents, so a host keeps one copy per build and a changed
+agent is never mistaken for the old one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import zipfile
+from functools import cache
+from pathlib import Path
+
+from ..agent import AGENT_VERSION
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+_MAIN = "from jupyter_remote_hw.agent.__main__ import main\nmain()\n"
+
+
+def _sources() -> list[tuple[str, bytes]]:
+    files = [("jupyter_remote_hw/__init__.py", b'"""Host-side copy: the agent only."""\n')]
+    for path in sorted((_PACKAGE / "agent").rglob("*.py")):
+        files.append((str(path.relative_to(_PACKAGE.parent)), path.read_bytes()))
+    files.append(("__main__.py", _MAIN.encode()))
+    return files
+
+
+@cache
+def agent_zipapp() -> tuple[str, bytes]:
+    """Build the agent zipapp once per process; return its file name and bytes."""
+    buffer = io.BytesIO()
+    # Fixed timestamps make the bytes, and so the hash, depend only on the sources.
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in _sources():
+            archive.writestr(zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0)), data)
+    data = buffer.getvalue()
+    digest = hashlib.sha256(data).hexdigest()[:12]
+    return f"jupyter-remote-hw-agent-{AGENT_VERSION}-{digest}.pyz", data
+
+
+def write_agent_zipapp(directory: Path) -> Path:
+    """Write the agent zipapp into ``directory`` (if not there yet) and return its path."""
+    name, data = agent_zipapp()
+    path = directory / name
+    if not path.exists() or path.read_bytes() != data:
+        directory.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".part")
+        partial.write_bytes(data)
+        partial.replace(path)
+    return path

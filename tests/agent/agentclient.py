@@ -1,0 +1,188 @@
+"""Test helpers: start a real agent daemon, talk to it over its unix socket, watch processes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class AgentRequestError(Exception):
+    """The agent answered a request with ``ok: false``."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(f"[{kind}] {message}")
+        self.kind = kind
+        self.message = message
+
+
+class AgentClient:
+    """A tiny async client: many requests in flight, answers matched by id."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._next_id = 0
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.unmatched: list[dict[str, Any]] = []
+        self._task = asyncio.create_task(self._read())
+
+    @classmethod
+    async def connect(cls, socket_path: str | Path) -> AgentClient:
+        reader, writer = await asyncio.open_unix_connection(str(socket_path), limit=1 << 24)
+        return cls(reader, writer)
+
+    async def _read(self) -> None:
+        try:
+            while line := await self._reader.readline():
+                response = json.loads(line)
+                future = self._pending.pop(response.get("id"), None)
+                if future is None:
+                    self.unmatched.append(response)
+                elif not future.done():
+                    future.set_result(response)
+        finally:
+            for future in self._pending.values():
+                if not future.done():
+                    future.set_exception(ConnectionError("agent closed the connection"))
+
+    async def send_raw(self, line: bytes) -> None:
+        self._writer.write(line)
+        await self._writer.drain()
+
+    async def response(self, op: str, wait: float = 90.0, **args: Any) -> dict[str, Any]:
+        """Send a request; return the whole response dict (waiting ``wait`` seconds)."""
+        self._next_id += 1
+        request_id = self._next_id
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        await self.send_raw(json.dumps({"id": request_id, "op": op, "args": args}).encode() + b"\n")
+        response = await asyncio.wait_for(future, wait)
+        assert response["id"] == request_id
+        return response
+
+    async def request(self, op: str, wait: float = 90.0, **args: Any) -> dict[str, Any]:
+        """Send a request; return its result or raise AgentRequestError."""
+        response = await self.response(op, wait, **args)
+        if not response["ok"]:
+            raise AgentRequestError(response["kind"], response["error"])
+        result: dict[str, Any] = response["result"]
+        return result
+
+    async def close(self) -> None:
+        self._writer.close()
+        with contextlib.suppress(ConnectionError):
+            await self._writer.wait_closed()
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+            await self._task
+
+
+def agent_env() -> dict[str, str]:
+    """Environment that imports this checkout's package (not an installed copy)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return env
+
+
+def serve(
+    state_dir: Path, *extra: str, python: str = sys.executable, timeout: float = 60.0, **kwargs: Any
+) -> dict[str, Any]:
+    """Run ``serve --daemon`` like the local side does; return its one JSON line."""
+    proc = subprocess.run(
+        [
+            python,
+            "-m",
+            "jupyter_remote_hw.agent",
+            "serve",
+            "--state-dir",
+            str(state_dir),
+            "--daemon",
+            *extra,
+        ],
+        capture_output=True,
+        env=agent_env(),
+        timeout=timeout,
+        check=False,
+        **kwargs,
+    )
+    lines = proc.stdout.decode().splitlines()
+    assert len(lines) == 1, (proc.stdout, proc.stderr)
+    line: dict[str, Any] = json.loads(lines[0])
+    assert proc.returncode == (1 if "error" in line else 0), (proc.returncode, line, proc.stderr)
+    return line
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter of a process (R, S, Z, ...), or None when there is none."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw[raw.rfind(")") + 2 :].split()[0]
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (zombies count as gone)."""
+    return process_state(pid) not in (None, "Z", "X")
+
+
+def wait_until(predicate: Any, timeout: float = 10.0, interval: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return bool(predicate())
+
+
+async def eventually(predicate: Any, timeout: float = 10.0, interval: float = 0.05) -> Any:
+    """Await until ``await predicate()`` is truthy; return its value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await predicate()
+        if value or time.monotonic() >= deadline:
+            return value
+        await asyncio.sleep(interval)
+
+
+def kill_group(pid: int) -> None:
+    for kill in (os.killpg, os.kill):
+        with contextlib.suppress(OSError):
+            kill(pid, signal.SIGKILL)
+
+
+@dataclass
+class Agent:
+    """A running agent daemon started for one test."""
+
+    state_dir: Path
+    socket: str
+    pid: int
+    version: str
+    kernel_pids: set[int] = field(default_factory=set)
+    extra_pids: set[int] = field(default_factory=set)
+
+    @property
+    def kernels_dir(self) -> Path:
+        return self.state_dir / "kernels"
+
+    async def client(self) -> AgentClient:
+        return await AgentClient.connect(self.socket)
+
+    def recorded_kernel_pids(self) -> set[int]:
+        pids = set()
+        for path in self.kernels_dir.glob("*.pid"):
+            with contextlib.suppress(ValueError, OSError):
+                pids.add(int(path.read_text().strip()))
+        return pids
