@@ -15,6 +15,7 @@ from typing import Any, Protocol, Self
 
 import asyncssh
 
+from ..agent.protocol import MAX_LINE_BYTES
 from .errors import AgentError, AgentUnavailableError
 
 
@@ -57,7 +58,7 @@ class AgentClient:
                            log: logging.Logger | None = None) -> Self:
         """Open a client on the agent's UNIX socket on this machine."""
         try:
-            reader, writer = await asyncio.open_unix_connection(path)
+            reader, writer = await asyncio.open_unix_connection(path, limit=MAX_LINE_BYTES)
         except OSError as exc:
             raise AgentUnavailableError(
                 f"cannot reach the agent on {where} at {path}: {exc}"
@@ -75,13 +76,18 @@ class AgentClient:
             while line := await self._reader.readline():
                 try:
                     message = json.loads(line)
-                    future = self._pending.pop(int(message["id"]))
-                except (ValueError, KeyError, TypeError):
-                    self.log.warning("agent on %s: unexpected message ignored", self.where)
+                except ValueError:
+                    self.log.warning("agent on %s: a line that is not JSON was ignored", self.where)
                     continue
-                if not future.done():
+                request_id = message.get("id") if isinstance(message, dict) else None
+                future = self._pending.pop(request_id) \
+                    if isinstance(request_id, int) and request_id in self._pending else None
+                if future is None:
+                    self._unmatched(message)
+                elif not future.done():
                     future.set_result(message)
-        except (OSError, asyncio.IncompleteReadError, EOFError, asyncssh.Error) as exc:
+        except (OSError, ValueError, EOFError, asyncssh.Error) as exc:
+            # ValueError: a line longer than the stream's limit.
             reason = f"connection to the agent lost: {exc}"
         self._closed_reason = reason
         for future in self._pending.values():
@@ -89,13 +95,19 @@ class AgentClient:
                 future.set_exception(AgentUnavailableError(f"{self.where}: {reason}"))
         self._pending.clear()
 
-    async def call(self, op: str, timeout: float | None = 120.0, **args: Any) -> dict[str, Any]:
-        """Send one request and return its result.
+    def _unmatched(self, message: object) -> None:
+        """Handle an answer to no pending request (the agent's reply to a bad line)."""
+        self.log.warning("agent on %s: unexpected message ignored: %.200r", self.where, message)
+
+    async def response(self, op: str, wait: float | None = 120.0, **args: Any) -> dict[str, Any]:
+        """Send one request and return the agent's whole response, success or error.
+
+        ``wait`` bounds this side's wait for the answer; ``args`` go to the
+        agent as they are (an op's own ``timeout`` argument among them).
 
         Raises:
-            AgentError: The agent refused or failed the request.
             AgentUnavailableError: The stream is closed or broke meanwhile.
-            TimeoutError: No answer within ``timeout`` seconds.
+            TimeoutError: No answer within ``wait`` seconds.
         """
         if self._closed_reason is not None:
             raise AgentUnavailableError(f"{self.where}: {self._closed_reason}")
@@ -106,10 +118,21 @@ class AgentClient:
         try:
             self._writer.write(payload.encode())
             await self._writer.drain()
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(wait):
                 message = await future
         finally:
             self._pending.pop(request_id, None)
+        return message
+
+    async def call(self, op: str, wait: float | None = 120.0, **args: Any) -> dict[str, Any]:
+        """Send one request and return its result.
+
+        Raises:
+            AgentError: The agent refused or failed the request.
+            AgentUnavailableError: The stream is closed or broke meanwhile.
+            TimeoutError: No answer within ``wait`` seconds.
+        """
+        message = await self.response(op, wait, **args)
         if not message.get("ok"):
             raise AgentError(self.where, str(message.get("kind", "error")),
                              str(message.get("error", "the agent gave no reason")))

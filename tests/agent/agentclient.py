@@ -14,78 +14,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jupyter_remote_hw.agent_client import AgentClient as ProductClient
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-class AgentRequestError(Exception):
-    """The agent answered a request with ``ok: false``."""
+class AgentClient(ProductClient):
+    """Our own agent client, also sending raw lines and keeping unmatched answers.
 
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(f"[{kind}] {message}")
-        self.kind = kind
-        self.message = message
+    The agent answers a line it cannot read with an id of null; tests of the
+    protocol look at those in :attr:`unmatched`.
+    """
 
-
-class AgentClient:
-    """A tiny async client: many requests in flight, answers matched by id."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader = reader
-        self._writer = writer
-        self._next_id = 0
-        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        self.unmatched: list[dict[str, Any]] = []
-        self._task = asyncio.create_task(self._read())
+    def __init__(self, reader: Any, writer: Any, **kwargs: Any) -> None:
+        self.unmatched: list[Any] = []
+        super().__init__(reader, writer, **kwargs)
 
     @classmethod
     async def connect(cls, socket_path: str | Path) -> AgentClient:
-        reader, writer = await asyncio.open_unix_connection(str(socket_path), limit=1 << 24)
-        return cls(reader, writer)
+        return await cls.connect_unix(str(socket_path))
 
-    async def _read(self) -> None:
-        try:
-            while line := await self._reader.readline():
-                response = json.loads(line)
-                future = self._pending.pop(response.get("id"), None)
-                if future is None:
-                    self.unmatched.append(response)
-                elif not future.done():
-                    future.set_result(response)
-        finally:
-            for future in self._pending.values():
-                if not future.done():
-                    future.set_exception(ConnectionError("agent closed the connection"))
+    def _unmatched(self, message: object) -> None:
+        self.unmatched.append(message)
 
     async def send_raw(self, line: bytes) -> None:
         self._writer.write(line)
         await self._writer.drain()
-
-    async def response(self, op: str, wait: float = 90.0, **args: Any) -> dict[str, Any]:
-        """Send a request; return the whole response dict (waiting ``wait`` seconds)."""
-        self._next_id += 1
-        request_id = self._next_id
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = future
-        await self.send_raw(json.dumps({"id": request_id, "op": op, "args": args}).encode() + b"\n")
-        response = await asyncio.wait_for(future, wait)
-        assert response["id"] == request_id
-        return response
-
-    async def request(self, op: str, wait: float = 90.0, **args: Any) -> dict[str, Any]:
-        """Send a request; return its result or raise AgentRequestError."""
-        response = await self.response(op, wait, **args)
-        if not response["ok"]:
-            raise AgentRequestError(response["kind"], response["error"])
-        result: dict[str, Any] = response["result"]
-        return result
-
-    async def close(self) -> None:
-        self._writer.close()
-        with contextlib.suppress(ConnectionError):
-            await self._writer.wait_closed()
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, ConnectionError):
-            await self._task
 
 
 def agent_env() -> dict[str, str]:

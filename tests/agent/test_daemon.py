@@ -21,7 +21,7 @@ from .agentclient import Agent, AgentClient, agent_env, running, serve, wait_unt
 
 async def test_hello_reports_version_and_host(agent: Agent, client: AgentClient) -> None:
     assert agent.version == AGENT_VERSION == "0.1.0"
-    hello = await client.request("hello")
+    hello = await client.call("hello")
     assert hello["version"] == AGENT_VERSION
     assert hello["pid"] == agent.pid
     assert hello["python"] == sys.executable
@@ -143,10 +143,10 @@ async def test_concurrent_requests_and_clients(agent: Agent, client: AgentClient
     other = await agent.client()
     try:
         results = await asyncio.gather(
-            client.request("hello"),
-            client.request("list_kernels"),
-            other.request("hello"),
-            client.request("hardware"),
+            client.call("hello"),
+            client.call("list_kernels"),
+            other.call("hello"),
+            client.call("hardware"),
         )
     finally:
         await other.close()
@@ -180,7 +180,7 @@ async def test_malformed_requests_get_bad_request(client: AgentClient) -> None:
 async def test_shutdown_agent_removes_its_files_and_exits(
     agent: Agent, client: AgentClient
 ) -> None:
-    assert await client.request("shutdown_agent") == {}
+    assert await client.call("shutdown_agent") == {}
     assert wait_until(lambda: not running(agent.pid), 20)
     assert not Path(agent.socket).exists()
     assert not (agent.state_dir / "agent.pid").exists()
@@ -189,7 +189,7 @@ async def test_shutdown_agent_removes_its_files_and_exits(
 async def test_agent_restarts_after_shutdown(
     agent: Agent, client: AgentClient, start_agent: Callable[..., Agent]
 ) -> None:
-    await client.request("shutdown_agent")
+    await client.call("shutdown_agent")
     assert wait_until(lambda: not running(agent.pid), 20)
     second = start_agent()
     assert second.pid != agent.pid

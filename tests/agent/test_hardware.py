@@ -23,7 +23,7 @@ def meminfo_mib() -> int:
 async def test_host_without_gpu_reports_no_gpu(client: AgentClient) -> None:
     if shutil.which("nvidia-smi"):
         pytest.skip("this machine has nvidia-smi")
-    report = await client.request("hardware")
+    report = await client.call("hardware")
     assert report["gpus"] == []
     assert report["cpu_count"] == len(os.sched_getaffinity(0))
     assert report["memory_mib"] == meminfo_mib()
@@ -40,13 +40,13 @@ async def test_host_without_gpu_reports_no_gpu(client: AgentClient) -> None:
 
 
 async def test_hardware_is_cached_and_refreshable(client: AgentClient) -> None:
-    first = await client.request("hardware")
-    assert await client.request("hardware") == first
-    assert await client.request("hardware", refresh=True) == first
+    first = await client.call("hardware")
+    assert await client.call("hardware") == first
+    assert await client.call("hardware", refresh=True) == first
 
 
 async def test_torch_probe_runs_the_given_python(client: AgentClient) -> None:
-    report = await client.request("hardware", python="/nonexistent/python3")
+    report = await client.call("hardware", python="/nonexistent/python3")
     assert report["torch"] is None
     assert any("/nonexistent/python3" in warning for warning in report["warnings"])
 

@@ -16,18 +16,20 @@ from typing import Any
 
 import pytest
 
-from .agentclient import Agent, AgentClient, AgentRequestError, eventually, running, wait_until
+from jupyter_remote_hw.agent_client import AgentError
+
+from .agentclient import Agent, AgentClient, eventually, running, wait_until
 from .kernelclient import evaluate, execute, kernel_client, shell_reply, value_of
 
 
 async def start(agent: Agent, client: AgentClient, **args: Any) -> dict[str, Any]:
-    started = await client.request("start_kernel", **args)
+    started = await client.call("start_kernel", **args)
     agent.kernel_pids.add(started["pid"])
     return started
 
 
 async def state_of(client: AgentClient, kernel_id: str) -> dict[str, Any]:
-    return await client.request("kernel_status", kernel_id=kernel_id)
+    return await client.call("kernel_status", kernel_id=kernel_id)
 
 
 def processes_with(marker: str) -> list[int]:
@@ -71,7 +73,7 @@ async def test_start_kernel_connection_file_and_ports(agent: Agent, client: Agen
     assert status["exit_code"] is None
     assert status["connection"] == info
     assert status["execution_state"] == "idle"
-    assert (await client.request("list_kernels"))["kernels"] == [status]
+    assert (await client.call("list_kernels"))["kernels"] == [status]
 
     # The kernel is a session of its own: it outlives the agent's session and signals.
     assert os.getsid(started["pid"]) == started["pid"]
@@ -108,7 +110,7 @@ async def test_interrupt_keeps_state(agent: Agent, client: AgentClient) -> None:
             return bool((await state_of(client, kid))["execution_state"] == "busy")
 
         assert await eventually(busy, 20)
-        assert await client.request("interrupt_kernel", kernel_id=kid) == {}
+        assert await client.call("interrupt_kernel", kernel_id=kid) == {}
         reply = shell_reply(kc, msg_id, timeout=20)
         assert reply["content"]["status"] == "error"
         assert reply["content"]["ename"] == "KeyboardInterrupt"
@@ -126,7 +128,7 @@ async def test_restart_keeps_ports_and_key_and_drops_state(
     path = agent.kernels_dir / f"{kid}.json"
     with kernel_client(started["connection"]) as kc:
         execute(kc, "x = 1")
-        restarted = await client.request("restart_kernel", kernel_id=kid)
+        restarted = await client.call("restart_kernel", kernel_id=kid)
         agent.kernel_pids.add(restarted["pid"])
         assert restarted["kernel_id"] == kid
         assert restarted["connection"] == started["connection"]
@@ -206,7 +208,7 @@ async def test_kernel_outlives_client_connection(agent: Agent) -> None:
             assert value_of(kc, "x") == "'kept'"
 
         async def orphan_ready() -> dict[str, Any] | None:
-            kernels = (await third.request("list_kernels"))["kernels"]
+            kernels = (await third.call("list_kernels"))["kernels"]
             found = [
                 k for k in kernels if k["kernel_id"] == "orphan" and k["execution_state"] == "idle"
             ]
@@ -226,20 +228,20 @@ async def test_shutdown_kernel_leaves_nothing_behind(agent: Agent, client: Agent
         child_pid = int(value_of(kc, "child.pid"))
     agent.extra_pids.add(child_pid)
     assert running(child_pid)
-    result = await client.request("shutdown_kernel", kernel_id="doomed")
+    result = await client.call("shutdown_kernel", kernel_id="doomed")
     assert result["exit_code"] is not None
     assert not running(started["pid"])
     assert wait_until(lambda: not running(child_pid), 10)
     assert sorted(p.name for p in agent.kernels_dir.iterdir()) == []
-    with pytest.raises(AgentRequestError) as err:
+    with pytest.raises(AgentError) as err:
         await state_of(client, "doomed")
     assert err.value.kind == "unknown_kernel"
-    assert (await client.request("list_kernels"))["kernels"] == []
+    assert (await client.call("list_kernels"))["kernels"] == []
 
 
 async def test_shutdown_now_kills_at_once(agent: Agent, client: AgentClient) -> None:
     started = await start(agent, client)
-    result = await client.request("shutdown_kernel", kernel_id=started["kernel_id"], now=True)
+    result = await client.call("shutdown_kernel", kernel_id=started["kernel_id"], now=True)
     assert result["exit_code"] == -9
     assert not running(started["pid"])
 
@@ -254,11 +256,11 @@ async def test_unknown_kernel(client: AgentClient) -> None:
 
 async def test_duplicate_and_unsafe_kernel_ids(agent: Agent, client: AgentClient) -> None:
     await start(agent, client, kernel_id="twice")
-    with pytest.raises(AgentRequestError) as err:
-        await client.request("start_kernel", kernel_id="twice")
+    with pytest.raises(AgentError) as err:
+        await client.call("start_kernel", kernel_id="twice")
     assert err.value.kind == "kernel_exists"
-    with pytest.raises(AgentRequestError) as err:
-        await client.request("start_kernel", kernel_id="../escape")
+    with pytest.raises(AgentError) as err:
+        await client.call("start_kernel", kernel_id="../escape")
     assert err.value.kind == "bad_request"
 
 
@@ -328,7 +330,7 @@ async def test_agent_restart_readopts_running_kernels(
     lost = await start(agent, client, kernel_id="lost")
     with kernel_client(kept["connection"]) as kc:
         execute(kc, "x = 'survived'")
-    await client.request("shutdown_agent", kill_kernels=False)
+    await client.call("shutdown_agent", kill_kernels=False)
     assert wait_until(lambda: not running(agent.pid), 20)
     assert running(kept["pid"]) and running(lost["pid"])
     os.killpg(lost["pid"], 9)  # dies while no agent watches
@@ -338,7 +340,7 @@ async def test_agent_restart_readopts_running_kernels(
     assert second.pid != agent.pid
     conn = await second.client()
     try:
-        kernels = (await conn.request("list_kernels"))["kernels"]
+        kernels = (await conn.call("list_kernels"))["kernels"]
         assert [k["kernel_id"] for k in kernels] == ["kept"]
         assert kernels[0]["pid"] == kept["pid"]
         assert kernels[0]["alive"] is True
@@ -362,8 +364,8 @@ async def test_agent_restart_readopts_running_kernels(
             shell_reply(kc, msg_id)
         assert await eventually(idle, 20)
 
-        assert await conn.request("interrupt_kernel", kernel_id="kept") == {}
-        result = await conn.request("shutdown_kernel", kernel_id="kept")
+        assert await conn.call("interrupt_kernel", kernel_id="kept") == {}
+        result = await conn.call("shutdown_kernel", kernel_id="kept")
         assert result["exit_code"] is None  # not the new agent's child
         assert not running(kept["pid"])
         assert list(second.kernels_dir.iterdir()) == []
@@ -389,7 +391,7 @@ async def test_kernels_survive_an_agent_crash_and_are_readopted(
         assert (status["pid"], status["alive"]) == (started["pid"], True)
         with kernel_client(started["connection"]) as kc:
             assert value_of(kc, "x") == "'after the crash'"
-        restarted = await conn.request("restart_kernel", kernel_id="survivor")
+        restarted = await conn.call("restart_kernel", kernel_id="survivor")
         second.kernel_pids.add(restarted["pid"])
         assert restarted["connection"] == started["connection"]
         assert not running(started["pid"])

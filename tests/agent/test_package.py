@@ -88,7 +88,7 @@ async def test_agent_without_pyzmq_or_ipykernel(
     agent = start_agent(python=str(python))
     conn = await AgentClient.connect(agent.socket)
     try:
-        hello = await conn.request("hello")
+        hello = await conn.call("hello")
         assert hello["python"] == str(python)
         # ...so its default kernel cannot start, and says why,
         response = await conn.response("start_kernel")
@@ -96,17 +96,17 @@ async def test_agent_without_pyzmq_or_ipykernel(
         assert f"`{python} -m pip install ipykernel`" in response["error"]
         # but it runs a kernel under a python that has ipykernel, ready once its ports
         # accept connections, with an execution state it cannot know.
-        started = await conn.request(
+        started = await conn.call(
             "start_kernel",
             argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         )
         agent.kernel_pids.add(started["pid"])
         with kernel_client(started["connection"]) as kc:
             assert value_of(kc, "1 + 1") == "2"
-        status = await conn.request("kernel_status", kernel_id=started["kernel_id"])
+        status = await conn.call("kernel_status", kernel_id=started["kernel_id"])
         assert status["alive"] is True
         assert status["execution_state"] == "unknown"
-        await conn.request("shutdown_kernel", kernel_id=started["kernel_id"])
+        await conn.call("shutdown_kernel", kernel_id=started["kernel_id"])
         assert not running(started["pid"])
     finally:
         await conn.close()
