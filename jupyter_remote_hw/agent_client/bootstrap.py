@@ -14,7 +14,7 @@ import logging
 import shlex
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from ..agent import AGENT_VERSION
 from ..transport import SSHConnection, TransportError
 from .bundle import agent_zipapp, write_agent_zipapp
 from .client import AgentClient
-from .errors import AgentError, AgentUnavailableError
+from .errors import AgentUnavailableError
 
 Progress = Callable[[str], None]
 
@@ -47,23 +47,33 @@ def _parse_ready_line(output: str, where: str) -> dict[str, Any]:
     raise AgentUnavailableError(f"start agent on {where}: no answer from the agent: {output!r}")
 
 
-async def _retire_if_stale(client: AgentClient, ready: dict[str, Any]) -> bool:
-    """Stop an agent of another version if it runs no kernels; True if it was stopped.
+async def _serve_and_connect(
+    serve: Callable[[], Awaitable[str]],
+    connect: Callable[[str], Awaitable[AgentClient]],
+    where: str,
+    say: Progress,
+) -> AgentClient:
+    """Run ``serve --daemon`` and connect to the agent it reports.
 
-    Raises:
-        AgentUnavailableError: It runs kernels, so it is left alone.
+    An agent of another version is asked to stop while leaving its kernels
+    running, and this build's agent is started in its place; it re-adopts
+    those kernels from the state directory.
     """
-    if ready.get("version") == AGENT_VERSION:
-        return False
-    kernels = (await client.call("list_kernels")).get("kernels", [])
-    if kernels:
-        raise AgentUnavailableError(
-            f"start agent on {client.where}: agent {ready.get('version')} is running there "
-            f"with {len(kernels)} kernel(s), and this is {AGENT_VERSION}. Shut those kernels "
-            "down (or upgrade jupyter-remote-hw to match), then try again."
-        )
-    await client.call("shutdown_agent", kill_kernels=False)
-    return True
+    for _attempt in range(2):
+        say("prepare host: starting the agent")
+        ready = _parse_ready_line(await serve(), where)
+        say("prepare host: connecting to the agent")
+        client = await connect(str(ready["socket"]))
+        if ready.get("version") == AGENT_VERSION:
+            return client
+        _log.info("agent on %s: replacing version %s with %s; its kernels keep running",
+                  where, ready.get("version"), AGENT_VERSION)
+        try:
+            await client.call("shutdown_agent", kill_kernels=False)
+        finally:
+            await client.close()
+        await asyncio.sleep(0.2)
+    raise AgentUnavailableError(f"start agent on {where}: the old agent did not stop")
 
 
 async def start_ssh_agent(
@@ -116,21 +126,19 @@ async def start_ssh_agent(
             await conn.run(f"mkdir -p -m 700 {shlex.quote(f'{home}/{REMOTE_CACHE}')}")
             with tempfile.TemporaryDirectory() as tmp:
                 await conn.upload(write_agent_zipapp(Path(tmp)), remote)
-        for _attempt in range(2):
-            say("prepare host: starting the agent")
+
+        async def serve() -> str:
             started = await conn.run(
                 f"{shlex.quote(python)} {shlex.quote(remote)} serve "
                 f"--state-dir {shlex.quote(state)} --daemon"
             )
-            ready = _parse_ready_line(started.stdout + started.stderr, where)
-            say("prepare host: connecting to the agent")
-            reader, writer = await conn.open_unix_connection(str(ready["socket"]))
-            client = AgentClient(reader, writer, where=where, log=log)
-            if not await _retire_if_stale(client, ready):
-                return client
-            await client.close()
-            await asyncio.sleep(0.2)
-        raise AgentUnavailableError(f"start agent on {where}: the old agent did not stop")
+            return started.stdout + started.stderr
+
+        async def connect(socket: str) -> AgentClient:
+            reader, writer = await conn.open_unix_connection(socket)
+            return AgentClient(reader, writer, where=where, log=log)
+
+        return await _serve_and_connect(serve, connect, where, say)
     except TransportError as exc:
         raise AgentUnavailableError(f"prepare host {where}: {exc}") from exc
 
@@ -146,9 +154,7 @@ async def start_local_agent(
     Raises:
         AgentUnavailableError: The agent could not be started or reached.
     """
-    say = progress or (lambda _step: None)
-    say("prepare host: starting the local agent")
-    for _attempt in range(2):
+    async def serve() -> str:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "jupyter_remote_hw.agent", "serve",
             "--state-dir", str(state_dir), "--daemon",
@@ -156,16 +162,9 @@ async def start_local_agent(
             stdin=asyncio.subprocess.DEVNULL,
         )
         out, err = await proc.communicate()
-        ready = _parse_ready_line(out.decode() + err.decode(), "localhost")
-        say("prepare host: connecting to the agent")
-        client = await AgentClient.connect_unix(str(ready["socket"]), log=log)
-        try:
-            stale = await _retire_if_stale(client, ready)
-        except (AgentError, AgentUnavailableError):
-            await client.close()
-            raise
-        if not stale:
-            return client
-        await client.close()
-        await asyncio.sleep(0.2)
-    raise AgentUnavailableError("start agent on localhost: the old agent did not stop")
+        return out.decode() + err.decode()
+
+    async def connect(socket: str) -> AgentClient:
+        return await AgentClient.connect_unix(socket, log=log)
+
+    return await _serve_and_connect(serve, connect, "localhost", progress or (lambda _step: None))

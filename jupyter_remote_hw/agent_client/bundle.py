@@ -42,10 +42,13 @@ def agent_zipapp() -> tuple[str, bytes]:
 
 
 def write_agent_zipapp(directory: Path) -> Path:
-    """Write the agent zipapp into ``directory`` (if not there yet) and return its path."""
+    """Write the agent zipapp into ``directory`` (if not there yet) and return its path.
+
+    The name carries a hash of the contents, so an existing file is this build.
+    """
     name, data = agent_zipapp()
     path = directory / name
-    if not path.exists() or path.read_bytes() != data:
+    if not path.exists():
         directory.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".part")
         partial.write_bytes(data)
