@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Optional, cast
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 """Longest request line the agent reads; longer lines close the connection."""
@@ -152,120 +152,60 @@ def error_response(request_id: int | None, kind: str, message: str) -> dict[str,
 # Argument readers: each raises AgentError(BAD_REQUEST) naming the op and argument.
 
 
-def arg_str(args: dict[str, Any], op: str, name: str, *, required: bool = False) -> str | None:
-    """Read an optional (or required) string argument.
-
-    Args:
-        args: The request's arguments.
-        op: The op name, for the error message.
-        name: The argument name.
-        required: Whether a missing argument is an error.
-
-    Returns:
-        The string, or None when absent and not required.
+def _checked(
+    args: dict[str, Any], op: str, name: str, valid: Callable[[Any], bool], expected: str
+) -> Any:
+    """Return argument ``name`` (None when absent) after checking it with ``valid``.
 
     Raises:
-        AgentError: Wrong type, or missing when required.
+        AgentError: Present but not valid; the message says it ``must be <expected>``.
     """
     value = args.get(name)
-    if value is None:
-        if required:
-            raise AgentError(BAD_REQUEST, f"{op} needs the string argument '{name}'")
-        return None
-    if not isinstance(value, str):
-        raise AgentError(BAD_REQUEST, f"argument '{name}' of {op} must be a string")
+    if value is not None and not valid(value):
+        raise AgentError(BAD_REQUEST, f"argument '{name}' of {op} must be {expected}")
     return value
+
+
+def arg_str(args: dict[str, Any], op: str, name: str, *, required: bool = False) -> str | None:
+    """Read an optional (or required) string argument; None when absent and not required."""
+    value = _checked(args, op, name, lambda v: isinstance(v, str), "a string")
+    if value is None and required:
+        raise AgentError(BAD_REQUEST, f"{op} needs the string argument '{name}'")
+    return cast(Optional[str], value)
 
 
 def arg_bool(args: dict[str, Any], op: str, name: str, default: bool) -> bool:
-    """Read an optional boolean argument.
-
-    Args:
-        args: The request's arguments.
-        op: The op name, for the error message.
-        name: The argument name.
-        default: Value when absent.
-
-    Returns:
-        The boolean.
-
-    Raises:
-        AgentError: Present but not a boolean.
-    """
-    value = args.get(name)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise AgentError(BAD_REQUEST, f"argument '{name}' of {op} must be true or false")
-    return value
+    """Read an optional boolean argument; ``default`` when absent."""
+    value = _checked(args, op, name, lambda v: isinstance(v, bool), "true or false")
+    return default if value is None else bool(value)
 
 
 def arg_seconds(args: dict[str, Any], op: str, name: str, default: float) -> float:
-    """Read an optional positive duration in seconds.
-
-    Args:
-        args: The request's arguments.
-        op: The op name, for the error message.
-        name: The argument name.
-        default: Value when absent.
-
-    Returns:
-        The duration.
-
-    Raises:
-        AgentError: Present but not a positive number.
-    """
-    value = args.get(name)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise AgentError(BAD_REQUEST, f"argument '{name}' of {op} must be a positive number")
-    return float(value)
+    """Read an optional positive duration in seconds; ``default`` when absent."""
+    value = _checked(
+        args, op, name,
+        lambda v: not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0,
+        "a positive number",
+    )
+    return default if value is None else float(value)
 
 
 def arg_str_list(args: dict[str, Any], op: str, name: str) -> list[str] | None:
-    """Read an optional non-empty list of strings.
-
-    Args:
-        args: The request's arguments.
-        op: The op name, for the error message.
-        name: The argument name.
-
-    Returns:
-        The list, or None when absent.
-
-    Raises:
-        AgentError: Present but not a non-empty list of strings.
-    """
-    value = args.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, list) or not value or not all(isinstance(item, str) for item in value):
-        raise AgentError(
-            BAD_REQUEST, f"argument '{name}' of {op} must be a non-empty list of strings"
-        )
-    return list(value)
+    """Read an optional non-empty list of strings; None when absent."""
+    value = _checked(
+        args, op, name,
+        lambda v: isinstance(v, list) and bool(v) and all(isinstance(i, str) for i in v),
+        "a non-empty list of strings",
+    )
+    return None if value is None else list(value)
 
 
 def arg_str_dict(args: dict[str, Any], op: str, name: str) -> dict[str, str] | None:
-    """Read an optional mapping of strings to strings.
-
-    Args:
-        args: The request's arguments.
-        op: The op name, for the error message.
-        name: The argument name.
-
-    Returns:
-        The mapping, or None when absent.
-
-    Raises:
-        AgentError: Present but not an object whose values are all strings.
-    """
-    value = args.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, dict) or not all(
-        isinstance(key, str) and isinstance(item, str) for key, item in value.items()
-    ):
-        raise AgentError(BAD_REQUEST, f"argument '{name}' of {op} must map strings to strings")
-    return dict(value)
+    """Read an optional mapping of strings to strings; None when absent."""
+    value = _checked(
+        args, op, name,
+        lambda v: isinstance(v, dict)
+        and all(isinstance(k, str) and isinstance(i, str) for k, i in v.items()),
+        "a mapping of strings to strings",
+    )
+    return None if value is None else dict(value)
