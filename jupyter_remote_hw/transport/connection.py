@@ -203,17 +203,18 @@ class SSHConnection:
         if s.known_hosts_files:
             kwargs["known_hosts"] = list(s.known_hosts_files)
         options = asyncssh.SSHClientConnectionOptions(**kwargs)
+        overrides: dict[str, Any] = {}
         if list(options.encryption_algs) == get_default_encryption_algs():
-            kwargs["encryption_algs"] = _PREFERRED_CIPHERS
-            options = asyncssh.SSHClientConnectionOptions(**kwargs)
+            overrides["encryption_algs"] = _PREFERRED_CIPHERS
         if options.known_hosts is None:
             # "UserKnownHostsFile none" would turn verification off: never do that.
             self.log.warning(
                 "ssh %s: ssh_config disables known_hosts; verifying against %s anyway",
                 self.destination, _DEFAULT_KNOWN_HOSTS,
             )
-            kwargs["known_hosts"] = b""
-            options = asyncssh.SSHClientConnectionOptions(**kwargs)
+            overrides["known_hosts"] = b""
+        if overrides:
+            options = asyncssh.SSHClientConnectionOptions(**kwargs, **overrides)
         return options
 
     def _known_hosts_files(self, options: asyncssh.SSHClientConnectionOptions) -> list[str]:
