@@ -237,6 +237,10 @@ class KernelManager:
             )
         return kernel
 
+    def busy(self) -> bool:
+        """Whether any kernel is tracked or being started."""
+        return bool(self.kernels or self._reserved)
+
     def list_status(self) -> list[dict[str, Any]]:
         """kernel_status of every kernel."""
         return [kernel.status() for kernel in list(self.kernels.values())]
@@ -470,14 +474,22 @@ class KernelManager:
         Raises:
             AgentError: Unknown kernel, or its process is not running.
         """
+        self.signal(kernel_id, signal.SIGINT)
+
+    def signal(self, kernel_id: str | None, signum: int) -> None:
+        """Send ``signum`` to the kernel's process group; the kernel stays listed.
+
+        Raises:
+            AgentError: Unknown kernel, or its process is not running.
+        """
         kernel = self.get(kernel_id)
-        if not kernel.poll() or not signal_group(kernel.pid, signal.SIGINT):
+        if not kernel.poll() or not signal_group(kernel.pid, signum):
             raise AgentError(
                 KERNEL_DIED,
                 f"kernel {kernel.kernel_id} on {self.hostname} is not running "
                 f"(exit code {kernel.exit_code}): restart it",
             )
-        log.info("kernel %s interrupted", kernel.kernel_id)
+        log.info("kernel %s sent signal %d", kernel.kernel_id, signum)
 
     async def shutdown(self, kernel_id: str | None, now: bool) -> dict[str, Any]:
         """Stop a kernel's process group and forget the kernel and its files.

@@ -7,6 +7,7 @@ import getpass
 import logging
 import os
 import platform
+import signal
 import socket
 import sys
 from typing import Any, Awaitable, Callable, Dict
@@ -76,6 +77,7 @@ class AgentServer:
             "start_kernel": self._start_kernel,
             "restart_kernel": self._restart_kernel,
             "interrupt_kernel": self._interrupt_kernel,
+            "signal_kernel": self._signal_kernel,
             "shutdown_kernel": self._shutdown_kernel,
             "kernel_status": self._kernel_status,
             "list_kernels": self._list_kernels,
@@ -196,7 +198,12 @@ class AgentServer:
         else:
             response = await self.dispatch(request)
         await self._send(writer, write_lock, response)
-        if request is not None and request.op == "shutdown_agent" and response["ok"]:
+        if (
+            request is not None
+            and request.op == "shutdown_agent"
+            and response["ok"]
+            and response["result"]["stopping"]
+        ):
             self.request_stop(arg_bool(request.args, request.op, "kill_kernels", True))
 
     async def _send(
@@ -291,6 +298,17 @@ class AgentServer:
         self.kernels.interrupt(arg_str(args, "interrupt_kernel", "kernel_id", required=True))
         return {}
 
+    async def _signal_kernel(self, args: dict[str, Any]) -> dict[str, Any]:
+        op = "signal_kernel"
+        name = arg_str(args, op, "signal", required=True)
+        signum = getattr(signal, str(name), None) if str(name).startswith("SIG") else None
+        if not isinstance(signum, int):
+            raise AgentError(
+                BAD_REQUEST, f"{op}: unknown signal {name!r}; name one such as SIGTERM or SIGKILL"
+            )
+        self.kernels.signal(arg_str(args, op, "kernel_id", required=True), signum)
+        return {}
+
     async def _shutdown_kernel(self, args: dict[str, Any]) -> dict[str, Any]:
         op = "shutdown_kernel"
         return await self.kernels.shutdown(
@@ -306,4 +324,6 @@ class AgentServer:
 
     async def _shutdown_agent(self, args: dict[str, Any]) -> dict[str, Any]:
         arg_bool(args, "shutdown_agent", "kill_kernels", True)  # validate before answering
-        return {}
+        if arg_bool(args, "shutdown_agent", "if_idle", False) and self.kernels.busy():
+            return {"stopping": False}
+        return {"stopping": True}

@@ -20,7 +20,7 @@ from .agentclient import Agent, AgentClient, agent_env, running, serve, wait_unt
 
 
 async def test_hello_reports_version_and_host(agent: Agent, client: AgentClient) -> None:
-    assert agent.version == AGENT_VERSION == "0.1.0"
+    assert agent.version == AGENT_VERSION == "0.2.0"
     hello = await client.call("hello")
     assert hello["version"] == AGENT_VERSION
     assert hello["pid"] == agent.pid
@@ -180,10 +180,22 @@ async def test_malformed_requests_get_bad_request(client: AgentClient) -> None:
 async def test_shutdown_agent_removes_its_files_and_exits(
     agent: Agent, client: AgentClient
 ) -> None:
-    assert await client.call("shutdown_agent") == {}
+    assert await client.call("shutdown_agent") == {"stopping": True}
     assert wait_until(lambda: not running(agent.pid), 20)
     assert not Path(agent.socket).exists()
     assert not (agent.state_dir / "agent.pid").exists()
+
+
+async def test_shutdown_if_idle_keeps_an_agent_with_kernels(
+    agent: Agent, client: AgentClient
+) -> None:
+    started = await client.call("start_kernel")
+    agent.kernel_pids.add(started["pid"])
+    assert await client.call("shutdown_agent", if_idle=True) == {"stopping": False}
+    assert (await client.call("hello"))["pid"] == agent.pid
+    await client.call("shutdown_kernel", kernel_id=started["kernel_id"])
+    assert await client.call("shutdown_agent", if_idle=True) == {"stopping": True}
+    assert wait_until(lambda: not running(agent.pid), 20)
 
 
 async def test_agent_restarts_after_shutdown(

@@ -120,6 +120,30 @@ async def test_interrupt_keeps_state(agent: Agent, client: AgentClient) -> None:
     assert status["pid"] == started["pid"]
 
 
+async def test_signal_term_ends_the_process_but_keeps_the_kernel_restartable(
+    agent: Agent, client: AgentClient
+) -> None:
+    started = await start(agent, client)
+    kid = started["kernel_id"]
+    assert await client.call("signal_kernel", kernel_id=kid, signal="SIGTERM") == {}
+
+    async def dead() -> bool:
+        return (await state_of(client, kid))["alive"] is False
+
+    assert await eventually(dead, 20)
+    restarted = await start_again(agent, client, kid)
+    assert restarted["connection"] == started["connection"]
+    with pytest.raises(AgentError) as err:
+        await client.call("signal_kernel", kernel_id=kid, signal="SIGNOPE")
+    assert err.value.kind == "bad_request" and "SIGNOPE" in str(err.value)
+
+
+async def start_again(agent: Agent, client: AgentClient, kernel_id: str) -> dict[str, Any]:
+    restarted = await client.call("restart_kernel", kernel_id=kernel_id)
+    agent.kernel_pids.add(restarted["pid"])
+    return restarted
+
+
 async def test_restart_keeps_ports_and_key_and_drops_state(
     agent: Agent, client: AgentClient
 ) -> None:
