@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,16 @@ from jupyter_remote_hw.transport import TransportSettings
 from .testhosts import NetnsTestHost, SSHTestHost, is_root, loopback_host, netns_host
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+
+@pytest.fixture
+async def jp_asyncio_loop() -> AsyncIterator[asyncio.AbstractEventLoop]:
+    """Run the pytest-jupyter server on the loop pytest-asyncio runs each test on.
+
+    pytest-jupyter's own fixture makes a loop of its own, which is not the one
+    async tests run on here, so the server would never answer them.
+    """
+    yield asyncio.get_running_loop()
 
 
 @pytest.fixture(scope="session")
@@ -28,6 +41,16 @@ def ns_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsTestHost]
         pytest.skip("network namespaces need root; run the tests as root to cut links")
     with netns_host(tmp_path_factory.mktemp("nssshd") / "host") as host:
         yield host
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A temporary directory short enough for UNIX socket paths below it."""
+    path = Path(tempfile.mkdtemp(prefix="jrhw-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def settings_for(config: Path, **overrides: float) -> TransportSettings:

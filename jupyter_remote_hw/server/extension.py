@@ -2,40 +2,104 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
 
 from .. import __version__
+from ..machines import MachineManager
+from ..providers import LocalProvider, SSHProvider
+from ..provisioner import RemoteHWProvisioner
 from ..transport import TransportManager
 
-#: Key under which the shared :class:`TransportManager` sits in the tornado settings.
-TRANSPORT_SETTING = "jupyter_remote_hw_transport"
+#: Key under which the shared :class:`MachineManager` sits in the tornado settings.
+MACHINES_SETTING = "jupyter_remote_hw_machines"
 
 
 class RemoteHWExtension(ExtensionApp):
-    """Owns the server-wide managers and closes them when the server stops.
+    """Owns the server-wide managers, reattaches kernels on start, closes links on stop.
 
-    Configured from the server's config files: ``c.TransportManager.*`` reaches
-    the one :class:`TransportManager` of this server.
+    Configured from the server's config files: ``c.MachineManager.*``,
+    ``c.LocalProvider.*``, ``c.SSHProvider.*``, ``c.TransportManager.*`` and
+    ``c.RemoteHWProvisioner.*``.
     """
 
     name = "jupyter_remote_hw"
     load_other_extensions = True
-    classes = [TransportManager]  # noqa: RUF012 (a traitlets List on the base class)
+    classes = [  # noqa: RUF012 (a traitlets List on the base class)
+        MachineManager, LocalProvider, SSHProvider, TransportManager, RemoteHWProvisioner,
+    ]
 
     def initialize_settings(self) -> None:
-        """Create the managers and publish them to handlers through the settings."""
-        self.transport = TransportManager(parent=self, log=self.log)
+        """Create (or take) the machine manager and publish it to handlers."""
+        self.machines: MachineManager = MachineManager.instance(
+            config=self.serverapp.config if self.serverapp else self.config
+        )
         self.settings.update({
-            TRANSPORT_SETTING: self.transport,
+            MACHINES_SETTING: self.machines,
             "jupyter_remote_hw_version": __version__,
         })
         self.log.info("jupyter_remote_hw %s loaded", __version__)
 
+    async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        """Reattach to the kernels a previous server on this data dir left running."""
+        await self.reattach_kernels()
+
+    async def reattach_kernels(self) -> list[str]:
+        """Bring every kernel in the ledger back into the server's kernel manager.
+
+        A kernel that is gone from its host is dropped from the ledger (by the
+        provisioner); one whose host cannot be reached now stays in the ledger
+        for the next start. The others keep their ids and their state.
+
+        Returns:
+            The ids of the kernels reattached.
+        """
+        assert self.serverapp is not None
+        kernel_manager = self.serverapp.kernel_manager
+        attached = []
+        for record in self.machines.ledger.kernels():
+            if record.kernel_id in kernel_manager:
+                continue
+            try:
+                await kernel_manager.start_kernel(
+                    kernel_id=record.kernel_id, kernel_name=record.kernel_name
+                )
+            except Exception as exc:  # noqa: BLE001 (one bad record must not stop the others)
+                self.log.warning("jupyter_remote_hw: kernel %s on %s not reattached: %s",
+                                 record.kernel_id, record.target, exc)
+                continue
+            attached.append(record.kernel_id)
+            self.log.info("jupyter_remote_hw: reattached kernel %s on %s",
+                          record.kernel_id, record.target)
+        return attached
+
     async def stop_extension(self) -> None:
-        """Close every SSH connection and forward."""
-        await self.transport.close_all()
+        """Shut down our kernels, then close every SSH connection and forward.
+
+        jupyter_server stops extensions before it shuts kernels down; ours
+        need their SSH connections for that, so they are shut down here.
+        """
+        if self.serverapp is not None and getattr(self.serverapp, "kernel_manager", None):
+            kernel_manager = self.serverapp.kernel_manager
+            ours = [
+                kernel_id for kernel_id in kernel_manager.list_kernel_ids()
+                if isinstance(getattr(kernel_manager.get_kernel(kernel_id), "provisioner", None),
+                              RemoteHWProvisioner)
+            ]
+            if ours:
+                self.log.info("jupyter_remote_hw: shutting down %d kernel(s)", len(ours))
+            results = await asyncio.gather(
+                *(kernel_manager.shutdown_kernel(kernel_id) for kernel_id in ours),
+                return_exceptions=True,
+            )
+            for kernel_id, result in zip(ours, results, strict=True):
+                if isinstance(result, BaseException):
+                    self.log.warning("jupyter_remote_hw: kernel %s did not shut down: %s",
+                                     kernel_id, result)
+        await self.machines.close()
+        MachineManager.clear_instance()
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:

@@ -96,6 +96,12 @@ class TransportManager(LoggingConfigurable):
         """The connection to ``destination`` if one was opened, else None."""
         return self._connections.get(destination)
 
+    async def close(self, destination: str) -> None:
+        """Close the connection to ``destination`` and its forwards, if one is open."""
+        conn = self._connections.pop(destination, None)
+        if conn is not None:
+            await conn.close()
+
     async def close_all(self) -> None:
         """Close every connection and forward."""
         conns = list(self._connections.values())

@@ -5,11 +5,9 @@ from __future__ import annotations
 import ast
 import asyncio
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +29,6 @@ from ..conftest import settings_for
 from ..testhosts import SSHTestHost
 
 PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
-
-
-@pytest.fixture
-def short_tmp() -> Iterator[Path]:
-    """A temporary directory short enough for UNIX socket paths below it."""
-    path = Path(tempfile.mkdtemp(prefix="jrhw-", dir="/tmp"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

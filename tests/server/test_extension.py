@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from jupyter_remote_hw import __version__
-from jupyter_remote_hw.server.extension import TRANSPORT_SETTING
-from jupyter_remote_hw.transport import TransportManager
+from jupyter_remote_hw.machines import MachineManager
+from jupyter_remote_hw.server.extension import MACHINES_SETTING
 
 
 @pytest.fixture
@@ -16,6 +16,7 @@ def jp_server_config() -> dict[str, Any]:
     return {
         "ServerApp": {"jpserver_extensions": {"jupyter_remote_hw": True}},
         "TransportManager": {"keepalive_interval": 7.5},
+        "SSHProvider": {"hosts": [{"host": "gpu-box", "hardware": "A10G 24GB"}]},
     }
 
 
@@ -24,6 +25,9 @@ async def test_extension_is_loaded_and_configured(jp_serverapp: Any) -> None:
     assert settings["jupyter_remote_hw_version"] == __version__
     pkg = jp_serverapp.extension_manager.extensions["jupyter_remote_hw"]
     assert pkg.enabled and pkg.version == __version__
-    transport = settings[TRANSPORT_SETTING]
-    assert isinstance(transport, TransportManager)
-    assert transport.keepalive_interval == 7.5
+    machines = settings[MACHINES_SETTING]
+    assert machines is MachineManager.instance()
+    assert machines.transport.keepalive_interval == 7.5
+    assert [t.display_name for t in machines.targets() if t.provider == "ssh"] == [
+        "Python 3 · A10G 24GB · gpu-box"
+    ]

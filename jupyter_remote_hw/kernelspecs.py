@@ -1,0 +1,70 @@
+"""Kernelspecs for hardware targets, listed beside the installed ones.
+
+Set ``c.ServerApp.kernel_spec_manager_class`` to
+:class:`RemoteHWKernelSpecManager` (the installed jupyter-config file does)
+and every target appears in JupyterLab's kernel picker as
+``Python 3 · <hardware> · <where>``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ipykernel.kernelspec import RESOURCES
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+
+from .machines import MachineManager
+from .providers import Target
+
+PROVISIONER_NAME = "remote-hw"
+"""The provisioner's name under the ``jupyter_client.kernel_provisioners`` entry point."""
+
+
+def target_kernel_spec(target: Target) -> dict[str, Any]:
+    """The kernel.json content that selects ``target``."""
+    return {
+        "argv": [target.python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": target.display_name,
+        "language": "python",
+        "interrupt_mode": "signal",
+        "env": {},
+        "metadata": {
+            "debugger": True,
+            "kernel_provisioner": {
+                "provisioner_name": PROVISIONER_NAME,
+                "config": {"target": target.name},
+            },
+            "jupyter_remote_hw": {
+                "target": target.name,
+                "provider": target.provider,
+                "hardware": target.hardware,
+                "where": target.where,
+            },
+        },
+    }
+
+
+class RemoteHWKernelSpecManager(KernelSpecManager):
+    """The installed kernelspecs plus one per hardware target."""
+
+    def _targets(self) -> dict[str, Target]:
+        manager: MachineManager = MachineManager.instance(config=self.config)
+        try:
+            return {t.kernel_name: t for t in manager.targets()}
+        except Exception:
+            self.log.exception("jupyter_remote_hw: listing hardware targets failed")
+            return {}
+
+    def find_kernel_specs(self) -> dict[str, str]:
+        """Installed kernelspecs and hardware targets, by name."""
+        found = super().find_kernel_specs()
+        for name in self._targets():
+            found.setdefault(name, RESOURCES)
+        return found
+
+    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+        """The kernelspec called ``kernel_name``; targets are built, not read from disk."""
+        target = self._targets().get(kernel_name.lower())
+        if target is None:
+            return super().get_kernel_spec(kernel_name)
+        return self.kernel_spec_class(resource_dir=RESOURCES, **target_kernel_spec(target))

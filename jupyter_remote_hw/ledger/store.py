@@ -1,0 +1,102 @@
+"""The ledger: a small SQLite file of what this user runs, kept across restarts.
+
+For now it holds one row per kernel started through the provisioner, with
+what is needed to reattach to it (never the kernel's key).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS kernels (
+    kernel_id   TEXT PRIMARY KEY,
+    kernel_name TEXT NOT NULL,
+    target      TEXT NOT NULL,
+    info        TEXT NOT NULL,
+    created     REAL NOT NULL,
+    updated     REAL NOT NULL
+)
+"""
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """A kernel the ledger knows about.
+
+    Attributes:
+        kernel_id: Jupyter's kernel id (the same on the host).
+        kernel_name: The kernelspec it was started from.
+        target: The target's name.
+        info: The provisioner's persisted state.
+        created: When it was first recorded (epoch seconds).
+        updated: When it was last recorded.
+    """
+
+    kernel_id: str
+    kernel_name: str
+    target: str
+    info: dict[str, Any]
+    created: float
+    updated: float
+
+
+class Ledger:
+    """One SQLite file, private to its user (directory 0700, file 0600).
+
+    Args:
+        path: The database file; its directory is created.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(path.parent, 0o700)
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+        os.close(fd)
+        os.chmod(path, 0o600)
+        self._db = sqlite3.connect(path, isolation_level=None, timeout=10)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(_SCHEMA)
+
+    def put_kernel(self, kernel_id: str, kernel_name: str, target: str,
+                   info: dict[str, Any]) -> None:
+        """Record a kernel, or update its row."""
+        now = time.time()
+        self._db.execute(
+            "INSERT INTO kernels VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(kernel_id) DO UPDATE "
+            "SET kernel_name=excluded.kernel_name, target=excluded.target, info=excluded.info, "
+            "updated=excluded.updated",
+            (kernel_id, kernel_name, target, json.dumps(info), now, now),
+        )
+
+    def get_kernel(self, kernel_id: str) -> KernelRecord | None:
+        """The kernel's row, or None."""
+        row = self._db.execute(
+            "SELECT * FROM kernels WHERE kernel_id = ?", (kernel_id,)
+        ).fetchone()
+        return _record(row) if row else None
+
+    def remove_kernel(self, kernel_id: str) -> None:
+        """Forget a kernel (no error when it is not there)."""
+        self._db.execute("DELETE FROM kernels WHERE kernel_id = ?", (kernel_id,))
+
+    def kernels(self) -> list[KernelRecord]:
+        """Every recorded kernel, oldest first."""
+        rows = self._db.execute("SELECT * FROM kernels ORDER BY created").fetchall()
+        return [_record(row) for row in rows]
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+
+
+def _record(row: tuple[Any, ...]) -> KernelRecord:
+    kernel_id, kernel_name, target, info, created, updated = row
+    return KernelRecord(kernel_id, kernel_name, target, json.loads(info), created, updated)

@@ -1,0 +1,182 @@
+"""The ``ssh`` provider: any host reachable with the user's SSH config and keys."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from traitlets import Bool, Dict, Instance, List, TraitError, Unicode, validate
+
+from ..agent_client import AgentClient, start_ssh_agent
+from ..transport import LocalForward, SSHConnection, TransportManager
+from ..transport.state import ConnectionState
+from .base import PORT_NAMES, Machine, Provider
+from .ssh_config import host_aliases
+from .target import Target, slug
+
+if TYPE_CHECKING:
+    from ..launch_steps import LaunchSteps
+
+DEFAULT_HARDWARE = "SSH host"
+"""Hardware label of a host nobody labelled."""
+
+_HOST_KEYS = {"host", "hardware", "python", "name", "root"}
+
+
+class SSHMachine(Machine):
+    """A host reached over its one shared SSH connection.
+
+    The agent's socket is reached through the connection; kernel ports are
+    forwarded to 127.0.0.1 here, and the forwards keep their local ports
+    across reconnects.
+    """
+
+    def __init__(self, target: Target, transport: TransportManager, conn: SSHConnection,
+                 client: AgentClient, log: logging.Logger) -> None:
+        super().__init__(target, log)
+        self.transport = transport
+        self.conn = conn
+        self._client = client
+        self._forwards: dict[str, dict[str, LocalForward]] = {}
+        self._lock = asyncio.Lock()
+
+    @property
+    def link_up(self) -> bool:
+        return self.conn.state == ConnectionState.CONNECTED
+
+    async def _connection(self) -> SSHConnection:
+        if self.conn.state.is_final:
+            assert self.target.host is not None
+            self.conn = await self.transport.connect(self.target.host)
+        return self.conn
+
+    async def agent(self) -> AgentClient:
+        async with self._lock:
+            if self._client.closed:
+                conn = await self._connection()
+                self._client = await start_ssh_agent(
+                    conn, python=self.target.python, root=self.target.root, log=self.log
+                )
+            return self._client
+
+    async def expose(
+        self, kernel_id: str, connection: dict[str, Any], local_ports: dict[str, int] | None = None
+    ) -> dict[str, Any]:
+        conn = await self._connection()
+        old = self._forwards.get(kernel_id, {})
+        wanted = {name: fwd.local_port for name, fwd in old.items()} or dict(local_ports or {})
+        if old and all(fwd.active for fwd in old.values()) and all(
+            old[name].remote_port == connection[name] for name in PORT_NAMES
+        ):
+            forwards = old
+        else:
+            for fwd in old.values():
+                await fwd.close()
+            forwards = {}
+            try:
+                for name in PORT_NAMES:
+                    forwards[name] = await self._forward(conn, int(connection[name]),
+                                                         wanted.get(name, 0))
+            except BaseException:
+                for fwd in forwards.values():
+                    await fwd.close()
+                raise
+            self._forwards[kernel_id] = forwards
+        local = dict(connection)
+        local["ip"] = "127.0.0.1"
+        for name in PORT_NAMES:
+            local[name] = forwards[name].local_port
+        return local
+
+    @staticmethod
+    async def _forward(conn: SSHConnection, remote_port: int, local_port: int) -> LocalForward:
+        if local_port:
+            try:
+                return await conn.forward_local_port(remote_port, local_port=local_port)
+            except OSError:
+                pass  # taken meanwhile: any free port will do
+        return await conn.forward_local_port(remote_port)
+
+    async def unexpose(self, kernel_id: str) -> None:
+        for fwd in self._forwards.pop(kernel_id, {}).values():
+            await fwd.close()
+
+    async def close(self) -> None:
+        for kernel_id in list(self._forwards):
+            await self.unexpose(kernel_id)
+        await self._client.close()
+
+
+class SSHProvider(Provider):
+    """Hosts from the SSH config and from ``c.SSHProvider.hosts``."""
+
+    name = "ssh"
+
+    hosts = List(
+        Dict(), config=True,
+        help="SSH hosts to offer, each a dict: 'host' (an ssh_config alias or [user@]host, "
+        "required), 'hardware' (label for the picker, e.g. 'A10G 24GB'), 'python' (the "
+        "host's Python with ipykernel, default python3), 'name' (target name, default "
+        "from the host), 'root' (directory on the host for the agent's files, default "
+        "the login home).",
+    )
+    include_ssh_config = Bool(
+        True, config=True,
+        help="Also offer every concrete Host alias of the SSH config files.",
+    )
+    exclude_hosts = List(
+        Unicode(), default_value=["github.com", "gitlab.com", "bitbucket.org",
+                                  "ssh.dev.azure.com"],
+        config=True, help="SSH config aliases never offered (code hosting services).",
+    )
+    transport = Instance(TransportManager)
+
+    @validate("hosts")
+    def _check_hosts(self, proposal: Any) -> list[dict[str, Any]]:
+        for entry in proposal["value"]:
+            if not isinstance(entry.get("host"), str) or not entry["host"]:
+                raise TraitError(f"SSHProvider.hosts: {entry!r} has no 'host'")
+            unknown = set(entry) - _HOST_KEYS
+            if unknown:
+                raise TraitError(
+                    f"SSHProvider.hosts: {entry['host']!r} has unknown keys {sorted(unknown)}; "
+                    f"use {sorted(_HOST_KEYS)}"
+                )
+        return list(proposal["value"])
+
+    def _config_files(self) -> list[Path]:
+        files = self.transport.ssh_config_files if self.transport is not None else []
+        return [Path(f).expanduser() for f in files] or [Path("~/.ssh/config").expanduser()]
+
+    def targets(self) -> list[Target]:
+        found: dict[str, Target] = {}
+        for entry in self.hosts:
+            host = str(entry["host"])
+            name = "ssh-" + slug(str(entry.get("name") or host))
+            found[name] = Target(
+                name=name, provider=self.name, where=host,
+                hardware=str(entry.get("hardware") or DEFAULT_HARDWARE), host=host,
+                python=str(entry.get("python") or "python3"),
+                root=str(entry["root"]) if entry.get("root") else None,
+            )
+        if self.include_ssh_config:
+            configured = {t.host for t in found.values()}
+            for alias in host_aliases(self._config_files()):
+                name = "ssh-" + slug(alias)
+                if alias in configured or alias in self.exclude_hosts or name in found:
+                    continue
+                found[name] = Target(name=name, provider=self.name, where=alias,
+                                     hardware=DEFAULT_HARDWARE, host=alias)
+        return list(found.values())
+
+    async def open_machine(self, target: Target, steps: LaunchSteps) -> Machine:
+        assert self.transport is not None and target.host is not None
+        with steps.step("connect"):
+            conn = await self.transport.connect(target.host)
+        with steps.step("prepare host"):
+            client = await start_ssh_agent(
+                conn, python=target.python, root=target.root, progress=steps.note, log=self.log
+            )
+        return SSHMachine(target, self.transport, conn, client, self.log)

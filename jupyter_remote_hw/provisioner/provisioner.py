@@ -1,0 +1,335 @@
+"""RemoteHWProvisioner: a jupyter_client kernel provisioner for hardware targets.
+
+Each kernel runs under the host agent of its target (``local``: this machine;
+``ssh``: a host reached over SSH). The provisioner asks the agent to start,
+signal, restart and stop the kernel, and makes the kernel's ports reachable
+on 127.0.0.1 here. What it needs to find the kernel again is kept in the
+ledger, so a restarted Jupyter server reattaches to the running kernel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Any
+
+from jupyter_client.connect import KernelConnectionInfo
+from jupyter_client.provisioning import KernelProvisionerBase
+from traitlets import Float, Unicode
+
+from ..agent_client import AgentError, AgentUnavailableError
+from ..launch_steps import LaunchError, LaunchSteps
+from ..machines import MachineManager
+from ..providers import Machine, Target
+from ..providers.base import PORT_NAMES
+from ..transport import TransportError
+from .errors import KernelLaunchError
+
+#: Environment variables of the server passed on to kernels besides the kernelspec's own.
+PASSED_ENV = ("JPY_SESSION_NAME",)
+
+#: Version of what get_provisioner_info returns.
+INFO_VERSION = 1
+
+
+class RemoteHWProvisioner(KernelProvisionerBase):  # type: ignore[misc]
+    """Starts and drives a kernel through the agent of its hardware target.
+
+    Selected by a kernelspec's metadata::
+
+        "kernel_provisioner": {"provisioner_name": "remote-hw",
+                               "config": {"target": "ssh-gpu-box"}}
+    """
+
+    target = Unicode(
+        "", config=True, help="Name of the hardware target the kernel runs on (set by the "
+        "kernelspec's provisioner config)."
+    )
+    launch_timeout = Float(
+        180.0, config=True,
+        help="Seconds a launch may take, from connecting to the host to the kernel answering.",
+    )
+    poll_timeout = Float(
+        5.0, config=True,
+        help="Seconds a liveness check waits for the host; a host that does not answer in "
+        "time (or whose link is down) is taken to still run the kernel.",
+    )
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._machine: Machine | None = None
+        self._remote: dict[str, Any] | None = None
+        self._local_ports: dict[str, int] = {}
+        self._steps: LaunchSteps | None = None
+        self.launch_steps: LaunchSteps | None = None
+        """The steps of the last launch, with their timings."""
+
+    # ------------------------------------------------------------------ helpers
+
+    @property
+    def manager(self) -> MachineManager:
+        """The process's machine manager."""
+        manager: MachineManager = MachineManager.instance(config=self.config)
+        return manager
+
+    def _target(self) -> Target:
+        return self.manager.target(self.target)
+
+    async def _agent_call(self, op: str, wait: float | None = 30.0, **args: Any) -> dict[str, Any]:
+        if self._machine is None:
+            raise AgentUnavailableError(f"kernel {self.kernel_id} has no machine")
+        client = await self._machine.agent()
+        return await client.call(op, wait, kernel_id=self.kernel_id, **args)
+
+    # ------------------------------------------------------------------ process-like API
+
+    @property
+    def has_process(self) -> bool:
+        """Whether a kernel was launched (or attached) and not cleaned up."""
+        return self._remote is not None
+
+    async def poll(self) -> int | None:
+        """None while the kernel runs; its exit code once it has ended.
+
+        While the host cannot be reached the kernel counts as running, so a
+        dropped link never triggers an automatic restart.
+        """
+        if self._remote is None:
+            return 0
+        machine = self._machine
+        if machine is None or not machine.link_up:
+            return None
+        try:
+            async with asyncio.timeout(self.poll_timeout):
+                status = await self._agent_call("kernel_status", wait=self.poll_timeout)
+        except AgentError as exc:
+            return -1 if exc.kind == "unknown_kernel" else None
+        except (AgentUnavailableError, TimeoutError, TransportError):
+            return None
+        if status.get("alive"):
+            return None
+        code = status.get("exit_code")
+        return int(code) if code is not None else -1
+
+    async def wait(self) -> int | None:
+        """Wait until the kernel has ended; return its exit code."""
+        while (code := await self.poll()) is None:
+            await asyncio.sleep(0.1)
+        return code
+
+    async def send_signal(self, signum: int) -> None:
+        """Signal the kernel's process group on its host (SIGINT interrupts)."""
+        if self._remote is None:
+            return
+        if signum == 0:
+            await self.poll()
+            return
+        try:
+            if signum == signal.SIGINT:
+                await self._agent_call("interrupt_kernel")
+            else:
+                await self._agent_call("signal_kernel", signal=signal.Signals(signum).name)
+        except AgentError as exc:
+            if exc.kind not in ("kernel_died", "unknown_kernel"):
+                raise
+            self.log.debug("kernel %s: signal %d not sent: %s", self.kernel_id, signum, exc)
+
+    async def kill(self, restart: bool = False) -> None:
+        """SIGKILL the kernel's process group."""
+        await self.send_signal(signal.SIGKILL)
+
+    async def terminate(self, restart: bool = False) -> None:
+        """SIGTERM the kernel's process group."""
+        await self.send_signal(signal.SIGTERM)
+
+    # ------------------------------------------------------------------ launch
+
+    async def pre_launch(self, **kwargs: Any) -> dict[str, Any]:
+        """Check the target exists and prepare the launch arguments.
+
+        Raises:
+            KernelLaunchError: 404 for unknown hardware.
+        """
+        self._steps = self.manager.steps(self.target or "?", self.kernel_id)
+        try:
+            with self._steps.step("resolve hardware"):
+                self._target()
+        except LaunchError as exc:
+            raise KernelLaunchError(exc) from exc.__cause__
+        kwargs = await super().pre_launch(**kwargs)
+        # The kernelspec's argv is not used: the agent runs ipykernel with the
+        # target's Python. jupyter_client still expects a command here.
+        kwargs["cmd"] = list(self.kernel_spec.argv)
+        return kwargs
+
+    def _kernel_env(self, env: dict[str, str] | None) -> dict[str, str]:
+        """The part of the server's launch environment that goes to the kernel."""
+        keep = set(self.kernel_spec.env or {}) | set(PASSED_ENV)
+        return {key: value for key, value in (env or {}).items() if key in keep}
+
+    async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
+        """Start the kernel on its target (or reattach, or restart it) and connect its ports.
+
+        Raises:
+            KernelLaunchError: A step failed; nothing is left running then.
+        """
+        steps = self._steps or self.manager.steps(self.target, self.kernel_id)
+        self._steps = None
+        self.launch_steps = steps
+        remaining = max(1.0, self.launch_timeout - steps.elapsed)
+        try:
+            async with asyncio.timeout(remaining):
+                info = await self._launch(steps, kwargs, remaining)
+        except TimeoutError:
+            error = steps.timed_out(self.launch_timeout, "c.RemoteHWProvisioner.launch_timeout")
+            await self._abandon(started=True)
+            raise KernelLaunchError(error) from None
+        except LaunchError as exc:
+            await self._abandon(started=exc.step == "connect channels")
+            raise KernelLaunchError(exc) from exc.__cause__
+        steps.log.info("kernel %s ready on %s: %s", self.kernel_id, self.target, steps.summary())
+        return info
+
+    async def _launch(
+        self, steps: LaunchSteps, kwargs: dict[str, Any], timeout: float
+    ) -> KernelConnectionInfo:
+        target = self._target()
+        record = self.manager.ledger.get_kernel(self.kernel_id)
+        adopting = self._remote is None and record is not None
+        if adopting:
+            assert record is not None
+            await self.load_provisioner_info(record.info)
+            target = self._target()
+        self._machine = await self.manager.machine(target, steps)
+        if adopting:
+            with steps.step("find kernel"):
+                remote = await self._find_remote()
+        elif self._remote is not None:
+            with steps.step("start kernel"):
+                remote = await self._restart_remote(kwargs, timeout)
+        else:
+            with steps.step("start kernel"):
+                remote = await self._start_remote(kwargs, timeout, target)
+        self._remote = remote
+        with steps.step("connect channels"):
+            local = await self._machine.expose(self.kernel_id, remote, self._local_ports)
+        self._local_ports = {name: int(local[name]) for name in PORT_NAMES}
+        info: dict[str, Any] = dict(local)
+        info["key"] = str(remote["key"]).encode()
+        self.connection_info = info
+        self.manager.ledger.put_kernel(
+            self.kernel_id, str(getattr(self.parent, "kernel_name", "") or target.kernel_name),
+            target.name, await self.get_provisioner_info(),
+        )
+        return info
+
+    async def _start_remote(
+        self, kwargs: dict[str, Any], timeout: float, target: Target
+    ) -> dict[str, Any]:
+        started = await self._agent_call(
+            "start_kernel",
+            wait=timeout + 5,
+            env=self._kernel_env(kwargs.get("env")),
+            cwd=kwargs.get("cwd") if target.provider == "local" else None,
+            timeout=timeout,
+        )
+        return dict(started["connection"])
+
+    async def _restart_remote(self, kwargs: dict[str, Any], timeout: float) -> dict[str, Any]:
+        try:
+            restarted = await self._agent_call("restart_kernel", wait=timeout + 5, now=True,
+                                               timeout=timeout)
+        except AgentError as exc:
+            if exc.kind != "unknown_kernel":
+                raise
+            # The host forgot the kernel (its agent was replaced): start it afresh.
+            return await self._start_remote(kwargs, timeout, self._target())
+        return dict(restarted["connection"])
+
+    async def _find_remote(self) -> dict[str, Any]:
+        try:
+            status = await self._agent_call("kernel_status")
+        except AgentError as exc:
+            if exc.kind == "unknown_kernel":
+                self.manager.ledger.remove_kernel(self.kernel_id)
+            raise
+        if not status.get("alive"):
+            self.manager.ledger.remove_kernel(self.kernel_id)
+            raise RuntimeError(
+                f"kernel {self.kernel_id} is no longer running on {self.target} "
+                f"(exit code {status.get('exit_code')})"
+            )
+        return dict(status["connection"])
+
+    async def _abandon(self, started: bool) -> None:
+        """After a failed launch: stop what was started and let an idle host agent go."""
+        machine = self._machine
+        if machine is None:
+            return
+        if started or self._remote is not None:
+            try:
+                await self._agent_call("shutdown_kernel", now=True)
+            except (AgentError, AgentUnavailableError, TimeoutError) as exc:
+                self.log.debug("kernel %s: nothing to stop: %s", self.kernel_id, exc)
+            await machine.unexpose(self.kernel_id)
+            self.manager.ledger.remove_kernel(self.kernel_id)
+        self._remote = None
+        await self.manager.release_if_idle(machine.target.name)
+
+    # ------------------------------------------------------------------ shutdown
+
+    async def cleanup(self, restart: bool = False) -> None:
+        """After the kernel ended: keep everything for a restart, else release it all."""
+        if restart or self._remote is None:
+            return
+        machine = self._machine
+        try:
+            await self._agent_call("shutdown_kernel", now=True)
+        except AgentError as exc:
+            if exc.kind != "unknown_kernel":
+                self.log.warning("kernel %s: shutdown on %s failed: %s",
+                                 self.kernel_id, self.target, exc)
+        except (AgentUnavailableError, TimeoutError, TransportError) as exc:
+            self.log.warning(
+                "kernel %s: %s cannot be reached to stop it (%s); its agent stops it "
+                "when the host is next reached", self.kernel_id, self.target, exc,
+            )
+        self._remote = None
+        self.manager.ledger.remove_kernel(self.kernel_id)
+        if machine is not None:
+            await machine.unexpose(self.kernel_id)
+            await self.manager.release_if_idle(machine.target.name)
+
+    def get_shutdown_wait_time(self, recommended: float = 5.0) -> float:
+        """Allow for the round trips to the host on top of the recommended time."""
+        return recommended + 2 * self.poll_timeout if self.target != "local" else recommended
+
+    def get_stable_start_time(self, recommended: float = 10.0) -> float:
+        """A remote kernel may take as long as its launch timeout to come up."""
+        return max(recommended, self.launch_timeout)
+
+    # ------------------------------------------------------------------ persistence
+
+    async def get_provisioner_info(self) -> dict[str, Any]:
+        """What a later server needs to reattach: target, ports here and on the host.
+
+        The kernel's key is left out; it is read from the host's agent when
+        reattaching, so it is never written to the ledger.
+        """
+        info: dict[str, Any] = await super().get_provisioner_info()
+        connection = {k: v for k, v in dict(info.get("connection_info") or {}).items()
+                      if k != "key"}
+        info["connection_info"] = connection
+        info["version"] = INFO_VERSION
+        info["target"] = self.target
+        info["local_ports"] = dict(self._local_ports)
+        info["remote_ports"] = {name: int(self._remote[name]) for name in PORT_NAMES} \
+            if self._remote else {}
+        return info
+
+    async def load_provisioner_info(self, provisioner_info: dict[str, Any]) -> None:
+        """Take over a kernel described by :meth:`get_provisioner_info`."""
+        await super().load_provisioner_info(provisioner_info)
+        self.target = str(provisioner_info["target"])
+        self._local_ports = {k: int(v) for k, v in
+                             dict(provisioner_info.get("local_ports") or {}).items()}

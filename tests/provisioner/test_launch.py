@@ -1,0 +1,143 @@
+"""Kernels on hardware targets through the real jupyter_server's REST API and websocket."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from jupyter_remote_hw.machines import MachineManager
+from jupyter_remote_hw.provisioner import RemoteHWProvisioner
+
+from ..kernelws import KernelChannels
+from ..testhosts import SSHTestHost
+from .conftest import HARDWARE, LOCAL_KERNEL, SSH_KERNEL, Fetch, processes_under
+
+PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+StartKernel = Callable[[str], Awaitable[str]]
+OpenChannels = Callable[[str], Awaitable[KernelChannels]]
+
+
+def provisioner_of(serverapp: Any, kernel_id: str) -> RemoteHWProvisioner:
+    provisioner = serverapp.kernel_manager.get_kernel(kernel_id).provisioner
+    assert isinstance(provisioner, RemoteHWProvisioner)
+    return provisioner
+
+
+async def test_targets_are_kernelspecs(jp_fetch: Fetch, ssh_host: SSHTestHost) -> None:
+    specs = json.loads((await jp_fetch("api", "kernelspecs")).body)["kernelspecs"]
+    ssh = specs[SSH_KERNEL]["spec"]
+    assert ssh["display_name"] == f"Python 3 · {HARDWARE} · {ssh_host.alias}"
+    assert ssh["metadata"]["kernel_provisioner"] == {
+        "provisioner_name": "remote-hw", "config": {"target": "ssh-testhost"},
+    }
+    local = specs[LOCAL_KERNEL]["spec"]
+    assert local["display_name"].startswith("Python 3 · ")
+    assert local["display_name"].endswith(" · this machine")
+    # The installed kernels are still there.
+    assert "python3" in specs
+
+
+async def test_kernel_runs_on_the_ssh_host(
+    start_kernel: StartKernel, channels: OpenChannels, jp_serverapp: Any,
+    ssh_host: SSHTestHost, remote_root: Path,
+) -> None:
+    kernel_id = await start_kernel(SSH_KERNEL)
+    kc = await channels(kernel_id)
+    ran = await kc.execute("import os, getpass; print(os.getpid(), getpass.getuser())")
+    assert ran.status == "ok", ran
+    pid, user = ran.stdout.split()
+    assert int(pid) != os.getpid()
+    assert user == ssh_host.user == getpass.getuser()
+    # The process is the one the test host's agent started from its own state directory.
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    assert str(remote_root) in cmdline and "ipykernel" in cmdline
+    # Jupyter reaches it through local forwards on 127.0.0.1, not the host's own ports.
+    provisioner = provisioner_of(jp_serverapp, kernel_id)
+    info = jp_serverapp.kernel_manager.get_kernel(kernel_id).get_connection_info()
+    assert info["ip"] == "127.0.0.1"
+    assert provisioner._remote is not None
+    assert [info[p] for p in PORTS] != [provisioner._remote[p] for p in PORTS]
+
+
+async def test_interrupt_keeps_state_and_restart_keeps_machine_and_ports(
+    start_kernel: StartKernel, channels: OpenChannels, jp_fetch: Fetch, jp_serverapp: Any,
+) -> None:
+    kernel_id = await start_kernel(SSH_KERNEL)
+    kc = await channels(kernel_id)
+    assert (await kc.execute("x = 41; import os; pid = os.getpid()")).status == "ok"
+    first_pid = (await kc.execute("pid")).result
+    km = jp_serverapp.kernel_manager.get_kernel(kernel_id)
+    ports = [km.get_connection_info()[p] for p in PORTS]
+    machine = provisioner_of(jp_serverapp, kernel_id)._machine
+
+    sleeping = await kc.send("execute_request", {
+        "code": "import time; time.sleep(60)", "silent": False, "store_history": False,
+        "user_expressions": {}, "allow_stdin": False, "stop_on_error": True,
+    })
+    await asyncio.sleep(1.0)
+    began = asyncio.get_running_loop().time()
+    await jp_fetch("api", "kernels", kernel_id, "interrupt", method="POST", body="")
+    interrupted = await kc.collect(sleeping, timeout=20)
+    assert interrupted.ename == "KeyboardInterrupt"
+    assert asyncio.get_running_loop().time() - began < 15
+    assert (await kc.execute("x + 1")).result == "42"
+
+    await jp_fetch("api", "kernels", kernel_id, "restart", method="POST", body="")
+    await kc.wait_ready()
+    after = await kc.execute("x")
+    assert after.ename == "NameError"
+    assert (await kc.execute("import os; os.getpid()")).result != first_pid
+    km = jp_serverapp.kernel_manager.get_kernel(kernel_id)
+    assert [km.get_connection_info()[p] for p in PORTS] == ports
+    assert provisioner_of(jp_serverapp, kernel_id)._machine is machine
+
+
+async def test_local_target_is_a_separate_process_under_the_local_agent(
+    start_kernel: StartKernel, channels: OpenChannels, short_tmp: Path,
+) -> None:
+    kernel_id = await start_kernel(LOCAL_KERNEL)
+    kc = await channels(kernel_id)
+    ran = await kc.execute("import os; print(os.getpid(), os.getppid())")
+    pid, parent = map(int, ran.stdout.split())
+    assert pid != os.getpid()
+    parent_cmdline = Path(f"/proc/{parent}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    assert "jupyter_remote_hw.agent" in parent_cmdline
+    assert str(short_tmp / "l") in parent_cmdline
+
+
+async def test_launch_steps_are_timed_and_reported(
+    start_kernel: StartKernel, jp_serverapp: Any
+) -> None:
+    events: list[dict[str, Any]] = []
+    manager = MachineManager.instance()
+    manager.launch_listeners = [events.append]
+    kernel_id = await start_kernel(SSH_KERNEL)
+    done = [e["step"] for e in events if e["state"] == "done"]
+    assert done == ["resolve hardware", "connect", "prepare host", "start kernel",
+                    "connect channels"]
+    assert all(e["kernel_id"] == kernel_id for e in events)
+    assert any(e["state"] == "progress" and "agent" in e["detail"] for e in events)
+    steps = provisioner_of(jp_serverapp, kernel_id).launch_steps
+    assert steps is not None
+    assert [r.name for r in steps.records] == done
+    assert all(r.ok and r.seconds >= 0 for r in steps.records)
+
+
+async def test_shutdown_leaves_nothing_on_the_host(
+    start_kernel: StartKernel, channels: OpenChannels, jp_fetch: Fetch, remote_root: Path,
+) -> None:
+    kernel_id = await start_kernel(SSH_KERNEL)
+    await channels(kernel_id)
+    assert processes_under(str(remote_root))
+    await jp_fetch("api", "kernels", kernel_id, method="DELETE")
+    for _ in range(100):
+        if not processes_under(str(remote_root)):
+            break
+        await asyncio.sleep(0.1)
+    assert processes_under(str(remote_root)) == []
+    assert MachineManager.instance().ledger.get_kernel(kernel_id) is None
