@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from ipykernel.kernelspec import RESOURCES
-from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager, NoSuchKernel
 
 from .machines import MachineManager
-from .providers import Target
+from .providers import KERNEL_NAME_PREFIX, Target, UnknownHardwareError
+from .provisioner.errors import UnknownHardwareKernelSpec
 
 PROVISIONER_NAME = "remote-hw"
 """The provisioner's name under the ``jupyter_client.kernel_provisioners`` entry point."""
@@ -64,7 +65,17 @@ class RemoteHWKernelSpecManager(KernelSpecManager):
 
     def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
         """The kernelspec called ``kernel_name``; targets are built, not read from disk."""
-        target = self._targets().get(kernel_name.lower())
-        if target is None:
+        targets = self._targets()
+        target = targets.get(kernel_name.lower())
+        if target is not None:
+            return self.kernel_spec_class(resource_dir=RESOURCES, **target_kernel_spec(target))
+        try:
             return super().get_kernel_spec(kernel_name)
-        return self.kernel_spec_class(resource_dir=RESOURCES, **target_kernel_spec(target))
+        except NoSuchKernel:
+            if not kernel_name.lower().startswith(KERNEL_NAME_PREFIX):
+                raise
+            known = [t.name for t in targets.values()]
+            raise UnknownHardwareKernelSpec(
+                kernel_name,
+                UnknownHardwareError(kernel_name[len(KERNEL_NAME_PREFIX):], known),
+            ) from None

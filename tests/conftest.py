@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import shutil
+import signal
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -50,7 +53,26 @@ def short_tmp() -> Iterator[Path]:
     try:
         yield path
     finally:
+        kill_processes_mentioning(str(path))
         shutil.rmtree(path, ignore_errors=True)
+
+
+def kill_processes_mentioning(marker: str) -> None:
+    """SIGKILL every process whose command line mentions ``marker`` (agents, kernels).
+
+    A safety net for tests that fail half-way; tests that check cleanup look
+    for leftovers themselves before this runs.
+    """
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if marker in cmdline:
+            with contextlib.suppress(OSError):
+                os.kill(int(entry.name), signal.SIGKILL)
 
 
 def settings_for(config: Path, **overrides: float) -> TransportSettings:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from jupyter_client.kernelspec import NoSuchKernel
 from tornado.web import HTTPError
 
 from ..launch_steps import LaunchError
+from ..providers import UnknownHardwareError
 
 
 class KernelLaunchError(HTTPError):
@@ -19,9 +21,7 @@ class KernelLaunchError(HTTPError):
     """
 
     def __init__(self, error: LaunchError) -> None:
-        super().__init__(error.status, reason=_REASONS.get(error.status))
-        # Set after __init__: tornado would %-format a log_message given there.
-        self.log_message = str(error)
+        super().__init__(error.status, str(error), reason=_REASONS.get(error.status))
         self.launch_error = error
 
     def __str__(self) -> str:
@@ -29,3 +29,18 @@ class KernelLaunchError(HTTPError):
 
 
 _REASONS = {404: "Unknown Hardware", 502: "Host Unreachable", 504: "Launch Timed Out"}
+
+
+class UnknownHardwareKernelSpec(NoSuchKernel, HTTPError):  # type: ignore[misc]
+    """A ``remote-hw-*`` kernel name that no target has: a 404 naming what exists.
+
+    Still a :class:`NoSuchKernel` for callers that look for that.
+    """
+
+    def __init__(self, kernel_name: str, error: UnknownHardwareError) -> None:
+        HTTPError.__init__(self, 404, f"No kernelspec {kernel_name!r}: {error}",
+                           reason="Unknown Hardware")
+        self.name = kernel_name
+
+    def __str__(self) -> str:
+        return str(self.log_message)

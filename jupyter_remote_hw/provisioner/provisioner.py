@@ -10,6 +10,8 @@ ledger, so a restarted Jupyter server reattaches to the running kernel.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
 from typing import Any
 
@@ -200,6 +202,12 @@ class RemoteHWProvisioner(KernelProvisionerBase):  # type: ignore[misc]
             assert record is not None
             await self.load_provisioner_info(record.info)
             target = self._target()
+            # The previous server's connection file for this kernel id is stale:
+            # jupyter_client would trust it instead of what is returned here.
+            connection_file = getattr(self.parent, "connection_file", "")
+            if connection_file:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(connection_file)
         self._machine = await self.manager.machine(target, steps)
         if adopting:
             with steps.step("find kernel"):

@@ -1,0 +1,47 @@
+"""A kernel on a host whose link is cut and restored carries on without user action."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..testhosts import NetnsTestHost
+from .conftest import write_config
+from .test_launch import OpenChannels, StartKernel, provisioner_of
+
+
+@pytest.fixture
+def jp_server_config(ns_host: NetnsTestHost, short_tmp: Path, remote_root: Path) -> dict[str, Any]:
+    hosts = [{"host": ns_host.alias, "hardware": "Far GPU", "root": str(remote_root)}]
+    return write_config(short_tmp / "config.json", ns_host.ssh_config, remote_root,
+                        short_tmp / "l", hosts)
+
+
+async def test_idle_kernel_survives_a_ten_second_cut(
+    ns_host: NetnsTestHost, start_kernel: StartKernel, channels: OpenChannels,
+    jp_serverapp: Any,
+) -> None:
+    assert ns_host.link is not None
+    kernel_id = await start_kernel("remote-hw-ssh-" + ns_host.alias)
+    kc = await channels(kernel_id)
+    assert (await kc.execute("import os; x = 7; pid = os.getpid()")).status == "ok"
+    pid = (await kc.execute("pid")).result
+    machine = provisioner_of(jp_serverapp, kernel_id)._machine
+    assert machine is not None and machine.link_up
+
+    ns_host.link.cut()
+    try:
+        await asyncio.sleep(10)
+        assert not machine.link_up  # the cut was noticed
+        # Jupyter still counts the kernel as alive: no restart is attempted.
+        assert await jp_serverapp.kernel_manager.get_kernel(kernel_id).is_alive()
+    finally:
+        ns_host.link.restore()
+
+    after = await kc.execute("x * 6", timeout=60)
+    assert after.result == "42"
+    assert (await kc.execute("pid")).result == pid
+    assert jp_serverapp.kernel_manager.list_kernel_ids() == [kernel_id]
