@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import shutil
 import signal
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,16 +17,6 @@ from jupyter_remote_hw.transport import TransportSettings
 from .testhosts import NetnsTestHost, SSHTestHost, is_root, loopback_host, netns_host
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
-
-
-@pytest.fixture
-async def jp_asyncio_loop() -> AsyncIterator[asyncio.AbstractEventLoop]:
-    """Run the pytest-jupyter server on the loop pytest-asyncio runs each test on.
-
-    pytest-jupyter's own fixture makes a loop of its own, which is not the one
-    async tests run on here, so the server would never answer them.
-    """
-    yield asyncio.get_running_loop()
 
 
 @pytest.fixture(scope="session")

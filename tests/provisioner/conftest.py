@@ -14,6 +14,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from ..kernelws import KernelChannels
+from ..serverloop import jp_asyncio_loop  # noqa: F401 (fixture)
 from ..testhosts import SSHTestHost, free_port
 
 HARDWARE = "Test GPU 24GB"
