@@ -8,73 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
-import secrets
 import signal
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
-from tornado.websocket import websocket_connect
+from tornado.httpclient import AsyncHTTPClient
 
-from ..kernelws import KernelChannels
-from ..testhosts import SSHTestHost, free_port
+from ..serverprocess import Server
+from ..serverprocess import start_server as start_server_process
+from ..testhosts import SSHTestHost
 from .conftest import HARDWARE, LOCAL_KERNEL, SSH_KERNEL, processes_under, write_config
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-@dataclass
-class Server:
-    """A jupyter_server process on 127.0.0.1 with a token."""
-
-    process: subprocess.Popen[bytes]
-    port: int
-    token: str
-    log: Path
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    async def api(self, *path: str, method: str = "GET", body: Any = None) -> Any:
-        request = HTTPRequest(
-            f"{self.url}/api/{'/'.join(path)}", method=method,
-            headers={"Authorization": f"token {self.token}"},
-            body=json.dumps(body) if body is not None else (b"" if method == "POST" else None),
-            request_timeout=120,
-        )
-        response = await AsyncHTTPClient().fetch(request)
-        return json.loads(response.body) if response.body else None
-
-    async def channels(self, kernel_id: str) -> KernelChannels:
-        ws_url = f"ws://127.0.0.1:{self.port}/api/kernels/{kernel_id}/channels"
-        ws = await websocket_connect(HTTPRequest(
-            ws_url, headers={"Authorization": f"token {self.token}"}
-        ))
-        kc = KernelChannels(ws)
-        await kc.wait_ready()
-        return kc
-
-    async def ready(self, timeout: float = 60.0) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the server exited: {self.log.read_text()[-3000:]}")
-            try:
-                await self.api("status")
-                return
-            except (OSError, HTTPClientError):
-                if loop.time() > deadline:
-                    raise
-                await asyncio.sleep(0.2)
 
 
 @pytest.fixture
@@ -98,24 +43,7 @@ def start_server(
     servers: list[Server] = []
 
     def start() -> Server:
-        port, token = free_port(), secrets.token_hex(16)
-        env = {
-            **os.environ,
-            "JUPYTER_CONFIG_DIR": str(dirs["config"]),
-            "JUPYTER_DATA_DIR": str(dirs["data"]),
-            "JUPYTER_RUNTIME_DIR": str(dirs["runtime"]),
-            "PYTHONPATH": str(REPO),
-        }
-        log = short_tmp / f"server-{len(servers)}.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "jupyter_server", "--ServerApp.ip=127.0.0.1",
-                 f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-                 "--ServerApp.open_browser=False", f"--IdentityProvider.token={token}",
-                 f"--ServerApp.root_dir={dirs['nb']}", "--allow-root"],
-                env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            )
-        server = Server(process, port, token, log)
+        server = start_server_process(dirs, short_tmp / f"server-{len(servers)}.log")
         servers.append(server)
         return server
 
