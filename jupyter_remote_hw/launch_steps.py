@@ -156,6 +156,7 @@ class LaunchSteps:
         self._finish(name, began, ok=True)
 
     def _finish(self, name: str, began: float, *, ok: bool, detail: str = "") -> None:
+        self.current = None
         seconds = time.monotonic() - began
         self.records.append(StepRecord(name, seconds, ok))
         self.log.log(

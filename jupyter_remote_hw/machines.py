@@ -136,7 +136,12 @@ class MachineManager(SingletonConfigurable):
             return True
 
     async def close(self) -> None:
-        """Close every machine link and SSH connection; agents and kernels keep running."""
+        """Stop agents that run no kernel; close every machine link and SSH connection.
+
+        Agents with kernels keep running, and so do their kernels.
+        """
+        for name in list(self._machines):
+            await self.release_if_idle(name)
         machines = list(self._machines.values())
         self._machines.clear()
         for machine in machines:

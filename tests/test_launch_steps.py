@@ -299,11 +299,6 @@ def test_timed_out_before_any_step() -> None:
     assert "failed at step 'launch'" in str(error)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LaunchSteps.current is never cleared when a step ends, so a timeout between "
-    "steps blames the last step that finished fine (launch_steps.py, timed_out/_finish)",
-)
 async def test_timed_out_between_steps_does_not_blame_a_finished_step() -> None:
     steps = make_steps()
     with steps.step("resolve hardware"):
@@ -315,4 +310,4 @@ async def test_timed_out_between_steps_does_not_blame_a_finished_step() -> None:
             await asyncio.sleep(10)
     error = steps.timed_out(0.05, SETTING)
     assert steps.records == [StepRecord("resolve hardware", steps.records[0].seconds, True)]
-    assert error.step != "resolve hardware", str(error)
+    assert error.step == "launch", str(error)

@@ -119,9 +119,9 @@ def claim(
         time.sleep(0.1)
 
 
-async def _serve(paths: StatePaths, on_ready: ReadyCallback) -> None:
+async def _serve(paths: StatePaths, on_ready: ReadyCallback, idle_exit: float = 0.0) -> None:
     """Run the server until it is asked to stop; call ``on_ready`` once it listens."""
-    server = AgentServer(paths)
+    server = AgentServer(paths, idle_exit=idle_exit)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.request_stop, False)
@@ -130,7 +130,7 @@ async def _serve(paths: StatePaths, on_ready: ReadyCallback) -> None:
     await server.wait_stopped()
 
 
-def serve(state_dir: str, daemon: bool, log_level: str = "INFO") -> int:
+def serve(state_dir: str, daemon: bool, log_level: str = "INFO", idle_exit: float = 0.0) -> int:
     """The ``serve`` command.
 
     Prints exactly one JSON line on stdout: ``{"socket", "pid", "version"}`` once
@@ -142,6 +142,8 @@ def serve(state_dir: str, daemon: bool, log_level: str = "INFO") -> int:
         state_dir: The agent's state directory.
         daemon: Detach from the calling session and return once ready.
         log_level: Logging level name.
+        idle_exit: Stop after this many seconds without kernels or clients
+            (0: never).
 
     Returns:
         The process exit status.
@@ -165,10 +167,10 @@ def serve(state_dir: str, daemon: bool, log_level: str = "INFO") -> int:
         return 1
     assert lock_fd is not None
     if daemon:
-        return _launch_daemon(paths, lock_fd, log_level)
+        return _launch_daemon(paths, lock_fd, log_level, idle_exit)
     configure_logging(log_level)
     try:
-        asyncio.run(_serve(paths, _emit))
+        asyncio.run(_serve(paths, _emit, idle_exit))
     except Exception as exc:
         log.exception("agent failed")
         _emit({"error": f"agent failed: {type(exc).__name__}: {exc}"})
@@ -176,7 +178,7 @@ def serve(state_dir: str, daemon: bool, log_level: str = "INFO") -> int:
     return 0
 
 
-def _launch_daemon(paths: StatePaths, lock_fd: int, log_level: str) -> int:
+def _launch_daemon(paths: StatePaths, lock_fd: int, log_level: str, idle_exit: float) -> int:
     """Double-fork a detached agent and relay its readiness line.
 
     The detached agent inherits ``lock_fd`` (the same open file, so the lock
@@ -191,7 +193,7 @@ def _launch_daemon(paths: StatePaths, lock_fd: int, log_level: str) -> int:
             os.close(read_fd)
             os.setsid()
             if os.fork() == 0:
-                code = _daemon_main(paths, write_fd, log_level)
+                code = _daemon_main(paths, write_fd, log_level, idle_exit)
             else:
                 code = 0
         finally:
@@ -236,7 +238,7 @@ def _read_line(fd: int, timeout: float) -> bytes:
     return data.split(b"\n", 1)[0]
 
 
-def _daemon_main(paths: StatePaths, ready_fd: int, log_level: str) -> int:
+def _daemon_main(paths: StatePaths, ready_fd: int, log_level: str, idle_exit: float) -> int:
     """Body of the detached agent: redirect stdio, serve, report readiness on ``ready_fd``."""
     os.chdir("/")
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -261,7 +263,7 @@ def _daemon_main(paths: StatePaths, ready_fd: int, log_level: str) -> int:
 
     code = 0
     try:
-        asyncio.run(_serve(paths, report))
+        asyncio.run(_serve(paths, report, idle_exit))
     except BaseException as exc:
         log.exception("agent failed")
         report({"error": f"agent failed: {type(exc).__name__}: {exc}; see {paths.log}"})

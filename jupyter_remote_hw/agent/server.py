@@ -58,10 +58,13 @@ class AgentServer:
 
     Args:
         paths: The prepared state directory.
+        idle_exit: Stop (leaving no kernel, since there is none) after this
+            many seconds with no kernel and no client connected; 0: never.
     """
 
-    def __init__(self, paths: StatePaths) -> None:
+    def __init__(self, paths: StatePaths, idle_exit: float = 0.0) -> None:
         self.paths = paths
+        self.idle_exit = idle_exit
         self.context = new_context()
         self.kernels = KernelManager(paths, self.context)
         self.hardware = HardwareReporter()
@@ -102,6 +105,10 @@ class AgentServer:
             os.umask(old_umask)
         os.chmod(self.paths.socket, 0o600)
         write_pid_file(self.paths.pid, os.getpid())
+        if self.idle_exit > 0:
+            watch = asyncio.ensure_future(self._exit_when_idle())
+            self._tasks.add(watch)
+            watch.add_done_callback(self._tasks.discard)
         log.info(
             "agent %s (pid %d) serving %s with %d re-adopted kernel(s)",
             AGENT_VERSION,
@@ -109,6 +116,25 @@ class AgentServer:
             self.paths.socket,
             len(self.kernels.kernels),
         )
+
+    def idle(self) -> bool:
+        """Whether the agent has no kernel (running or starting) and no client."""
+        return not self.kernels.busy() and not self._writers
+
+    async def _exit_when_idle(self) -> None:
+        """Stop once :meth:`idle` has held for ``idle_exit`` seconds."""
+        check = min(5.0, max(0.2, self.idle_exit / 4))
+        idle_since: float | None = None
+        loop = asyncio.get_running_loop()
+        while not self._stopping:
+            await asyncio.sleep(check)
+            if not self.idle():
+                idle_since = None
+            elif idle_since is None:
+                idle_since = loop.time()
+            elif loop.time() - idle_since >= self.idle_exit:
+                log.info("no kernel and no client for %.0f s: stopping", self.idle_exit)
+                self.request_stop(kill_kernels=False)
 
     def ready_line(self) -> dict[str, Any]:
         """The readiness line printed by ``serve``: socket, pid and version."""

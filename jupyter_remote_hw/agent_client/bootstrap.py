@@ -30,6 +30,9 @@ Progress = Callable[[str], None]
 REMOTE_CACHE = ".cache/jupyter-remote-hw"
 REMOTE_STATE = ".local/state/jupyter-remote-hw/agent"
 
+#: Seconds an agent with no kernel and no client waits before it exits.
+DEFAULT_IDLE_EXIT = 600.0
+
 _log = logging.getLogger(__name__)
 
 
@@ -83,6 +86,7 @@ async def start_ssh_agent(
     root: str | None = None,
     progress: Progress | None = None,
     log: logging.Logger | None = None,
+    idle_exit: float = DEFAULT_IDLE_EXIT,
 ) -> AgentClient:
     """Make sure this build's agent runs on ``conn``'s host; return a client to it.
 
@@ -93,6 +97,7 @@ async def start_ssh_agent(
             live; default the login user's home.
         progress: Called with a line per step.
         log: Where to log.
+        idle_exit: Seconds the agent lingers with no kernel and no client (0: for ever).
 
     Raises:
         AgentUnavailableError: A step failed; the message names it and what to try.
@@ -102,12 +107,17 @@ async def start_ssh_agent(
     log = log or _log
     try:
         say(f"prepare host: checking {python}")
+        name, data = agent_zipapp()
+        # One round trip: the Python's version, the home directory, and
+        # whether this build's zipapp is already there.
+        cache = shlex.quote(f"{root}/{REMOTE_CACHE}") if root else f'"$HOME"/{REMOTE_CACHE}'
         probe = await conn.run(
             f"{shlex.quote(python)} -c 'import sys; print(sys.version_info >= (3, 8))'"
-            " && echo \"$HOME\""
+            f' && echo "$HOME" && if test -f {cache}/{shlex.quote(name)}; '
+            "then echo have; else echo missing; fi"
         )
-        lines = probe.stdout.split()
-        if not probe.ok or len(lines) < 2:
+        lines = probe.stdout.split("\n")
+        if not probe.ok or len(lines) < 3:
             raise AgentUnavailableError(
                 f"prepare host {where}: `{python}` did not run ({probe.stderr.strip() or 'no output'}"
                 f"). Install Python 3.8 or newer there, or set the host's python."
@@ -117,11 +127,9 @@ async def start_ssh_agent(
                 f"prepare host {where}: {python} is older than 3.8; install a newer Python there."
             )
         home = root or lines[1]
-        name, data = agent_zipapp()
         remote = f"{home}/{REMOTE_CACHE}/{name}"
         state = f"{home}/{REMOTE_STATE}"
-        have = await conn.run(f"test -f {shlex.quote(remote)}")
-        if not have.ok:
+        if lines[2] != "have":
             say(f"prepare host: uploading the agent ({len(data) // 1024} KiB)")
             await conn.run(f"mkdir -p -m 700 {shlex.quote(f'{home}/{REMOTE_CACHE}')}")
             with tempfile.TemporaryDirectory() as tmp:
@@ -130,7 +138,7 @@ async def start_ssh_agent(
         async def serve() -> str:
             started = await conn.run(
                 f"{shlex.quote(python)} {shlex.quote(remote)} serve "
-                f"--state-dir {shlex.quote(state)} --daemon"
+                f"--state-dir {shlex.quote(state)} --daemon --idle-exit {idle_exit:g}"
             )
             return started.stdout + started.stderr
 
@@ -148,6 +156,7 @@ async def start_local_agent(
     *,
     progress: Progress | None = None,
     log: logging.Logger | None = None,
+    idle_exit: float = DEFAULT_IDLE_EXIT,
 ) -> AgentClient:
     """Make sure an agent runs on this machine for ``state_dir``; return a client to it.
 
@@ -157,7 +166,7 @@ async def start_local_agent(
     async def serve() -> str:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "jupyter_remote_hw.agent", "serve",
-            "--state-dir", str(state_dir), "--daemon",
+            "--state-dir", str(state_dir), "--daemon", "--idle-exit", f"{idle_exit:g}",
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             stdin=asyncio.subprocess.DEVNULL,
         )

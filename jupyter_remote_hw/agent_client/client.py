@@ -116,8 +116,13 @@ class AgentClient:
         self._pending[request_id] = future
         payload = json.dumps({"id": request_id, "op": op, "args": args}) + "\n"
         try:
-            self._writer.write(payload.encode())
-            await self._writer.drain()
+            try:
+                self._writer.write(payload.encode())
+                await self._writer.drain()
+            except (OSError, asyncssh.Error) as exc:
+                raise AgentUnavailableError(
+                    f"{self.where}: connection to the agent lost: {exc}"
+                ) from None
             async with asyncio.timeout(wait):
                 message = await future
         finally:

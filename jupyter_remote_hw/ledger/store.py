@@ -48,16 +48,18 @@ class KernelRecord:
 
 
 class Ledger:
-    """One SQLite file, private to its user (directory 0700, file 0600).
+    """One SQLite file, private to its user (file 0600; a directory it creates, 0700).
 
     Args:
-        path: The database file; its directory is created.
+        path: The database file; its directory is created when missing (an
+            existing directory is left as it is).
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(path.parent, 0o700)
+        if not path.parent.exists():
+            path.parent.mkdir(parents=True, mode=0o700)
+            os.chmod(path.parent, 0o700)  # whatever the umask
         fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
         os.close(fd)
         os.chmod(path, 0o600)

@@ -6,9 +6,11 @@ import logging
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from traitlets import Float
 from traitlets.config import LoggingConfigurable
 
 from ..agent_client import AgentClient
+from ..agent_client.bootstrap import DEFAULT_IDLE_EXIT
 from .target import Target
 
 if TYPE_CHECKING:
@@ -78,6 +80,13 @@ class Provider(LoggingConfigurable):
     """
 
     name: ClassVar[str]
+
+    agent_idle_exit = Float(
+        DEFAULT_IDLE_EXIT, config=True,
+        help="Seconds a host agent with no kernel and no connected Jupyter server waits "
+        "before it exits (0: it never does). While a server is connected, the agent stays, "
+        "so that the next kernel starts without starting the agent again.",
+    )
 
     def targets(self) -> list[Target]:
         """The targets this provider offers now."""

@@ -48,9 +48,10 @@ class LocalMachine(Machine):
     """This machine, through an agent running as a local daemon."""
 
     def __init__(self, target: Target, state_dir: Path, client: AgentClient,
-                 log: logging.Logger) -> None:
+                 log: logging.Logger, idle_exit: float) -> None:
         super().__init__(target, log)
         self.state_dir = state_dir
+        self.idle_exit = idle_exit
         self._client = client
 
     @property
@@ -59,7 +60,8 @@ class LocalMachine(Machine):
 
     async def agent(self) -> AgentClient:
         if self._client.closed:
-            self._client = await start_local_agent(self.state_dir, log=self.log)
+            self._client = await start_local_agent(self.state_dir, log=self.log,
+                                                   idle_exit=self.idle_exit)
         return self._client
 
     async def expose(
@@ -100,5 +102,6 @@ class LocalProvider(Provider):
     async def open_machine(self, target: Target, steps: LaunchSteps) -> Machine:
         state_dir = Path(self.state_dir).expanduser()
         with steps.step("prepare host"):
-            client = await start_local_agent(state_dir, progress=steps.note, log=self.log)
-        return LocalMachine(target, state_dir, client, self.log)
+            client = await start_local_agent(state_dir, progress=steps.note, log=self.log,
+                                             idle_exit=self.agent_idle_exit)
+        return LocalMachine(target, state_dir, client, self.log, self.agent_idle_exit)

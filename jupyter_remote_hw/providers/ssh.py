@@ -34,8 +34,9 @@ class SSHMachine(Machine):
     """
 
     def __init__(self, target: Target, transport: TransportManager, conn: SSHConnection,
-                 client: AgentClient, log: logging.Logger) -> None:
+                 client: AgentClient, log: logging.Logger, idle_exit: float) -> None:
         super().__init__(target, log)
+        self.idle_exit = idle_exit
         self.transport = transport
         self.conn = conn
         self._client = client
@@ -57,7 +58,8 @@ class SSHMachine(Machine):
             if self._client.closed:
                 conn = await self._connection()
                 self._client = await start_ssh_agent(
-                    conn, python=self.target.python, root=self.target.root, log=self.log
+                    conn, python=self.target.python, root=self.target.root, log=self.log,
+                    idle_exit=self.idle_exit,
                 )
             return self._client
 
@@ -131,7 +133,7 @@ class SSHProvider(Provider):
                                   "ssh.dev.azure.com"],
         config=True, help="SSH config aliases never offered (code hosting services).",
     )
-    transport = Instance(TransportManager)
+    transport = Instance(TransportManager, allow_none=True)
 
     @validate("hosts")
     def _check_hosts(self, proposal: Any) -> list[dict[str, Any]]:
@@ -177,6 +179,7 @@ class SSHProvider(Provider):
             conn = await self.transport.connect(target.host)
         with steps.step("prepare host"):
             client = await start_ssh_agent(
-                conn, python=target.python, root=target.root, progress=steps.note, log=self.log
+                conn, python=target.python, root=target.root, progress=steps.note, log=self.log,
+                idle_exit=self.agent_idle_exit,
             )
-        return SSHMachine(target, self.transport, conn, client, self.log)
+        return SSHMachine(target, self.transport, conn, client, self.log, self.agent_idle_exit)

@@ -23,9 +23,15 @@ def _words(line: str) -> tuple[str, list[str]] | None:
     if match is None:
         return None
     try:
-        args = shlex.split(match.group(2), comments=True)
+        words = shlex.split(match.group(2))
     except ValueError:
-        args = match.group(2).split()
+        words = match.group(2).split()
+    # As in ssh, '#' starts a comment only at the start of a word.
+    args = []
+    for word in words:
+        if word.startswith("#"):
+            break
+        args.append(word)
     return match.group(1).lower(), args
 
 

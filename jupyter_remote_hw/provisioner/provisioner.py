@@ -305,8 +305,9 @@ class RemoteHWProvisioner(KernelProvisionerBase):  # type: ignore[misc]
         self._remote = None
         self.manager.ledger.remove_kernel(self.kernel_id)
         if machine is not None:
+            # The agent stays while this server is connected, for the next
+            # kernel; it exits by itself once idle and left alone.
             await machine.unexpose(self.kernel_id)
-            await self.manager.release_if_idle(machine.target.name)
 
     def get_shutdown_wait_time(self, recommended: float = 5.0) -> float:
         """Allow for the round trips to the host on top of the recommended time."""

@@ -47,8 +47,9 @@ def start_agent(state_dir: Path) -> Iterator[Callable[..., Agent]]:
     """Start (or reuse) the agent daemon on a state dir; every one is stopped after the test."""
     agents: list[Agent] = []
 
-    def start(path: Path = state_dir, **kwargs: Any) -> Agent:
-        line = serve(path, **kwargs)
+    def start(path: Path = state_dir, idle_exit: float | None = None, **kwargs: Any) -> Agent:
+        extra = ("--idle-exit", str(idle_exit)) if idle_exit is not None else ()
+        line = serve(path, *extra, **kwargs)
         assert "error" not in line, line
         agent = Agent(path, line["socket"], line["pid"], line["version"])
         agents.append(agent)

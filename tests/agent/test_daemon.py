@@ -206,3 +206,20 @@ async def test_agent_restarts_after_shutdown(
     second = start_agent()
     assert second.pid != agent.pid
     assert running(second.pid)
+
+
+async def test_idle_exit_waits_for_kernels_and_clients(
+    start_agent: Callable[..., Agent], state_dir: Path
+) -> None:
+    agent = start_agent(state_dir, idle_exit=1.0)
+    client = await agent.client()
+    started = await client.call("start_kernel")
+    agent.kernel_pids.add(started["pid"])
+    await asyncio.sleep(3)
+    assert running(agent.pid)  # a kernel and a client
+    await client.call("shutdown_kernel", kernel_id=started["kernel_id"])
+    await asyncio.sleep(3)
+    assert running(agent.pid)  # a client is still connected
+    await client.close()
+    assert wait_until(lambda: not running(agent.pid), 20)
+    assert not Path(agent.socket).exists()

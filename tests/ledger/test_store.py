@@ -164,3 +164,12 @@ def test_closed_ledger_refuses_use(path: Path) -> None:
     opened.close()
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         opened.kernels()
+
+
+def test_an_existing_directory_keeps_its_mode(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    Ledger(shared / "ledger.sqlite3").close()
+    assert mode(shared) == 0o1777
+    assert mode(shared / "ledger.sqlite3") == 0o600

@@ -143,3 +143,9 @@ def test_order_kept_and_duplicates_removed_across_files(tmp_path: Path) -> None:
     one = write(tmp_path / "one", "Host b a\nHost b\n")
     two = write(tmp_path / "two", "Host c a d\n")
     assert host_aliases([one, two]) == ["b", "a", "c", "d"]
+
+
+def test_hash_inside_a_name_is_part_of_it(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.write_text("Host foo#bar baz # a comment\n")
+    assert host_aliases([config]) == ["foo#bar", "baz"]

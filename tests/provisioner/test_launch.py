@@ -128,16 +128,26 @@ async def test_launch_steps_are_timed_and_reported(
     assert all(r.ok and r.seconds >= 0 for r in steps.records)
 
 
-async def test_shutdown_leaves_nothing_on_the_host(
-    start_kernel: StartKernel, channels: OpenChannels, jp_fetch: Fetch, remote_root: Path,
+async def test_shutdown_stops_the_kernel_and_a_stopping_server_the_idle_agent(
+    start_kernel: StartKernel, channels: OpenChannels, jp_fetch: Fetch, jp_serverapp: Any,
+    remote_root: Path,
 ) -> None:
     kernel_id = await start_kernel(SSH_KERNEL)
     await channels(kernel_id)
-    assert processes_under(str(remote_root))
+    assert any("ipykernel" in p for p in processes_under(str(remote_root)))
     await jp_fetch("api", "kernels", kernel_id, method="DELETE")
+    for _ in range(100):
+        if not any("ipykernel" in p for p in processes_under(str(remote_root))):
+            break
+        await asyncio.sleep(0.1)
+    # The kernel is gone; the agent stays, ready for this server's next kernel.
+    left = processes_under(str(remote_root))
+    assert len(left) == 1 and "serve" in left[0] and "--idle-exit" in left[0]
+    assert MachineManager.instance().ledger.get_kernel(kernel_id) is None
+    # When the server stops, the agent without kernels stops too.
+    await jp_serverapp.extension_manager.stop_all_extensions()
     for _ in range(100):
         if not processes_under(str(remote_root)):
             break
         await asyncio.sleep(0.1)
     assert processes_under(str(remote_root)) == []
-    assert MachineManager.instance().ledger.get_kernel(kernel_id) is None

@@ -90,7 +90,10 @@ async def test_new_server_reattaches_to_the_kernel_with_its_state(
     assert (await kc.execute("pid")).result == pid
     kc.ws.close()
 
-    await second.api("kernels", kernel_id, method="DELETE")
+    # Stopping the server (as Ctrl-C does) shuts the kernel down; its agent,
+    # left without kernels, stops too.
+    second.process.send_signal(signal.SIGTERM)
+    second.process.wait(60)
     for _ in range(100):
         if not processes_under(marker):
             break

@@ -1,0 +1,152 @@
+"""Kernel latency through Jupyter: a kernel on a loopback SSH host against a local ipykernel.
+
+    python3 benchmarks/kernel_latency.py [--cells 200] [--starts 5]
+
+Starts a real sshd on 127.0.0.1 (``tests.testhosts.loopback_host``) and one
+jupyter_server process with this extension, configured with that host as the
+target ``ssh-testhost``. Both kernels are driven exactly as JupyterLab drives
+them: REST to start, the ``/api/kernels/<id>/channels`` websocket to run code.
+
+round trip
+    ``1+1`` executed CELLS times in a row; each is timed from sending the
+    execute_request to receiving both its execute_reply and its idle status.
+    Remote: ``remote-hw-ssh-testhost`` (agent on the host, channels through
+    our SSH forwards). Local: ``python3`` (jupyter_client's own local
+    provisioner). The ratio is median remote / median local (target <= 1.3).
+
+kernel ready
+    From ``POST /api/kernels`` to the kernel's first kernel_info_reply on a
+    new websocket, STARTS times for each, shutting each kernel down before the
+    next. The host is prepared first (one untimed launch uploads the agent);
+    the agent itself stops when its last kernel goes, so each timed remote
+    start includes starting the agent. The SSH connection is kept by the
+    server between kernels, as in normal use. Ratio: median remote / median
+    local (target <= 1.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tornado.httpclient import AsyncHTTPClient  # noqa: E402
+
+from tests.kernelws import KernelChannels  # noqa: E402
+from tests.provisioner.conftest import write_config  # noqa: E402
+from tests.serverprocess import Server, start_server  # noqa: E402
+from tests.testhosts import SSHTestHost, loopback_host  # noqa: E402
+
+REMOTE = "remote-hw-ssh-testhost"
+LOCAL = "python3"
+
+
+async def ready_time(server: Server, kernel_name: str) -> tuple[float, str]:
+    """Seconds from the start request to the first kernel_info_reply; and the kernel id."""
+    began = time.perf_counter()
+    kernel_id = (await server.api("kernels", method="POST", body={"name": kernel_name}))["id"]
+    kc = await server.channels(kernel_id)  # waits for a kernel_info_reply
+    elapsed = time.perf_counter() - began
+    await kc.close()
+    return elapsed, str(kernel_id)
+
+
+async def round_trips(kc: KernelChannels, cells: int) -> list[float]:
+    """Per-cell seconds for ``1+1``, after a few untimed warm-up cells."""
+    for _ in range(5):
+        await kc.execute("1+1")
+    times = []
+    for _ in range(cells):
+        began = time.perf_counter()
+        done = await kc.execute("1+1")
+        times.append(time.perf_counter() - began)
+        if done.result != "2":
+            raise RuntimeError(f"unexpected result {done.result!r}")
+    return times
+
+
+def describe(values: list[float]) -> str:
+    ms = sorted(v * 1000 for v in values)
+    p90 = ms[int(0.9 * (len(ms) - 1))]
+    return f"median {statistics.median(ms):8.2f} ms   p90 {p90:8.2f} ms   min {ms[0]:8.2f} ms"
+
+
+async def run(args: argparse.Namespace, host: SSHTestHost, work: Path) -> None:
+    dirs = {name: work / name for name in ("config", "data", "runtime", "nb")}
+    for path in dirs.values():
+        path.mkdir()
+    remote_root = work / "r"
+    write_config(dirs["config"] / "jupyter_server_config.json", host.ssh_config, remote_root,
+                 work / "l", [{"host": host.alias, "hardware": "loopback",
+                               "root": str(remote_root), "python": sys.executable}])
+    server = start_server(dirs, work / "server.log")
+    try:
+        await server.ready()
+        # Prepare the host: the first launch uploads the agent. Untimed.
+        _, kernel_id = await ready_time(server, REMOTE)
+        await server.api("kernels", kernel_id, method="DELETE")
+
+        ready: dict[str, list[float]] = {REMOTE: [], LOCAL: []}
+        for _ in range(args.starts):
+            for name in (LOCAL, REMOTE):
+                seconds, kernel_id = await ready_time(server, name)
+                ready[name].append(seconds)
+                await server.api("kernels", kernel_id, method="DELETE")
+
+        trips: dict[str, list[float]] = {}
+        for name in (LOCAL, REMOTE):
+            kernel_id = (await server.api("kernels", method="POST", body={"name": name}))["id"]
+            kc = await server.channels(kernel_id)
+            trips[name] = await round_trips(kc, args.cells)
+            await kc.close()
+            await server.api("kernels", kernel_id, method="DELETE")
+    finally:
+        server.process.terminate()
+        server.process.wait(30)
+        AsyncHTTPClient().close()
+
+    print(f"# kernel latency, {datetime.date.today()}, {platform.node()}, "
+          f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
+    print(f"# {args.cells} cells of 1+1; {args.starts} starts per kernel")
+    print()
+    print(f"round trip  local   {describe(trips[LOCAL])}")
+    print(f"round trip  remote  {describe(trips[REMOTE])}")
+    trip_ratio = statistics.median(trips[REMOTE]) / statistics.median(trips[LOCAL])
+    print(f"round trip  ratio remote/local (median) {trip_ratio:.2f}   target <= 1.3")
+    print()
+    print(f"ready       local   {describe(ready[LOCAL])}")
+    print(f"ready       remote  {describe(ready[REMOTE])}")
+    ready_ratio = statistics.median(ready[REMOTE]) / statistics.median(ready[LOCAL])
+    print(f"ready       ratio remote/local (median) {ready_ratio:.2f}   target <= 1.5")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cells", type=int, default=200, help="1+1 cells per kernel")
+    parser.add_argument("--starts", type=int, default=5, help="timed starts per kernel")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="jrhw-b-", dir="/tmp"))
+    try:
+        with loopback_host(work / "host") as host:
+            asyncio.run(run(args, host, work))
+    finally:
+        if os.environ.get("KEEP"):
+            print("kept", work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
