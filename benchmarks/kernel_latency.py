@@ -13,6 +13,10 @@ round trip
     Remote: ``remote-hw-ssh-testhost`` (agent on the host, channels through
     our SSH forwards). Local: ``python3`` (jupyter_client's own local
     provisioner). The ratio is median remote / median local (target <= 1.3).
+    The websocket path has a floor of its own (about 45 ms per cell here, the
+    same for both kernels), so the same cells are also timed straight over
+    the kernel's ZMQ channels (jupyter_client, the connection file the server
+    wrote), which shows what our SSH forwards add.
 
 kernel ready
     From ``POST /api/kernels`` to the kernel's first kernel_info_reply on a
@@ -42,6 +46,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from jupyter_client.asynchronous import AsyncKernelClient  # noqa: E402
 from tornado.httpclient import AsyncHTTPClient  # noqa: E402
 
 from tests.kernelws import KernelChannels  # noqa: E402
@@ -61,6 +66,37 @@ async def ready_time(server: Server, kernel_name: str) -> tuple[float, str]:
     elapsed = time.perf_counter() - began
     await kc.close()
     return elapsed, str(kernel_id)
+
+
+async def zmq_round_trips(connection_file: Path, cells: int) -> list[float]:
+    """Per-cell seconds for ``1+1`` over the kernel's ZMQ channels, without the websocket."""
+    client = AsyncKernelClient()
+    client.load_connection_file(str(connection_file))
+    client.start_channels()
+    try:
+        await client.wait_for_ready(timeout=60)
+
+        async def one() -> None:
+            msg_id = client.execute("1+1")
+            reply = await client.get_shell_msg(timeout=30)
+            assert reply["parent_header"]["msg_id"] == msg_id
+            while True:
+                msg = await client.get_iopub_msg(timeout=30)
+                if (msg["parent_header"].get("msg_id") == msg_id
+                        and msg["msg_type"] == "status"
+                        and msg["content"]["execution_state"] == "idle"):
+                    return
+
+        for _ in range(5):
+            await one()
+        times = []
+        for _ in range(cells):
+            began = time.perf_counter()
+            await one()
+            times.append(time.perf_counter() - began)
+        return times
+    finally:
+        client.stop_channels()
 
 
 async def round_trips(kc: KernelChannels, cells: int) -> list[float]:
@@ -106,11 +142,14 @@ async def run(args: argparse.Namespace, host: SSHTestHost, work: Path) -> None:
                 await server.api("kernels", kernel_id, method="DELETE")
 
         trips: dict[str, list[float]] = {}
+        zmq_trips: dict[str, list[float]] = {}
         for name in (LOCAL, REMOTE):
             kernel_id = (await server.api("kernels", method="POST", body={"name": name}))["id"]
             kc = await server.channels(kernel_id)
             trips[name] = await round_trips(kc, args.cells)
             await kc.close()
+            connection_file = dirs["runtime"] / f"kernel-{kernel_id}.json"
+            zmq_trips[name] = await zmq_round_trips(connection_file, args.cells)
             await server.api("kernels", kernel_id, method="DELETE")
     finally:
         server.process.terminate()
@@ -125,6 +164,11 @@ async def run(args: argparse.Namespace, host: SSHTestHost, work: Path) -> None:
     print(f"round trip  remote  {describe(trips[REMOTE])}")
     trip_ratio = statistics.median(trips[REMOTE]) / statistics.median(trips[LOCAL])
     print(f"round trip  ratio remote/local (median) {trip_ratio:.2f}   target <= 1.3")
+    print()
+    print(f"zmq trip    local   {describe(zmq_trips[LOCAL])}")
+    print(f"zmq trip    remote  {describe(zmq_trips[REMOTE])}")
+    zmq_ratio = statistics.median(zmq_trips[REMOTE]) / statistics.median(zmq_trips[LOCAL])
+    print(f"zmq trip    ratio remote/local (median) {zmq_ratio:.2f}")
     print()
     print(f"ready       local   {describe(ready[LOCAL])}")
     print(f"ready       remote  {describe(ready[REMOTE])}")
