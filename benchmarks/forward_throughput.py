@@ -55,10 +55,10 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-import asyncssh  # noqa: E402
+import asyncssh
 
-from jupyter_remote_hw.transport import SSHConnection, TransportSettings  # noqa: E402
-from tests.testhosts import SSHTestHost, free_port, loopback_host, wait_for_port  # noqa: E402
+from jupyter_remote_hw.transport import SSHConnection, TransportSettings
+from tests.testhosts import SSHTestHost, free_port, loopback_host, wait_for_port
 
 MIB = 1 << 20
 TARGET_RATIO = 0.7

@@ -46,13 +46,13 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from jupyter_client.asynchronous import AsyncKernelClient  # noqa: E402
-from tornado.httpclient import AsyncHTTPClient  # noqa: E402
+from jupyter_client.asynchronous import AsyncKernelClient
+from tornado.httpclient import AsyncHTTPClient
 
-from tests.kernelws import KernelChannels  # noqa: E402
-from tests.provisioner.conftest import write_config  # noqa: E402
-from tests.serverprocess import Server, start_server  # noqa: E402
-from tests.testhosts import SSHTestHost, loopback_host  # noqa: E402
+from tests.kernelws import KernelChannels
+from tests.provisioner.conftest import write_config
+from tests.serverprocess import Server, start_server
+from tests.testhosts import SSHTestHost, loopback_host
 
 REMOTE = "remote-hw-ssh-testhost"
 LOCAL = "python3"

@@ -31,7 +31,7 @@ class KernelLaunchError(HTTPError):
 _REASONS = {404: "Unknown Hardware", 502: "Host Unreachable", 504: "Launch Timed Out"}
 
 
-class UnknownHardwareKernelSpec(NoSuchKernel, HTTPError):  # type: ignore[misc]
+class UnknownHardwareKernelSpec(NoSuchKernel, HTTPError):
     """A ``remote-hw-*`` kernel name that no target has: a 404 naming what exists.
 
     Still a :class:`NoSuchKernel` for callers that look for that.

@@ -13,10 +13,10 @@ import asyncio
 import contextlib
 import os
 import signal
-from typing import Any
+from typing import Any, cast
 
 from jupyter_client.connect import KernelConnectionInfo
-from jupyter_client.provisioning import KernelProvisionerBase
+from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
 from traitlets import Float, Unicode
 
 from ..agent_client import AgentError, AgentUnavailableError
@@ -34,7 +34,7 @@ PASSED_ENV = ("JPY_SESSION_NAME",)
 INFO_VERSION = 1
 
 
-class RemoteHWProvisioner(KernelProvisionerBase):  # type: ignore[misc]
+class RemoteHWProvisioner(KernelProvisionerBase):
     """Starts and drives a kernel through the agent of its hardware target.
 
     Selected by a kernelspec's metadata::
@@ -222,8 +222,8 @@ class RemoteHWProvisioner(KernelProvisionerBase):  # type: ignore[misc]
         with steps.step("connect channels"):
             local = await self._machine.expose(self.kernel_id, remote, self._local_ports)
         self._local_ports = {name: int(local[name]) for name in PORT_NAMES}
-        info: dict[str, Any] = dict(local)
-        info["key"] = str(remote["key"]).encode()
+        # jupyter_client compares keys as bytes (its TypedDict says str).
+        info = cast(KernelConnectionInfo, {**local, "key": str(remote["key"]).encode()})
         self.connection_info = info
         self.manager.ledger.put_kernel(
             self.kernel_id, str(getattr(self.parent, "kernel_name", "") or target.kernel_name),

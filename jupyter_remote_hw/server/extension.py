@@ -91,7 +91,8 @@ class RemoteHWExtension(ExtensionApp):
             if ours:
                 self.log.info("jupyter_remote_hw: shutting down %d kernel(s)", len(ours))
             results = await asyncio.gather(
-                *(kernel_manager.shutdown_kernel(kernel_id) for kernel_id in ours),
+                *(kernel_manager.shutdown_kernel(kernel_id)  # type: ignore[no-untyped-call]
+                  for kernel_id in ours),
                 return_exceptions=True,
             )
             for kernel_id, result in zip(ours, results, strict=True):
