@@ -1,8 +1,8 @@
 """Kernelspecs for hardware targets, listed beside the installed ones.
 
-Set ``c.ServerApp.kernel_spec_manager_class`` to
-:class:`RemoteHWKernelSpecManager` (the installed jupyter-config file does)
-and every target appears in JupyterLab's kernel picker as
+With ``c.ServerApp.kernel_spec_manager_class`` set to
+:class:`RemoteHWKernelSpecManager` (the server extension sets it unless
+another manager was chosen), every target appears in JupyterLab's kernel picker as
 ``Python 3 · <hardware> · <where>``.
 """
 

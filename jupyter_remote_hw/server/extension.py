@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
+from traitlets import Bool
 
 from .. import __version__
+from ..kernelspecs import RemoteHWKernelSpecManager
 from ..machines import MachineManager
 from ..providers import LocalProvider, SSHProvider
 from ..provisioner import RemoteHWProvisioner
@@ -30,6 +33,39 @@ class RemoteHWExtension(ExtensionApp):
     classes = [  # noqa: RUF012 (a traitlets List on the base class)
         MachineManager, LocalProvider, SSHProvider, TransportManager, RemoteHWProvisioner,
     ]
+
+    list_targets = Bool(
+        True, config=True,
+        help="List every hardware target in the kernel picker by using "
+        "RemoteHWKernelSpecManager, unless ServerApp.kernel_spec_manager_class is set to "
+        "another class.",
+    )
+
+    def _link_jupyter_server_extension(self, serverapp: Any) -> None:
+        """Before the server builds its managers: use our kernel spec manager.
+
+        jupyter_server reads only ``jpserver_extensions`` from the installed
+        ``jupyter_server_config.d`` files, so the kernel spec manager is set
+        here, and only when nobody chose another one.
+        """
+        super()._link_jupyter_server_extension(serverapp)
+        if not self.list_targets:
+            return
+        # Reading the trait before the server set it up would build its default
+        # too early, so look at whether anyone set it instead.
+        if not serverapp.trait_has_value("kernel_spec_manager_class"):
+            gateway = serverapp.config.GatewayClient.get("url") \
+                or os.environ.get("JUPYTER_GATEWAY_URL")
+            if not gateway:
+                serverapp.kernel_spec_manager_class = RemoteHWKernelSpecManager
+            return
+        chosen = serverapp.kernel_spec_manager_class
+        if not (isinstance(chosen, type) and issubclass(chosen, RemoteHWKernelSpecManager)):
+            self.log.warning(
+                "jupyter_remote_hw: ServerApp.kernel_spec_manager_class is %s, so hardware "
+                "targets are not listed; install kernelspecs for them (see kernelspecs/ in "
+                "the project) or subclass RemoteHWKernelSpecManager", chosen,
+            )
 
     def initialize_settings(self) -> None:
         """Create (or take) the machine manager and publish it to handlers."""

@@ -45,11 +45,7 @@ def write_config(path: Path, ssh_config: Path, remote_root: Path, local_state: P
                  hosts: list[dict[str, Any]], **extra: dict[str, Any]) -> dict[str, Any]:
     """Build (and, when ``path`` is given, write as JSON) a server config for the tests."""
     config: dict[str, Any] = {
-        "ServerApp": {
-            "jpserver_extensions": {"jupyter_remote_hw": True},
-            "kernel_spec_manager_class":
-                "jupyter_remote_hw.kernelspecs.RemoteHWKernelSpecManager",
-        },
+        "ServerApp": {"jpserver_extensions": {"jupyter_remote_hw": True}},
         "TransportManager": {"ssh_config_files": [str(ssh_config)], **TRANSPORT},
         "SSHProvider": {"hosts": hosts},
         "LocalProvider": {"state_dir": str(local_state)},

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from jupyter_remote_hw import __version__
+from jupyter_remote_hw.kernelspecs import RemoteHWKernelSpecManager
 from jupyter_remote_hw.machines import MachineManager
 from jupyter_remote_hw.server.extension import MACHINES_SETTING
 
@@ -31,3 +32,6 @@ async def test_extension_is_loaded_and_configured(jp_serverapp: Any) -> None:
     assert [t.display_name for t in machines.targets() if t.provider == "ssh"] == [
         "Python 3 · A10G 24GB · gpu-box"
     ]
+    # Nothing set ServerApp.kernel_spec_manager_class: the extension put ours in.
+    assert isinstance(jp_serverapp.kernel_spec_manager, RemoteHWKernelSpecManager)
+    assert "remote-hw-ssh-gpu-box" in jp_serverapp.kernel_spec_manager.find_kernel_specs()
