@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
-import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +11,7 @@ import pytest
 
 from jupyter_remote_hw.transport import TransportSettings
 
+from .processes import kill_processes_mentioning
 from .testhosts import NetnsTestHost, SSHTestHost, is_root, loopback_host, netns_host
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
@@ -46,36 +44,21 @@ def short_tmp() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def kill_processes_mentioning(marker: str) -> None:
-    """SIGKILL every process whose command line mentions ``marker`` (agents, kernels).
-
-    A safety net for tests that fail half-way; tests that check cleanup look
-    for leftovers themselves before this runs.
-    """
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if marker in cmdline:
-            with contextlib.suppress(OSError):
-                os.kill(int(entry.name), signal.SIGKILL)
+#: Transport settings with short timeouts, for tests (TransportManager trait names).
+TEST_TRANSPORT: dict[str, float] = {
+    "connect_timeout": 5.0,
+    "keepalive_interval": 1.0,
+    "keepalive_count_max": 2,
+    "reconnect_initial_delay": 0.2,
+    "reconnect_max_delay": 1.0,
+    "command_timeout": 30.0,
+    "forward_wait_timeout": 20.0,
+}
 
 
 def settings_for(config: Path, **overrides: float) -> TransportSettings:
     """Transport settings reading ``config``, with short timeouts for tests."""
-    values: dict[str, float] = {
-        "connect_timeout": 5.0,
-        "keepalive_interval": 1.0,
-        "keepalive_count_max": 2,
-        "reconnect_initial_delay": 0.2,
-        "reconnect_max_delay": 1.0,
-        "command_timeout": 30.0,
-        "forward_wait_timeout": 20.0,
-    }
-    values.update(overrides)
+    values = {**TEST_TRANSPORT, **overrides}
     return TransportSettings(ssh_config_files=(str(config),), **values)  # type: ignore[arg-type]
 
 

@@ -49,21 +49,18 @@ def agent_env() -> dict[str, str]:
     return env
 
 
+def serve_argv(state_dir: Path, *extra: str, python: str = sys.executable) -> list[str]:
+    """The ``serve --daemon`` command line the local side runs."""
+    return [python, "-m", "jupyter_remote_hw.agent", "serve", "--state-dir", str(state_dir),
+            "--daemon", *extra]
+
+
 def serve(
     state_dir: Path, *extra: str, python: str = sys.executable, timeout: float = 60.0, **kwargs: Any
 ) -> dict[str, Any]:
     """Run ``serve --daemon`` like the local side does; return its one JSON line."""
     proc = subprocess.run(
-        [
-            python,
-            "-m",
-            "jupyter_remote_hw.agent",
-            "serve",
-            "--state-dir",
-            str(state_dir),
-            "--daemon",
-            *extra,
-        ],
+        serve_argv(state_dir, *extra, python=python),
         capture_output=True,
         env=agent_env(),
         timeout=timeout,

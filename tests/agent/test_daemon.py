@@ -16,7 +16,15 @@ from pathlib import Path
 from jupyter_remote_hw.agent import AGENT_VERSION
 from jupyter_remote_hw.agent.client import request_sync
 
-from .agentclient import Agent, AgentClient, agent_env, running, serve, wait_until
+from .agentclient import (
+    Agent,
+    AgentClient,
+    agent_env,
+    running,
+    serve,
+    serve_argv,
+    wait_until,
+)
 
 
 async def test_hello_reports_version_and_host(agent: Agent, client: AgentClient) -> None:
@@ -46,15 +54,7 @@ def test_daemon_is_detached_and_outlives_its_session(
     # The launcher runs in a session of its own, like a command run by sshd. Once it
     # has answered, that whole session is killed, as when the SSH connection drops.
     launcher = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jupyter_remote_hw.agent",
-            "serve",
-            "--state-dir",
-            str(state_dir),
-            "--daemon",
-        ],
+        serve_argv(state_dir),
         stdout=subprocess.PIPE,
         env=agent_env(),
         start_new_session=True,

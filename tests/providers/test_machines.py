@@ -16,13 +16,6 @@ from jupyter_remote_hw.providers import UnknownHardwareError
 ManagerFactory = Callable[..., MachineManager]
 
 
-@pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A temporary home, so the user's real ~/.ssh/config is never read."""
-    home = tmp_path / "home"
-    (home / ".ssh").mkdir(parents=True)
-    monkeypatch.setenv("HOME", str(home))
-    return home
 
 
 @pytest.fixture

@@ -14,15 +14,6 @@ from jupyter_remote_hw.providers.ssh import DEFAULT_HARDWARE
 from jupyter_remote_hw.transport import TransportManager
 
 
-@pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A temporary home, so the user's real ~/.ssh/config is never read."""
-    home = tmp_path / "home"
-    (home / ".ssh").mkdir(parents=True)
-    monkeypatch.setenv("HOME", str(home))
-    return home
-
-
 def provider(config: Path | None, hosts: list[dict[str, Any]] | None = None,
              **traits: Any) -> SSHProvider:
     """An SSHProvider reading ``config`` (none: the default files) with ``hosts``."""

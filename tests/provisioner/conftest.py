@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -13,7 +12,9 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
+from ..conftest import TEST_TRANSPORT
 from ..kernelws import KernelChannels
+from ..processes import processes_under
 from ..serverloop import jp_asyncio_loop  # noqa: F401 (fixture)
 from ..testhosts import SSHTestHost, free_port
 
@@ -22,15 +23,7 @@ SSH_TARGET = "ssh-testhost"
 SSH_KERNEL = "remote-hw-" + SSH_TARGET
 LOCAL_KERNEL = "remote-hw-local"
 
-TRANSPORT = {
-    "connect_timeout": 5.0,
-    "keepalive_interval": 1.0,
-    "keepalive_count_max": 2,
-    "reconnect_initial_delay": 0.2,
-    "reconnect_max_delay": 1.0,
-    "command_timeout": 30.0,
-    "forward_wait_timeout": 30.0,
-}
+TRANSPORT = {**TEST_TRANSPORT, "forward_wait_timeout": 30.0}
 
 
 def bare_python(directory: Path) -> str:
@@ -119,19 +112,4 @@ async def channels(jp_ws_fetch: Fetch) -> AsyncIterator[Callable[[str], Awaitabl
         await kc.close()
 
 
-def processes_under(marker: str) -> list[str]:
-    """Command lines of live processes that mention ``marker``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if marker in cmdline:
-            found.append(f"{entry.name}: {cmdline}")
-    return found
-
-
-__all__ = ["free_port"]
+__all__ = ["free_port", "processes_under"]
