@@ -1,0 +1,15 @@
+"""Moving variables between kernels: serialization, all-or-nothing."""
+
+from .errors import MissingVariableError, NotSerializableError, TransferError
+from .pickling import Pickled, dump_variable, dump_variables, load_variables, type_name
+
+__all__ = [
+    "MissingVariableError",
+    "NotSerializableError",
+    "Pickled",
+    "TransferError",
+    "dump_variable",
+    "dump_variables",
+    "load_variables",
+    "type_name",
+]

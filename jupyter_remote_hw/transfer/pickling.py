@@ -1,0 +1,133 @@
+"""Variables to bytes and back: pickle protocol 5 with out-of-band buffers.
+
+cloudpickle pickles functions, lambdas and classes defined in the notebook by
+value; large buffers (numpy arrays, pandas columns, torch CPU tensors) are
+not copied into the pickle but kept aside as ``PickleBuffer`` views of the
+object's own memory, to be sent as they are.
+
+Every variable is serialized before any is handed over, so a transfer either
+carries all the named variables or fails naming the first one that cannot go.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import cloudpickle
+
+from .errors import MissingVariableError, NotSerializableError, TransferError
+
+PROTOCOL = 5
+
+_OPEN_FILES = (io.TextIOWrapper, io.BufferedReader, io.BufferedWriter, io.BufferedRandom,
+               io.FileIO)
+
+#: Plain words for kinds of objects that never pickle, by type name.
+_KNOWN_UNPICKLABLE = {
+    "TextIOWrapper": "an open file",
+    "BufferedReader": "an open file",
+    "BufferedWriter": "an open file",
+    "BufferedRandom": "an open file",
+    "FileIO": "an open file",
+    "generator": "a generator (it holds a running frame)",
+    "coroutine": "a coroutine (it holds a running frame)",
+    "async_generator": "an async generator (it holds a running frame)",
+    "lock": "a lock",
+    "RLock": "a lock",
+    "socket": "an open socket",
+    "Thread": "a thread",
+}
+
+
+@dataclass
+class Pickled:
+    """One variable, serialized.
+
+    Attributes:
+        name: The variable's name.
+        type_name: Its type, as ``module.Qualname``.
+        data: The pickle stream (without the out-of-band buffers).
+        buffers: The out-of-band buffers, views of the object's memory.
+    """
+
+    name: str
+    type_name: str
+    data: bytes
+    buffers: list[pickle.PickleBuffer] = field(default_factory=list)
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the pickle stream plus its buffers."""
+        return len(self.data) + sum(memoryview(b).nbytes for b in self.buffers)
+
+
+def type_name(obj: object) -> str:
+    """``module.Qualname`` of ``obj``'s type (no module for builtins)."""
+    kind = type(obj)
+    module = kind.__module__
+    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+
+
+def _reason(obj: object, exc: BaseException) -> str:
+    plain = _KNOWN_UNPICKLABLE.get(type(obj).__name__)
+    detail = f"{type(exc).__name__}: {exc}"
+    return f"it is {plain} ({detail})" if plain else detail
+
+
+def dump_variable(name: str, value: object) -> Pickled:
+    """Serialize one variable.
+
+    Raises:
+        NotSerializableError: It cannot be pickled, even by cloudpickle.
+    """
+    if isinstance(value, _OPEN_FILES):
+        # cloudpickle would read a file opened for reading into the pickle:
+        # a handle is not its contents, and may be huge.
+        raise NotSerializableError(
+            name, type_name(value), "it is an open file; send its contents or its path instead"
+        )
+    buffers: list[pickle.PickleBuffer] = []
+    try:
+        data = cloudpickle.dumps(value, protocol=PROTOCOL, buffer_callback=buffers.append)
+    except Exception as exc:  # pickling raises TypeError, PicklingError, AttributeError ...
+        raise NotSerializableError(name, type_name(value), _reason(value, exc)) from exc
+    return Pickled(name, type_name(value), data, buffers)
+
+
+def dump_variables(namespace: Mapping[str, Any], names: list[str]) -> list[Pickled]:
+    """Serialize every named variable of ``namespace``, or none.
+
+    Raises:
+        MissingVariableError: A name is not in ``namespace``.
+        NotSerializableError: A variable cannot be pickled; it is the first
+            such one in ``names``.
+    """
+    missing = [name for name in names if name not in namespace]
+    if missing:
+        raise MissingVariableError(missing[0])
+    return [dump_variable(name, namespace[name]) for name in names]
+
+
+def load_variables(pickled: list[Pickled]) -> dict[str, Any]:
+    """Rebuild every variable; the caller assigns them only if all came back.
+
+    Raises:
+        TransferError: A variable could not be rebuilt here (for example its
+            class's module is not installed on this side).
+    """
+    values: dict[str, Any] = {}
+    for item in pickled:
+        try:
+            values[item.name] = pickle.loads(item.data, buffers=item.buffers)
+        except Exception as exc:
+            raise TransferError(
+                f"cannot rebuild {item.name!r} ({item.type_name}) here: "
+                f"{type(exc).__name__}: {exc}. Nothing was assigned; install what it needs "
+                "on this side.",
+                item.name,
+            ) from exc
+    return values
