@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 NVIDIA_SMI_TIMEOUT = 15.0
 TORCH_TIMEOUT = 60.0
 
-_NVIDIA_QUERY = [
+NVIDIA_QUERY = [
     "--query-gpu=index,name,memory.total,driver_version",
     "--format=csv,noheader,nounits",
 ]
@@ -105,7 +105,7 @@ async def query_gpus() -> tuple[list[dict[str, Any]], list[str]]:
         return [], []
     try:
         (code, out, err), (_, header, _) = await asyncio.gather(
-            _run([smi, *_NVIDIA_QUERY], NVIDIA_SMI_TIMEOUT), _run([smi], NVIDIA_SMI_TIMEOUT)
+            _run([smi, *NVIDIA_QUERY], NVIDIA_SMI_TIMEOUT), _run([smi], NVIDIA_SMI_TIMEOUT)
         )
     except (OSError, asyncio.TimeoutError) as exc:
         return [], [f"nvidia-smi could not be run: {exc or 'timed out'}"]
@@ -192,6 +192,11 @@ def gpu_size_label(memory_mib: int | None) -> str:
     return f"{gib:.0f} GiB"
 
 
+def gpu_label(gpu: dict[str, Any]) -> str:
+    """A GPU as people name it: its name and memory size, e.g. ``NVIDIA A10G 24 GiB``."""
+    return " ".join(part for part in (gpu["name"], gpu_size_label(gpu["memory_mib"])) if part)
+
+
 def summarize(
     gpus: list[dict[str, Any]],
     torch: dict[str, Any] | None,
@@ -211,7 +216,7 @@ def summarize(
     """
     groups: dict[str, int] = {}
     for gpu in gpus:
-        label = " ".join(part for part in (gpu["name"], gpu_size_label(gpu["memory_mib"])) if part)
+        label = gpu_label(gpu)
         groups[label] = groups.get(label, 0) + 1
     if not groups and torch and torch.get("cuda_available"):
         for name in torch.get("devices") or []:

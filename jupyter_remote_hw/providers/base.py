@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from traitlets import Float
 from traitlets.config import LoggingConfigurable
 
-from ..agent_client import AgentClient
+from ..agent_client import AgentClient, Progress
 from ..agent_client.bootstrap import DEFAULT_IDLE_EXIT
 from .target import Target
 
@@ -26,24 +27,39 @@ class Machine(ABC):
     Args:
         target: The target this machine serves.
         log: Where to log.
+        idle_exit: Seconds the agent lingers with no kernel and no client.
     """
 
-    def __init__(self, target: Target, log: logging.Logger) -> None:
+    def __init__(self, target: Target, log: logging.Logger, idle_exit: float) -> None:
         self.target = target
         self.log = log
+        self.idle_exit = idle_exit
+        self._client: AgentClient | None = None
+        self._agent_lock = asyncio.Lock()
 
     @property
     @abstractmethod
     def link_up(self) -> bool:
         """Whether the host can be reached right now (False while reconnecting)."""
 
-    @abstractmethod
-    async def agent(self) -> AgentClient:
-        """A live client of the host's agent; a broken stream is reopened first.
+    async def agent(self, progress: Progress | None = None) -> AgentClient:
+        """A live client of the host's agent, starting the agent (or reopening a
+        broken stream to it) first when needed.
+
+        Args:
+            progress: Called with a line per preparation step.
 
         Raises:
             AgentUnavailableError: The agent cannot be reached or started.
         """
+        async with self._agent_lock:
+            if self._client is None or self._client.closed:
+                self._client = await self._start_agent(progress)
+            return self._client
+
+    @abstractmethod
+    async def _start_agent(self, progress: Progress | None) -> AgentClient:
+        """Make sure the host's agent runs; return a new client to it."""
 
     @abstractmethod
     async def expose(
@@ -67,9 +83,10 @@ class Machine(ABC):
     async def unexpose(self, kernel_id: str) -> None:
         """Stop making a kernel's ports reachable here."""
 
-    @abstractmethod
     async def close(self) -> None:
         """Drop this side's resources (streams, forwards); the agent keeps running."""
+        if self._client is not None:
+            await self._client.close()
 
 
 class Provider(LoggingConfigurable):

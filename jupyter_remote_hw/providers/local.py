@@ -12,8 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from traitlets import Bool, Unicode
 
-from ..agent.hardware import cpu_count, gpu_size_label, parse_gpu_csv
-from ..agent_client import AgentClient, start_local_agent
+from ..agent.hardware import (
+    NVIDIA_QUERY,
+    NVIDIA_SMI_TIMEOUT,
+    cpu_count,
+    gpu_label,
+    parse_gpu_csv,
+)
+from ..agent_client import AgentClient, Progress, start_local_agent
 from .base import Machine, Provider
 from .target import Target
 
@@ -30,15 +36,14 @@ def detect_hardware() -> str:
     if smi is not None:
         try:
             out = subprocess.run(
-                [smi, "--query-gpu=index,name,memory.total,driver_version",
-                 "--format=csv,noheader,nounits"],
-                capture_output=True, text=True, timeout=10, check=True,
+                [smi, *NVIDIA_QUERY], capture_output=True, text=True,
+                timeout=NVIDIA_SMI_TIMEOUT, check=True,
             ).stdout
         except (OSError, subprocess.SubprocessError):
             out = ""
         gpus = parse_gpu_csv(out)
         if gpus:
-            first = " ".join(p for p in (gpus[0]["name"], gpu_size_label(gpus[0]["memory_mib"])) if p)
+            first = gpu_label(gpus[0])
             return first if len(gpus) == 1 else f"{len(gpus)} × {first}"
     cpus = cpu_count()
     return f"{cpus} CPU" + ("" if cpus == 1 else "s")
@@ -47,22 +52,18 @@ def detect_hardware() -> str:
 class LocalMachine(Machine):
     """This machine, through an agent running as a local daemon."""
 
-    def __init__(self, target: Target, state_dir: Path, client: AgentClient,
-                 log: logging.Logger, idle_exit: float) -> None:
-        super().__init__(target, log)
+    def __init__(self, target: Target, state_dir: Path, log: logging.Logger,
+                 idle_exit: float) -> None:
+        super().__init__(target, log, idle_exit)
         self.state_dir = state_dir
-        self.idle_exit = idle_exit
-        self._client = client
 
     @property
     def link_up(self) -> bool:
         return True
 
-    async def agent(self) -> AgentClient:
-        if self._client.closed:
-            self._client = await start_local_agent(self.state_dir, log=self.log,
-                                                   idle_exit=self.idle_exit)
-        return self._client
+    async def _start_agent(self, progress: Progress | None) -> AgentClient:
+        return await start_local_agent(self.state_dir, progress=progress, log=self.log,
+                                       idle_exit=self.idle_exit)
 
     async def expose(
         self, kernel_id: str, connection: dict[str, Any], local_ports: dict[str, int] | None = None
@@ -71,9 +72,6 @@ class LocalMachine(Machine):
 
     async def unexpose(self, kernel_id: str) -> None:
         return None
-
-    async def close(self) -> None:
-        await self._client.close()
 
 
 class LocalProvider(Provider):
@@ -100,8 +98,8 @@ class LocalProvider(Provider):
         )]
 
     async def open_machine(self, target: Target, steps: LaunchSteps) -> Machine:
-        state_dir = Path(self.state_dir).expanduser()
+        machine = LocalMachine(target, Path(self.state_dir).expanduser(), self.log,
+                               self.agent_idle_exit)
         with steps.step("prepare host"):
-            client = await start_local_agent(state_dir, progress=steps.note, log=self.log,
-                                             idle_exit=self.agent_idle_exit)
-        return LocalMachine(target, state_dir, client, self.log, self.agent_idle_exit)
+            await machine.agent(progress=steps.note)
+        return machine

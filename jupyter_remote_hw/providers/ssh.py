@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from traitlets import Bool, Dict, Instance, List, TraitError, Unicode, validate
 
-from ..agent_client import AgentClient, start_ssh_agent
+from ..agent_client import AgentClient, Progress, start_ssh_agent
 from ..transport import LocalForward, SSHConnection, TransportManager
 from ..transport.state import ConnectionState
 from .base import PORT_NAMES, Machine, Provider
@@ -34,14 +33,11 @@ class SSHMachine(Machine):
     """
 
     def __init__(self, target: Target, transport: TransportManager, conn: SSHConnection,
-                 client: AgentClient, log: logging.Logger, idle_exit: float) -> None:
-        super().__init__(target, log)
-        self.idle_exit = idle_exit
+                 log: logging.Logger, idle_exit: float) -> None:
+        super().__init__(target, log, idle_exit)
         self.transport = transport
         self.conn = conn
-        self._client = client
         self._forwards: dict[str, dict[str, LocalForward]] = {}
-        self._lock = asyncio.Lock()
 
     @property
     def link_up(self) -> bool:
@@ -53,15 +49,11 @@ class SSHMachine(Machine):
             self.conn = await self.transport.connect(self.target.host)
         return self.conn
 
-    async def agent(self) -> AgentClient:
-        async with self._lock:
-            if self._client.closed:
-                conn = await self._connection()
-                self._client = await start_ssh_agent(
-                    conn, python=self.target.python, root=self.target.root, log=self.log,
-                    idle_exit=self.idle_exit,
-                )
-            return self._client
+    async def _start_agent(self, progress: Progress | None) -> AgentClient:
+        return await start_ssh_agent(
+            await self._connection(), python=self.target.python, root=self.target.root,
+            progress=progress, log=self.log, idle_exit=self.idle_exit,
+        )
 
     async def expose(
         self, kernel_id: str, connection: dict[str, Any], local_ports: dict[str, int] | None = None
@@ -108,7 +100,7 @@ class SSHMachine(Machine):
     async def close(self) -> None:
         for kernel_id in list(self._forwards):
             await self.unexpose(kernel_id)
-        await self._client.close()
+        await super().close()
 
 
 class SSHProvider(Provider):
@@ -177,9 +169,7 @@ class SSHProvider(Provider):
         assert self.transport is not None and target.host is not None
         with steps.step("connect"):
             conn = await self.transport.connect(target.host)
+        machine = SSHMachine(target, self.transport, conn, self.log, self.agent_idle_exit)
         with steps.step("prepare host"):
-            client = await start_ssh_agent(
-                conn, python=target.python, root=target.root, progress=steps.note, log=self.log,
-                idle_exit=self.agent_idle_exit,
-            )
-        return SSHMachine(target, self.transport, conn, client, self.log, self.agent_idle_exit)
+            await machine.agent(progress=steps.note)
+        return machine
