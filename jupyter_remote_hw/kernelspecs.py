@@ -48,7 +48,11 @@ def target_kernel_spec(target: Target) -> dict[str, Any]:
 class RemoteHWKernelSpecManager(KernelSpecManager):
     """The installed kernelspecs plus one per hardware target."""
 
+    _listing: dict[str, Target] | None = None
+
     def _targets(self) -> dict[str, Target]:
+        if self._listing is not None:
+            return self._listing
         manager: MachineManager = MachineManager.instance(config=self.config)
         try:
             return {t.kernel_name: t for t in manager.targets()}
@@ -62,6 +66,14 @@ class RemoteHWKernelSpecManager(KernelSpecManager):
         for name in self._targets():
             found.setdefault(name, RESOURCES)
         return found
+
+    def get_all_specs(self) -> dict[str, Any]:
+        """Every kernelspec, with the targets listed once for the whole listing."""
+        self._listing = self._targets()
+        try:
+            return dict(super().get_all_specs())
+        finally:
+            self._listing = None
 
     def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
         """The kernelspec called ``kernel_name``; targets are built, not read from disk."""

@@ -60,6 +60,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._machine: Machine | None = None
+        self._resolved: Target | None = None
         self._remote: dict[str, Any] | None = None
         self._local_ports: dict[str, int] = {}
         self._steps: LaunchSteps | None = None
@@ -75,7 +76,10 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         return manager
 
     def _target(self) -> Target:
-        return self.manager.target(self.target)
+        """The target, resolved once (listing targets reads the SSH config files)."""
+        if self._resolved is None or self._resolved.name != self.target:
+            self._resolved = self.manager.target(self.target)
+        return self._resolved
 
     async def _agent_call(self, op: str, wait: float | None = 30.0, **args: Any) -> dict[str, Any]:
         if self._machine is None:
@@ -103,7 +107,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             return None
         try:
             async with asyncio.timeout(self.poll_timeout):
-                status = await self._agent_call("kernel_status", wait=self.poll_timeout)
+                status = await self._agent_call("kernel_status", wait=None)
         except AgentError as exc:
             return -1 if exc.kind == "unknown_kernel" else None
         except (AgentUnavailableError, TimeoutError, TransportError):
@@ -184,10 +188,10 @@ class RemoteHWProvisioner(KernelProvisionerBase):
                 info = await self._launch(steps, kwargs, remaining)
         except TimeoutError:
             error = steps.timed_out(self.launch_timeout, "c.RemoteHWProvisioner.launch_timeout")
-            await self._abandon(started=True)
+            await self._abandon(maybe_starting=True)
             raise KernelLaunchError(error) from None
         except LaunchError as exc:
-            await self._abandon(started=exc.step == "connect channels")
+            await self._abandon(maybe_starting=False)
             raise KernelLaunchError(exc) from exc.__cause__
         steps.log.info("kernel %s ready on %s: %s", self.kernel_id, self.target, steps.summary())
         return info
@@ -195,19 +199,18 @@ class RemoteHWProvisioner(KernelProvisionerBase):
     async def _launch(
         self, steps: LaunchSteps, kwargs: dict[str, Any], timeout: float
     ) -> KernelConnectionInfo:
-        target = self._target()
         record = self.manager.ledger.get_kernel(self.kernel_id)
         adopting = self._remote is None and record is not None
         if adopting:
             assert record is not None
             await self.load_provisioner_info(record.info)
-            target = self._target()
             # The previous server's connection file for this kernel id is stale:
             # jupyter_client would trust it instead of what is returned here.
             connection_file = getattr(self.parent, "connection_file", "")
             if connection_file:
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(connection_file)
+        target = self._target()
         self._machine = await self.manager.machine(target, steps)
         if adopting:
             with steps.step("find kernel"):
@@ -217,7 +220,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
                 remote = await self._restart_remote(kwargs, timeout)
         else:
             with steps.step("start kernel"):
-                remote = await self._start_remote(kwargs, timeout, target)
+                remote = await self._start_remote(kwargs, timeout)
         self._remote = remote
         with steps.step("connect channels"):
             local = await self._machine.expose(self.kernel_id, remote, self._local_ports)
@@ -231,14 +234,12 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         )
         return info
 
-    async def _start_remote(
-        self, kwargs: dict[str, Any], timeout: float, target: Target
-    ) -> dict[str, Any]:
+    async def _start_remote(self, kwargs: dict[str, Any], timeout: float) -> dict[str, Any]:
         started = await self._agent_call(
             "start_kernel",
             wait=timeout + 5,
             env=self._kernel_env(kwargs.get("env")),
-            cwd=kwargs.get("cwd") if target.provider == "local" else None,
+            cwd=kwargs.get("cwd") if self._target().provider == "local" else None,
             timeout=timeout,
         )
         return dict(started["connection"])
@@ -251,7 +252,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             if exc.kind != "unknown_kernel":
                 raise
             # The host forgot the kernel (its agent was replaced): start it afresh.
-            return await self._start_remote(kwargs, timeout, self._target())
+            return await self._start_remote(kwargs, timeout)
         return dict(restarted["connection"])
 
     async def _find_remote(self) -> dict[str, Any]:
@@ -269,12 +270,17 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             )
         return dict(status["connection"])
 
-    async def _abandon(self, started: bool) -> None:
-        """After a failed launch: stop what was started and let an idle host agent go."""
+    async def _abandon(self, maybe_starting: bool) -> None:
+        """After a failed launch: stop what was started and let an idle host agent go.
+
+        Args:
+            maybe_starting: The launch was cut off, perhaps while the agent was
+                starting the kernel, so stop it even if no answer came back.
+        """
         machine = self._machine
         if machine is None:
             return
-        if started or self._remote is not None:
+        if maybe_starting or self._remote is not None:
             try:
                 await self._agent_call("shutdown_kernel", now=True)
             except (AgentError, AgentUnavailableError, TimeoutError) as exc:
@@ -311,7 +317,8 @@ class RemoteHWProvisioner(KernelProvisionerBase):
 
     def get_shutdown_wait_time(self, recommended: float = 5.0) -> float:
         """Allow for the round trips to the host on top of the recommended time."""
-        return recommended + 2 * self.poll_timeout if self.target != "local" else recommended
+        remote = self._resolved is not None and self._resolved.provider != "local"
+        return recommended + 2 * self.poll_timeout if remote else recommended
 
     def get_stable_start_time(self, recommended: float = 10.0) -> float:
         """A remote kernel may take as long as its launch timeout to come up."""

@@ -28,11 +28,6 @@ _OPEN_FILES = (io.TextIOWrapper, io.BufferedReader, io.BufferedWriter, io.Buffer
 
 #: Plain words for kinds of objects that never pickle, by type name.
 _KNOWN_UNPICKLABLE = {
-    "TextIOWrapper": "an open file",
-    "BufferedReader": "an open file",
-    "BufferedWriter": "an open file",
-    "BufferedRandom": "an open file",
-    "FileIO": "an open file",
     "generator": "a generator (it holds a running frame)",
     "coroutine": "a coroutine (it holds a running frame)",
     "async_generator": "an async generator (it holds a running frame)",
