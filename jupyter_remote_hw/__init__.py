@@ -17,3 +17,10 @@ def _jupyter_server_extension_points() -> list[dict[str, Any]]:
     from .server.extension import RemoteHWExtension
 
     return [{"module": "jupyter_remote_hw.server.extension", "app": RemoteHWExtension}]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext jupyter_remote_hw``: the remote magics, and transfers to this kernel."""
+    from .magics import load_ipython_extension as load
+
+    load(ipython)

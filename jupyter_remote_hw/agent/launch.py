@@ -18,6 +18,28 @@ CONNECTION_FILE_PLACEHOLDER = "{connection_file}"
 _PARENT_LINK_VARIABLES = ("JPY_PARENT_PID", "JPY_INTERRUPT_EVENT")
 
 
+#: Where the kernel side of transfers sits inside the agent zipapp, and its name there
+#: (a private name, so it never shadows a jupyter_remote_hw installed on the host).
+ZIPAPP_KERNEL_DIR = "kernel"
+ZIPAPP_KERNEL_PACKAGE = "_jupyter_remote_hw_kernel"
+
+
+def kernel_support() -> tuple[str, str]:
+    """Where the kernels' transfer extension is imported from, and its module name.
+
+    Returns:
+        ``(sys.path entry, module)``: inside the zipapp the agent runs from, or
+        the source tree the agent itself was imported from.
+    """
+    loader = globals().get("__loader__")
+    archive = getattr(loader, "archive", None)
+    if archive:
+        return (os.path.join(archive, ZIPAPP_KERNEL_DIR),
+                f"{ZIPAPP_KERNEL_PACKAGE}.kernel_handler")
+    package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return package_parent, "jupyter_remote_hw.transfer.kernel_handler"
+
+
 def default_argv() -> list[str]:
     """The command line of an ipykernel run by the agent's own python.
 
@@ -67,9 +89,12 @@ class LaunchSpec:
             connection_file: Absolute path of the kernel's connection file.
 
         Returns:
-            The argv to execute.
+            The argv to execute; an ipykernel also loads the transfer extension.
         """
-        return [part.replace(CONNECTION_FILE_PLACEHOLDER, connection_file) for part in self.argv]
+        argv = [part.replace(CONNECTION_FILE_PLACEHOLDER, connection_file) for part in self.argv]
+        if self.ipykernel_python() is not None:
+            argv.append(f"--IPKernelApp.extra_extensions={kernel_support()[1]}")
+        return argv
 
     def environment(self) -> dict[str, str]:
         """The agent's environment with this spec's variables set over it.
@@ -81,6 +106,9 @@ class LaunchSpec:
         for name in _PARENT_LINK_VARIABLES:
             env.pop(name, None)
         env.update(self.env)
+        if self.ipykernel_python() is not None:
+            path = kernel_support()[0]
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (path, env.get("PYTHONPATH")) if p)
         return env
 
     def spawn(self, connection_file: str, log: IO[bytes]) -> subprocess.Popen[bytes]:

@@ -1,7 +1,10 @@
-"""The agent as one file: a zipapp built from the ``agent`` package alone.
+"""The agent as one file: a zipapp of the ``agent`` package and what kernels load.
 
 Hosts need only python3 with ipykernel: the zipapp is uploaded over SFTP and
-run with ``python3 agent.pyz serve ...``. Its name carries the agent version
+run with ``python3 agent.pyz serve ...``. Besides the agent it carries the
+kernel side of transfers (the ``transfer`` package, under a private name in
+``kernel/``) and cloudpickle (in ``vendor/``, used only when the host's Python
+lacks it). Its name carries the agent version
 and a hash of its contents, so a host keeps one copy per build and a changed
 agent is never mistaken for the old one.
 """
@@ -14,9 +17,14 @@ import zipfile
 from functools import cache
 from pathlib import Path
 
+import cloudpickle
+
 from ..agent import AGENT_VERSION
+from ..agent.launch import ZIPAPP_KERNEL_DIR, ZIPAPP_KERNEL_PACKAGE
 
 _PACKAGE = Path(__file__).resolve().parent.parent
+#: The modules of ``transfer`` that run inside kernels (the rest needs jupyter_client).
+KERNEL_MODULES = ("__init__", "devices", "errors", "kernel_handler", "pickling", "protocol")
 _MAIN = "from jupyter_remote_hw.agent.__main__ import main\nmain()\n"
 
 
@@ -24,6 +32,12 @@ def _sources() -> list[tuple[str, bytes]]:
     files = [("jupyter_remote_hw/__init__.py", b'"""Host-side copy: the agent only."""\n')]
     for path in sorted((_PACKAGE / "agent").rglob("*.py")):
         files.append((str(path.relative_to(_PACKAGE.parent)), path.read_bytes()))
+    for module in KERNEL_MODULES:
+        path = _PACKAGE / "transfer" / f"{module}.py"
+        files.append((f"{ZIPAPP_KERNEL_DIR}/{ZIPAPP_KERNEL_PACKAGE}/{path.name}", path.read_bytes()))
+    vendor = Path(cloudpickle.__file__).parent
+    for path in sorted(vendor.rglob("*.py")):
+        files.append((f"vendor/cloudpickle/{path.relative_to(vendor)}", path.read_bytes()))
     files.append(("__main__.py", _MAIN.encode()))
     return files
 

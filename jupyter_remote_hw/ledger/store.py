@@ -1,7 +1,8 @@
 """The ledger: a small SQLite file of what this user runs, kept across restarts.
 
 For now it holds one row per kernel started through the provisioner, with
-what is needed to reattach to it (never the kernel's key).
+what is needed to reattach to it (never the kernel's key) and who started it
+(a Jupyter server, or ``%%remote`` in a local kernel).
 """
 
 from __future__ import annotations
@@ -21,9 +22,13 @@ CREATE TABLE IF NOT EXISTS kernels (
     target      TEXT NOT NULL,
     info        TEXT NOT NULL,
     created     REAL NOT NULL,
-    updated     REAL NOT NULL
+    updated     REAL NOT NULL,
+    owner       TEXT NOT NULL DEFAULT 'server'
 )
 """
+
+#: The owner of kernels a Jupyter server started (and reattaches after a restart).
+SERVER_OWNER = "server"
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,8 @@ class KernelRecord:
         info: The provisioner's persisted state.
         created: When it was first recorded (epoch seconds).
         updated: When it was last recorded.
+        owner: Who started it: :data:`SERVER_OWNER`, or ``magic:<host>:<pid>``
+            for a kernel that ``%%remote`` started from a local kernel.
     """
 
     kernel_id: str
@@ -45,6 +52,7 @@ class KernelRecord:
     info: dict[str, Any]
     created: float
     updated: float
+    owner: str = SERVER_OWNER
 
 
 class Ledger:
@@ -63,19 +71,24 @@ class Ledger:
         fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
         os.close(fd)
         os.chmod(path, 0o600)
-        self._db = sqlite3.connect(path, isolation_level=None, timeout=10)
+        # One connection, used from whichever thread drives the machines (a
+        # kernel running %%remote keeps its event loop in a thread of its own).
+        self._db = sqlite3.connect(path, isolation_level=None, timeout=10, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(_SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(kernels)")}
+        if "owner" not in columns:  # a ledger written before kernels had owners
+            self._db.execute("ALTER TABLE kernels ADD COLUMN owner TEXT NOT NULL DEFAULT 'server'")
 
     def put_kernel(self, kernel_id: str, kernel_name: str, target: str,
-                   info: dict[str, Any]) -> None:
+                   info: dict[str, Any], owner: str = SERVER_OWNER) -> None:
         """Record a kernel, or update its row."""
         now = time.time()
         self._db.execute(
-            "INSERT INTO kernels VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(kernel_id) DO UPDATE "
+            "INSERT INTO kernels VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(kernel_id) DO UPDATE "
             "SET kernel_name=excluded.kernel_name, target=excluded.target, info=excluded.info, "
-            "updated=excluded.updated",
-            (kernel_id, kernel_name, target, json.dumps(info), now, now),
+            "updated=excluded.updated, owner=excluded.owner",
+            (kernel_id, kernel_name, target, json.dumps(info), now, now, owner),
         )
 
     def get_kernel(self, kernel_id: str) -> KernelRecord | None:
@@ -89,9 +102,13 @@ class Ledger:
         """Forget a kernel (no error when it is not there)."""
         self._db.execute("DELETE FROM kernels WHERE kernel_id = ?", (kernel_id,))
 
-    def kernels(self) -> list[KernelRecord]:
-        """Every recorded kernel, oldest first."""
-        rows = self._db.execute("SELECT * FROM kernels ORDER BY created").fetchall()
+    def kernels(self, owner: str | None = None) -> list[KernelRecord]:
+        """Every recorded kernel (of ``owner``, when given), oldest first."""
+        if owner is None:
+            rows = self._db.execute("SELECT * FROM kernels ORDER BY created").fetchall()
+        else:
+            rows = self._db.execute("SELECT * FROM kernels WHERE owner = ? ORDER BY created",
+                                    (owner,)).fetchall()
         return [_record(row) for row in rows]
 
     def close(self) -> None:
@@ -100,5 +117,5 @@ class Ledger:
 
 
 def _record(row: tuple[Any, ...]) -> KernelRecord:
-    kernel_id, kernel_name, target, info, created, updated = row
-    return KernelRecord(kernel_id, kernel_name, target, json.loads(info), created, updated)
+    kernel_id, kernel_name, target, info, created, updated, owner = row
+    return KernelRecord(kernel_id, kernel_name, target, json.loads(info), created, updated, owner)

@@ -21,6 +21,7 @@ from traitlets import Float, Unicode
 
 from ..agent_client import AgentError, AgentUnavailableError
 from ..launch_steps import LaunchError, LaunchSteps
+from ..ledger.store import SERVER_OWNER
 from ..machines import MachineManager
 from ..providers import Machine, Target
 from ..providers.base import PORT_NAMES
@@ -46,6 +47,11 @@ class RemoteHWProvisioner(KernelProvisionerBase):
     target = Unicode(
         "", config=True, help="Name of the hardware target the kernel runs on (set by the "
         "kernelspec's provisioner config)."
+    )
+    owner = Unicode(
+        SERVER_OWNER, config=True,
+        help="Who the kernel belongs to in the ledger; only kernels of the server are "
+        "reattached when a Jupyter server starts (``%%remote`` sets its own).",
     )
     launch_timeout = Float(
         180.0, config=True,
@@ -230,7 +236,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         self.connection_info = info
         self.manager.ledger.put_kernel(
             self.kernel_id, str(getattr(self.parent, "kernel_name", "") or target.kernel_name),
-            target.name, await self.get_provisioner_info(),
+            target.name, await self.get_provisioner_info(), owner=self.owner,
         )
         return info
 

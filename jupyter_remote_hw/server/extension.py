@@ -11,6 +11,7 @@ from traitlets import Bool
 
 from .. import __version__
 from ..kernelspecs import RemoteHWKernelSpecManager
+from ..ledger.store import SERVER_OWNER
 from ..machines import MachineManager
 from ..providers import LocalProvider, SSHProvider
 from ..provisioner import RemoteHWProvisioner
@@ -95,7 +96,7 @@ class RemoteHWExtension(ExtensionApp):
         assert self.serverapp is not None
         kernel_manager = self.serverapp.kernel_manager
         attached = []
-        for record in self.machines.ledger.kernels():
+        for record in self.machines.ledger.kernels(owner=SERVER_OWNER):
             if record.kernel_id in kernel_manager:
                 continue
             try:

@@ -5,19 +5,35 @@ value; large buffers (numpy arrays, pandas columns, torch CPU tensors) are
 not copied into the pickle but kept aside as ``PickleBuffer`` views of the
 object's own memory, to be sent as they are.
 
+Torch tensors are reduced to numpy arrays of the same memory (so they travel
+out of band too, where torch's own pickling would copy them into the stream)
+and rebuilt with ``torch.from_numpy``; CUDA tensors are copied to the CPU first.
+Only torch's own functions appear in the stream, so the receiving side needs
+torch but not this package.
+
 Every variable is serialized before any is handed over, so a transfer either
 carries all the named variables or fails naming the first one that cannot go.
+
+This module also runs inside kernels on hosts (see ``kernel_handler``): it keeps
+to Python 3.8 syntax and needs only cloudpickle.
 """
 
 from __future__ import annotations
 
 import io
+import os
 import pickle
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import cloudpickle
+try:
+    import cloudpickle
+except ImportError:  # on a host without it: the copy shipped next to this package
+    sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "vendor"))
+    import cloudpickle
 
 from .errors import MissingVariableError, NotSerializableError, TransferError
 
@@ -46,13 +62,14 @@ class Pickled:
         name: The variable's name.
         type_name: Its type, as ``module.Qualname``.
         data: The pickle stream (without the out-of-band buffers).
-        buffers: The out-of-band buffers, views of the object's memory.
+        buffers: The out-of-band buffers (``PickleBuffer`` views of the object's
+            memory when dumped here; received bytes-like objects otherwise).
     """
 
     name: str
     type_name: str
-    data: bytes
-    buffers: list[pickle.PickleBuffer] = field(default_factory=list)
+    data: bytes | bytearray
+    buffers: list[Any] = field(default_factory=list)
 
     @property
     def nbytes(self) -> int:
@@ -73,6 +90,50 @@ def _reason(obj: object, exc: BaseException) -> str:
     return f"it is {plain} ({detail})" if plain else detail
 
 
+def _reduce_tensor(tensor: Any) -> Any:
+    """Reduce a dense torch tensor to ``torch.from_numpy`` of a view of its memory.
+
+    Returns NotImplemented for what torch pickles better itself (sparse,
+    quantized, meta tensors and tensor subclasses such as ``Parameter``, whose
+    reduction refers to a plain tensor that comes back here).
+    """
+    torch = sys.modules["torch"]
+    if tensor.layout != torch.strided or tensor.is_quantized or tensor.device.type == "meta":
+        return NotImplemented
+    if tensor.requires_grad:
+        return (torch.Tensor.requires_grad_, (tensor.detach(),))
+    if tensor.device.type != "cpu":
+        return (torch.Tensor.clone, (tensor.cpu(),))
+    if tensor.is_conj() or tensor.is_neg():
+        tensor = tensor.resolve_conj().resolve_neg()
+    try:
+        array = tensor.numpy()
+    except TypeError:  # bfloat16, float8 ...: no numpy dtype; carry the bits
+        same_size = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+        bits = same_size.get(tensor.element_size())
+        if bits is None:
+            return NotImplemented
+        return (torch.Tensor.view, (tensor.view(bits), tensor.dtype))
+    return (torch.from_numpy, (array,))
+
+
+class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
+    """cloudpickle, with torch tensors reduced to their memory."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        kind = type(obj)
+        if kind.__name__ == "Tensor" and kind.__module__ == "torch":
+            return _reduce_tensor(obj)
+        return super().reducer_override(obj)
+
+
+def dumps(value: object, buffers: list[pickle.PickleBuffer]) -> bytes:
+    """Pickle ``value`` (protocol 5, by value where needed), out-of-band buffers into ``buffers``."""
+    stream = io.BytesIO()
+    _Pickler(stream, protocol=PROTOCOL, buffer_callback=buffers.append).dump(value)
+    return stream.getvalue()
+
+
 def dump_variable(name: str, value: object) -> Pickled:
     """Serialize one variable.
 
@@ -87,7 +148,7 @@ def dump_variable(name: str, value: object) -> Pickled:
         )
     buffers: list[pickle.PickleBuffer] = []
     try:
-        data = cloudpickle.dumps(value, protocol=PROTOCOL, buffer_callback=buffers.append)
+        data = dumps(value, buffers)
     except Exception as exc:  # pickling raises TypeError, PicklingError, AttributeError ...
         raise NotSerializableError(name, type_name(value), _reason(value, exc)) from exc
     return Pickled(name, type_name(value), data, buffers)

@@ -25,9 +25,17 @@ def kernel_client(connection: dict[str, Any]) -> Iterator[BlockingKernelClient]:
 
 
 def execute(kc: BlockingKernelClient, code: str, **kwargs: Any) -> dict[str, Any]:
-    """Run code, discarding its output; return the execute_reply content."""
-    reply = kc.execute_interactive(code, timeout=60, output_hook=lambda msg: None, **kwargs)
-    content: dict[str, Any] = reply["content"]
+    """Run code, discarding its output; return the execute_reply content.
+
+    A request that ipykernel aborted (it still drops requests queued behind a
+    cell that failed, such as an interrupted one) is sent again.
+    """
+    for _ in range(10):
+        reply = kc.execute_interactive(code, timeout=60, output_hook=lambda msg: None, **kwargs)
+        content: dict[str, Any] = reply["content"]
+        if content["status"] != "aborted":
+            break
+        time.sleep(0.1)
     return content
 
 

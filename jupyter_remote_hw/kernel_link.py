@@ -1,0 +1,153 @@
+"""KernelLink: requests to one kernel and their replies, and its outputs by request.
+
+One reader per channel, so requests can be pipelined (transfer chunks) and a
+cell's outputs reach whoever ran it as they arrive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any, Self
+
+import zmq
+from jupyter_client.asynchronous.client import AsyncKernelClient
+from zmq.eventloop.zmqstream import ZMQStream
+
+OutputHandler = Callable[[dict[str, Any]], None]
+
+
+class KernelDiedError(Exception):
+    """The kernel's channels closed while a request was waiting for its reply."""
+
+
+class KernelLink:
+    """Drives one kernel through an :class:`AsyncKernelClient` with started channels.
+
+    Use as an async context manager, or call :meth:`start` and :meth:`close`.
+
+    Args:
+        client: The kernel's client; its shell and IOPub channels must be
+            read by this link alone.
+        log: Where to log.
+    """
+
+    def __init__(self, client: AsyncKernelClient, log: logging.Logger | None = None) -> None:
+        self.client = client
+        self.log = log or logging.getLogger(__name__)
+        self._replies: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._outputs: dict[str, OutputHandler] = {}
+        self._streams: list[ZMQStream] = []
+        self._shell: ZMQStream | None = None
+
+    async def __aenter__(self) -> Self:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def start(self) -> None:
+        """Start reading the shell and IOPub channels."""
+        if self._streams:
+            return
+        # ZMQStreams over plain sockets sharing the client's: they handle the
+        # sockets' edge-triggered readiness across interleaved sends and
+        # receives, where awaiting recv on the asyncio socket while sending on
+        # it can miss a reply and wait forever.
+        shell: zmq.Socket[bytes] = zmq.Socket.shadow(self.client.shell_channel.socket.underlying)
+        iopub: zmq.Socket[bytes] = zmq.Socket.shadow(self.client.iopub_channel.socket.underlying)
+        self._shell = ZMQStream(shell)
+        self._iopub = ZMQStream(iopub)
+        self._streams = [self._shell, self._iopub]
+        self._shell.on_recv(self._on_shell, copy=False)
+        self._iopub.on_recv(self._on_iopub, copy=False)
+
+    async def close(self) -> None:
+        """Stop reading; pending requests fail with :class:`KernelDiedError`."""
+        for stream in self._streams:
+            stream.stop_on_recv()
+            stream.flush()
+        self._streams = []
+        self._fail_pending(KernelDiedError("the link to the kernel was closed"))
+
+    def _fail_pending(self, error: Exception) -> None:
+        for future in self._replies.values():
+            if not future.done():
+                future.set_exception(error)
+                future.exception()  # a caller that has gone does not need to see it
+        self._replies.clear()
+
+    def _deserialize(self, parts: list[Any]) -> dict[str, Any]:
+        # Frames are not copied: large buffers stay views of what zmq received.
+        _, message = self.client.session.feed_identities(parts, copy=False)
+        msg: dict[str, Any] = self.client.session.deserialize(message, content=True, copy=False)
+        return msg
+
+    def _on_shell(self, parts: list[Any]) -> None:
+        msg = self._deserialize(parts)
+        future = self._replies.pop(msg["parent_header"].get("msg_id"), None)
+        if future is not None and not future.done():
+            future.set_result(msg)
+
+    def _on_iopub(self, parts: list[Any]) -> None:
+        msg = self._deserialize(parts)
+        handler = self._outputs.get(msg["parent_header"].get("msg_id"))
+        if handler is not None:
+            handler(msg)
+
+    def _shell_stream(self) -> ZMQStream:
+        if self._shell is None:
+            raise KernelDiedError("the link to the kernel is not started")
+        return self._shell
+
+    def send(self, msg_type: str, content: dict[str, Any],
+             buffers: list[Any] | None = None) -> asyncio.Future[dict[str, Any]]:
+        """Send a shell request now; the future resolves to its reply message."""
+        msg = self.client.session.msg(msg_type, content)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._replies[msg["header"]["msg_id"]] = future
+        self.client.session.send(self._shell_stream(), msg, buffers=buffers or [])
+        return future
+
+    async def request(self, msg_type: str, content: dict[str, Any],
+                      buffers: list[Any] | None = None) -> dict[str, Any]:
+        """Send a shell request and wait for its reply message."""
+        return await self.send(msg_type, content, buffers)
+
+    async def execute(self, code: str, on_output: OutputHandler,
+                      user_expressions: dict[str, str] | None = None) -> dict[str, Any]:
+        """Run ``code``; every IOPub message it causes goes to ``on_output`` as it arrives.
+
+        Returns:
+            The ``execute_reply`` content, once the kernel has also gone idle
+            (so every output has been handed over).
+        """
+        msg = self.client.session.msg("execute_request", {
+            "code": code, "silent": False, "store_history": True,
+            "user_expressions": user_expressions or {}, "allow_stdin": False,
+            "stop_on_error": True,
+        })
+        msg_id = msg["header"]["msg_id"]
+        idle = asyncio.get_running_loop().create_future()
+
+        def route(output: dict[str, Any]) -> None:
+            if output["msg_type"] == "status":
+                if output["content"].get("execution_state") == "idle" and not idle.done():
+                    idle.set_result(None)
+                return
+            on_output(output)
+
+        self._outputs[msg_id] = route
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._replies[msg_id] = future
+        try:
+            self.client.session.send(self._shell_stream(), msg)
+            reply = await future
+            await idle
+        finally:
+            self._outputs.pop(msg_id, None)
+            self._replies.pop(msg_id, None)
+        content: dict[str, Any] = reply["content"]
+        return content

@@ -1,0 +1,327 @@
+"""The remote kernels of one local kernel: what ``%%remote`` runs cells on.
+
+A local kernel's cells run on its main thread; SSH connections and remote
+kernels' channels need an event loop that keeps running while a cell waits.
+:class:`RemoteSessions` owns such a loop in a daemon thread. A call from a
+cell schedules a coroutine there and waits for it, while events the
+coroutine emits (outputs, launch steps, transfer progress) come back through
+a queue and are handled on the cell's thread, as they arrive, so they show
+in the cell that caused them.
+
+Each target gets one remote kernel, started on first use through the same
+provisioner as the kernels JupyterLab starts, and stopped when the local
+kernel exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import os
+import queue
+import socket
+import threading
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from jupyter_client.manager import AsyncKernelManager
+from jupyter_core.paths import jupyter_config_path
+from traitlets.config import Config
+from traitlets.config.loader import ConfigFileNotFound, JSONFileConfigLoader, PyFileConfigLoader
+
+from .kernel_link import KernelLink
+from .kernelspecs import RemoteHWKernelSpecManager
+from .machines import MachineManager
+from .providers import Target
+from .transfer.client import TransferClient
+from .transfer.pickling import Pickled
+
+T = TypeVar("T")
+Emit = Callable[[tuple[str, Any]], None]
+"""Sends an event ``(kind, payload)`` to the cell's thread."""
+
+#: How often a cell that the remote kernel aborted unrun is sent again.
+ABORTED_RETRIES = 10
+
+#: Seconds a second wait for an interrupted remote cell may take before giving up on it.
+INTERRUPT_GRACE = 10.0
+
+
+def _quiet_logger() -> logging.Logger:
+    """A logger that stays out of the cell: failures reach the user as exceptions."""
+    log = logging.getLogger("jupyter_remote_hw.remote")
+    if not log.handlers:
+        log.addHandler(logging.NullHandler())
+        log.propagate = False
+    return log
+
+
+def server_config() -> Config:
+    """The Jupyter server's configuration (``jupyter_server_config.py``/``.json``).
+
+    Read from the same places the server reads it, so ``%%remote`` offers the
+    hardware the notebook's kernel picker offers.
+    """
+    config = Config()
+    # jupyter_config_path() lists the highest priority first.
+    for directory in reversed([os.getcwd(), *jupyter_config_path()]):
+        for loader_class, name in ((PyFileConfigLoader, "jupyter_server_config.py"),
+                                   (JSONFileConfigLoader, "jupyter_server_config.json")):
+            try:
+                config.merge(loader_class(name, path=directory).load_config())
+            except ConfigFileNotFound:
+                continue
+    return config
+
+
+@dataclass
+class RemoteKernel:
+    """One remote kernel of this local kernel."""
+
+    target: Target
+    manager: AsyncKernelManager
+    link: KernelLink
+    transfer: TransferClient
+
+    @property
+    def kernel_id(self) -> str:
+        """The kernel's id (the same in the ledger and on the host)."""
+        return str(self.manager.kernel_id)
+
+
+class RemoteSessions:
+    """Remote kernels per target, driven from a private event loop.
+
+    Args:
+        config: Configuration for the machine manager, providers and transport.
+        log: Where to log.
+    """
+
+    def __init__(self, config: Config | None = None, log: logging.Logger | None = None) -> None:
+        self.config = Config(config if config is not None else server_config())
+        self.log = log or _quiet_logger()
+        self.owner = f"magic:{socket.gethostname()}:{os.getpid()}"
+        # Kernels started here are this process's: a Jupyter server does not reattach them.
+        self.config.RemoteHWProvisioner.owner = self.owner
+        self.default_target: str | None = None
+        self._kernels: dict[str, RemoteKernel] = {}
+        self._starting: dict[str, asyncio.Lock] = {}
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever,
+                                        name="jupyter-remote-hw", daemon=True)
+        self._thread.start()
+        self._manager: MachineManager | None = None
+        atexit.register(self.shutdown)
+
+    # ------------------------------------------------------------------ plumbing
+
+    @property
+    def machines(self) -> MachineManager:
+        """This process's machine manager."""
+        if self._manager is None:
+            manager: MachineManager = MachineManager.instance(config=self.config)
+            self._manager = manager
+        return self._manager
+
+    def run(self, work: Callable[[Emit], Coroutine[Any, Any, T]],
+            on_event: Callable[[str, Any], None] | None = None,
+            on_interrupt: Callable[[Future[T]], bool] | None = None) -> T:
+        """Run ``work(emit)`` on the loop; handle its events here until it is done.
+
+        Args:
+            work: Makes the coroutine; ``emit((kind, payload))`` reaches ``on_event``.
+            on_event: Called on this thread with each event, in order.
+            on_interrupt: Called on this thread on Ctrl-C (KeyboardInterrupt)
+                with the running future; return True to keep waiting for it
+                (it was asked to stop), False to cancel it and re-raise.
+        """
+        events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        finished = threading.Event()
+
+        async def runner() -> T:
+            try:
+                return await work(events.put)
+            finally:
+                finished.set()
+
+        future = asyncio.run_coroutine_threadsafe(runner(), self._loop)
+        interrupted = False
+
+        def drain(block: bool) -> None:
+            try:
+                kind, payload = events.get(timeout=0.05) if block else events.get_nowait()
+            except queue.Empty:
+                return
+            if on_event is not None:
+                on_event(kind, payload)
+            while True:
+                try:
+                    kind, payload = events.get_nowait()
+                except queue.Empty:
+                    return
+                if on_event is not None:
+                    on_event(kind, payload)
+
+        while not future.done():
+            try:
+                drain(block=True)
+            except KeyboardInterrupt:
+                if not interrupted and on_interrupt is not None and on_interrupt(future):
+                    interrupted = True
+                    continue
+                # Cancelling runs the coroutine's cleanup (aborting a transfer
+                # on the other side) on the loop; wait for it.
+                future.cancel()
+                finished.wait(INTERRUPT_GRACE)
+                drain(block=False)
+                raise
+        drain(block=False)
+        result = future.result()
+        if interrupted:
+            raise KeyboardInterrupt
+        return result
+
+    def call(self, coroutine: Awaitable[T]) -> T:
+        """Run one coroutine on the loop and return its result (no events)."""
+
+        async def wrapped(emit: Emit) -> T:
+            return await coroutine
+
+        return self.run(wrapped)
+
+    # ------------------------------------------------------------------ targets
+
+    def targets(self) -> list[Target]:
+        """Every configured hardware target."""
+        return self.machines.targets()
+
+    def target(self, name: str | None) -> Target:
+        """The target called ``name`` (or the default).
+
+        Raises:
+            UnknownHardwareError: No such target (the message lists the others).
+            ValueError: No name and no default.
+        """
+        name = name or self.default_target
+        if not name:
+            raise ValueError("no hardware given: name it (%%remote gpu-box) or set a default "
+                             "with %remote_hw gpu-box")
+        return self.machines.target(name)
+
+    def running(self) -> dict[str, RemoteKernel]:
+        """The remote kernels of this local kernel, by target name."""
+        return dict(self._kernels)
+
+    # ------------------------------------------------------------------ kernels
+
+    async def kernel(self, target: Target, emit: Emit) -> RemoteKernel:
+        """This local kernel's kernel on ``target``, started on first use (with progress)."""
+        lock = self._starting.setdefault(target.name, asyncio.Lock())
+        async with lock:
+            existing = self._kernels.get(target.name)
+            if existing is not None:
+                if await existing.manager.is_alive():
+                    return existing
+                await self._stop(existing)
+            kernel = await self._start(target, emit)
+            self._kernels[target.name] = kernel
+            return kernel
+
+    async def _start(self, target: Target, emit: Emit) -> RemoteKernel:
+        kernel_id = str(uuid.uuid4())
+
+        def listener(event: dict[str, Any]) -> None:
+            if event.get("kernel_id") == kernel_id:
+                emit(("launch", event))
+
+        manager = AsyncKernelManager(
+            kernel_id=kernel_id, kernel_name=target.kernel_name, config=self.config,
+            kernel_spec_manager=RemoteHWKernelSpecManager(config=self.config), log=self.log,
+        )
+        self.machines.launch_listeners.append(listener)
+        try:
+            await manager.start_kernel()
+        finally:
+            self.machines.launch_listeners.remove(listener)
+        client = manager.client()
+        client.start_channels()
+        try:
+            await client.wait_for_ready(timeout=60)
+        except BaseException:
+            client.stop_channels()
+            await manager.shutdown_kernel(now=True)
+            raise
+        link = KernelLink(client, self.log)
+        link.start()
+        return RemoteKernel(target, manager, link, TransferClient(link, target.name))
+
+    async def _stop(self, kernel: RemoteKernel) -> None:
+        await kernel.link.close()
+        kernel.link.client.stop_channels()
+        try:
+            await kernel.manager.shutdown_kernel(now=True)
+        except Exception as exc:  # noqa: BLE001 (stopping the others matters more)
+            self.log.warning("stopping the kernel on %s failed: %s", kernel.target.name, exc)
+
+    async def interrupt(self, target_name: str) -> None:
+        """Interrupt the running cell of the kernel on ``target_name``."""
+        kernel = self._kernels.get(target_name)
+        if kernel is not None:
+            await kernel.manager.interrupt_kernel()
+
+    async def stop(self, target_name: str) -> bool:
+        """Stop the kernel on ``target_name``; whether there was one."""
+        kernel = self._kernels.pop(target_name, None)
+        if kernel is None:
+            return False
+        await self._stop(kernel)
+        return True
+
+    def shutdown(self) -> None:
+        """Stop every remote kernel and close the connections (at exit)."""
+        if not self._thread.is_alive():
+            return
+
+        async def stop_all() -> None:
+            for name in list(self._kernels):
+                await self.stop(name)
+            if self._manager is not None:
+                await self._manager.close()
+
+        try:
+            asyncio.run_coroutine_threadsafe(stop_all(), self._loop).result(30)
+        except Exception as exc:  # noqa: BLE001 (at exit: report, do not raise)
+            self.log.warning("stopping remote kernels failed: %s", exc)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        atexit.unregister(self.shutdown)
+
+    # ------------------------------------------------------------------ cells and variables
+
+    async def push(self, kernel: RemoteKernel, pickled: list[Pickled], device: str | None,
+                   emit: Emit) -> list[dict[str, Any]]:
+        """Send serialized variables to ``kernel``; all are assigned there, or none."""
+        return await kernel.transfer.push(
+            pickled, device, lambda done, total: emit(("progress", (done, total))))
+
+    async def pull(self, kernel: RemoteKernel, names: list[str], emit: Emit) -> list[Pickled]:
+        """Fetch the named variables of ``kernel``, serialized."""
+        return await kernel.transfer.pull(
+            names, lambda done, total: emit(("progress", (done, total))))
+
+    async def execute(self, kernel: RemoteKernel, code: str, emit: Emit) -> dict[str, Any]:
+        """Run ``code`` on ``kernel``; its outputs are emitted as ``("output", msg)``.
+
+        A request ipykernel aborted without running it (it drops requests that
+        arrive just after a cell failed, such as an interrupted one) is sent again.
+        """
+        for _ in range(ABORTED_RETRIES):
+            reply = await kernel.link.execute(code, lambda msg: emit(("output", msg)))
+            if reply.get("status") != "aborted":
+                break
+            await asyncio.sleep(0.1)
+        return reply

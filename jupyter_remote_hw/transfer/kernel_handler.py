@@ -1,0 +1,251 @@
+"""The kernel side of transfers: answers transfer requests inside an ipykernel.
+
+Loaded as an IPython extension: in kernels the agent starts (from the copy of
+this package inside the agent zipapp) and in the local kernel by
+``%load_ext jupyter_remote_hw``. Python 3.8 syntax; needs ipykernel and
+cloudpickle only.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import protocol
+from .devices import check_device, to_device
+from .errors import TransferError
+from .pickling import Pickled, dump_variables, load_variables, type_name
+
+log = logging.getLogger(__name__)
+
+#: Names IPython puts in every namespace.
+_HIDDEN = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
+
+
+@dataclass
+class _Incoming:
+    """A transfer being received: one preallocated buffer per segment."""
+
+    manifest: list[dict[str, Any]]
+    device: str | None
+    segments: list[bytearray]
+    touched: float = field(default_factory=time.monotonic)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(s) for s in self.segments)
+
+
+@dataclass
+class _Outgoing:
+    """A transfer being sent: the variables' segments, views of their memory."""
+
+    segments: list[memoryview]
+    touched: float = field(default_factory=time.monotonic)
+
+
+def _segments(pickled: list[Pickled]) -> tuple[list[dict[str, Any]], list[memoryview]]:
+    manifest = []
+    segments: list[memoryview] = []
+    for item in pickled:
+        parts = [memoryview(item.data)] + [_raw(buffer) for buffer in item.buffers]
+        manifest.append({"name": item.name, "type": item.type_name,
+                         "segments": [part.nbytes for part in parts]})
+        segments.extend(parts)
+    return manifest, segments
+
+
+def _raw(buffer: Any) -> memoryview:
+    try:
+        raw: memoryview = buffer.raw()
+    except BufferError:  # not contiguous: copy it flat
+        return memoryview(bytes(memoryview(buffer)))
+    return raw
+
+
+def _sizeof(value: Any) -> int:
+    nbytes = getattr(value, "nbytes", None)
+    if isinstance(nbytes, int):
+        return nbytes
+    try:
+        return sys.getsizeof(value)
+    except TypeError:
+        return 0
+
+
+class TransferHandler:
+    """Answers transfer requests against one namespace.
+
+    Args:
+        namespace: Where variables are read from and assigned to (the user's).
+        kernel: The ipykernel whose shell channel the replies go out on.
+    """
+
+    def __init__(self, namespace: dict[str, Any], kernel: Any = None) -> None:
+        self.namespace = namespace
+        self.kernel = kernel
+        self._incoming: dict[str, _Incoming] = {}
+        self._outgoing: dict[str, _Outgoing] = {}
+
+    @property
+    def pending(self) -> int:
+        """Transfers begun and not finished (received or sent)."""
+        return len(self._incoming) + len(self._outgoing)
+
+    def on_shell_request(self, stream: Any, ident: Any, parent: dict[str, Any]) -> None:
+        """ipykernel's shell handler: answer to the requesting client alone."""
+        reply, buffers = self.handle(parent.get("content") or {}, parent.get("buffers") or [])
+        self.kernel.session.send(stream, protocol.REPLY, reply, parent, ident, buffers=buffers)
+
+    def on_comm_open(self, comm: Any, message: dict[str, Any]) -> None:
+        """Comm target: answer the opening message's request, then each message's."""
+
+        def answer(msg: dict[str, Any]) -> None:
+            content = msg["content"].get("data") or {}
+            reply, buffers = self.handle(content, msg.get("buffers") or [])
+            comm.send(reply, buffers=buffers)
+
+        comm.on_msg(answer)
+        if message["content"].get("data"):
+            answer(message)
+
+    def handle(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+        """Answer one request; errors become ``status: error`` replies naming the variable."""
+        self._forget_stale()
+        op = content.get("op")
+        method = getattr(self, f"_op_{op}", None) if isinstance(op, str) else None
+        if method is None:
+            return {"status": "error", "ename": "TransferError", "name": None,
+                    "evalue": f"unknown transfer op {op!r}"}, []
+        try:
+            reply, reply_buffers = method(content, buffers)
+        except TransferError as exc:
+            self._drop(content.get("id"))
+            return {"status": "error", "ename": type(exc).__name__, "evalue": str(exc),
+                    "name": exc.name}, []
+        except Exception as exc:
+            self._drop(content.get("id"))
+            log.exception("transfer op %s failed", op)
+            return {"status": "error", "ename": type(exc).__name__, "name": None,
+                    "evalue": f"{type(exc).__name__}: {exc}. Nothing was assigned."}, []
+        reply["status"] = "ok"
+        return reply, reply_buffers
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def _drop(self, transfer_id: Any) -> None:
+        self._incoming.pop(str(transfer_id), None)
+        self._outgoing.pop(str(transfer_id), None)
+
+    def _forget_stale(self) -> None:
+        limit = time.monotonic() - protocol.STALE_AFTER
+        for table in (self._incoming, self._outgoing):
+            for key in [k for k, v in table.items() if v.touched < limit]:
+                del table[key]
+
+    def _incoming_for(self, content: dict[str, Any]) -> _Incoming:
+        incoming = self._incoming.get(str(content.get("id")))
+        if incoming is None:
+            raise TransferError(f"no transfer {content.get('id')!r} in progress here (it was "
+                                "aborted or forgotten). Nothing was assigned.")
+        incoming.touched = time.monotonic()
+        return incoming
+
+    # ------------------------------------------------------------------ ops
+
+    def _op_hello(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+        return {"version": protocol.VERSION, "python": sys.executable,
+                "python_version": sys.version.split()[0]}, []
+
+    def _op_list(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+        variables = [
+            {"name": name, "type": type_name(value), "nbytes": _sizeof(value)}
+            for name, value in list(self.namespace.items())
+            if not name.startswith("_") and name not in _HIDDEN
+            and type(value).__name__ != "module"
+        ]
+        return {"variables": variables}, []
+
+    def _op_receive(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+        device = content.get("device") or None
+        if device is not None:
+            check_device(device)
+        manifest = list(content["variables"])
+        sizes = [int(size) for entry in manifest for size in entry["segments"]]
+        incoming = _Incoming(manifest, device, [bytearray(size) for size in sizes])
+        if buffers:
+            if len(buffers) != len(sizes):
+                raise TransferError(f"{len(buffers)} buffers for {len(sizes)} segments")
+            for target, buffer in zip(incoming.segments, buffers):
+                target[:] = memoryview(buffer).cast("B")
+        self._incoming[str(content["id"])] = incoming
+        if content.get("commit"):
+            return self._op_commit(content, [])
+        return {}, []
+
+    def _op_chunk(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+        incoming = self._incoming_for(content)
+        data = memoryview(buffers[0]).cast("B")
+        offset = int(content["offset"])
+        segment = incoming.segments[int(content["segment"])]
+        if offset + data.nbytes > len(segment):
+            raise TransferError("a chunk runs past the end of its segment")
+        segment[offset:offset + data.nbytes] = data
+        return {}, []
+
+    def _op_commit(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+        incoming = self._incoming.pop(str(content.get("id")), None)
+        if incoming is None:
+            raise TransferError(f"no transfer {content.get('id')!r} in progress here. "
+                                "Nothing was assigned.")
+        pickled = []
+        position = 0
+        for entry in incoming.manifest:
+            count = len(entry["segments"])
+            parts = incoming.segments[position:position + count]
+            position += count
+            pickled.append(Pickled(entry["name"], entry["type"], parts[0], list(parts[1:])))
+        del incoming
+        values = load_variables(pickled)
+        del pickled
+        device = content.get("device")
+        if device:
+            values = {name: to_device(value, device) for name, value in values.items()}
+        self.namespace.update(values)
+        return {"assigned": [{"name": name, "type": type_name(value)}
+                             for name, value in values.items()]}, []
+
+    def _op_abort(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+        self._drop(content.get("id"))
+        return {}, []
+
+    def _op_send(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+        manifest, segments = _segments(dump_variables(self.namespace, list(content["names"])))
+        if sum(s.nbytes for s in segments) <= int(content.get("inline") or 0):
+            return {"variables": manifest, "inline": True}, list(segments)
+        self._outgoing[str(content["id"])] = _Outgoing(segments)
+        return {"variables": manifest, "inline": False}, []
+
+    def _op_read(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+        outgoing = self._outgoing.get(str(content.get("id")))
+        if outgoing is None:
+            raise TransferError(f"no transfer {content.get('id')!r} in progress here")
+        outgoing.touched = time.monotonic()
+        offset = int(content["offset"])
+        segment = outgoing.segments[int(content["segment"])]
+        return {}, [segment[offset:offset + int(content["size"])]]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Answer transfer requests in this kernel (shell messages and the comm target)."""
+    kernel = getattr(ipython, "kernel", None)
+    if kernel is None:  # plain IPython, no kernel to answer for
+        return
+    if protocol.REQUEST in kernel.shell_handlers:
+        return
+    handler = TransferHandler(ipython.user_ns, kernel)
+    kernel.shell_handlers[protocol.REQUEST] = handler.on_shell_request
+    kernel.comm_manager.register_target(protocol.COMM_TARGET, handler.on_comm_open)

@@ -1,0 +1,49 @@
+"""The transfer protocol between a client and a kernel: message names and sizes.
+
+A request is a shell message of type :data:`REQUEST` whose content has an
+``op``; the kernel answers with :data:`REPLY` to that client alone (a comm's
+messages from the kernel go out on IOPub to every frontend, which for a
+gigabyte would mean every open browser tab receiving it). The same requests
+are answered on the comm target :data:`COMM_TARGET`, for frontends that speak
+comms only.
+
+Each variable travels as segments: its pickle stream, then its out-of-band
+buffers. A manifest entry is ``{"name", "type", "segments": [sizes]}``.
+
+Ops (client to kernel):
+
+``hello``
+    Protocol version and the kernel's Python.
+``list``
+    The kernel's variables with their types and sizes.
+``receive`` (id, variables, device, commit)
+    Announce an incoming transfer; buffers carry whole segments in order
+    when it is small. With ``commit`` it is assigned at once.
+``chunk`` (id, segment, offset)
+    One buffer of a segment.
+``commit`` (id)
+    Rebuild every variable, move it to the device, assign them all, or none.
+``abort`` (id)
+    Forget an incoming or outgoing transfer.
+``send`` (id, names, inline)
+    Serialize the named variables; answer the manifest, with every segment
+    as buffers when the total is at most ``inline`` bytes.
+``read`` (id, segment, offset, size)
+    One buffer of an outgoing segment.
+"""
+
+from __future__ import annotations
+
+REQUEST = "remote_hw_transfer_request"
+REPLY = "remote_hw_transfer_reply"
+COMM_TARGET = "jupyter_remote_hw.transfer"
+VERSION = 1
+
+#: Bytes per chunk message.
+CHUNK_SIZE = 4 * 1024 * 1024
+#: Chunk messages in flight at once (so at most this many chunks are buffered).
+WINDOW = 8
+#: Transfers up to this size go in one message each way.
+INLINE_LIMIT = 1024 * 1024
+#: Seconds after which a transfer with no request is forgotten by the kernel.
+STALE_AFTER = 600.0
