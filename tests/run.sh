@@ -11,4 +11,6 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
 fi
 
 python3 -m pip install --quiet --disable-pip-version-check '.[test]'
+# The CPU build of torch (the tensor and module transfer tests use it).
+python3 -m pip install --quiet --disable-pip-version-check 'torch==2.13.0'
 python3 -m pytest "$@"
