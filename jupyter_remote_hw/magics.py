@@ -145,6 +145,12 @@ class RemoteMagics(Magics):
         self._sessions = sessions
 
     @property
+    def _shell(self) -> InteractiveShell:
+        shell: InteractiveShell | None = self.shell
+        assert shell is not None
+        return shell
+
+    @property
     def sessions(self) -> RemoteSessions:
         """The remote kernels of this shell (created on first use)."""
         if self._sessions is None:
@@ -190,7 +196,7 @@ class RemoteMagics(Magics):
             progress.close()
 
     def _assign(self, values: dict[str, Any]) -> None:
-        self.shell.user_ns.update(values)
+        self._shell.user_ns.update(values)
 
     # ------------------------------------------------------------------ magics
 
@@ -212,7 +218,7 @@ class RemoteMagics(Magics):
         args = parse_argstring(self.remote, line)
         target = self._target(args.target)
         inputs, outputs = _names(args.inputs), _names(args.outputs)
-        pickled = dump_variables(self.shell.user_ns, inputs) if inputs else []
+        pickled = dump_variables(self._shell.user_ns, inputs) if inputs else []
 
         async def work(kernel: RemoteKernel, emit: Emit) -> tuple[dict[str, Any], list[Any]]:
             if pickled:
@@ -242,7 +248,7 @@ class RemoteMagics(Magics):
         """Send local variables to the kernel on remote hardware: all, or none."""
         args = parse_argstring(self.remote_push, line)
         target = self._target(args.target)
-        pickled = dump_variables(self.shell.user_ns, _names(args.names))
+        pickled = dump_variables(self._shell.user_ns, _names(args.names))
 
         async def work(kernel: RemoteKernel, emit: Emit) -> list[dict[str, Any]]:
             return await self.sessions.push(kernel, pickled, args.device, emit)
@@ -317,5 +323,5 @@ def _show_error(shell: InteractiveShell, etype: type[BaseException], value: Base
         lines = value.traceback_lines
     else:
         lines = [f"{etype.__name__}: {value}"]
-    shell._showtraceback(etype, value, lines)
+    shell._showtraceback(etype, value, lines)  # type: ignore[arg-type]
     return lines

@@ -1,0 +1,62 @@
+"""The server copies variables from one of its kernels to another (switching hardware)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jupyter_remote_hw.transfer import TransferError
+from jupyter_remote_hw.variables import copy_variables
+
+from .conftest import LOCAL_KERNEL, SSH_KERNEL
+
+StartKernel = Any
+OpenChannels = Any
+
+
+async def test_variables_move_from_the_local_kernel_to_the_ssh_host(
+    start_kernel: StartKernel, channels: OpenChannels, jp_serverapp: Any
+) -> None:
+    source_id = await start_kernel(LOCAL_KERNEL)
+    destination_id = await start_kernel(SSH_KERNEL)
+    source, destination = await channels(source_id), await channels(destination_id)
+    ran = await source.execute("import numpy as np, os\nweights = np.arange(3_000_000.)\n"
+                               "def loss(w):\n    return float((w ** 2).sum())\n"
+                               "note = f'from {os.getpid()}'")
+    assert ran.status == "ok", ran
+    seen: list[tuple[int, int]] = []
+    assigned = await copy_variables(jp_serverapp.kernel_manager, source_id, destination_id,
+                                    ["weights", "loss", "note"],
+                                    progress=lambda done, total: seen.append((done, total)))
+    assert [a["name"] for a in assigned] == ["weights", "loss", "note"]
+    assert seen[-1][0] == seen[-1][1] > 24_000_000
+    check = await destination.execute("import os\nprint(loss(weights[:3]), note, os.getpid())")
+    assert check.status == "ok", check
+    value, _, source_pid, destination_pid = check.stdout.split()
+    assert value == "5.0" and source_pid != destination_pid
+
+
+async def test_a_failed_copy_names_the_variable_and_assigns_nothing(
+    start_kernel: StartKernel, channels: OpenChannels, jp_serverapp: Any
+) -> None:
+    source_id = await start_kernel(LOCAL_KERNEL)
+    destination_id = await start_kernel(LOCAL_KERNEL)
+    source, destination = await channels(source_id), await channels(destination_id)
+    assert (await source.execute("import threading\nfine = 1\nlock = threading.Lock()")).status \
+        == "ok"
+    with pytest.raises(TransferError, match=r"'lock' \(_thread.lock\)"):
+        await copy_variables(jp_serverapp.kernel_manager, source_id, destination_id,
+                             ["fine", "lock"])
+    check = await destination.execute("print('fine' in globals())")
+    assert check.stdout.strip() == "False"
+
+
+async def test_a_kernel_that_does_not_answer_transfers_is_named(
+    start_kernel: StartKernel, jp_serverapp: Any
+) -> None:
+    plain_id = await start_kernel("python3")
+    ours_id = await start_kernel(LOCAL_KERNEL)
+    with pytest.raises(TransferError, match="does not answer transfer requests; run "
+                                            "%load_ext jupyter_remote_hw"):
+        await copy_variables(jp_serverapp.kernel_manager, plain_id, ours_id, ["x"])
