@@ -147,28 +147,31 @@ class RemoteSessions:
                 return await work(events.put)
             finally:
                 finished.set()
+                events.put(("finished", None))  # wakes the wait below at once
 
         future = asyncio.run_coroutine_threadsafe(runner(), self._loop)
         interrupted = False
 
-        def drain(block: bool) -> None:
+        def drain(block: bool) -> bool:
+            """Handle waiting events; whether the coroutine has finished."""
             try:
-                kind, payload = events.get(timeout=0.05) if block else events.get_nowait()
+                kind, payload = events.get(timeout=0.5) if block else events.get_nowait()
             except queue.Empty:
-                return
-            if on_event is not None:
-                on_event(kind, payload)
+                return False
             while True:
+                if kind == "finished":
+                    return True
+                if on_event is not None:
+                    on_event(kind, payload)
                 try:
                     kind, payload = events.get_nowait()
                 except queue.Empty:
-                    return
-                if on_event is not None:
-                    on_event(kind, payload)
+                    return False
 
-        while not future.done():
+        done = False
+        while not done:
             try:
-                drain(block=True)
+                done = drain(block=True)
             except KeyboardInterrupt:
                 if not interrupted and on_interrupt is not None and on_interrupt(future):
                     interrupted = True
@@ -179,7 +182,6 @@ class RemoteSessions:
                 finished.wait(INTERRUPT_GRACE)
                 drain(block=False)
                 raise
-        drain(block=False)
         result = future.result()
         if interrupted:
             raise KeyboardInterrupt

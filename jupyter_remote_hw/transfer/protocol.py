@@ -40,9 +40,9 @@ COMM_TARGET = "jupyter_remote_hw.transfer"
 VERSION = 1
 
 #: Bytes per chunk message.
-CHUNK_SIZE = 4 * 1024 * 1024
+CHUNK_SIZE = 1024 * 1024
 #: Chunk messages in flight at once (so at most this many chunks are buffered).
-WINDOW = 8
+WINDOW = 16
 #: Transfers up to this size go in one message each way.
 INLINE_LIMIT = 1024 * 1024
 #: Seconds after which a transfer with no request is forgotten by the kernel.
