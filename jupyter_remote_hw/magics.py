@@ -21,6 +21,7 @@ from IPython.display import DisplayHandle, clear_output, display, publish_displa
 from tabulate import tabulate
 
 from .providers import Target, UnknownHardwareError
+from .provisioner.errors import KernelLaunchError
 from .remote_sessions import Emit, RemoteKernel, RemoteSessions
 from .transfer import TransferError, dump_variables, load_variables
 
@@ -312,9 +313,9 @@ def load_ipython_extension(ipython: InteractiveShell) -> None:
 
     answer_transfers(ipython)
     ipython.register_magics(RemoteMagics(ipython))
-    # A remote error shows the remote traceback; a transfer error already says
-    # which variable and what to do: neither needs the magic's own frames.
-    ipython.set_custom_exc((RemoteCellError, TransferError), _show_error)
+    # A remote error shows the remote traceback; a transfer or launch error
+    # already says what failed and what to do: none needs the magic's frames.
+    ipython.set_custom_exc((RemoteCellError, TransferError, KernelLaunchError), _show_error)
 
 
 def _show_error(shell: InteractiveShell, etype: type[BaseException], value: BaseException,

@@ -147,3 +147,34 @@ def test_a_variable_that_cannot_be_rebuilt_fails_the_whole_load() -> None:
         load_variables([*good, broken])
     assert failure.value.name == "b"
     assert "no_such_module" in str(failure.value)
+
+
+def test_torch_tensors_travel_out_of_band_and_keep_their_kind() -> None:
+    torch = pytest.importorskip("torch")
+    namespace = {
+        "dense": torch.arange(1000, dtype=torch.float32).reshape(10, 100),
+        "half": torch.ones(4, dtype=torch.bfloat16),
+        "leaf": torch.ones(3, requires_grad=True),
+        "strided": torch.arange(12).reshape(3, 4)[:, ::2],
+        "model": torch.nn.Linear(100, 2),
+    }
+    pickled = {p.name: p for p in dump_variables(namespace, list(namespace))}
+    # The 4000 bytes of "dense" are a buffer beside the pickle, not in it.
+    assert len(pickled["dense"].buffers) == 1 and len(pickled["dense"].data) < 500
+    back = load_variables(list(pickled.values()))
+    for name in ("dense", "half", "leaf", "strided"):
+        assert back[name].dtype == namespace[name].dtype, name
+        assert torch.equal(back[name].detach(), namespace[name].detach()), name
+    assert back["leaf"].requires_grad and not back["dense"].requires_grad
+    x = torch.ones(1, 100)
+    assert torch.equal(back["model"](x), namespace["model"](x))
+
+
+def test_cuda_tensors_come_back_on_the_cpu() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    value = {"t": torch.arange(6.0, device="cuda"), "m": torch.nn.Linear(2, 2).cuda()}
+    back = load_variables(dump_variables(value, ["t", "m"]))
+    assert back["t"].device.type == "cpu" and back["m"].weight.device.type == "cpu"
+    assert torch.equal(back["t"], value["t"].cpu())
