@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 from jupyter_client.manager import KernelManager
 
+from .agent.kernelclient import shell_reply
 from .conftest import TEST_TRANSPORT
 from .notebooks import error_of, kernel_env, run_notebook, text_of
 from .processes import processes_under
 from .testhosts import SSHTestHost
+from .transfer.test_pickling import NOTEBOOK_CODE
 
 TARGET = "ssh-testhost"
 HARDWARE = "Test GPU 24GB"
@@ -35,7 +37,7 @@ def env(ssh_host: SSHTestHost, short_tmp: Path) -> dict[str, str]:
     return kernel_env(config, short_tmp)
 
 
-VALUES = '''
+VALUES = NOTEBOOK_CODE + '''
 %load_ext jupyter_remote_hw
 import os, numpy as np, pandas as pd
 base = np.arange(60, dtype=np.float64).reshape(6, 10)
@@ -45,13 +47,6 @@ frame = pd.DataFrame({"x": np.arange(3), "name": ["a", "b", "c"],
                        "when": pd.date_range("2026-01-01", periods=3)},
                      index=pd.Index(["p", "q", "r"], name="key"))
 nested = {"list": [1, "two", (3.0, None)], "inner": {"set": {1, 2}}}
-def scale(x, factor=3):
-    return x * factor
-class Point:
-    def __init__(self, x, y):
-        self.x, self.y = x, y
-    def norm2(self):
-        return self.x ** 2 + self.y ** 2
 NAMES = "f32,i8,strided,scalar,frame,nested,scale,Point"
 '''
 
@@ -223,14 +218,6 @@ def wait_for_output(kc: Any, msg_id: str, text: str, timeout: float) -> None:
     raise AssertionError(f"no {text!r} within {timeout} s")
 
 
-def shell_reply(kc: Any, msg_id: str, timeout: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        msg = kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
-        if msg["parent_header"].get("msg_id") == msg_id:
-            return dict(msg["content"])
-
-
 def test_interrupting_the_local_cell_interrupts_the_remote_one(
     env: dict[str, str], short_tmp: Path
 ) -> None:
@@ -241,18 +228,18 @@ def test_interrupting_the_local_cell_interrupts_the_remote_one(
     try:
         kc.wait_for_ready(timeout=60)
         setup = kc.execute(f"%load_ext jupyter_remote_hw\n%remote_hw {TARGET}")
-        assert shell_reply(kc, setup, 60)["status"] == "ok"
+        assert shell_reply(kc, setup, 60)["content"]["status"] == "ok"
         cell = kc.execute("%%remote\nimport time, os\nx = 'kept'\nprint('sleeping', flush=True)\n"
                           "time.sleep(120)\nprint('woke')")
         wait_for_output(kc, cell, "sleeping", 60)
         began = time.monotonic()
         manager.interrupt_kernel()
-        reply = shell_reply(kc, cell, 30)
+        reply = shell_reply(kc, cell, 30)["content"]
         assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
         assert time.monotonic() - began < 15
         after = kc.execute("%%remote\nprint('remote alive', x)")
         wait_for_output(kc, after, "remote alive kept", 30)
-        assert shell_reply(kc, after, 30)["status"] == "ok"
+        assert shell_reply(kc, after, 30)["content"]["status"] == "ok"
     finally:
         kc.stop_channels()
         manager.shutdown_kernel(now=False)

@@ -18,22 +18,10 @@ from typing import Any
 from ..kernel_link import KernelLink
 from . import protocol
 from .errors import NotSerializableError, TransferError
-from .pickling import Pickled
+from .pickling import Pickled, from_segments, to_segments
 
 #: Called with (bytes done, bytes in all) as a transfer goes.
 Progress = Callable[[int, int], None]
-
-
-def _segments(pickled: list[Pickled]) -> tuple[list[dict[str, Any]], list[memoryview]]:
-    manifest = []
-    segments: list[memoryview] = []
-    for item in pickled:
-        parts = [memoryview(item.data).cast("B")]
-        parts += [b.raw() for b in item.buffers]
-        manifest.append({"name": item.name, "type": item.type_name,
-                         "segments": [p.nbytes for p in parts]})
-        segments.extend(parts)
-    return manifest, segments
 
 
 def _chunks(sizes: list[int], chunk_size: int) -> Iterator[tuple[int, int, int]]:
@@ -116,7 +104,7 @@ class TransferClient:
         Raises:
             TransferError: The kernel refused or failed; nothing was assigned there.
         """
-        manifest, segments = _segments(pickled)
+        manifest, segments = to_segments(pickled)
         return await self._push(manifest, segments, device, progress)
 
     async def _push(self, manifest: list[dict[str, Any]], segments: list[Any],
@@ -215,15 +203,7 @@ class TransferClient:
                 segments = await self._fetch(transfer_id, sizes, progress)
             finally:
                 await self._abort(transfer_id)
-        pickled = []
-        position = 0
-        for entry in manifest:
-            count = len(entry["segments"])
-            parts = segments[position:position + count]
-            position += count
-            pickled.append(Pickled(entry["name"], entry["type"], bytes(parts[0]),
-                                   [memoryview(p) for p in parts[1:]]))
-        return pickled
+        return from_segments(manifest, segments)
 
     async def _read_chunks(self, transfer_id: str, sizes: list[int], chunk_size: int,
                            window: int) -> AsyncIterator[tuple[int, int, Any]]:

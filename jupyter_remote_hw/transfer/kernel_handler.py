@@ -17,7 +17,7 @@ from typing import Any
 from . import protocol
 from .devices import check_device, to_device
 from .errors import TransferError
-from .pickling import Pickled, dump_variables, load_variables, type_name
+from .pickling import dump_variables, from_segments, load_variables, to_segments, type_name
 
 log = logging.getLogger(__name__)
 
@@ -45,25 +45,6 @@ class _Outgoing:
 
     segments: list[memoryview]
     touched: float = field(default_factory=time.monotonic)
-
-
-def _segments(pickled: list[Pickled]) -> tuple[list[dict[str, Any]], list[memoryview]]:
-    manifest = []
-    segments: list[memoryview] = []
-    for item in pickled:
-        parts = [memoryview(item.data)] + [_raw(buffer) for buffer in item.buffers]
-        manifest.append({"name": item.name, "type": item.type_name,
-                         "segments": [part.nbytes for part in parts]})
-        segments.extend(parts)
-    return manifest, segments
-
-
-def _raw(buffer: Any) -> memoryview:
-    try:
-        raw: memoryview = buffer.raw()
-    except BufferError:  # not contiguous: copy it flat
-        return memoryview(bytes(memoryview(buffer)))
-    return raw
 
 
 def _sizeof(value: Any) -> int:
@@ -201,13 +182,7 @@ class TransferHandler:
         if incoming is None:
             raise TransferError(f"no transfer {content.get('id')!r} in progress here. "
                                 "Nothing was assigned.")
-        pickled = []
-        position = 0
-        for entry in incoming.manifest:
-            count = len(entry["segments"])
-            parts = incoming.segments[position:position + count]
-            position += count
-            pickled.append(Pickled(entry["name"], entry["type"], parts[0], list(parts[1:])))
+        pickled = from_segments(incoming.manifest, incoming.segments)
         del incoming
         values = load_variables(pickled)
         del pickled
@@ -223,7 +198,7 @@ class TransferHandler:
         return {}, []
 
     def _op_send(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
-        manifest, segments = _segments(dump_variables(self.namespace, list(content["names"])))
+        manifest, segments = to_segments(dump_variables(self.namespace, list(content["names"])))
         if sum(s.nbytes for s in segments) <= int(content.get("inline") or 0):
             return {"variables": manifest, "inline": True}, list(segments)
         self._outgoing[str(content["id"])] = _Outgoing(segments)

@@ -187,3 +187,42 @@ def load_variables(pickled: list[Pickled]) -> dict[str, Any]:
                 item.name,
             ) from exc
     return values
+
+
+def to_segments(pickled: list[Pickled]) -> tuple[list[dict[str, Any]], list[memoryview]]:
+    """Lay serialized variables out as a manifest and flat byte segments, without copying.
+
+    Each variable is its pickle stream followed by its out-of-band buffers; its
+    manifest entry is ``{"name", "type", "segments": [sizes]}``.
+    """
+    manifest = []
+    segments: list[memoryview] = []
+    for item in pickled:
+        parts = [memoryview(item.data).cast("B")] + [_raw(buffer) for buffer in item.buffers]
+        manifest.append({"name": item.name, "type": item.type_name,
+                         "segments": [part.nbytes for part in parts]})
+        segments.extend(parts)
+    return manifest, segments
+
+
+def from_segments(manifest: list[dict[str, Any]], segments: list[Any]) -> list[Pickled]:
+    """The inverse of :func:`to_segments`: serialized variables over received segments."""
+    pickled = []
+    position = 0
+    for entry in manifest:
+        count = len(entry["segments"])
+        parts = segments[position:position + count]
+        position += count
+        pickled.append(Pickled(entry["name"], entry["type"], parts[0], list(parts[1:])))
+    return pickled
+
+
+def _raw(buffer: Any) -> memoryview:
+    """A flat byte view of an out-of-band buffer (copied only if not contiguous)."""
+    if not isinstance(buffer, pickle.PickleBuffer):
+        return memoryview(buffer).cast("B")
+    try:
+        raw: memoryview = buffer.raw()
+    except BufferError:
+        return memoryview(bytes(memoryview(buffer)))
+    return raw
