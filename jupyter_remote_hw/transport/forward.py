@@ -38,6 +38,10 @@ class _LocalSide(SSHForwarder):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
+        if self._forward._closing:
+            # Accepted just before the listener closed: nothing will tunnel it.
+            self.close()
+            return
         self._forward._clients.add(self)
         # Hold the client's bytes in the kernel until the tunnel exists.
         self.pause_reading()
@@ -94,9 +98,11 @@ class LocalForward:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._clients: set[_LocalSide] = set()
+        self._closing = False
 
     async def start(self) -> Self:
         """Bind the local listener (127.0.0.1 only) and start accepting."""
+        self._closing = False
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: _LocalSide(self), "127.0.0.1", self.local_port
@@ -122,6 +128,7 @@ class LocalForward:
         """Stop listening and drop tunnels that are still being opened."""
         if self._server is None:
             return
+        self._closing = True
         self._server.close()
         for task in list(self._tasks):
             task.cancel()
