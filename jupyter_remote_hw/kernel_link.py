@@ -105,9 +105,15 @@ class KernelLink:
     def send(self, msg_type: str, content: dict[str, Any],
              buffers: list[Any] | None = None) -> asyncio.Future[dict[str, Any]]:
         """Send a shell request now; the future resolves to its reply message."""
-        msg = self.client.session.msg(msg_type, content)
+        return self._send(self.client.session.msg(msg_type, content), buffers)
+
+    def _send(self, msg: dict[str, Any], buffers: list[Any] | None = None,
+              on_output: OutputHandler | None = None) -> asyncio.Future[dict[str, Any]]:
+        msg_id = msg["header"]["msg_id"]
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._replies[msg["header"]["msg_id"]] = future
+        self._replies[msg_id] = future
+        if on_output is not None:
+            self._outputs[msg_id] = on_output
         self.client.session.send(self._shell_stream(), msg, buffers=buffers or [])
         return future
 
@@ -124,12 +130,6 @@ class KernelLink:
             The ``execute_reply`` content, once the kernel has also gone idle
             (so every output has been handed over).
         """
-        msg = self.client.session.msg("execute_request", {
-            "code": code, "silent": False, "store_history": True,
-            "user_expressions": user_expressions or {}, "allow_stdin": False,
-            "stop_on_error": True,
-        })
-        msg_id = msg["header"]["msg_id"]
         idle = asyncio.get_running_loop().create_future()
 
         def route(output: dict[str, Any]) -> None:
@@ -139,15 +139,16 @@ class KernelLink:
                 return
             on_output(output)
 
-        self._outputs[msg_id] = route
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._replies[msg_id] = future
+        msg = self.client.session.msg("execute_request", {
+            "code": code, "silent": False, "store_history": True,
+            "user_expressions": user_expressions or {}, "allow_stdin": False,
+            "stop_on_error": True,
+        })
         try:
-            self.client.session.send(self._shell_stream(), msg)
-            reply = await future
+            reply = await self._send(msg, on_output=route)
             await idle
         finally:
-            self._outputs.pop(msg_id, None)
-            self._replies.pop(msg_id, None)
+            self._outputs.pop(msg["header"]["msg_id"], None)
+            self._replies.pop(msg["header"]["msg_id"], None)
         content: dict[str, Any] = reply["content"]
         return content

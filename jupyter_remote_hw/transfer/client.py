@@ -17,8 +17,8 @@ from typing import Any
 
 from ..kernel_link import KernelLink
 from . import protocol
-from .errors import NotSerializableError, TransferError
-from .pickling import Pickled, from_segments, to_segments
+from .errors import TransferError
+from .pickling import Pickled, from_segments, segment_sizes, to_segments
 
 #: Called with (bytes done, bytes in all) as a transfer goes.
 Progress = Callable[[int, int], None]
@@ -40,12 +40,7 @@ async def _local_chunks(segments: list[Any], sizes: list[int],
 def _check(reply: dict[str, Any], action: str) -> dict[str, Any]:
     content: dict[str, Any] = reply["content"]
     if content.get("status") != "ok":
-        name = content.get("name")
-        if content.get("ename") == "NotSerializableError":
-            error: TransferError = TransferError(content.get("evalue", action), name)
-        else:
-            error = TransferError(f"{action}: {content.get('evalue', 'failed')}", name)
-        raise error
+        raise TransferError(f"{action}: {content.get('evalue', 'failed')}", content.get("name"))
     return content
 
 
@@ -105,27 +100,27 @@ class TransferClient:
             TransferError: The kernel refused or failed; nothing was assigned there.
         """
         manifest, segments = to_segments(pickled)
-        return await self._push(manifest, segments, device, progress)
-
-    async def _push(self, manifest: list[dict[str, Any]], segments: list[Any],
-                    device: str | None, progress: Progress | None,
-                    source: TransferClient | None = None,
-                    source_id: str | None = None) -> list[dict[str, Any]]:
-        transfer_id = uuid.uuid4().hex
-        sizes = [int(size) for entry in manifest for size in entry["segments"]]
-        total = sum(sizes)
-        header = {"op": "receive", "id": transfer_id, "variables": manifest, "device": device}
-        action = f"sending to {self.where}"
-        if total <= protocol.INLINE_LIMIT and source is None:
-            content, _ = await self._request({**header, "commit": True}, segments, action)
+        sizes = segment_sizes(manifest)
+        if sum(sizes) <= protocol.INLINE_LIMIT:
+            content, _ = await self._request(
+                {"op": "receive", "id": uuid.uuid4().hex, "variables": manifest,
+                 "device": device, "commit": True},
+                segments, f"sending to {self.where}")
             if progress:
-                progress(total, total)
+                progress(sum(sizes), sum(sizes))
             return list(content["assigned"])
-        await self._request(header, action=action)
-        if source is not None:
-            chunks = source._read_chunks(source_id or "", sizes, self.chunk_size, self.window)
-        else:
-            chunks = _local_chunks(segments, sizes, self.chunk_size)
+        return await self._push(manifest, _local_chunks(segments, sizes, self.chunk_size),
+                                device, progress)
+
+    async def _push(self, manifest: list[dict[str, Any]],
+                    chunks: AsyncIterator[tuple[int, int, Any]], device: str | None,
+                    progress: Progress | None) -> list[dict[str, Any]]:
+        """Announce the manifest, stream ``chunks`` into it, commit; abort on any failure."""
+        transfer_id = uuid.uuid4().hex
+        total = sum(segment_sizes(manifest))
+        action = f"sending to {self.where}"
+        await self._request({"op": "receive", "id": transfer_id, "variables": manifest,
+                             "device": device}, action=action)
         try:
             await self._stream(transfer_id, chunks, total, progress)
             content, _ = await self._request({"op": "commit", "id": transfer_id,
@@ -192,7 +187,7 @@ class TransferClient:
         """
         transfer_id, content, buffers = await self._announce(names, protocol.INLINE_LIMIT)
         manifest = content["variables"]
-        sizes = [int(size) for entry in manifest for size in entry["segments"]]
+        sizes = segment_sizes(manifest)
         total = sum(sizes)
         if content.get("inline"):
             segments = [bytearray(memoryview(b).cast("B")) for b in buffers]
@@ -254,11 +249,13 @@ class TransferClient:
             ``{"name", "type"}`` of each variable assigned in ``destination``.
         """
         transfer_id, content, _ = await self._announce(names, 0)
+        manifest = content["variables"]
+        chunks = self._read_chunks(transfer_id, segment_sizes(manifest),
+                                   destination.chunk_size, destination.window)
         try:
-            return await destination._push(content["variables"], [], device, progress,
-                                           source=self, source_id=transfer_id)
+            return await destination._push(manifest, chunks, device, progress)
         finally:
             await self._abort(transfer_id)
 
 
-__all__ = ["NotSerializableError", "Progress", "TransferClient"]
+__all__ = ["Progress", "TransferClient"]

@@ -17,7 +17,14 @@ from typing import Any
 from . import protocol
 from .devices import check_device, to_device
 from .errors import TransferError
-from .pickling import dump_variables, from_segments, load_variables, to_segments, type_name
+from .pickling import (
+    dump_variables,
+    from_segments,
+    load_variables,
+    segment_sizes,
+    to_segments,
+    type_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +162,7 @@ class TransferHandler:
         if device is not None:
             check_device(device)
         manifest = list(content["variables"])
-        sizes = [int(size) for entry in manifest for size in entry["segments"]]
+        sizes = segment_sizes(manifest)
         incoming = _Incoming(manifest, device, [bytearray(size) for size in sizes])
         if buffers:
             if len(buffers) != len(sizes):

@@ -205,6 +205,11 @@ def to_segments(pickled: list[Pickled]) -> tuple[list[dict[str, Any]], list[memo
     return manifest, segments
 
 
+def segment_sizes(manifest: list[dict[str, Any]]) -> list[int]:
+    """The sizes of every segment a manifest announces, in order."""
+    return [int(size) for entry in manifest for size in entry["segments"]]
+
+
 def from_segments(manifest: list[dict[str, Any]], segments: list[Any]) -> list[Pickled]:
     """The inverse of :func:`to_segments`: serialized variables over received segments."""
     pickled = []

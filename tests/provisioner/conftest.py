@@ -71,12 +71,14 @@ def jp_server_config(
 
 
 Fetch = Callable[..., Awaitable[Any]]
+StartKernel = Callable[[str], Awaitable[str]]
+OpenChannels = Callable[[str], Awaitable[KernelChannels]]
 
 
 @pytest.fixture
 async def start_kernel(
     jp_fetch: Fetch, jp_serverapp: Any
-) -> AsyncIterator[Callable[[str], Awaitable[str]]]:
+) -> AsyncIterator[StartKernel]:
     """POST /api/kernels; every kernel started is shut down through the API afterwards."""
     started: list[str] = []
 
@@ -96,7 +98,7 @@ async def start_kernel(
 
 
 @pytest.fixture
-async def channels(jp_ws_fetch: Fetch) -> AsyncIterator[Callable[[str], Awaitable[KernelChannels]]]:
+async def channels(jp_ws_fetch: Fetch) -> AsyncIterator[OpenChannels]:
     """Open a kernel's websocket; all are closed afterwards."""
     opened: list[KernelChannels] = []
 

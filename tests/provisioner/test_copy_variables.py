@@ -9,18 +9,23 @@ import pytest
 from jupyter_remote_hw.transfer import TransferError
 from jupyter_remote_hw.variables import copy_variables
 
-from .conftest import LOCAL_KERNEL, SSH_KERNEL
+from ..kernelws import KernelChannels
+from .conftest import LOCAL_KERNEL, SSH_KERNEL, OpenChannels, StartKernel
 
-StartKernel = Any
-OpenChannels = Any
+
+async def two_kernels(start_kernel: StartKernel, channels: OpenChannels, source_name: str,
+                      destination_name: str) -> tuple[str, str, KernelChannels, KernelChannels]:
+    """Start a source and a destination kernel; their ids and open channels."""
+    source_id = await start_kernel(source_name)
+    destination_id = await start_kernel(destination_name)
+    return source_id, destination_id, await channels(source_id), await channels(destination_id)
 
 
 async def test_variables_move_from_the_local_kernel_to_the_ssh_host(
     start_kernel: StartKernel, channels: OpenChannels, jp_serverapp: Any
 ) -> None:
-    source_id = await start_kernel(LOCAL_KERNEL)
-    destination_id = await start_kernel(SSH_KERNEL)
-    source, destination = await channels(source_id), await channels(destination_id)
+    source_id, destination_id, source, destination = await two_kernels(
+        start_kernel, channels, LOCAL_KERNEL, SSH_KERNEL)
     ran = await source.execute("import numpy as np, os\nweights = np.arange(3_000_000.)\n"
                                "def loss(w):\n    return float((w ** 2).sum())\n"
                                "note = f'from {os.getpid()}'")
@@ -40,9 +45,8 @@ async def test_variables_move_from_the_local_kernel_to_the_ssh_host(
 async def test_a_failed_copy_names_the_variable_and_assigns_nothing(
     start_kernel: StartKernel, channels: OpenChannels, jp_serverapp: Any
 ) -> None:
-    source_id = await start_kernel(LOCAL_KERNEL)
-    destination_id = await start_kernel(LOCAL_KERNEL)
-    source, destination = await channels(source_id), await channels(destination_id)
+    source_id, destination_id, source, destination = await two_kernels(
+        start_kernel, channels, LOCAL_KERNEL, LOCAL_KERNEL)
     assert (await source.execute("import threading\nfine = 1\nlock = threading.Lock()")).status \
         == "ok"
     with pytest.raises(TransferError, match=r"'lock' \(_thread.lock\)"):

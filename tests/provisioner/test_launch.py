@@ -6,20 +6,24 @@ import asyncio
 import getpass
 import json
 import os
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from jupyter_remote_hw.machines import MachineManager
 from jupyter_remote_hw.provisioner import RemoteHWProvisioner
 
-from ..kernelws import KernelChannels
 from ..testhosts import SSHTestHost
-from .conftest import HARDWARE, LOCAL_KERNEL, SSH_KERNEL, Fetch, processes_under
+from .conftest import (
+    HARDWARE,
+    LOCAL_KERNEL,
+    SSH_KERNEL,
+    Fetch,
+    OpenChannels,
+    StartKernel,
+    processes_under,
+)
 
 PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
-StartKernel = Callable[[str], Awaitable[str]]
-OpenChannels = Callable[[str], Awaitable[KernelChannels]]
 
 
 def provisioner_of(serverapp: Any, kernel_id: str) -> RemoteHWProvisioner:
