@@ -105,6 +105,10 @@ class MachineManager(SingletonConfigurable):
         """The machine already prepared for a target, if any."""
         return self._machines.get(target_name)
 
+    def open_machines(self) -> list[Machine]:
+        """Every machine prepared in this process, by target name."""
+        return [self._machines[name] for name in sorted(self._machines)]
+
     async def release_if_idle(self, target_name: str) -> bool:
         """Stop a machine's agent when it runs no kernel, and drop this side's link to it.
 
