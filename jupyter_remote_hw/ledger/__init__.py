@@ -1,5 +1,13 @@
 """SQLite state shared by the server, kernels and CLI; it survives restarts."""
 
-from .store import KernelRecord, Ledger
+from .store import (
+    ACTIVE_STATES,
+    FINAL_STATES,
+    KernelRecord,
+    Ledger,
+    MachineEvent,
+    MachineRecord,
+)
 
-__all__ = ["KernelRecord", "Ledger"]
+__all__ = ["ACTIVE_STATES", "FINAL_STATES", "KernelRecord", "Ledger", "MachineEvent",
+           "MachineRecord"]

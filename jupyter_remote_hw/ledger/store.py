@@ -1,8 +1,12 @@
 """The ledger: a small SQLite file of what this user runs, kept across restarts.
 
-For now it holds one row per kernel started through the provisioner, with
-what is needed to reattach to it (never the kernel's key) and who started it
-(a Jupyter server, or ``%%remote`` in a local kernel).
+It holds one row per kernel started through the provisioner, with what is
+needed to reattach to it (never the kernel's key) and who started it (a
+Jupyter server, or ``%%remote`` in a local kernel); one row per machine a
+provider launched, with its lifecycle events and the cost it accrued (its
+price times the time it ran). The server, kernels and the command line use
+it at once: every read-modify-write runs in one ``BEGIN IMMEDIATE``
+transaction, and SQLite's write-ahead log lets readers go on meanwhile.
 """
 
 from __future__ import annotations
@@ -10,7 +14,10 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +33,51 @@ CREATE TABLE IF NOT EXISTS kernels (
     owner       TEXT NOT NULL DEFAULT 'server'
 )
 """
+
+_MACHINES_SCHEMA = (
+    """
+    CREATE TABLE IF NOT EXISTS machines (
+        machine_id      TEXT PRIMARY KEY,
+        name            TEXT NOT NULL,
+        provider        TEXT NOT NULL,
+        instance_type   TEXT NOT NULL DEFAULT '',
+        region          TEXT NOT NULL DEFAULT '',
+        resource_id     TEXT NOT NULL DEFAULT '',
+        market          TEXT NOT NULL DEFAULT 'on-demand',
+        price_per_hour  REAL NOT NULL DEFAULT 0,
+        state           TEXT NOT NULL,
+        owner           TEXT NOT NULL,
+        info            TEXT NOT NULL DEFAULT '{}',
+        created         REAL NOT NULL,
+        updated         REAL NOT NULL,
+        running_since   REAL,
+        accrued_seconds REAL NOT NULL DEFAULT 0,
+        accrued_cost    REAL NOT NULL DEFAULT 0,
+        last_seen       REAL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS machine_events (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        machine_id TEXT NOT NULL,
+        time       REAL NOT NULL,
+        event      TEXT NOT NULL,
+        detail     TEXT NOT NULL DEFAULT ''
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS machine_events_by_machine ON machine_events (machine_id, id)",
+    "CREATE INDEX IF NOT EXISTS machines_by_resource ON machines (resource_id)",
+)
+
+SCHEMA_VERSION = 2
+"""1: kernels only; 2: machines and their events added (older files are migrated in place)."""
+
+#: Machine states that are billed by the hour.
+BILLED_STATES = frozenset({"running"})
+#: Machine states that count against the budget (they run, or are about to).
+ACTIVE_STATES = frozenset({"requested", "pending", "running"})
+#: Machine states from which nothing comes back.
+FINAL_STATES = frozenset({"terminated", "failed"})
 
 #: The owner of kernels a Jupyter server started (and reattaches after a restart).
 SERVER_OWNER = "server"
@@ -74,46 +126,301 @@ class Ledger:
         # One connection, used from whichever thread drives the machines (a
         # kernel running %%remote keeps its event loop in a thread of its own).
         self._db = sqlite3.connect(path, isolation_level=None, timeout=10, check_same_thread=False)
+        self._lock = threading.RLock()
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(_SCHEMA)
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(kernels)")}
-        if "owner" not in columns:  # a ledger written before kernels had owners
-            self._db.execute("ALTER TABLE kernels ADD COLUMN owner TEXT NOT NULL DEFAULT 'server'")
+        with self._transaction():
+            self._db.execute(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(kernels)")}
+            if "owner" not in columns:  # a ledger written before kernels had owners
+                self._db.execute(
+                    "ALTER TABLE kernels ADD COLUMN owner TEXT NOT NULL DEFAULT 'server'"
+                )
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version < SCHEMA_VERSION:
+                for statement in _MACHINES_SCHEMA:
+                    self._db.execute(statement)
+                self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, taken before reading (other processes wait up to 10 s)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     def put_kernel(self, kernel_id: str, kernel_name: str, target: str,
                    info: dict[str, Any], owner: str = SERVER_OWNER) -> None:
         """Record a kernel, or update its row."""
         now = time.time()
-        self._db.execute(
-            "INSERT INTO kernels VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(kernel_id) DO UPDATE "
-            "SET kernel_name=excluded.kernel_name, target=excluded.target, info=excluded.info, "
-            "updated=excluded.updated, owner=excluded.owner",
-            (kernel_id, kernel_name, target, json.dumps(info), now, now, owner),
-        )
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO kernels VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(kernel_id) DO "
+                "UPDATE SET kernel_name=excluded.kernel_name, target=excluded.target, "
+                "info=excluded.info, updated=excluded.updated, owner=excluded.owner",
+                (kernel_id, kernel_name, target, json.dumps(info), now, now, owner),
+            )
 
     def get_kernel(self, kernel_id: str) -> KernelRecord | None:
         """The kernel's row, or None."""
-        row = self._db.execute(
-            "SELECT * FROM kernels WHERE kernel_id = ?", (kernel_id,)
-        ).fetchone()
+        with self._lock:
+            row = self._db.execute(
+                "SELECT * FROM kernels WHERE kernel_id = ?", (kernel_id,)
+            ).fetchone()
         return _record(row) if row else None
 
     def remove_kernel(self, kernel_id: str) -> None:
         """Forget a kernel (no error when it is not there)."""
-        self._db.execute("DELETE FROM kernels WHERE kernel_id = ?", (kernel_id,))
+        with self._lock:
+            self._db.execute("DELETE FROM kernels WHERE kernel_id = ?", (kernel_id,))
 
     def kernels(self, owner: str | None = None) -> list[KernelRecord]:
         """Every recorded kernel (of ``owner``, when given), oldest first."""
-        if owner is None:
-            rows = self._db.execute("SELECT * FROM kernels ORDER BY created").fetchall()
-        else:
-            rows = self._db.execute("SELECT * FROM kernels WHERE owner = ? ORDER BY created",
-                                    (owner,)).fetchall()
+        with self._lock:
+            if owner is None:
+                rows = self._db.execute("SELECT * FROM kernels ORDER BY created").fetchall()
+            else:
+                rows = self._db.execute("SELECT * FROM kernels WHERE owner = ? ORDER BY created",
+                                        (owner,)).fetchall()
         return [_record(row) for row in rows]
+
+    # ------------------------------------------------------------------ machines
+
+    def add_machine(self, machine_id: str, name: str, provider: str, *, owner: str,
+                    instance_type: str = "", region: str = "", market: str = "on-demand",
+                    price_per_hour: float = 0.0, state: str = "requested",
+                    info: dict[str, Any] | None = None, detail: str = "") -> MachineRecord:
+        """Record a new machine in ``state`` (and the event that it was requested)."""
+        now = time.time()
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO machines (machine_id, name, provider, instance_type, region, "
+                "market, price_per_hour, state, owner, info, created, updated, running_since) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (machine_id, name, provider, instance_type, region, market, price_per_hour,
+                 state, owner, json.dumps(info or {}), now, now,
+                 now if state in BILLED_STATES else None),
+            )
+            self._event(db, machine_id, now, state, detail)
+        record = self.get_machine(machine_id)
+        assert record is not None
+        return record
+
+    @staticmethod
+    def _event(db: sqlite3.Connection, machine_id: str, now: float, event: str,
+               detail: str) -> None:
+        db.execute("INSERT INTO machine_events (machine_id, time, event, detail) "
+                   "VALUES (?, ?, ?, ?)", (machine_id, now, event, detail))
+
+    def set_machine_state(self, machine_id: str, state: str, detail: str = "",
+                          at: float | None = None) -> MachineRecord:
+        """Move a machine to ``state``, closing or opening its billed interval.
+
+        Leaving ``running`` adds the interval's seconds and cost to what it
+        accrued; entering it starts a new interval. Every change is an event;
+        setting the state it already has records nothing.
+
+        Args:
+            machine_id: The machine.
+            state: The new state.
+            detail: Said with the event (why, by whom).
+            at: When it happened (default now).
+
+        Raises:
+            KeyError: No such machine.
+        """
+        now = time.time() if at is None else at
+        with self._transaction() as db:
+            row = db.execute(f"SELECT {', '.join(_MACHINE_FIELDS)} FROM machines "
+                             "WHERE machine_id = ?", (machine_id,)).fetchone()
+            if row is None:
+                raise KeyError(f"no machine {machine_id} in the ledger {self.path}")
+            record = _machine(row)
+            if record.state == state:
+                return record
+            since, seconds, cost = record.running_since, record.accrued_seconds, record.accrued_cost
+            if since is not None and state not in BILLED_STATES:
+                span = max(0.0, now - since)
+                seconds += span
+                cost += span * record.price_per_hour / 3600.0
+                since = None
+            elif since is None and state in BILLED_STATES:
+                since = now
+            db.execute(
+                "UPDATE machines SET state = ?, updated = ?, running_since = ?, "
+                "accrued_seconds = ?, accrued_cost = ? WHERE machine_id = ?",
+                (state, now, since, seconds, cost, machine_id),
+            )
+            self._event(db, machine_id, now, state, detail)
+        updated = self.get_machine(machine_id)
+        assert updated is not None
+        return updated
+
+    def update_machine(self, machine_id: str, **fields: Any) -> None:
+        """Change a machine's details (``resource_id``, ``info``, ``price_per_hour``...).
+
+        ``info`` is merged into what is there.
+
+        Raises:
+            KeyError: No such machine.
+            ValueError: A field that cannot be changed this way.
+        """
+        unknown = set(fields) - _UPDATABLE
+        if unknown:
+            raise ValueError(f"update_machine: cannot change {sorted(unknown)}")
+        with self._transaction() as db:
+            row = db.execute("SELECT info FROM machines WHERE machine_id = ?",
+                             (machine_id,)).fetchone()
+            if row is None:
+                raise KeyError(f"no machine {machine_id} in the ledger {self.path}")
+            if "info" in fields:
+                fields["info"] = json.dumps({**json.loads(row[0]), **fields["info"]})
+            fields["updated"] = time.time()
+            assignments = ", ".join(f"{key} = ?" for key in fields)
+            db.execute(f"UPDATE machines SET {assignments} WHERE machine_id = ?",
+                       (*fields.values(), machine_id))
+
+    def note_machine(self, machine_id: str, event: str, detail: str = "") -> None:
+        """Record an event that does not change the state (a step, a heartbeat gap...)."""
+        with self._transaction() as db:
+            self._event(db, machine_id, time.time(), event, detail)
+
+    def touch_machine(self, machine_id: str, at: float | None = None) -> None:
+        """Record that a client is alive for this machine (its ``last_seen``)."""
+        with self._transaction() as db:
+            db.execute("UPDATE machines SET last_seen = ? WHERE machine_id = ?",
+                       (time.time() if at is None else at, machine_id))
+
+    def get_machine(self, machine_id: str) -> MachineRecord | None:
+        """The machine's row, or None."""
+        with self._lock:
+            row = self._db.execute(f"SELECT {', '.join(_MACHINE_FIELDS)} FROM machines "
+                                   "WHERE machine_id = ?", (machine_id,)).fetchone()
+        return _machine(row) if row else None
+
+    def find_machine(self, key: str) -> MachineRecord | None:
+        """The machine whose id, resource id or name is ``key`` (the newest live one by name)."""
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT {', '.join(_MACHINE_FIELDS)} FROM machines WHERE machine_id = ? "
+                "OR resource_id = ? OR name = ? ORDER BY (state IN ('terminated', 'failed')), "
+                "created DESC LIMIT 1", (key, key, key),
+            ).fetchone()
+        return _machine(row) if row else None
+
+    def machines(self, *, provider: str | None = None,
+                 states: set[str] | frozenset[str] | None = None) -> list[MachineRecord]:
+        """Machines (of ``provider``, in ``states``, when given), oldest first."""
+        with self._lock:
+            rows = self._db.execute(f"SELECT {', '.join(_MACHINE_FIELDS)} FROM machines "
+                                    "ORDER BY created").fetchall()
+        found = [_machine(row) for row in rows]
+        return [m for m in found if (provider is None or m.provider == provider)
+                and (states is None or m.state in states)]
+
+    def machine_events(self, machine_id: str) -> list[MachineEvent]:
+        """A machine's events, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT machine_id, time, event, detail FROM machine_events "
+                "WHERE machine_id = ? ORDER BY id", (machine_id,),
+            ).fetchall()
+        return [MachineEvent(*row) for row in rows]
+
+    def active_rate(self, exclude: str | None = None) -> float:
+        """US dollars per hour of every machine that runs or is about to."""
+        return sum(m.price_per_hour for m in self.machines(states=ACTIVE_STATES)
+                   if m.machine_id != exclude)
 
     def close(self) -> None:
         """Close the database."""
         self._db.close()
+
+
+@dataclass(frozen=True)
+class MachineRecord:
+    """A machine a provider launched (a cloud instance), as the ledger knows it.
+
+    Attributes:
+        machine_id: The ledger's id for it (also in the instance's tags).
+        name: The target name it serves (``aws-g5-xlarge``).
+        provider: The provider that launched it (``aws``).
+        instance_type: Its instance type.
+        region: Its region.
+        resource_id: The provider's id (the EC2 instance id); empty until known.
+        market: ``on-demand`` or ``spot``.
+        price_per_hour: The US dollars per hour it costs while running.
+        state: ``requested``, ``pending``, ``running``, ``stopping``, ``stopped``,
+            ``terminated`` or ``failed``.
+        owner: Who launched it (``user@host``).
+        info: Provider details (address, host key, SSH alias).
+        created: When it was recorded (epoch seconds).
+        updated: When it last changed.
+        running_since: When its current running interval began; None when not running.
+        accrued_seconds: Seconds it ran in finished intervals.
+        accrued_cost: What those intervals cost, in US dollars.
+        last_seen: When a client last showed it was alive (a heartbeat), or None.
+    """
+
+    machine_id: str
+    name: str
+    provider: str
+    instance_type: str
+    region: str
+    resource_id: str
+    market: str
+    price_per_hour: float
+    state: str
+    owner: str
+    info: dict[str, Any]
+    created: float
+    updated: float
+    running_since: float | None
+    accrued_seconds: float
+    accrued_cost: float
+    last_seen: float | None
+
+    def running_seconds(self, now: float | None = None) -> float:
+        """Seconds it has run in all, the current interval included."""
+        now = time.time() if now is None else now
+        current = max(0.0, now - self.running_since) if self.running_since is not None else 0.0
+        return self.accrued_seconds + current
+
+    def cost(self, now: float | None = None) -> float:
+        """US dollars accrued so far: price times running time, the current interval included."""
+        now = time.time() if now is None else now
+        current = max(0.0, now - self.running_since) if self.running_since is not None else 0.0
+        return self.accrued_cost + current * self.price_per_hour / 3600.0
+
+    @property
+    def active(self) -> bool:
+        """Whether it runs or is about to (it counts against the budget)."""
+        return self.state in ACTIVE_STATES
+
+
+@dataclass(frozen=True)
+class MachineEvent:
+    """One lifecycle event of a machine (``launched``, ``running``, ``stopped``, ...)."""
+
+    machine_id: str
+    time: float
+    event: str
+    detail: str
+
+
+_MACHINE_FIELDS = [name for name in MachineRecord.__dataclass_fields__]
+_UPDATABLE = {"name", "instance_type", "region", "resource_id", "market", "price_per_hour",
+              "owner", "info"}
+
+
+def _machine(row: tuple[Any, ...]) -> MachineRecord:
+    values = dict(zip(_MACHINE_FIELDS, row, strict=True))
+    values["info"] = json.loads(values["info"])
+    return MachineRecord(**values)
 
 
 def _record(row: tuple[Any, ...]) -> KernelRecord:
