@@ -10,12 +10,15 @@ from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool
 
 from .. import __version__
+from ..hardware_actions import HardwareActions
+from ..hardware_events import EventHub
 from ..kernelspecs import RemoteHWKernelSpecManager
 from ..ledger.store import SERVER_OWNER
 from ..machines import MachineManager
 from ..providers import LocalProvider, SSHProvider
 from ..provisioner import RemoteHWProvisioner
 from ..transport import TransportManager
+from .handlers import api_handlers
 
 #: Key under which the shared :class:`MachineManager` sits in the tornado settings.
 MACHINES_SETTING = "jupyter_remote_hw_machines"
@@ -78,6 +81,16 @@ class RemoteHWExtension(ExtensionApp):
             "jupyter_remote_hw_version": __version__,
         })
         self.log.info("jupyter_remote_hw %s loaded", __version__)
+
+    def initialize_handlers(self) -> None:
+        """Register the hardware REST API and its event socket (see handlers.py)."""
+        assert self.serverapp is not None
+        events = EventHub(self.log)
+        self.machines.launch_listeners.append(events.launch_listener)
+        self.handlers.extend(api_handlers(HardwareActions(
+            self.machines, self.serverapp.kernel_manager, self.serverapp.session_manager,
+            events,
+        )))
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         """Reattach to the kernels a previous server on this data dir left running."""

@@ -1,0 +1,169 @@
+"""The hardware listing: every target a user can pick, with what it offers and whether
+it can be used now.
+
+Used by the REST API (``GET /jupyter-remote-hw/api/hardware``), the JupyterLab picker
+and the ipywidgets picker. Targets come from the providers (``local`` and SSH
+hosts); entries of the hardware catalog are added when ``jupyter_remote_hw.catalog``
+offers ``hardware_options()`` (see :func:`catalog_options`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from .agent.hardware import cpu_count, memory_mib
+
+if TYPE_CHECKING:
+    from .machines import MachineManager
+    from .providers import Target
+
+#: "A10G 24GB", "2 × A100 80 GB", "Test GPU 24GB": a GPU label with its memory.
+_GPU_LABEL = re.compile(
+    r"^(?:(?P<count>\d+)\s*[×x]\s*)?(?P<name>.+?)\s+(?P<mem>\d+(?:\.\d+)?)\s*GI?B$", re.IGNORECASE
+)
+#: "4 CPUs", "1 CPU": a CPU-only label.
+_CPU_LABEL = re.compile(r"^\d+\s+CPUs?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class HardwareOption:
+    """One row of the hardware listing.
+
+    Attributes:
+        name: The target's name (``local``, ``ssh-gpu-box``, a catalog type).
+        kernel_name: The kernelspec that starts a kernel there.
+        provider: ``local``, ``ssh`` or a cloud provider.
+        label: Short text for the toolbar (``CPU · local``, ``A10G 24GB · gpu-box``).
+        hardware: What it runs on, as the provider labels it.
+        where: Where it runs, for people.
+        gpu: GPU model, or None for CPU only or unknown.
+        gpu_count: Number of GPUs (0 for CPU only), None when unknown.
+        gpu_memory_gb: Memory of one GPU in GB, None when unknown.
+        vcpus: Virtual CPUs, None when unknown.
+        memory_gb: RAM in GB, None when unknown.
+        price_per_hour: US dollars per hour; 0 for hardware already owned, None when unknown.
+        usable: Whether a kernel can be started there now.
+        why_not: Why not, and what to do (``no AWS credentials: ...``), when not usable.
+        machine_state: The state of its machine when one is open (``running``,
+            ``reconnecting``), else None.
+        source: ``target`` (a provider offers it) or ``catalog``.
+    """
+
+    name: str
+    kernel_name: str
+    provider: str
+    label: str
+    hardware: str
+    where: str
+    gpu: str | None = None
+    gpu_count: int | None = None
+    gpu_memory_gb: float | None = None
+    vcpus: int | None = None
+    memory_gb: float | None = None
+    price_per_hour: float | None = None
+    usable: bool = True
+    why_not: str | None = None
+    machine_state: str | None = None
+    source: str = "target"
+
+    def to_json(self) -> dict[str, Any]:
+        """The option as the REST API sends it."""
+        return asdict(self)
+
+
+def parse_hardware_label(label: str) -> dict[str, Any]:
+    """GPU model, count and memory from a provider's hardware label, where it says them.
+
+    Args:
+        label: e.g. ``A10G 24GB``, ``2 × A100 80GB``, ``4 CPUs``, ``SSH host``.
+
+    Returns:
+        ``gpu``, ``gpu_count`` and ``gpu_memory_gb`` where the label gives them.
+    """
+    if _CPU_LABEL.match(label.strip()):
+        return {"gpu": None, "gpu_count": 0, "gpu_memory_gb": None}
+    found = _GPU_LABEL.match(label.strip())
+    if found is None:
+        return {}
+    return {
+        "gpu": found["name"].strip(),
+        "gpu_count": int(found["count"] or 1),
+        "gpu_memory_gb": float(found["mem"]),
+    }
+
+
+def _local_memory_gb() -> float | None:
+    mib = memory_mib()
+    return None if mib is None else round(mib / 1024, 1)
+
+
+def machine_state(manager: MachineManager, target_name: str) -> str | None:
+    """``running`` or ``reconnecting`` for a target with an open machine, else None."""
+    machine = manager.cached(target_name)
+    if machine is None:
+        return None
+    return "running" if machine.link_up else "reconnecting"
+
+
+def target_option(manager: MachineManager, target: Target) -> HardwareOption:
+    """The listing row of a provider's target."""
+    parsed = parse_hardware_label(target.hardware)
+    state = machine_state(manager, target.name)
+    extra: dict[str, Any] = {}
+    if target.provider == "local":
+        extra = {"vcpus": cpu_count(), "memory_gb": _local_memory_gb(), "price_per_hour": 0.0}
+        short = "CPU" if parsed.get("gpu_count", 0) == 0 else target.hardware
+        label = f"{short} · local"
+    else:
+        if target.provider == "ssh":
+            extra = {"price_per_hour": 0.0}
+        label = f"{target.hardware} · {target.where}"
+    usable, why_not = True, None
+    if state == "reconnecting":
+        usable, why_not = False, (f"the link to {target.where} is down and being "
+                                  "re-established; try again in a moment")
+    return HardwareOption(
+        name=target.name, kernel_name=target.kernel_name, provider=target.provider,
+        label=label, hardware=target.hardware, where=target.where,
+        usable=usable, why_not=why_not, machine_state=state, **parsed, **extra,
+    )
+
+
+def catalog_options(manager: MachineManager) -> list[HardwareOption]:
+    """Rows of the hardware catalog, when the catalog offers them.
+
+    The hook: ``jupyter_remote_hw.catalog.hardware_options(manager)`` returning
+    dicts with :class:`HardwareOption`'s fields (``name``, ``kernel_name``,
+    ``provider``, ``label``, ``hardware``, ``where`` required). Without it, no rows.
+    """
+    try:
+        catalog = importlib.import_module(f"{__package__}.catalog")
+    except ImportError:
+        return []
+    hook = getattr(catalog, "hardware_options", None)
+    if hook is None:
+        return []
+    fields = set(HardwareOption.__dataclass_fields__)
+    options = []
+    for row in hook(manager):
+        values = {key: value for key, value in dict(row).items() if key in fields}
+        values.setdefault("source", "catalog")
+        options.append(HardwareOption(**values))
+    return options
+
+
+def list_hardware(manager: MachineManager) -> list[HardwareOption]:
+    """Every hardware option: the providers' targets (default first), then catalog rows.
+
+    A catalog row with the same name as a target is left out (the target wins).
+    """
+    options = [target_option(manager, target) for target in manager.targets()]
+    names = {option.name for option in options}
+    options.extend(o for o in catalog_options(manager) if o.name not in names)
+    return options
+
+
+__all__ = ["HardwareOption", "catalog_options", "list_hardware", "parse_hardware_label"]

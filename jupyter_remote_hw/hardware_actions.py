@@ -1,0 +1,426 @@
+"""What users do with hardware from JupyterLab: see their machines, start, stop and
+terminate them, start a kernel on hardware, and switch a notebook's kernel to other
+hardware carrying its variables.
+
+Free of HTTP: the REST handlers in :mod:`.server.handlers` parse requests, call
+these, and turn :class:`HardwareRequestError` into the HTTP status it carries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .hardware import machine_state
+from .hardware_events import EventHub
+from .kernel_link import KernelLink
+from .launch_steps import LaunchError
+from .ledger.store import SERVER_OWNER
+from .machines import MachineManager
+from .providers import KERNEL_NAME_PREFIX, Target, UnknownHardwareError
+from .transfer import TransferError
+from .transfer.client import TransferClient
+
+CARRY_ALL = "all"
+"""``carry`` value meaning every variable the old kernel has that can be carried."""
+
+#: Names the kernel itself puts in the user's namespace: never offered for carrying.
+KERNEL_NAMES = frozenset({"open", "exit", "quit", "get_ipython"})
+
+
+def _user_variables(variables: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [v for v in variables if v["name"] not in KERNEL_NAMES]
+
+
+class HardwareRequestError(Exception):
+    """A request that cannot be done; the message says why and what to do.
+
+    Attributes:
+        status: The HTTP status that fits (400 bad field, 404 unknown, 409
+            not possible now, 5xx launch failures).
+        field: The request field at fault, when one is.
+        step: The launch step that failed, for launch failures.
+        hint: What to try, for launch failures.
+    """
+
+    def __init__(self, status: int, message: str, field: str | None = None,
+                 step: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.field = field
+        self.step = step
+        self.hint = hint
+
+    def to_json(self) -> dict[str, Any]:
+        """The error as the REST API sends it."""
+        body: dict[str, Any] = {"message": str(self)}
+        for key in ("field", "step", "hint"):
+            if getattr(self, key):
+                body[key] = getattr(self, key)
+        return body
+
+
+@contextlib.asynccontextmanager
+async def _transfer_client(kernel_manager: Any, kernel_id: str) -> AsyncIterator[TransferClient]:
+    """A transfer client over a fresh link to one of the server's kernels.
+
+    Its streams are closed on the way out, which takes their file descriptors
+    off the event loop: otherwise a socket opened later on a reused descriptor
+    (a browser's kernel websocket) fails with "fd added twice".
+    """
+    manager = kernel_manager.get_kernel(kernel_id)
+    client = manager.client()
+    client.start_channels()
+    link = KernelLink(client)
+    link.start()
+    streams = list(link._streams)
+    try:
+        yield TransferClient(link, f"kernel {kernel_id} ({manager.kernel_name})")
+    finally:
+        await link.close()
+        for stream in streams:
+            stream.close(linger=0)
+        client.stop_channels()
+
+
+def _launch_failure(exc: BaseException) -> HardwareRequestError | None:
+    """The request error for a failed kernel launch (a LaunchError, raw or wrapped)."""
+    error = exc if isinstance(exc, LaunchError) else getattr(exc, "launch_error", None)
+    if not isinstance(error, LaunchError):
+        return None
+    return HardwareRequestError(error.status, str(error), step=error.step,
+                                hint=error.hint or None)
+
+
+@dataclass
+class HardwareActions:
+    """The actions, over the server's managers.
+
+    Args:
+        machines: The machine manager.
+        kernel_manager: The server's (async) kernel manager.
+        session_manager: The server's session manager.
+        events: Where progress and state changes are published.
+    """
+
+    machines: MachineManager
+    kernel_manager: Any
+    session_manager: Any
+    events: EventHub
+
+    # ------------------------------------------------------------------ lookups
+
+    def target(self, name: Any, field: str = "hardware") -> Target:
+        """The target called ``name``.
+
+        Raises:
+            HardwareRequestError: 400 when ``name`` is not a non-empty string,
+                404 when no target has that name.
+        """
+        if not isinstance(name, str) or not name:
+            raise HardwareRequestError(
+                400, f"'{field}' must be the name of a hardware target, e.g. 'local'", field)
+        try:
+            return self.machines.target(name)
+        except UnknownHardwareError as exc:
+            raise HardwareRequestError(404, str(exc), field) from None
+
+    def kernel_target(self, kernel_id: str) -> str | None:
+        """The target a kernel of this server runs on, or None for other kernels."""
+        name = str(getattr(self.kernel_manager.get_kernel(kernel_id), "kernel_name", "") or "")
+        if name.lower().startswith(KERNEL_NAME_PREFIX):
+            return name[len(KERNEL_NAME_PREFIX):].lower()
+        return None
+
+    async def session(self, session_id: str) -> dict[str, Any]:
+        """The session model.
+
+        Raises:
+            HardwareRequestError: 404 when there is no such session.
+        """
+        try:
+            model: dict[str, Any] = await self.session_manager.get_session(session_id=session_id)
+        except Exception as exc:
+            if getattr(exc, "status_code", None) == 404:
+                raise HardwareRequestError(404, f"no session {session_id!r}: open the notebook "
+                                           "again", "session_id") from None
+            raise
+        if not model.get("kernel"):
+            raise HardwareRequestError(409, f"session {session_id!r} has no kernel",
+                                       "session_id")
+        return model
+
+    # ------------------------------------------------------------------ machines
+
+    def _kernels_on(self, target_name: str) -> list[dict[str, Any]]:
+        kernels = []
+        for kernel_id in self.kernel_manager.list_kernel_ids():
+            if self.kernel_target(kernel_id) != target_name:
+                continue
+            kernel = self.kernel_manager.get_kernel(kernel_id)
+            kernels.append({
+                "id": kernel_id, "owner": SERVER_OWNER,
+                "execution_state": getattr(kernel, "execution_state", None),
+            })
+        known = {k["id"] for k in kernels}
+        for record in self.machines.ledger.kernels():
+            if record.target == target_name and record.kernel_id not in known:
+                kernels.append({"id": record.kernel_id, "owner": record.owner,
+                                "execution_state": None})
+        return kernels
+
+    def machine_model(self, target: Target) -> dict[str, Any]:
+        """One machine as the machines panel shows it."""
+        kernels = self._kernels_on(target.name)
+        state = machine_state(self.machines, target.name) or ("unknown" if kernels else "idle")
+        owned = target.provider in ("local", "ssh")
+        return {
+            "name": target.name,
+            "provider": target.provider,
+            "hardware": target.hardware,
+            "where": target.where,
+            "state": state,
+            "kernels": kernels,
+            "price_per_hour": 0.0 if owned else None,
+            "cost_so_far": 0.0 if owned else None,
+            "idle_stop_in": None,
+            "actions": self._actions(target),
+        }
+
+    def _actions(self, target: Target) -> list[str]:
+        provider = self.machines.providers.get(target.provider)
+        actions = ["start", "terminate"]
+        if hasattr(provider, "stop_machine"):
+            actions.insert(1, "stop")
+        return actions
+
+    def list_machines(self) -> list[dict[str, Any]]:
+        """The machines this user has: open ones, and targets with kernels."""
+        targets = {t.name: t for t in self.machines.targets()}
+        names = {m.target.name for m in self.machines.open_machines()}
+        names |= {r.target for r in self.machines.ledger.kernels()}
+        names |= {t for k in self.kernel_manager.list_kernel_ids()
+                  if (t := self.kernel_target(k)) is not None}
+        return [self.machine_model(targets[name]) for name in sorted(names) if name in targets]
+
+    def _publish_machine(self, target: Target) -> dict[str, Any]:
+        model = self.machine_model(target)
+        self.events.publish("machine", machine=model)
+        return model
+
+    async def start_machine(self, name: Any) -> dict[str, Any]:
+        """Connect to a target's host and start its agent (no kernel yet).
+
+        Raises:
+            HardwareRequestError: Unknown target, or the step that failed with its hint.
+        """
+        target = self.target(name, "name")
+        steps = self.machines.steps(target.name, "")
+        try:
+            await self.machines.machine(target, steps)
+        except LaunchError as exc:
+            failure = _launch_failure(exc)
+            assert failure is not None
+            raise failure from exc
+        return self._publish_machine(target)
+
+    async def stop_machine(self, name: Any) -> dict[str, Any]:
+        """Stop a machine, where its provider can (cloud machines).
+
+        Raises:
+            HardwareRequestError: 409 for hardware that cannot be stopped from here.
+        """
+        target = self.target(name, "name")
+        provider = self.machines.providers.get(target.provider)
+        stop = getattr(provider, "stop_machine", None)
+        if stop is None:
+            raise HardwareRequestError(
+                409, f"{target.name} ({target.provider} provider) cannot be stopped from "
+                "here: it is not a machine this server started. Terminate it to shut down its "
+                "kernels and its agent.", "name")
+        await stop(target)
+        return self._publish_machine(target)
+
+    async def terminate_machine(self, name: Any) -> dict[str, Any]:
+        """Shut down this server's kernels on a target and stop its agent.
+
+        Kernels that ``%%remote`` started from notebooks keep running, and so
+        does the agent while it runs them.
+
+        Returns:
+            The machine, with ``kernels_shut_down`` and ``agent_stopped``.
+        """
+        target = self.target(name, "name")
+        ours = [k for k in self.kernel_manager.list_kernel_ids()
+                if self.kernel_target(k) == target.name]
+        for kernel_id in ours:
+            await self.kernel_manager.shutdown_kernel(kernel_id)
+        stopped = await self.machines.release_if_idle(target.name)
+        model = self._publish_machine(target)
+        if stopped or not model["kernels"]:
+            model["state"] = "terminated"
+            self.events.publish("machine", machine=model)
+        return {**model, "kernels_shut_down": ours, "agent_stopped": stopped}
+
+    # ------------------------------------------------------------------ kernels
+
+    async def start_kernel(self, name: Any, path: Any = None) -> str:
+        """Start a kernel on a target; launch progress goes to the event hub.
+
+        Returns:
+            The new kernel's id.
+
+        Raises:
+            HardwareRequestError: Bad or unknown target, bad path, or the failed
+                launch step with its hint.
+        """
+        target = self.target(name)
+        if path is not None and not isinstance(path, str):
+            raise HardwareRequestError(400, "'path' must be a string (the notebook's path)",
+                                       "path")
+        kwargs = {"path": path} if path else {}
+        try:
+            kernel_id: str = await self.kernel_manager.start_kernel(
+                kernel_name=target.kernel_name, **kwargs)
+        except Exception as exc:
+            failure = _launch_failure(exc)
+            if failure is None:
+                raise
+            raise failure from exc
+        self._publish_machine(target)
+        return kernel_id
+
+    async def kernel_variables(self, kernel_id: str) -> list[dict[str, Any]]:
+        """A kernel's variables (name, type, nbytes), for the carry dialog.
+
+        Raises:
+            HardwareRequestError: 409 when the kernel does not answer transfers.
+        """
+        try:
+            async with _transfer_client(self.kernel_manager, kernel_id) as client:
+                await client.hello()
+                return _user_variables(await client.variables())
+        except TransferError as exc:
+            raise HardwareRequestError(409, str(exc)) from None
+
+    # ------------------------------------------------------------------ switching
+
+    async def switch_session(self, session_id: str, hardware: Any, carry: Any = None,
+                             device: Any = None, keep_old: Any = False) -> dict[str, Any]:
+        """Give a notebook's session a kernel on other hardware, carrying variables over.
+
+        A new kernel starts on ``hardware``; the variables are copied into it;
+        the session then uses it and the old kernel is shut down (unless
+        ``keep_old``). A failed launch leaves the session as it was.
+
+        Args:
+            session_id: The notebook's session.
+            hardware: The target's name.
+            carry: Variable names, :data:`CARRY_ALL`, or None/[] for none.
+            device: Where arriving tensors go (``cuda``), or None.
+            keep_old: Keep the old kernel running.
+
+        Returns:
+            ``session_id``, ``kernel_id``, ``previous_kernel_id``, ``hardware``,
+            ``carried`` (name, type) and ``not_carried`` (name, reason).
+        """
+        names = self._carry_names(carry)
+        if device is not None and not isinstance(device, str):
+            raise HardwareRequestError(400, "'device' must be a string such as 'cuda'", "device")
+        if not isinstance(keep_old, bool):
+            raise HardwareRequestError(400, "'keep_old' must be true or false", "keep_old")
+        target = self.target(hardware)
+        session = await self.session(session_id)
+        old_id = session["kernel"]["id"]
+
+        def progress(state: str, **fields: Any) -> None:
+            self.events.publish("switch", session_id=session_id, hardware=target.name,
+                                state=state, **fields)
+
+        progress("starting kernel")
+        try:
+            new_id = await self.start_kernel(target.name, session.get("path"))
+        except HardwareRequestError as exc:
+            progress("failed", message=str(exc), step=exc.step, hint=exc.hint)
+            raise
+        try:
+            carried, not_carried = await self._carry(old_id, new_id, names, device, progress)
+            await self.session_manager.update_session(session_id, kernel_id=new_id)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self.kernel_manager.shutdown_kernel(new_id)
+            raise
+        if not keep_old:
+            await self.kernel_manager.shutdown_kernel(old_id)
+        progress("done", kernel_id=new_id, carried=[c["name"] for c in carried],
+                 not_carried=not_carried)
+        return {"session_id": session_id, "kernel_id": new_id, "previous_kernel_id": old_id,
+                "hardware": target.name, "carried": carried, "not_carried": not_carried}
+
+    @staticmethod
+    def _carry_names(carry: Any) -> list[str] | str:
+        if carry is None:
+            return []
+        if carry == CARRY_ALL:
+            return CARRY_ALL
+        if not isinstance(carry, list) or not all(
+                isinstance(n, str) and n.isidentifier() for n in carry):
+            raise HardwareRequestError(
+                400, "'carry' must be a list of variable names or \"all\"", "carry")
+        return list(dict.fromkeys(carry))
+
+    async def _carry(self, source_id: str, destination_id: str, names: list[str] | str,
+                     device: str | None, progress: Callable[..., None],
+                     ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+        """Copy what can be copied; each variable that cannot is reported with the reason.
+
+        A copy is all or nothing, so a variable that fails is left out and the
+        copy tried again with the others, over the same two kernel links.
+        """
+        if not names:
+            return [], []
+        not_carried: list[dict[str, str]] = []
+        try:
+            async with _transfer_client(self.kernel_manager, source_id) as source, \
+                    _transfer_client(self.kernel_manager, destination_id) as destination:
+                await source.hello()
+                await destination.hello()
+                remaining = ([v["name"] for v in _user_variables(await source.variables())]
+                             if names == CARRY_ALL else list(names))
+                throttle = _Throttle(progress)
+                while remaining:
+                    progress("carrying variables", names=remaining)
+                    try:
+                        carried = await source.copy_to(destination, remaining, device, throttle)
+                        return carried, not_carried
+                    except TransferError as exc:
+                        if exc.name is None or exc.name not in remaining:
+                            raise
+                        remaining.remove(exc.name)
+                        not_carried.append({"name": exc.name, "reason": str(exc)})
+        except TransferError as exc:
+            left = [n for n in ([] if names == CARRY_ALL else names)
+                    if n not in {c["name"] for c in not_carried}]
+            not_carried.extend({"name": n, "reason": str(exc)} for n in left or ["*"])
+        return [], not_carried
+
+
+class _Throttle:
+    """Passes copy progress on as ``carrying variables`` events, at most 4 a second."""
+
+    def __init__(self, progress: Callable[..., None], interval: float = 0.25) -> None:
+        self.progress = progress
+        self.interval = interval
+        self._last = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done >= total or now - self._last >= self.interval:
+            self._last = now
+            self.progress("carrying variables", done=done, total=total)
+
+
+__all__ = ["CARRY_ALL", "HardwareActions", "HardwareRequestError"]

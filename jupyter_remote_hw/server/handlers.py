@@ -1,0 +1,232 @@
+"""The hardware REST API and its event socket: thin handlers over :mod:`..hardware_actions`.
+
+Routes (under the server's base URL; documented in docs/rest-api.yaml):
+
+- ``GET  /jupyter-remote-hw/api/hardware``: the hardware listing.
+- ``GET  /jupyter-remote-hw/api/machines``: the user's machines.
+- ``POST /jupyter-remote-hw/api/machines/<name>/(start|stop|terminate)``.
+- ``POST /jupyter-remote-hw/api/kernels``: start a kernel on hardware.
+- ``GET  /jupyter-remote-hw/api/sessions/<id>/variables``: what could be carried.
+- ``POST /jupyter-remote-hw/api/sessions/<id>/switch``: switch a notebook's hardware.
+- ``GET  /jupyter-remote-hw/api/events`` (websocket): launch, machine and switch events.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jupyter_server.auth.decorator import authorized, ws_authenticated
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from tornado import web, websocket
+
+from ..hardware import list_hardware
+from ..hardware_actions import HardwareActions, HardwareRequestError
+from ..hardware_events import EventHub
+
+#: URL prefix of every route.
+API_PREFIX = "/jupyter-remote-hw/api"
+#: Authorization resource of the hardware and machine routes.
+HARDWARE_RESOURCE = "remote_hw"
+#: Authorization resource of the routes that start kernels or read their variables.
+KERNELS_RESOURCE = "kernels"
+
+
+class HardwareAPIHandler(APIHandler):
+    """Base: the actions, JSON bodies, and request errors as JSON with their status."""
+
+    auth_resource = HARDWARE_RESOURCE
+
+    def initialize(self, actions: HardwareActions) -> None:
+        """Keep the actions (handler kwargs)."""
+        self.actions = actions
+
+    def json_body(self) -> dict[str, Any]:
+        """The request's JSON object.
+
+        Raises:
+            HTTPError: 400 when the body is not a JSON object.
+        """
+        raw = self.request.body or b"{}"
+        try:
+            body = json.loads(raw)
+        except ValueError as exc:
+            raise HardwareRequestError(400, f"the request body is not JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise HardwareRequestError(400, "the request body must be a JSON object")
+        return body
+
+    def write_json(self, value: Any, status: int = 200) -> None:
+        """Answer ``value`` as JSON."""
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(value, default=str))
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        """Request errors are answers, not server faults: log them in one line."""
+        if isinstance(value, HardwareRequestError):
+            self.log.warning("%s %s: %s", self.request.method, self.request.path, value)
+            return
+        super().log_exception(typ, value, tb)
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """Request errors as ``{"message", "field", "step", "hint"}`` with their status."""
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, HardwareRequestError):
+            self.clear()
+            self.set_status(exc.status)
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps(exc.to_json()))
+            return
+        super().write_error(status_code, **kwargs)
+
+    def _handle_request_exception(self, e: BaseException) -> None:
+        if isinstance(e, HardwareRequestError):
+            self.log_exception(type(e), e, e.__traceback__)
+            self.send_error(e.status, exc_info=(type(e), e, e.__traceback__))
+            return
+        super()._handle_request_exception(e)
+
+
+class HardwareHandler(HardwareAPIHandler):
+    """``GET``: every hardware option with what it offers and whether it is usable now."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.write_json({"hardware": [o.to_json() for o in list_hardware(self.actions.machines)]})
+
+
+class MachinesHandler(HardwareAPIHandler):
+    """``GET``: the user's machines with state, kernels and cost."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.write_json({"machines": self.actions.list_machines()})
+
+
+class MachineActionHandler(HardwareAPIHandler):
+    """``POST .../machines/<name>/<action>``: start, stop or terminate a machine."""
+
+    @web.authenticated
+    @authorized
+    async def post(self, name: str, action: str) -> None:
+        do = {
+            "start": self.actions.start_machine,
+            "stop": self.actions.stop_machine,
+            "terminate": self.actions.terminate_machine,
+        }[action]
+        self.write_json({"machine": await do(name)})
+
+
+class KernelsHandler(HardwareAPIHandler):
+    """``POST {"hardware", "path"?}``: start a kernel on hardware; 201 with its model."""
+
+    auth_resource = KERNELS_RESOURCE
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        body = self.json_body()
+        kernel_id = await self.actions.start_kernel(body.get("hardware"), body.get("path"))
+        model = await _maybe_await(
+            self.kernel_manager.kernel_model(kernel_id))  # type: ignore[no-untyped-call]
+        self.set_header("Location", f"{self.base_url.rstrip('/')}/api/kernels/{kernel_id}")
+        self.write_json(model, status=201)
+
+
+class SessionVariablesHandler(HardwareAPIHandler):
+    """``GET``: the variables of a session's kernel (name, type, nbytes)."""
+
+    auth_resource = KERNELS_RESOURCE
+
+    @web.authenticated
+    @authorized
+    async def get(self, session_id: str) -> None:
+        session = await self.actions.session(session_id)
+        variables = await self.actions.kernel_variables(session["kernel"]["id"])
+        self.write_json({"variables": variables})
+
+
+class SessionSwitchHandler(HardwareAPIHandler):
+    """``POST {"hardware", "carry"?, "device"?, "keep_old"?}``: switch a session's hardware."""
+
+    auth_resource = KERNELS_RESOURCE
+
+    @web.authenticated
+    @authorized
+    async def post(self, session_id: str) -> None:
+        body = self.json_body()
+        unknown = set(body) - {"hardware", "carry", "device", "keep_old"}
+        if unknown:
+            raise HardwareRequestError(
+                400, f"unknown field(s) {sorted(unknown)}: use hardware, carry, device, "
+                "keep_old", min(unknown))
+        report = await self.actions.switch_session(
+            session_id, body.get("hardware"), body.get("carry"), body.get("device"),
+            body.get("keep_old", False))
+        self.write_json(report)
+
+
+class EventsHandler(JupyterHandler, websocket.WebSocketHandler):
+    """Websocket: every launch, machine and switch event, one JSON text message each."""
+
+    auth_resource = HARDWARE_RESOURCE
+
+    def initialize(self, events: EventHub) -> None:
+        """Keep the hub (handler kwargs)."""
+        self.events = events
+        self._unsubscribe: Any = None
+
+    @ws_authenticated
+    @authorized
+    async def get(self, *args: Any, **kwargs: Any) -> None:
+        """Open the socket."""
+        res = super().get(*args, **kwargs)
+        if res is not None:
+            await res
+
+    def open(self, *args: Any, **kwargs: Any) -> None:
+        """Start forwarding events."""
+        self._unsubscribe = self.events.subscribe(self._send)
+
+    def _send(self, event: dict[str, Any]) -> None:
+        try:
+            self.write_message(json.dumps(event, default=str))
+        except websocket.WebSocketClosedError:
+            self.on_close()
+
+    def on_message(self, message: str | bytes) -> None:
+        """Messages from the browser are not expected; ignore them."""
+
+    def on_close(self) -> None:
+        """Stop forwarding events."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+
+async def _maybe_await(value: Any) -> Any:
+    if hasattr(value, "__await__"):
+        return await value
+    return value
+
+
+def api_handlers(actions: HardwareActions) -> list[tuple[str, Any, dict[str, Any]]]:
+    """The routes of the REST API, for ``ExtensionApp.handlers``."""
+    kwargs: dict[str, Any] = {"actions": actions}
+    session = r"(?P<session_id>[^/]+)"
+    return [
+        (f"{API_PREFIX}/hardware", HardwareHandler, kwargs),
+        (f"{API_PREFIX}/machines", MachinesHandler, kwargs),
+        (f"{API_PREFIX}/machines/(?P<name>[^/]+)/(?P<action>start|stop|terminate)",
+         MachineActionHandler, kwargs),
+        (f"{API_PREFIX}/kernels", KernelsHandler, kwargs),
+        (f"{API_PREFIX}/sessions/{session}/variables", SessionVariablesHandler, kwargs),
+        (f"{API_PREFIX}/sessions/{session}/switch", SessionSwitchHandler, kwargs),
+        (f"{API_PREFIX}/events", EventsHandler, {"events": actions.events}),
+    ]
+
+
+__all__ = ["API_PREFIX", "api_handlers"]

@@ -1,0 +1,227 @@
+"""The hardware REST API on a real jupyter_server, with real kernels on this machine
+and on the loopback sshd test host."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from typing import Any
+
+import pytest
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+from tornado.websocket import websocket_connect
+
+from ..kernelws import KernelChannels
+from ..provisioner.conftest import HARDWARE, LOCAL_KERNEL, SSH_TARGET, OpenChannels
+from ..testhosts import SSHTestHost
+from .apiclient import Events, Fetch, failure, get, post
+
+
+@pytest.fixture
+async def events(jp_ws_fetch: Fetch) -> Any:
+    """The event socket, open for the whole test."""
+    ws = await jp_ws_fetch("jupyter-remote-hw", "api", "events")
+    yield Events(ws)
+    await KernelChannels(ws).close()  # and wait until the server closed it too
+
+
+async def new_session(jp_fetch: Fetch, kernel_name: str, path: str = "work.ipynb") -> dict[str, Any]:
+    """A notebook session with a kernel, as JupyterLab opens one."""
+    response = await jp_fetch("api", "sessions", method="POST", body=json.dumps({
+        "path": path, "name": path, "type": "notebook", "kernel": {"name": kernel_name},
+    }))
+    return dict(json.loads(response.body))
+
+
+@pytest.fixture
+async def sessions(jp_fetch: Fetch, jp_serverapp: Any) -> Any:
+    """Start sessions; every kernel is shut down afterwards."""
+    async def start(kernel_name: str) -> dict[str, Any]:
+        return await new_session(jp_fetch, kernel_name)
+
+    yield start
+    km = jp_serverapp.kernel_manager
+    await asyncio.gather(*(km.shutdown_kernel(k) for k in km.list_kernel_ids()),
+                         return_exceptions=True)
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("GET", "hardware"), ("GET", "machines"), ("POST", "kernels"),
+    ("POST", "machines/local/terminate"), ("GET", "sessions/x/variables"),
+    ("POST", "sessions/x/switch"),
+])
+async def test_every_route_needs_authentication(jp_fetch: Fetch, jp_http_port: int,
+                                                jp_base_url: str, method: str,
+                                                path: str) -> None:
+    # jp_fetch (unused) makes the server listen; this request carries no token.
+    url = f"http://127.0.0.1:{jp_http_port}{jp_base_url}jupyter-remote-hw/api/{path}"
+    with pytest.raises(HTTPClientError) as caught:
+        await AsyncHTTPClient().fetch(url, method=method,
+                                      body="{}" if method == "POST" else None)
+    assert caught.value.code == 403
+
+
+async def test_event_socket_needs_authentication(jp_fetch: Fetch, jp_http_port: int,
+                                                 jp_base_url: str) -> None:
+    url = f"ws://127.0.0.1:{jp_http_port}{jp_base_url}jupyter-remote-hw/api/events"
+    with pytest.raises(HTTPClientError) as caught:
+        await websocket_connect(url)
+    assert caught.value.code == 403
+
+
+async def test_hardware_lists_local_and_the_ssh_host(jp_fetch: Fetch,
+                                                     ssh_host: SSHTestHost) -> None:
+    hardware = (await get(jp_fetch, "hardware"))["hardware"]
+    by_name = {h["name"]: h for h in hardware}
+    assert hardware[0]["name"] == "local"  # the default first
+    local = by_name["local"]
+    assert local["kernel_name"] == LOCAL_KERNEL and local["provider"] == "local"
+    assert local["vcpus"] == len(os.sched_getaffinity(0))
+    assert local["memory_gb"] > 0 and local["price_per_hour"] == 0.0
+    assert local["usable"] is True and local["why_not"] is None
+    if local["gpu_count"] == 0:
+        assert local["label"] == "CPU · local"
+    ssh = by_name[SSH_TARGET]
+    assert ssh["label"] == f"{HARDWARE} · {ssh_host.alias}"
+    assert (ssh["gpu"], ssh["gpu_count"], ssh["gpu_memory_gb"]) == ("Test GPU", 1, 24.0)
+    assert ssh["where"] == ssh_host.alias and ssh["usable"] is True
+    assert ssh["machine_state"] is None  # nothing connected yet
+
+
+@pytest.mark.parametrize(("path", "body", "status", "field", "words"), [
+    ("kernels", {}, 400, "hardware", "'hardware' must be the name of a hardware target"),
+    ("kernels", {"hardware": 3}, 400, "hardware", "'hardware' must be"),
+    ("kernels", {"hardware": "gpu-nowhere"}, 404, "hardware", "unknown hardware 'gpu-nowhere'"),
+    ("kernels", {"hardware": "local", "path": ["x"]}, 400, "path", "'path' must be a string"),
+    ("sessions/no-such-session/switch", {"hardware": "local"}, 404, "session_id",
+     "no session 'no-such-session'"),
+    ("sessions/s/switch", {"hardware": "local", "carry": "x,y"}, 400, "carry",
+     "'carry' must be a list of variable names or \"all\""),
+    ("sessions/s/switch", {"hardware": "local", "carry": ["ok", "not ok"]}, 400, "carry",
+     "'carry' must be"),
+    ("sessions/s/switch", {"hardware": "local", "keep_old": "yes"}, 400, "keep_old",
+     "'keep_old' must be true or false"),
+    ("sessions/s/switch", {"hardware": "local", "colour": "red"}, 400, "colour",
+     "unknown field(s) ['colour']"),
+    ("sessions/s/switch", {}, 400, "hardware", "'hardware' must be"),
+    ("machines/gpu-nowhere/start", {}, 404, "name", "unknown hardware 'gpu-nowhere'"),
+    ("machines/local/stop", {}, 409, "name", "local (local provider) cannot be stopped"),
+])
+async def test_bad_requests_name_the_field(jp_fetch: Fetch, jp_serverapp: Any, path: str,
+                                           body: dict[str, Any], status: int, field: str,
+                                           words: str) -> None:
+    code, error = await failure(jp_fetch, *path.split("/"), body=body)
+    assert code == status
+    assert error["field"] == field
+    assert words in error["message"]
+    assert jp_serverapp.kernel_manager.list_kernel_ids() == []
+
+
+async def test_a_body_that_is_not_a_json_object_is_400(jp_fetch: Fetch) -> None:
+    code, error = await failure(jp_fetch, "kernels", raw="{nope")
+    assert code == 400 and "not JSON" in error["message"]
+    code, error = await failure(jp_fetch, "kernels", raw="[1]")
+    assert code == 400 and "must be a JSON object" in error["message"]
+
+
+async def test_start_a_kernel_on_local_hardware_with_progress_events(
+    jp_fetch: Fetch, jp_serverapp: Any, events: Events, channels: OpenChannels,
+) -> None:
+    response = await jp_fetch("jupyter-remote-hw", "api", "kernels", method="POST",
+                              body=json.dumps({"hardware": "local"}))
+    assert response.code == 201
+    kernel = json.loads(response.body)
+    assert kernel["name"] == LOCAL_KERNEL
+    assert response.headers["Location"].endswith(f"/api/kernels/{kernel['id']}")
+    # Each launch step was pushed as it started and ended, then the machine's state.
+    started = await events.until(lambda e: e["type"] == "launch" and e["state"] == "started")
+    done = await events.until(lambda e: e["type"] == "launch" and e["step"] == "start kernel"
+                              and e["state"] == "done")
+    assert started["kernel_id"] == done["kernel_id"] == kernel["id"]
+    assert done["seconds"] > 0
+    machine = await events.until(lambda e: e["type"] == "machine")
+    assert machine["machine"]["name"] == "local" and machine["machine"]["state"] == "running"
+    # The kernel is a real separate process.
+    ran = await (await channels(kernel["id"])).execute("import os; print(os.getpid())")
+    assert int(ran.stdout) != os.getpid()
+    machines = (await get(jp_fetch, "machines"))["machines"]
+    assert [m["name"] for m in machines] == ["local"]
+    assert [k["id"] for k in machines[0]["kernels"]] == [kernel["id"]]
+    assert machines[0]["actions"] == ["start", "terminate"]
+    await jp_fetch("api", "kernels", kernel["id"], method="DELETE")
+
+
+async def test_switch_to_the_ssh_host_carrying_what_can_be_carried_then_terminate(
+    jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels,
+    events: Events, ssh_host: SSHTestHost,
+) -> None:
+    session = await sessions(LOCAL_KERNEL)
+    old_id = session["kernel"]["id"]
+    local = await channels(old_id)
+    ran = await local.execute("import threading, os\nrows = list(range(1000))\n"
+                              "label = 'from local'\nlock = threading.Lock()\n"
+                              "local_pid = os.getpid()")
+    assert ran.status == "ok", ran
+    variables = (await get(jp_fetch, "sessions", session["id"], "variables"))["variables"]
+    by_name = {v["name"]: v for v in variables}
+    assert by_name["rows"]["type"] == "list" and by_name["rows"]["nbytes"] > 0
+    assert {"label", "lock", "local_pid"} <= set(by_name)
+
+    report = await post(jp_fetch, "sessions", session["id"], "switch",
+                        body={"hardware": SSH_TARGET, "carry": "all"})
+    assert report["previous_kernel_id"] == old_id and report["hardware"] == SSH_TARGET
+    new_id = report["kernel_id"]
+    assert sorted(c["name"] for c in report["carried"]) == ["label", "local_pid", "rows"]
+    assert [n["name"] for n in report["not_carried"]] == ["lock"]
+    assert "_thread.lock" in report["not_carried"][0]["reason"]
+    # The session uses the new kernel; the old one was shut down.
+    model = json.loads((await jp_fetch("api", "sessions", session["id"])).body)
+    assert model["kernel"]["id"] == new_id
+    assert old_id not in jp_serverapp.kernel_manager
+    # The new kernel runs on the SSH host, with the variables.
+    remote = await channels(new_id)
+    ran = await remote.execute("import os, getpass\n"
+                               "print(len(rows), label, os.getpid() != local_pid, "
+                               "getpass.getuser())")
+    assert ran.status == "ok", ran
+    assert ran.stdout.split() == ["1000", "from", "local", "True", ssh_host.user]
+    done = await events.until(lambda e: e["type"] == "switch" and e["state"] == "done")
+    assert done["kernel_id"] == new_id and done["carried"] == [
+        c["name"] for c in report["carried"]]
+    assert any(e["type"] == "launch" and e["step"] == "connect" for e in events.received)
+    machines = {m["name"]: m for m in (await get(jp_fetch, "machines"))["machines"]}
+    assert machines[SSH_TARGET]["state"] == "running"
+    assert [k["id"] for k in machines[SSH_TARGET]["kernels"]] == [new_id]
+
+    ended = (await post(jp_fetch, "machines", SSH_TARGET, "terminate"))["machine"]
+    assert ended["kernels_shut_down"] == [new_id]
+    assert ended["agent_stopped"] is True and ended["state"] == "terminated"
+    assert new_id not in jp_serverapp.kernel_manager
+    assert SSH_TARGET not in {m["name"] for m in (await get(jp_fetch, "machines"))["machines"]}
+
+
+async def test_switch_carries_named_variables_and_reports_missing_ones(
+    jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels,
+) -> None:
+    session = await sessions(LOCAL_KERNEL)
+    kc = await channels(session["kernel"]["id"])
+    assert (await kc.execute("a = 1\nb = 2")).status == "ok"
+    report = await post(jp_fetch, "sessions", session["id"], "switch",
+                        body={"hardware": "local", "carry": ["a", "ghost"], "keep_old": True})
+    assert [c["name"] for c in report["carried"]] == ["a"]
+    assert report["not_carried"][0]["name"] == "ghost"
+    assert "no variable named 'ghost'" in report["not_carried"][0]["reason"]
+    assert report["previous_kernel_id"] in jp_serverapp.kernel_manager  # kept
+    new = await channels(report["kernel_id"])
+    ran = await new.execute("print(a, 'b' in globals())")
+    assert ran.stdout.split() == ["1", "False"]
+
+
+async def test_a_kernel_that_does_not_answer_transfers_is_409_for_variables(
+    jp_fetch: Fetch, sessions: Any
+) -> None:
+    session = await sessions("python3")
+    code, error = await failure(jp_fetch, "sessions", session["id"], "variables", method="GET")
+    assert code == 409
+    assert "%load_ext jupyter_remote_hw" in error["message"]
