@@ -15,6 +15,7 @@ from typing import Any, Awaitable, Callable, Dict
 from . import AGENT_VERSION
 from .hardware import HardwareReporter
 from .kernels import DEFAULT_START_TIMEOUT, KernelManager
+from .lifetime import LifetimeWatch
 from .paths import StatePaths
 from .processes import write_pid_file
 from .protocol import (
@@ -68,6 +69,7 @@ class AgentServer:
         self.context = new_context()
         self.kernels = KernelManager(paths, self.context)
         self.hardware = HardwareReporter()
+        self.lifetime = LifetimeWatch(os.path.join(paths.root, "lifetime.json"), self.kernels)
         self._server: asyncio.AbstractServer | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -85,6 +87,9 @@ class AgentServer:
             "kernel_status": self._kernel_status,
             "list_kernels": self._list_kernels,
             "shutdown_agent": self._shutdown_agent,
+            "heartbeat": self._heartbeat,
+            "set_lifetime": self._set_lifetime,
+            "lifetime": self._lifetime,
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -92,6 +97,8 @@ class AgentServer:
     async def start(self) -> None:
         """Re-adopt kernels, then listen on the socket (0600) and write the pid file."""
         self.kernels.open()
+        self.lifetime.load()
+        self.lifetime.start()
         try:
             os.unlink(self.paths.socket)
         except FileNotFoundError:
@@ -118,8 +125,9 @@ class AgentServer:
         )
 
     def idle(self) -> bool:
-        """Whether the agent has no kernel (running or starting) and no client."""
-        return not self.kernels.busy() and not self._writers
+        """Whether the agent has no kernel (running or starting), no client, and no
+        lifetime policy to enforce."""
+        return not self.kernels.busy() and not self._writers and not self.lifetime.enforcing
 
     async def _exit_when_idle(self) -> None:
         """Stop once :meth:`idle` has held for ``idle_exit`` seconds."""
@@ -165,6 +173,7 @@ class AgentServer:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.lifetime.close()
         await self.kernels.close(kill_kernels=self._kill_kernels)
         if self.context is not None:
             self.context.destroy(linger=0)
@@ -268,6 +277,7 @@ class AgentServer:
                 f"the agent at {self.paths.socket} is shutting down: start it again",
             )
         log.debug("request %d: %s", request.id, request.op)
+        self.lifetime.heartbeat()
         try:
             result = await handler(request.args)
         except AgentError as exc:
@@ -347,6 +357,15 @@ class AgentServer:
 
     async def _list_kernels(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"kernels": self.kernels.list_status()}
+
+    async def _heartbeat(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"deadman_in": self.lifetime.status()["deadman_in"]}
+
+    async def _set_lifetime(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self.lifetime.configure(args)
+
+    async def _lifetime(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self.lifetime.status()
 
     async def _shutdown_agent(self, args: dict[str, Any]) -> dict[str, Any]:
         arg_bool(args, "shutdown_agent", "kill_kernels", True)  # validate before answering
