@@ -1,23 +1,154 @@
 /**
- * Front-end entry point of jupyter-remote-hw.
- *
- * For now the plugin only announces itself; the hardware picker, status bar
- * item, machines panel and share dialog will be registered from here.
+ * Front-end entry point of jupyter-remote-hw: the notebook toolbar's hardware
+ * picker, the status bar item, the "Remote hardware" sidebar panel, their
+ * commands and settings.
  */
 import {
+  ILabShell,
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
+import { ICommandPalette, ISessionContext } from '@jupyterlab/apputils';
+import { DocumentRegistry, IDocumentWidget } from '@jupyterlab/docregistry';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { IStatusBar } from '@jupyterlab/statusbar';
+import { LabIcon } from '@jupyterlab/ui-components';
+import { Widget } from '@lumino/widgets';
+
+import { HardwareAPI, HardwareEvents } from './api';
+import { MachinesPanel } from './panel';
+import { HardwareStore, HardwareToolbarItem, IPickerSettings } from './picker';
+import { MachineStatus } from './statusbar';
 
 /** Unique id of the main plugin, as listed by JupyterLab's plugin manager. */
 export const PLUGIN_ID = 'jupyter-remote-hw:plugin';
 
+/** Command ids. */
+export namespace CommandIDs {
+  export const pick = 'remote-hw:pick-hardware';
+  export const machines = 'remote-hw:show-machines';
+  export const refresh = 'remote-hw:refresh-machines';
+}
+
+const CHIP_SVG =
+  '<svg xmlns="http://www.w3.org/2000/svg" width="16" viewBox="0 0 24 24">' +
+  '<path class="jp-icon3" fill="#616161" d="M9 3v2H7a2 2 0 0 0-2 2v2H3v2h2v2H3v2h2v2a2 2 0 0 0 2 2h2v2h2v-2h2v2h2v-2h2a2 2 0 0 0 2-2v-2h2v-2h-2v-2h2V9h-2V7a2 2 0 0 0-2-2h-2V3h-2v2h-2V3H9zm-2 4h10v10H7V7zm2 2v6h6V9H9z"/>' +
+  '</svg>';
+
+/** The sidebar's icon: a chip. */
+export const chipIcon = new LabIcon({ name: 'jupyter-remote-hw:chip', svgstr: CHIP_SVG });
+
+/** The session of a notebook panel, or null for other widgets. */
+function sessionOf(widget: Widget | null): ISessionContext | null {
+  if (!widget || !widget.hasClass('jp-NotebookPanel')) {
+    return null;
+  }
+  return (widget as IDocumentWidget).context?.sessionContext ?? null;
+}
+
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
-  description: 'Pick cloud and cluster hardware per kernel or per cell.',
+  description: 'Pick cloud and cluster hardware per kernel from the notebook toolbar.',
   autoStart: true,
-  activate: (app: JupyterFrontEnd): void => {
-    console.log('jupyter-remote-hw: extension activated');
+  optional: [ICommandPalette, ISettingRegistry, IStatusBar, ILabShell],
+  activate: (
+    app: JupyterFrontEnd,
+    palette: ICommandPalette | null,
+    settingRegistry: ISettingRegistry | null,
+    statusBar: IStatusBar | null,
+    labShell: ILabShell | null
+  ): void => {
+    const api = new HardwareAPI(app.serviceManager.serverSettings);
+    const events = new HardwareEvents(app.serviceManager.serverSettings);
+    const store = new HardwareStore(api);
+    const settings: IPickerSettings = { carryByDefault: true };
+    const items = new Map<string, HardwareToolbarItem>();
+
+    // The toolbar item of every notebook.
+    app.docRegistry.addWidgetExtension('Notebook', {
+      createNew: (panel: IDocumentWidget, context: DocumentRegistry.IContext<any>) => {
+        const item = new HardwareToolbarItem(
+          context.sessionContext, store, events, app.serviceManager, () => settings
+        );
+        if (!panel.toolbar.insertBefore('kernelName', 'remoteHardware', item)) {
+          panel.toolbar.addItem('remoteHardware', item);
+        }
+        items.set(panel.id, item);
+        panel.disposed.connect(() => items.delete(panel.id));
+        return item;
+      }
+    });
+
+    // The sidebar panel.
+    const machines = new MachinesPanel(api, events);
+    machines.title.icon = chipIcon;
+    app.shell.add(machines, 'left', { rank: 950 });
+
+    // The status bar item.
+    const status = new MachineStatus(api, events);
+    let showStatus = true;
+    if (statusBar) {
+      statusBar.registerStatusItem('jupyter-remote-hw:status', {
+        item: status,
+        align: 'left',
+        rank: 4,
+        isActive: () => showStatus
+      });
+    }
+    const follow = (): void => {
+      status.sessionContext = sessionOf(app.shell.currentWidget);
+    };
+    labShell?.currentChanged.connect(follow);
+    follow();
+
+    const currentItem = (): HardwareToolbarItem | null => {
+      const widget = app.shell.currentWidget;
+      return widget ? items.get(widget.id) ?? null : null;
+    };
+
+    app.commands.addCommand(CommandIDs.pick, {
+      label: 'Pick Hardware for This Notebook…',
+      caption: "Switch the notebook's kernel to other hardware",
+      isEnabled: () => currentItem() !== null,
+      execute: () => currentItem()?.pick()
+    });
+    app.commands.addCommand(CommandIDs.machines, {
+      label: 'Show My Remote Machines',
+      execute: () => {
+        app.shell.activateById(machines.id);
+        return machines.refresh();
+      }
+    });
+    app.commands.addCommand(CommandIDs.refresh, {
+      label: 'Refresh Remote Hardware',
+      execute: async () => {
+        await store.options(true);
+        await machines.refresh();
+        await status.refresh();
+        await Promise.all([...items.values()].map(item => item.refresh()));
+      }
+    });
+    if (palette) {
+      const category = 'Remote hardware';
+      for (const command of [CommandIDs.pick, CommandIDs.machines, CommandIDs.refresh]) {
+        palette.addItem({ command, category });
+      }
+    }
+
+    if (settingRegistry) {
+      settingRegistry
+        .load(PLUGIN_ID)
+        .then(loaded => {
+          const apply = (): void => {
+            settings.carryByDefault = loaded.get('carryByDefault').composite as boolean;
+            showStatus = loaded.get('showStatusBarItem').composite as boolean;
+            status.update();
+          };
+          loaded.changed.connect(apply);
+          apply();
+        })
+        .catch(reason => console.error('jupyter-remote-hw: settings not loaded', reason));
+    }
   }
 };
 

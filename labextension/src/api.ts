@@ -1,0 +1,156 @@
+/**
+ * Calls to the hardware REST API and the event socket of the Jupyter server.
+ */
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import {
+  IHardware,
+  IHardwareEvent,
+  IMachine,
+  ISwitchReport,
+  IVariable
+} from './model';
+
+/** The API's path under the server's base URL. */
+export const API_PATH = 'jupyter-remote-hw/api';
+
+/** A request the server refused; carries the server's message, field, step and hint. */
+export class HardwareAPIError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly field?: string,
+    readonly step?: string,
+    readonly hint?: string
+  ) {
+    super(message);
+  }
+}
+
+/** The hardware API of one Jupyter server. */
+export class HardwareAPI {
+  constructor(
+    readonly settings: ServerConnection.ISettings = ServerConnection.makeSettings()
+  ) {}
+
+  /** Call `path` under the API; the JSON answer. */
+  async request<T>(path: string, init: RequestInit = {}): Promise<T> {
+    const url = URLExt.join(this.settings.baseUrl, API_PATH, path);
+    let response: Response;
+    try {
+      response = await ServerConnection.makeRequest(url, init, this.settings);
+    } catch (error) {
+      throw new HardwareAPIError(
+        `The Jupyter server cannot be reached: ${error}`,
+        0
+      );
+    }
+    const text = await response.text();
+    let body: any = {};
+    try {
+      body = text ? JSON.parse(text) : {};
+    } catch {
+      body = { message: text };
+    }
+    if (!response.ok) {
+      throw new HardwareAPIError(
+        body.message || response.statusText,
+        response.status,
+        body.field,
+        body.step,
+        body.hint
+      );
+    }
+    return body as T;
+  }
+
+  private post<T>(path: string, body: unknown = {}): Promise<T> {
+    return this.request<T>(path, { method: 'POST', body: JSON.stringify(body) });
+  }
+
+  /** Every hardware option. */
+  async hardware(): Promise<IHardware[]> {
+    return (await this.request<{ hardware: IHardware[] }>('hardware')).hardware;
+  }
+
+  /** The user's machines. */
+  async machines(): Promise<IMachine[]> {
+    return (await this.request<{ machines: IMachine[] }>('machines')).machines;
+  }
+
+  /** Start, stop or terminate a machine. */
+  async machineAction(
+    name: string,
+    action: 'start' | 'stop' | 'terminate'
+  ): Promise<IMachine> {
+    const path = `machines/${encodeURIComponent(name)}/${action}`;
+    return (await this.post<{ machine: IMachine }>(path)).machine;
+  }
+
+  /** The variables of a session's kernel. */
+  async variables(sessionId: string): Promise<IVariable[]> {
+    const path = `sessions/${encodeURIComponent(sessionId)}/variables`;
+    return (await this.request<{ variables: IVariable[] }>(path)).variables;
+  }
+
+  /** Switch a session's kernel to other hardware, carrying `carry`. */
+  switchSession(
+    sessionId: string,
+    hardware: string,
+    carry: string[] | 'all'
+  ): Promise<ISwitchReport> {
+    const path = `sessions/${encodeURIComponent(sessionId)}/switch`;
+    return this.post<ISwitchReport>(path, { hardware, carry });
+  }
+}
+
+/**
+ * The event socket, reopened after it closes (every 5 s while the server is away).
+ */
+export class HardwareEvents {
+  constructor(readonly settings: ServerConnection.ISettings) {
+    this._open();
+  }
+
+  /** Every event from the server. */
+  get received(): ISignal<this, IHardwareEvent> {
+    return this._received;
+  }
+
+  /** Close the socket for good. */
+  dispose(): void {
+    this._disposed = true;
+    this._socket?.close();
+  }
+
+  private _open(): void {
+    if (this._disposed) {
+      return;
+    }
+    let url = URLExt.join(this.settings.wsUrl, API_PATH, 'events');
+    const token = this.settings.token;
+    if (token && this.settings.appendToken) {
+      url += `?token=${encodeURIComponent(token)}`;
+    }
+    const socket = new this.settings.WebSocket(url);
+    socket.onmessage = (message: MessageEvent) => {
+      try {
+        this._received.emit(JSON.parse(message.data));
+      } catch (error) {
+        console.warn('jupyter-remote-hw: unreadable event', error);
+      }
+    };
+    socket.onclose = () => {
+      if (!this._disposed) {
+        setTimeout(() => this._open(), 5000);
+      }
+    };
+    this._socket = socket;
+  }
+
+  private _socket: WebSocket | null = null;
+  private _disposed = false;
+  private _received = new Signal<this, IHardwareEvent>(this);
+}

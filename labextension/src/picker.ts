@@ -1,0 +1,354 @@
+/**
+ * The notebook toolbar item: shows the notebook's hardware, opens the picker,
+ * offers to carry variables, and shows launch progress in place.
+ */
+import { Dialog, ISessionContext, Notification, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import { ServiceManager } from '@jupyterlab/services';
+import { Widget } from '@lumino/widgets';
+
+import { HardwareAPI, HardwareAPIError, HardwareEvents } from './api';
+import {
+  ILaunchProgress,
+  IHardware,
+  IHardwareEvent,
+  IVariable,
+  PICKER_HEADERS,
+  applyLaunchEvent,
+  errorText,
+  filterHardware,
+  formatBytes,
+  pickerColumns,
+  progressText,
+  targetOfKernel,
+  toolbarLabel
+} from './model';
+
+/** User settings the picker follows (see labextension/schema/plugin.json). */
+export interface IPickerSettings {
+  carryByDefault: boolean;
+}
+
+/** The hardware listing, fetched once and refreshed on demand. */
+export class HardwareStore {
+  constructor(readonly api: HardwareAPI) {}
+
+  /** The listing; fetched the first time and when `refresh` is set. */
+  async options(refresh = false): Promise<IHardware[]> {
+    if (refresh || this._options === null) {
+      this._options = this.api.hardware();
+      this._options.catch(() => {
+        this._options = null;
+      });
+    }
+    return this._options;
+  }
+
+  private _options: Promise<IHardware[]> | null = null;
+}
+
+/** The searchable list in the picker dialog; its value is the chosen option. */
+export class HardwareListBody extends Widget implements Dialog.IBodyWidget<IHardware | null> {
+  constructor(readonly options: IHardware[], current: string | null) {
+    super();
+    this.addClass('jp-RemoteHW-picker');
+    this.search = document.createElement('input');
+    this.search.type = 'search';
+    this.search.className = 'jp-RemoteHW-search jp-mod-styled';
+    this.search.placeholder = 'Search: a10g, gpu_mem>=40, price<=2 …';
+    this.search.setAttribute('aria-label', 'Search hardware');
+    this.node.appendChild(this.search);
+    this.table = document.createElement('table');
+    this.table.className = 'jp-RemoteHW-table';
+    this.table.setAttribute('role', 'listbox');
+    this.table.setAttribute('aria-label', 'Hardware');
+    this.node.appendChild(this.table);
+    this.selected = options.find(o => o.name === current && o.usable) ?? options.find(o => o.usable) ?? null;
+    this.search.addEventListener('input', () => this.render());
+    this.search.addEventListener('keydown', event => this.onKey(event));
+    this.render();
+  }
+
+  readonly search: HTMLInputElement;
+  readonly table: HTMLTableElement;
+  selected: IHardware | null;
+
+  getValue(): IHardware | null {
+    return this.selected && this.selected.usable ? this.selected : null;
+  }
+
+  /** The options the search shows now. */
+  get shown(): IHardware[] {
+    return filterHardware(this.options, this.search.value);
+  }
+
+  private onKey(event: KeyboardEvent): void {
+    if (event.key !== 'ArrowDown' && event.key !== 'ArrowUp') {
+      return;
+    }
+    event.preventDefault();
+    const shown = this.shown.filter(o => o.usable);
+    if (!shown.length) {
+      return;
+    }
+    const at = shown.findIndex(o => o.name === this.selected?.name);
+    const step = event.key === 'ArrowDown' ? 1 : -1;
+    this.selected = shown[(at + step + shown.length) % shown.length];
+    this.render();
+  }
+
+  render(): void {
+    const shown = this.shown;
+    if (this.selected && !shown.some(o => o.name === this.selected!.name)) {
+      this.selected = shown.find(o => o.usable) ?? null;
+    }
+    this.table.textContent = '';
+    const head = this.table.createTHead().insertRow();
+    for (const title of PICKER_HEADERS) {
+      const th = document.createElement('th');
+      th.textContent = title;
+      head.appendChild(th);
+    }
+    const body = this.table.createTBody();
+    for (const option of shown) {
+      const row = body.insertRow();
+      row.className = 'jp-RemoteHW-option';
+      row.dataset.name = option.name;
+      row.setAttribute('role', 'option');
+      row.setAttribute('aria-selected', String(option.name === this.selected?.name));
+      row.setAttribute('aria-disabled', String(!option.usable));
+      row.tabIndex = -1;
+      row.classList.toggle('jp-mod-selected', option.name === this.selected?.name);
+      row.classList.toggle('jp-mod-disabled', !option.usable);
+      for (const text of pickerColumns(option)) {
+        row.insertCell().textContent = text;
+      }
+      if (!option.usable && option.why_not) {
+        row.title = option.why_not;
+      }
+      row.addEventListener('click', () => {
+        if (option.usable) {
+          this.selected = option;
+          this.render();
+        }
+      });
+    }
+    if (!shown.length) {
+      const empty = body.insertRow().insertCell();
+      empty.colSpan = PICKER_HEADERS.length;
+      empty.textContent = 'No hardware matches the search.';
+    }
+  }
+}
+
+/** The carry dialog's body: the variables with checkboxes; its value is the names ticked. */
+export class CarryBody extends Widget implements Dialog.IBodyWidget<string[]> {
+  constructor(readonly variables: IVariable[], ticked: boolean) {
+    super();
+    this.addClass('jp-RemoteHW-carry');
+    const intro = document.createElement('p');
+    intro.textContent = 'Carry these variables to the new kernel:';
+    this.node.appendChild(intro);
+    const list = document.createElement('ul');
+    for (const variable of variables) {
+      const item = document.createElement('li');
+      const label = document.createElement('label');
+      const box = document.createElement('input');
+      box.type = 'checkbox';
+      box.checked = ticked;
+      box.value = variable.name;
+      label.appendChild(box);
+      const text = document.createElement('span');
+      text.textContent = ` ${variable.name}  (${variable.type}, ${formatBytes(variable.nbytes)})`;
+      label.appendChild(text);
+      item.appendChild(label);
+      list.appendChild(item);
+    }
+    this.node.appendChild(list);
+  }
+
+  getValue(): string[] {
+    return Array.from(this.node.querySelectorAll('input[type=checkbox]'))
+      .filter(box => (box as HTMLInputElement).checked)
+      .map(box => (box as HTMLInputElement).value);
+  }
+}
+
+/**
+ * The toolbar item of one notebook.
+ */
+export class HardwareToolbarItem extends Widget {
+  constructor(
+    readonly sessionContext: ISessionContext,
+    readonly store: HardwareStore,
+    readonly events: HardwareEvents,
+    readonly services: ServiceManager.IManager,
+    readonly settings: () => IPickerSettings
+  ) {
+    super({ node: document.createElement('button') });
+    this.addClass('jp-RemoteHW-toolbarItem');
+    this.addClass('jp-ToolbarButtonComponent');
+    this.node.setAttribute('type', 'button');
+    this.node.addEventListener('click', () => void this.pick());
+    sessionContext.kernelChanged.connect(() => void this.refresh(), this);
+    sessionContext.ready.then(() => this.refresh()).catch(() => undefined);
+    events.received.connect(this.onEvent, this);
+    void this.refresh();
+  }
+
+  /** The hardware target of the notebook's kernel, or null. */
+  get currentTarget(): string | null {
+    return targetOfKernel(this.sessionContext.session?.kernel?.name);
+  }
+
+  /** Show the current hardware. */
+  async refresh(): Promise<void> {
+    if (this.progress && !this.progress.failed && !this.progress.done) {
+      return;
+    }
+    const target = this.currentTarget;
+    let text = 'Pick hardware';
+    if (target) {
+      try {
+        const option = (await this.store.options()).find(o => o.name === target);
+        text = option ? toolbarLabel(option) : target;
+      } catch {
+        text = target;
+      }
+    }
+    this.display(text, `Hardware of this notebook's kernel: ${text}. Click to change it.`);
+  }
+
+  private display(text: string, title: string, state: '' | 'busy' | 'error' = ''): void {
+    this.node.textContent = text;
+    this.node.title = title;
+    this.node.setAttribute('aria-label', title);
+    this.node.classList.toggle('jp-mod-busy', state === 'busy');
+    this.node.classList.toggle('jp-mod-error', state === 'error');
+  }
+
+  /** Open the picker; switch to the choice. */
+  async pick(): Promise<void> {
+    let options: IHardware[];
+    try {
+      options = await this.store.options(true);
+    } catch (error) {
+      await showErrorMessage('Hardware cannot be listed', errorText(asError(error)));
+      return;
+    }
+    const body = new HardwareListBody(options, this.currentTarget);
+    const choice = await showDialog({
+      title: 'Pick hardware for this notebook',
+      body,
+      buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Switch' })],
+      focusNodeSelector: 'input',
+      hasClose: true
+    });
+    const chosen = choice.button.accept ? choice.value : null;
+    if (!chosen || chosen.name === this.currentTarget) {
+      return;
+    }
+    const carry = await this.askCarry();
+    if (carry === null) {
+      return;
+    }
+    await this.switchTo(chosen, carry);
+  }
+
+  /** Ask which variables to carry; null when the user cancelled. */
+  async askCarry(): Promise<string[] | null> {
+    const session = this.sessionContext.session;
+    if (!session) {
+      return [];
+    }
+    let variables: IVariable[];
+    try {
+      variables = await this.store.api.variables(session.id);
+    } catch {
+      return []; // a kernel that does not answer transfers: nothing to carry
+    }
+    if (!variables.length) {
+      return [];
+    }
+    const result = await showDialog({
+      title: 'Carry variables?',
+      body: new CarryBody(variables, this.settings().carryByDefault),
+      buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Switch' })]
+    });
+    return result.button.accept ? result.value ?? [] : null;
+  }
+
+  /** Switch the notebook's kernel to `option`, showing progress here. */
+  async switchTo(option: IHardware, carry: string[]): Promise<void> {
+    const session = this.sessionContext.session;
+    if (!session) {
+      return;
+    }
+    this.progress = {
+      target: option.name,
+      step: 'starting',
+      detail: '',
+      startedAt: Date.now(),
+      failed: false,
+      done: false
+    };
+    this.showProgress();
+    const timer = window.setInterval(() => this.showProgress(), 1000);
+    try {
+      const report = await this.store.api.switchSession(session.id, option.name, carry);
+      this.progress = null;
+      await this.services.sessions.refreshRunning();
+      await this.refresh();
+      if (report.not_carried.length) {
+        Notification.warning(
+          `Switched to ${option.label}; not carried: ` +
+            report.not_carried.map(n => `${n.name} (${n.reason})`).join('; '),
+          { autoClose: false }
+        );
+      } else {
+        Notification.success(
+          `Switched to ${option.label}` +
+            (report.carried.length ? `, carried ${report.carried.map(c => c.name).join(', ')}` : ''),
+          { autoClose: 5000 }
+        );
+      }
+    } catch (error) {
+      const failure = asError(error);
+      const step = failure.step || this.progress?.step || '';
+      this.progress = null;
+      this.display(`${option.name}: failed${step ? ` at ${step}` : ''}`, errorText(failure), 'error');
+      await showErrorMessage(`Switching to ${option.label} failed`, errorText(failure));
+      await this.refresh();
+    } finally {
+      window.clearInterval(timer);
+    }
+  }
+
+  private showProgress(): void {
+    if (this.progress) {
+      const text = progressText(this.progress, Date.now());
+      this.display(text, `Starting a kernel on ${this.progress.target}: ${text}`, this.progress.failed ? 'error' : 'busy');
+    }
+  }
+
+  private onEvent(_: HardwareEvents, event: IHardwareEvent): void {
+    if (this.progress) {
+      this.progress = applyLaunchEvent(this.progress, event);
+      this.showProgress();
+    }
+  }
+
+  dispose(): void {
+    this.events.received.disconnect(this.onEvent, this);
+    super.dispose();
+  }
+
+  /** The launch in progress, if any. */
+  progress: ILaunchProgress | null = null;
+}
+
+function asError(error: unknown): { message: string; step?: string; hint?: string } {
+  if (error instanceof HardwareAPIError) {
+    return error;
+  }
+  return { message: String(error) };
+}

@@ -1,0 +1,78 @@
+/**
+ * The status bar item: the current notebook's machine, its state, $/h, cost so
+ * far and idle-stop countdown.
+ */
+import { ISessionContext } from '@jupyterlab/apputils';
+import { Widget } from '@lumino/widgets';
+
+import { HardwareAPI, HardwareEvents } from './api';
+import { IHardwareEvent, IMachine, machineStatusText, targetOfKernel } from './model';
+
+/** Shows the machine of the notebook in focus; hidden for other kernels. */
+export class MachineStatus extends Widget {
+  constructor(readonly api: HardwareAPI, readonly events: HardwareEvents) {
+    super();
+    this.addClass('jp-RemoteHW-status');
+    this.node.setAttribute('role', 'status');
+    events.received.connect(this.onEvent, this);
+    this._timer = window.setInterval(() => void this.refresh(), 30000);
+  }
+
+  /** Follow another notebook (or none). */
+  set sessionContext(context: ISessionContext | null) {
+    this._context?.kernelChanged.disconnect(this.onKernel, this);
+    this._context = context;
+    context?.kernelChanged.connect(this.onKernel, this);
+    void this.refresh();
+  }
+
+  /** The text shown now ('' when hidden). */
+  get text(): string {
+    return this.node.textContent || '';
+  }
+
+  private onKernel(): void {
+    void this.refresh();
+  }
+
+  private onEvent(_: HardwareEvents, event: IHardwareEvent): void {
+    if (event.type === 'machine' && event.machine?.name === this.target) {
+      this.showMachine(event.machine as IMachine);
+    }
+  }
+
+  private get target(): string | null {
+    return targetOfKernel(this._context?.session?.kernel?.name);
+  }
+
+  /** Fetch the machine of the current notebook and show it. */
+  async refresh(): Promise<void> {
+    const target = this.target;
+    if (!target) {
+      this.showMachine(null);
+      return;
+    }
+    try {
+      const machines = await this.api.machines();
+      this.showMachine(machines.find(m => m.name === target) ?? null);
+    } catch {
+      this.showMachine(null);
+    }
+  }
+
+  private showMachine(machine: IMachine | null): void {
+    const text = machine ? machineStatusText(machine) : '';
+    this.node.textContent = text;
+    this.node.title = text ? `Remote hardware: ${text}` : '';
+    this.setHidden(!text);
+  }
+
+  dispose(): void {
+    window.clearInterval(this._timer);
+    this.events.received.disconnect(this.onEvent, this);
+    super.dispose();
+  }
+
+  private _context: ISessionContext | null = null;
+  private _timer: number;
+}

@@ -1,0 +1,202 @@
+import {
+  IHardware,
+  IMachine,
+  applyLaunchEvent,
+  availabilityText,
+  errorText,
+  filterHardware,
+  formatBytes,
+  formatDuration,
+  formatPrice,
+  gpuText,
+  machineStatusText,
+  pickerColumns,
+  progressText,
+  targetOfKernel,
+  toolbarLabel
+} from '../src/model';
+
+function option(overrides: Partial<IHardware>): IHardware {
+  return {
+    name: 'local',
+    kernel_name: 'remote-hw-local',
+    provider: 'local',
+    label: 'CPU · local',
+    hardware: '2 CPUs',
+    where: 'this machine',
+    gpu: null,
+    gpu_count: 0,
+    gpu_memory_gb: null,
+    vcpus: 2,
+    memory_gb: 8,
+    price_per_hour: 0,
+    usable: true,
+    why_not: null,
+    machine_state: null,
+    source: 'target',
+    ...overrides
+  };
+}
+
+const local = option({});
+const a10g = option({
+  name: 'g5.xlarge',
+  kernel_name: 'remote-hw-g5.xlarge',
+  provider: 'aws',
+  label: 'A10G 24 GB · g5.xlarge',
+  gpu: 'A10G',
+  gpu_count: 1,
+  gpu_memory_gb: 24,
+  vcpus: 4,
+  memory_gb: 16,
+  price_per_hour: 1.006,
+  where: 'us-east-1',
+  usable: false,
+  why_not: 'no AWS credentials: run aws configure'
+});
+const a100 = option({
+  name: 'p4d.24xlarge',
+  provider: 'aws',
+  label: 'A100 40 GB · p4d.24xlarge',
+  gpu: 'A100',
+  gpu_count: 8,
+  gpu_memory_gb: 40,
+  vcpus: 96,
+  memory_gb: 1152,
+  price_per_hour: 32.77,
+  where: 'us-east-1'
+});
+const sshBox = option({
+  name: 'ssh-box',
+  provider: 'ssh',
+  label: 'SSH host · box',
+  gpu: null,
+  gpu_count: null,
+  vcpus: null,
+  memory_gb: null,
+  where: 'box',
+  machine_state: 'running'
+});
+
+describe('labels', () => {
+  it('names the target of hardware kernels only', () => {
+    expect(targetOfKernel('remote-hw-ssh-box')).toBe('ssh-box');
+    expect(targetOfKernel('Remote-HW-Local')).toBe('local');
+    expect(targetOfKernel('python3')).toBeNull();
+    expect(targetOfKernel(undefined)).toBeNull();
+  });
+
+  it('shows the price in the toolbar only when there is one', () => {
+    expect(toolbarLabel(local)).toBe('CPU · local');
+    expect(toolbarLabel(a10g)).toBe('A10G 24 GB · g5.xlarge · $1.01/h');
+  });
+
+  it('formats prices, sizes and durations', () => {
+    expect(formatPrice(0)).toBe('free');
+    expect(formatPrice(null)).toBe('');
+    expect(formatPrice(32.77)).toBe('$32.77/h');
+    expect(formatBytes(512)).toBe('512 B');
+    expect(formatBytes(24_000_000)).toBe('24.0 MB');
+    expect(formatBytes(1_500_000_000)).toBe('1.5 GB');
+    expect(formatDuration(4.6)).toBe('5 s');
+    expect(formatDuration(720)).toBe('12 min');
+    expect(formatDuration(3900)).toBe('1 h 05 min');
+  });
+
+  it('fills the picker columns, with blanks for what is unknown', () => {
+    expect(pickerColumns(a100)).toEqual([
+      'A100 40 GB · p4d.24xlarge', '8 × A100', '40 GB', '96', '1152 GB', '$32.77/h',
+      'us-east-1', 'ready'
+    ]);
+    expect(pickerColumns(sshBox)).toEqual([
+      'SSH host · box', '', '', '', '', 'free', 'box', 'running'
+    ]);
+    expect(gpuText(local)).toBe('CPU');
+    expect(availabilityText(a10g)).toBe('no AWS credentials: run aws configure');
+  });
+});
+
+describe('search', () => {
+  const all = [local, a10g, a100, sshBox];
+
+  it('matches words anywhere, usable options first', () => {
+    expect(filterHardware(all, '').map(o => o.name)).toEqual([
+      'local', 'p4d.24xlarge', 'ssh-box', 'g5.xlarge'
+    ]);
+    expect(filterHardware(all, 'a10g').map(o => o.name)).toEqual(['g5.xlarge']);
+    expect(filterHardware(all, 'AWS east').map(o => o.name)).toEqual([
+      'p4d.24xlarge', 'g5.xlarge'
+    ]);
+    expect(filterHardware(all, 'tpu')).toEqual([]);
+  });
+
+  it('compares numbers, leaving out rows where the number is unknown', () => {
+    expect(filterHardware(all, 'gpu_mem>=40').map(o => o.name)).toEqual(['p4d.24xlarge']);
+    expect(filterHardware(all, 'price<=2').map(o => o.name)).toEqual([
+      'local', 'ssh-box', 'g5.xlarge'
+    ]);
+    expect(filterHardware(all, 'vcpu>4 aws').map(o => o.name)).toEqual(['p4d.24xlarge']);
+  });
+});
+
+describe('launch progress', () => {
+  const start = {
+    target: 'ssh-box', step: 'starting', detail: '', startedAt: 0, failed: false, done: false
+  };
+
+  it('follows the steps of its own target', () => {
+    let progress = applyLaunchEvent(start, {
+      type: 'launch', time: 1, target: 'ssh-box', step: 'connect', state: 'started'
+    });
+    expect(progress.step).toBe('connect');
+    progress = applyLaunchEvent(progress, {
+      type: 'launch', time: 2, target: 'ssh-box', step: 'prepare host', state: 'progress',
+      detail: 'uploading the agent'
+    });
+    expect(progressText(progress, 3400)).toBe(
+      'ssh-box: prepare host (uploading the agent) · 3 s'
+    );
+    const other = applyLaunchEvent(progress, {
+      type: 'launch', time: 3, target: 'local', step: 'start kernel', state: 'started'
+    });
+    expect(other).toBe(progress);
+    progress = applyLaunchEvent(progress, {
+      type: 'launch', time: 4, target: 'ssh-box', step: 'start kernel', state: 'failed',
+      detail: 'no ipykernel'
+    });
+    expect(progress.failed).toBe(true);
+    expect(progress.step).toBe('start kernel');
+  });
+
+  it('ends when the channels are connected', () => {
+    const progress = applyLaunchEvent(start, {
+      type: 'launch', time: 1, target: 'ssh-box', step: 'connect channels', state: 'done'
+    });
+    expect(progress.done).toBe(true);
+  });
+});
+
+describe('machines and errors', () => {
+  const machine: IMachine = {
+    name: 'g5-1', provider: 'aws', hardware: 'A10G 24 GB', where: 'us-east-1',
+    state: 'running', kernels: [], price_per_hour: 1.006, cost_so_far: 0.42,
+    idle_stop_in: 1500, actions: ['start', 'stop', 'terminate']
+  };
+
+  it('puts state, price, cost and idle countdown in the status bar', () => {
+    expect(machineStatusText(machine)).toBe(
+      'g5-1 running · $1.01/h · $0.42 so far · idle stop in 25 min'
+    );
+    expect(machineStatusText({ ...machine, price_per_hour: 0, cost_so_far: 0,
+                               idle_stop_in: null })).toBe('g5-1 running · free');
+  });
+
+  it('adds the step and hint to an error unless the message has them', () => {
+    expect(errorText({ message: 'no route', step: 'connect', hint: 'Check ssh works.' }))
+      .toBe('no route\nStep: connect\nTry: Check ssh works.');
+    expect(errorText({
+      message: "failed at step 'connect': no route. Check ssh works.",
+      step: 'connect', hint: 'Check ssh works.'
+    })).toBe("failed at step 'connect': no route. Check ssh works.");
+  });
+});
