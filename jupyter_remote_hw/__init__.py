@@ -24,3 +24,10 @@ def load_ipython_extension(ipython: Any) -> None:
     from .magics import load_ipython_extension as load
 
     load(ipython)
+
+
+def picker(shell: Any = None) -> Any:
+    """The ipywidgets hardware picker; the row chosen becomes the default ``%%remote`` target."""
+    from .widgets import picker as show
+
+    return show(shell)

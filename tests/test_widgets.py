@@ -1,0 +1,59 @@
+"""The ipywidgets hardware picker in a real notebook kernel: it lists the hardware, its
+search filters the list, and the row chosen is where a plain ``%%remote`` cell runs."""
+
+from __future__ import annotations
+
+import ast
+import getpass
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from .conftest import TEST_TRANSPORT
+from .notebooks import kernel_env, run_notebook, text_of
+from .testhosts import SSHTestHost
+
+TARGET = "ssh-testhost"
+
+
+@pytest.fixture
+def env(ssh_host: SSHTestHost, short_tmp: Path) -> dict[str, str]:
+    """A local kernel whose Jupyter config offers the test host (a labelled GPU) and local."""
+    config = {
+        "TransportManager": {"ssh_config_files": [str(ssh_host.ssh_config)], **TEST_TRANSPORT},
+        "SSHProvider": {"hosts": [{"host": ssh_host.alias, "hardware": "Test GPU 24GB",
+                                   "root": str(short_tmp / "r")}]},
+        "LocalProvider": {"state_dir": str(short_tmp / "l")},
+        "MachineManager": {"ledger_path": str(short_tmp / "ledger.sqlite3")},
+        "RemoteHWProvisioner": {"launch_timeout": 90.0},
+    }
+    return kernel_env(config, short_tmp)
+
+
+def test_the_row_chosen_is_where_remote_cells_run(env: dict[str, str], short_tmp: Path,
+                                                  ssh_host: SSHTestHost) -> None:
+    cells = [
+        "import jupyter_remote_hw, os\npick = jupyter_remote_hw.picker()\npick",
+        "print(pick.value, [name for _, name in pick.select.options])",
+        "pick.search.value = 'gpu'\nprint([name for _, name in pick.select.options])",
+        f"pick.select.value = {TARGET!r}\nprint(pick.value)\nprint(pick.status.value)",
+        "%%remote\nimport os, getpass\nprint(os.getpid(), getpass.getuser())",
+        "print(os.getpid())",
+    ]
+    nb, _ = run_notebook(cells, env, short_tmp)
+    shown = nb.cells[0].outputs[0]["data"]
+    assert "application/vnd.jupyter.widget-view+json" in shown
+    default, listed = text_of(nb.cells[1]).split(" ", 1)
+    assert default == "None"  # nothing chosen yet
+    assert ast.literal_eval(listed) == ["local", TARGET]
+    assert ast.literal_eval(text_of(nb.cells[2])) == [TARGET]  # only the GPU host matches
+    chosen, status = text_of(nb.cells[3]).splitlines()
+    assert chosen == TARGET and f"<b>{TARGET}</b>" in status
+    # The cell's own output follows the launch steps.
+    found = re.search(r"(\d+) (\S+)\n$", text_of(nb.cells[4]))
+    assert found is not None
+    remote_pid, user = found.groups()
+    assert user == ssh_host.user == getpass.getuser()
+    assert remote_pid != text_of(nb.cells[5]).strip() and int(remote_pid) != os.getpid()
