@@ -19,6 +19,7 @@ from .agent_client import AgentError, AgentUnavailableError
 from .launch_steps import LaunchListener, LaunchSteps
 from .ledger import Ledger
 from .providers import LocalProvider, Machine, Provider, SSHProvider, Target, UnknownHardwareError
+from .providers.aws import AWSProvider
 from .transport import TransportManager
 
 
@@ -27,7 +28,7 @@ class MachineManager(SingletonConfigurable):
 
     Configure it (and the providers and transport it creates) in
     ``jupyter_server_config.py``: ``c.MachineManager.*``, ``c.LocalProvider.*``,
-    ``c.SSHProvider.*``, ``c.TransportManager.*``.
+    ``c.SSHProvider.*``, ``c.AWSProvider.*``, ``c.BudgetGuard.*``, ``c.TransportManager.*``.
     """
 
     ledger_path = Unicode(
@@ -54,6 +55,8 @@ class MachineManager(SingletonConfigurable):
         path = Path(self.ledger_path or Path(jupyter_data_dir()) / "jupyter_remote_hw"
                     / "ledger.sqlite3").expanduser()
         self.ledger = Ledger(path)
+        self.providers["aws"] = AWSProvider(parent=self, log=self.log, transport=self.transport,
+                                            ledger=self.ledger)
         self._machines: dict[str, Machine] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 

@@ -1,0 +1,287 @@
+"""The aws provider against moto's server: what RunInstances gets, budget, errors, reap."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_remote_hw.launch_steps import LaunchError
+from jupyter_remote_hw.ledger import Ledger
+from jupyter_remote_hw.providers.aws import (
+    CREATED_BY_TAG,
+    LEDGER_TAG,
+    OWNER_TAG,
+    AWSProvider,
+    host_keys_from_console,
+)
+
+from ..motoserver import aws_env, client, moto_endpoint  # noqa: F401
+from ..testhosts import keygen
+
+AMI_PARAMETER = "/test/jupyter-remote-hw/ami-id"
+OWNER = "tester@test-host"
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    opened = Ledger(tmp_path / "ledger.sqlite3")
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def ami(aws_env: str) -> str:  # noqa: F811
+    """A moto AMI, published under the SSM parameter the provider is told to read."""
+    image = client(aws_env, "ec2").describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    client(aws_env, "ssm").put_parameter(Name=AMI_PARAMETER, Value=image, Type="String")
+    return str(image)
+
+
+@pytest.fixture
+def provider(aws_env: str, ami: str, ledger: Ledger, tmp_path: Path) -> AWSProvider:  # noqa: F811
+    key = keygen(tmp_path / "id_ed25519")
+    return AWSProvider(
+        endpoint_url=aws_env, ami_ssm_parameter=AMI_PARAMETER, ssh_cidr="203.0.113.7/32",
+        public_key_file=f"{key}.pub", owner=OWNER, poll_interval=0.05,
+        state_dir=str(tmp_path / "aws"), ledger=ledger,
+    )
+
+
+def record_calls(provider: AWSProvider, operation: str, region: str = "us-east-1") -> list[dict]:
+    """The parameters of every ``operation`` call the provider's client makes."""
+    calls: list[dict] = []
+
+    def keep(params: dict[str, Any], **_kwargs: Any) -> None:
+        calls.append(dict(params))
+
+    provider.client("ec2", region).meta.events.register(
+        f"provide-client-params.ec2.{operation}", keep)
+    return calls
+
+
+def instances(endpoint: str, region: str = "us-east-1") -> dict[str, dict]:
+    reply = client(endpoint, "ec2", region).describe_instances()
+    return {i["InstanceId"]: i for r in reply["Reservations"] for i in r["Instances"]}
+
+
+def tags_of(instance: dict) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
+
+
+async def test_run_instances_gets_ami_type_market_tags_key_and_group(
+        provider: AWSProvider, aws_env: str, ami: str, ledger: Ledger) -> None:  # noqa: F811
+    calls = record_calls(provider, "RunInstances")
+    record = await provider.launch("A10G", spot=True, connect=False)
+    assert record.state == "running" and record.instance_type == "g5.xlarge"
+    assert record.market == "spot" and record.price_per_hour == 1.006
+    [params] = calls
+    assert params["ImageId"] == ami
+    assert params["InstanceType"] == "g5.xlarge"
+    assert params["InstanceMarketOptions"] == {"MarketType": "spot", "SpotOptions": {
+        "SpotInstanceType": "persistent", "InstanceInterruptionBehavior": "stop"}}
+    assert params["InstanceInitiatedShutdownBehavior"] == "stop"
+    # What EC2 (moto) made of it.
+    instance = instances(aws_env)[record.resource_id]
+    assert instance["ImageId"] == ami and instance["InstanceType"] == "g5.xlarge"
+    assert instance.get("InstanceLifecycle") == "spot"
+    tags = tags_of(instance)
+    assert tags[CREATED_BY_TAG] == "jupyter-remote-hw" and tags[OWNER_TAG] == OWNER
+    assert tags[LEDGER_TAG] == record.machine_id
+    assert instance["KeyName"].startswith("jupyter-remote-hw-tester-test-host-")
+    ec2 = client(aws_env, "ec2")
+    assert ec2.describe_key_pairs(KeyNames=[instance["KeyName"]])["KeyPairs"]
+    [group] = instance["SecurityGroups"]
+    rules = ec2.describe_security_groups(GroupIds=[group["GroupId"]])["SecurityGroups"][0]
+    ssh_rules = [p for p in rules["IpPermissions"] if p.get("FromPort") == 22]
+    assert [r["CidrIp"] for r in ssh_rules[0]["IpRanges"]] == ["203.0.113.7/32"]
+    behaviour = ec2.describe_instance_attribute(
+        InstanceId=record.resource_id, Attribute="instanceInitiatedShutdownBehavior")
+    assert behaviour["InstanceInitiatedShutdownBehavior"]["Value"] == "stop"
+    events = [e.event for e in ledger.machine_events(record.machine_id)]
+    assert events == ["requested", "pending", "running"]
+
+
+async def test_on_demand_terminate_behaviour_and_group_reused(
+        provider: AWSProvider, aws_env: str) -> None:  # noqa: F811
+    provider.shutdown_behavior = "terminate"
+    calls = record_calls(provider, "RunInstances")
+    first = await provider.launch("t3.medium", name="aws-small", connect=False)
+    second = await provider.launch("gpu_mem>=40 cheapest", connect=False)
+    assert second.instance_type == "g6e.xlarge" and second.name == "aws-g6e-xlarge"
+    assert "InstanceMarketOptions" not in calls[0]
+    assert calls[0]["InstanceInitiatedShutdownBehavior"] == "terminate"
+    assert calls[0]["SecurityGroupIds"] == calls[1]["SecurityGroupIds"]
+    assert calls[0]["KeyName"] == calls[1]["KeyName"]
+    found = instances(aws_env)
+    assert found[first.resource_id].get("InstanceLifecycle") is None
+    with pytest.raises(LaunchError, match="already exists"):
+        await provider.launch("t3.medium", name="aws-small", connect=False)
+
+
+async def test_no_ssh_access_configured_launches_nothing(
+        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:  # noqa: F811
+    provider.ssh_cidr = ""
+    with pytest.raises(LaunchError, match=r"step 'requested'.*c\.AWSProvider\.ssh_cidr"):
+        await provider.launch("A10G", connect=False)
+    assert instances(aws_env) == {} and ledger.machines() == []
+
+
+async def test_missing_ami_parameter_is_named(
+        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:  # noqa: F811
+    provider.ami_ssm_parameter = "/test/nothing/here"
+    with pytest.raises(LaunchError, match="AMI parameter /test/nothing/here does not exist"):
+        await provider.launch("A10G", connect=False)
+    assert instances(aws_env) == {} and ledger.machines() == []
+
+
+async def test_missing_credentials_are_named(
+        provider: AWSProvider, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    provider._clients.clear()
+    with pytest.raises(LaunchError, match="credentials.*aws configure"):
+        await provider.launch("A10G", connect=False)
+
+
+async def test_budget_refuses_with_figures(
+        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:  # noqa: F811
+    provider.budget.max_per_machine = 5.0
+    with pytest.raises(LaunchError, match=r"p4d.24xlarge.*\$32.77/h, above the limit of \$5/h"):
+        await provider.launch("A100:8", connect=False)
+    assert instances(aws_env) == {} and ledger.machines() == []
+    provider.budget.max_total = 2.0
+    await provider.launch("A10G", connect=False)  # $1.006/h
+    await provider.launch("L4", connect=False)  # $0.8048/h more makes $1.81/h: allowed
+    with pytest.raises(LaunchError, match=r"g4dn.xlarge \(on-demand\) in us-east-1 at \$0.526/h "
+                       r"plus the \$1.811/h .* makes \$2.337/h, above the total limit of \$2/h"):
+        await provider.launch("T4", connect=False)
+    assert len(instances(aws_env)) == 2 and len(ledger.machines()) == 2
+
+
+class _Body:
+    """A raw HTTP body as botocore reads it."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def stream(self, **_kwargs: Any) -> Iterator[bytes]:
+        yield self.data
+
+
+def no_capacity(request: Any, **_kwargs: Any) -> Any:
+    """EC2's answer when it has no capacity (moto cannot be made to run out)."""
+    from botocore.awsrequest import AWSResponse
+
+    body = (b"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Errors><Error>"
+            b"<Code>InsufficientInstanceCapacity</Code><Message>We currently do not have "
+            b"sufficient g5.xlarge capacity in the Availability Zone you requested."
+            b"</Message></Error></Errors><RequestID>jrhw-test</RequestID></Response>")
+    return AWSResponse(request.url, 400, {}, _Body(body))
+
+
+async def test_capacity_error_suggests_region_type_and_market(
+        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:  # noqa: F811
+    provider.client("ec2").meta.events.register("before-send.ec2.RunInstances", no_capacity)
+    with pytest.raises(LaunchError) as caught:
+        await provider.launch("A10G", connect=False)
+    message = str(caught.value)
+    assert "step 'requested'" in message
+    assert "AWS has no g5.xlarge capacity in us-east-1 right now" in message
+    assert "InsufficientInstanceCapacity" in message
+    assert "us-west-2" in message and "g5.2xlarge" in message
+    assert "spot instead of on-demand" in message
+    [record] = ledger.machines()
+    assert record.state == "failed" and record.resource_id == ""
+    assert instances(aws_env) == {}
+
+
+async def test_stop_start_terminate_accrue_cost(
+        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:  # noqa: F811
+    record = await provider.launch("A10G", connect=False)
+    await asyncio.sleep(0.2)
+    stopped = await provider.sync(await provider.stop(record))
+    assert stopped.state in ("stopping", "stopped")
+    assert instances(aws_env)[record.resource_id]["State"]["Name"] in ("stopping", "stopped")
+    cost_when_stopped = stopped.cost()
+    assert cost_when_stopped > 0
+    await asyncio.sleep(0.1)
+    assert ledger.get_machine(record.machine_id).cost() == cost_when_stopped  # type: ignore
+    started = await provider.start(stopped)
+    assert started.state == "running"
+    ended = await provider.terminate(started)
+    assert ended.state == "terminated" and ended.cost() > cost_when_stopped
+    assert instances(aws_env)[record.resource_id]["State"]["Name"] in (
+        "shutting-down", "terminated")
+    events = [e.event for e in ledger.machine_events(record.machine_id)]
+    assert events[-1] == "terminated" and "pending" in events[3:]
+
+
+async def test_reap_ends_exactly_our_unclaimed_instances(
+        provider: AWSProvider, aws_env: str, ami: str, ledger: Ledger) -> None:  # noqa: F811
+    quiet = await provider.launch("t3.medium", name="aws-quiet", connect=False)
+    live = await provider.launch("t3.medium", name="aws-live", connect=False)
+    now = time.time()
+    ledger.touch_machine(quiet.machine_id, at=now - 3 * 3600)   # no client for 3 h
+    ledger.touch_machine(live.machine_id, at=now - 60)
+    ec2 = client(aws_env, "ec2")
+
+    def run(tags: list[dict[str, str]]) -> str:
+        spec = [{"ResourceType": "instance", "Tags": tags}] if tags else []
+        reply = ec2.run_instances(ImageId=ami, InstanceType="t3.medium", MinCount=1,
+                                  MaxCount=1, TagSpecifications=spec)
+        return str(reply["Instances"][0]["InstanceId"])
+
+    untagged = run([])
+    orphan = run([{"Key": CREATED_BY_TAG, "Value": "jupyter-remote-hw"},
+                  {"Key": OWNER_TAG, "Value": OWNER}, {"Key": LEDGER_TAG, "Value": "m-gone"}])
+    someone_else = run([{"Key": CREATED_BY_TAG, "Value": "jupyter-remote-hw"},
+                        {"Key": OWNER_TAG, "Value": "other@elsewhere"}])
+    candidates = await provider.reap_candidates(now=now)
+    by_id = {c.instance_id: c for c in candidates}
+    assert set(by_id) == {quiet.resource_id, orphan}
+    assert "no client for 180 min" in by_id[quiet.resource_id].reason
+    assert "not in this ledger" in by_id[orphan].reason
+    assert by_id[quiet.resource_id].cost > 0
+    ended = await provider.reap(candidates)
+    assert sorted(ended) == sorted([quiet.resource_id, orphan])
+    states = {i: d["State"]["Name"] for i, d in instances(aws_env).items()}
+    assert states[untagged] == states[someone_else] == states[live.resource_id] == "running"
+    assert states[quiet.resource_id] in ("shutting-down", "terminated")
+    assert states[orphan] in ("shutting-down", "terminated")
+    assert ledger.get_machine(quiet.machine_id).state == "terminated"  # type: ignore
+    # A stopped machine is terminated once it has been stopped too long.
+    await provider.stop(live)
+    assert await provider.reap_candidates(now=time.time()) == []
+    later = await provider.reap_candidates(now=time.time() + 4 * 24 * 3600)
+    assert [c.instance_id for c in later] == [live.resource_id]
+    assert later[0].reason.startswith("stopped for")
+
+
+def test_host_keys_from_console_output() -> None:
+    output = ("cloud-init boot\n-----BEGIN SSH HOST KEY KEYS-----\n"
+              "ecdsa-sha2-nistp256 AAAAE2VjZHNh root@ip-10-0-0-1\n"
+              "ssh-ed25519 AAAAC3NzaC1lZDI1 root@ip-10-0-0-1\n"
+              "-----END SSH HOST KEY KEYS-----\nlogin:")
+    assert host_keys_from_console(output) == ["ecdsa-sha2-nistp256 AAAAE2VjZHNh",
+                                               "ssh-ed25519 AAAAC3NzaC1lZDI1"]
+    assert host_keys_from_console("Linux version 2.6.16-xenU") == []
+
+
+def test_targets_from_configuration_and_ledger(provider: AWSProvider, ledger: Ledger) -> None:
+    provider.machines = [{"name": "gpu", "hardware": "A10G"},
+                         {"name": "big", "hardware": "a100:8", "region": "us-west-2"},
+                         {"name": "bad", "hardware": "a10"}]
+    ledger.add_machine("m-1", "aws-cli-box", "aws", owner=OWNER, instance_type="g6.xlarge",
+                       region="us-east-1", state="stopped")
+    targets = {t.name: t for t in provider.targets()}
+    assert set(targets) == {"aws-gpu", "aws-big", "aws-cli-box"}
+    assert targets["aws-gpu"].display_name == "Python 3 · A10G 22.4 GiB · g5.xlarge · us-east-1"
+    assert targets["aws-big"].hardware == "8 × A100 40 GiB"
+    assert targets["aws-big"].where == "p4d.24xlarge · us-west-2"
+    assert targets["aws-cli-box"].host == "jrhw-aws-cli-box"
