@@ -24,6 +24,7 @@ import secrets
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from jupyter_core.paths import jupyter_data_dir
 from traitlets import Dict, Enum, Float, Instance, List, Unicode
 
-from ..agent_client import AgentClient, AgentError, Progress
+from ..agent_client import AgentClient, AgentError, AgentUnavailableError, Progress
 from ..budget import BudgetGuard
 from ..catalog import Catalog, CatalogEntry
 from ..ledger import ACTIVE_STATES, FINAL_STATES, Ledger, MachineRecord
@@ -128,9 +129,12 @@ class AWSMachine(SSHMachine):
         super().__init__(target, transport, conn, log, idle_exit)
         self.provider = provider
         self.machine_id = machine_id
+        self.ended = ""
         self._beat: asyncio.Task[None] | None = None
 
     async def _start_agent(self, progress: Progress | None) -> AgentClient:
+        if self.ended:
+            raise AgentUnavailableError(f"{self.target.name}: the instance was {self.ended}")
         client = await super()._start_agent(progress)
         try:
             await client.call("set_lifetime", **self.provider.lifetime_policy())
@@ -278,6 +282,7 @@ class AWSProvider(Provider):
         self._clients: dict[tuple[str, str], Any] = {}
         self._clients_lock = threading.Lock()
         self._catalog: Catalog | None = None
+        self._held: weakref.WeakSet[AWSMachine] = weakref.WeakSet()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -674,6 +679,7 @@ class AWSProvider(Provider):
                                  self.client("ec2", record.region).stop_instances,
                                  InstanceIds=[record.resource_id])
         state = str(reply["StoppingInstances"][0]["CurrentState"]["Name"])
+        await self.transport_close(record, "stopped")
         return self._ledger().set_machine_state(record.machine_id, state, detail)
 
     async def start(self, record: MachineRecord, steps: LaunchSteps | None = None,
@@ -704,8 +710,16 @@ class AWSProvider(Provider):
         await self.transport_close(record)
         return ledger.set_machine_state(record.machine_id, "terminated", detail)
 
-    async def transport_close(self, record: MachineRecord) -> None:
-        """Close this side's SSH connection to a machine, if any."""
+    async def transport_close(self, record: MachineRecord, ended: str = "terminated") -> None:
+        """Let go of a machine that stopped or ended: its held links and its SSH connection.
+
+        A held :class:`AWSMachine` then answers that its instance is gone, so the
+        next kernel opens (starts or launches) it again instead of reconnecting.
+        """
+        for machine in list(self._held):
+            if machine.machine_id == record.machine_id:
+                machine.ended = ended
+                await machine.close()
         if self.transport is not None:
             await self.transport.close(self.alias(record.name))
 
@@ -805,6 +819,7 @@ class AWSProvider(Provider):
             conn = await self._wait_ssh(record, host, port, steps)
         machine = AWSMachine(target, self.transport, conn, self.log, self.agent_idle_exit,
                              self, record.machine_id)
+        self._held.add(machine)
         with steps.step("host prepared"):
             await machine.agent(progress=steps.note)
         self._ledger().note_machine(record.machine_id, "host prepared",
@@ -936,6 +951,7 @@ class AWSProvider(Provider):
                              InstanceIds=[candidate.instance_id])
             record = ledger.get_machine(candidate.machine_id) if candidate.machine_id else None
             if record is not None and record.state not in FINAL_STATES:
+                await self.transport_close(record)
                 ledger.set_machine_state(record.machine_id, "terminated",
                                          f"reaped: {candidate.reason}")
             ended.append(candidate.instance_id)

@@ -1,0 +1,106 @@
+"""End to end: a kernelspec of an AWS machine launches an "instance" on moto's server, whose
+SSH endpoint is redirected to the loopback sshd; a cell runs there; terminating it leaves
+the ledger with its cost and the state terminated."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_remote_hw.machines import MachineManager
+from jupyter_remote_hw.providers.aws import LEDGER_TAG, AWSProvider
+
+from ..motoserver import aws_env, client, moto_endpoint  # noqa: F401
+from ..provisioner.conftest import (  # noqa: F401 (fixtures)
+    Fetch,
+    OpenChannels,
+    StartKernel,
+    channels,
+    start_kernel,
+    write_config,
+)
+from ..serverloop import jp_asyncio_loop  # noqa: F401 (fixture)
+from ..testhosts import SSHTestHost
+
+AMI_PARAMETER = "/test/jupyter-remote-hw/e2e-ami"
+KERNEL = "remote-hw-aws-gpu"
+
+
+@pytest.fixture
+def jp_server_config(ssh_host: SSHTestHost, short_tmp: Path, aws_env: str  # noqa: F811
+                     ) -> dict[str, Any]:
+    ec2 = client(aws_env, "ec2")
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    client(aws_env, "ssm").put_parameter(Name=AMI_PARAMETER, Value=image, Type="String")
+    return write_config(
+        short_tmp / "config.json", ssh_host.ssh_config, short_tmp / "r", short_tmp / "l", [],
+        MachineManager={"ledger_path": str(short_tmp / "ledger.sqlite3")},
+        AWSProvider={
+            "endpoint_url": aws_env, "ami_ssm_parameter": AMI_PARAMETER,
+            "ssh_cidr": "203.0.113.7/32", "public_key_file": f"{ssh_host.user_key}.pub",
+            "ssh_user": ssh_host.user, "python": sys.executable,
+            "remote_root": str(short_tmp / "r"), "state_dir": str(short_tmp / "aws"),
+            "ssh_endpoint_redirect": f"127.0.0.1:{ssh_host.port}",
+            "machines": [{"name": "gpu", "hardware": "A10G"}],
+            "poll_interval": 0.1, "heartbeat_interval": 0.5, "owner": "tester@e2e",
+            "stop_command": ["true"],
+        },
+    )
+
+
+async def test_launch_run_a_cell_terminate(
+    start_kernel: StartKernel, channels: OpenChannels,  # noqa: F811
+    jp_fetch: Fetch, jp_serverapp: Any, aws_env: str, ssh_host: SSHTestHost,  # noqa: F811
+) -> None:
+    specs = json.loads((await jp_fetch("api", "kernelspecs")).body)["kernelspecs"]
+    assert specs[KERNEL]["spec"]["display_name"] == \
+        "Python 3 · A10G 22.4 GiB · g5.xlarge · us-east-1"
+
+    kernel_id = await start_kernel(KERNEL)
+    kc = await channels(kernel_id)
+    ran = await kc.execute("import getpass; print('ran as', getpass.getuser()); 6 * 7")
+    assert ran.status == "ok", ran
+    assert ran.stdout.strip() == f"ran as {ssh_host.user}"
+
+    manager = MachineManager.instance()
+    aws = manager.providers["aws"]
+    assert isinstance(aws, AWSProvider)
+    record = aws.live_machine("aws-gpu")
+    assert record is not None and record.state == "running"
+    assert record.instance_type == "g5.xlarge" and record.price_per_hour == 1.006
+    # The host key was learned on first use (moto's console has none) and recorded.
+    assert record.info["host_key_source"] == "trust on first use"
+    assert record.info["host_key"] == ssh_host.fingerprint()
+    events = [e.event for e in manager.ledger.machine_events(record.machine_id)]
+    assert events[:3] == ["requested", "pending", "running"] and "host key" in events
+    # The launch went through the cloud steps, each timed.
+    steps = jp_serverapp.kernel_manager.get_kernel(kernel_id).provisioner.launch_steps
+    names = [r.name for r in steps.records]
+    assert names[:6] == ["resolve hardware", "requested", "running", "SSH reachable",
+                         "host prepared", "start kernel"]
+    assert all(r.ok and r.seconds >= 0 for r in steps.records)
+    # The instance carries our tags; the agent enforces the lifetime policy.
+    reservations = client(aws_env, "ec2").describe_instances(
+        InstanceIds=[record.resource_id])["Reservations"]
+    tags = {t["Key"]: t["Value"] for t in reservations[0]["Instances"][0]["Tags"]}
+    assert tags[LEDGER_TAG] == record.machine_id
+    machine = manager.cached("aws-gpu")
+    assert machine is not None
+    lifetime = await (await machine.agent()).call("lifetime")
+    assert lifetime["idle_stop"] == 1800 and lifetime["stop_command"] == ["true"]
+    seen = manager.ledger.get_machine(record.machine_id)
+    assert seen is not None and seen.last_seen is not None
+
+    await jp_fetch("api", "kernels", kernel_id, method="DELETE")
+    ended = await aws.terminate(record)
+    assert ended.state == "terminated"
+    assert ended.cost() > 0
+    final = manager.ledger.get_machine(record.machine_id)
+    assert final is not None and final.state == "terminated" and final.cost() == ended.cost()
+    state = client(aws_env, "ec2").describe_instances(
+        InstanceIds=[record.resource_id])["Reservations"][0]["Instances"][0]["State"]["Name"]
+    assert state in ("shutting-down", "terminated")
