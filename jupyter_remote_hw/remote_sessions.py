@@ -39,6 +39,7 @@ from .machines import MachineManager
 from .providers import Target
 from .transfer.client import TransferClient
 from .transfer.pickling import Pickled
+from .variables import stream_opener
 
 T = TypeVar("T")
 Emit = Callable[[tuple[str, Any]], None]
@@ -259,7 +260,8 @@ class RemoteSessions:
             raise
         link = KernelLink(client, self.log)
         link.start()
-        return RemoteKernel(target, manager, link, TransferClient(link, target.name))
+        return RemoteKernel(target, manager, link,
+                            TransferClient(link, target.name, opener=stream_opener(manager)))
 
     async def _stop(self, kernel: RemoteKernel) -> None:
         await kernel.link.close()

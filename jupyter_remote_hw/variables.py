@@ -1,8 +1,9 @@
 """Copying named variables between two kernels of a Jupyter server.
 
 Used to carry variables over when a notebook switches hardware: the bytes go
-from the source kernel to the destination chunk by chunk through this
-process, which holds only the chunks in flight. Both kernels must answer
+from the source kernel's bulk stream to the destination's through this
+process (or chunk by chunk over their shell channels when a stream cannot be
+opened), which holds only the bytes in flight. Both kernels must answer
 transfer requests: every kernel started on a hardware target does, and any
 IPython kernel does after ``%load_ext jupyter_remote_hw``.
 """
@@ -11,13 +12,33 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.multikernelmanager import MultiKernelManager
+from jupyter_client.provisioning import LocalProvisioner
 
 from .kernel_link import KernelLink
-from .transfer.client import Progress, TransferClient
+from .transfer.client import Progress, StreamOpener, TransferClient, open_local_stream
+
+
+def stream_opener(manager: Any) -> StreamOpener | None:
+    """How to reach a kernel's bulk streams: through its machine, or on this machine.
+
+    Args:
+        manager: The kernel's manager.
+
+    Returns:
+        The opener, or None when the kernel runs somewhere this process
+        cannot reach (its transfers then go as chunk messages).
+    """
+    provisioner = getattr(manager, "provisioner", None)
+    opener = getattr(provisioner, "open_stream", None)
+    if opener is not None:
+        return cast(StreamOpener, opener)
+    if isinstance(provisioner, LocalProvisioner):  # a kernel process of this machine
+        return open_local_stream
+    return None
 
 
 @contextlib.asynccontextmanager
@@ -30,7 +51,8 @@ async def _transfer_client(kernel_manager: MultiKernelManager,
     client.start_channels()
     try:
         async with KernelLink(client) as link:
-            yield TransferClient(link, f"kernel {kernel_id} ({manager.kernel_name})")
+            yield TransferClient(link, f"kernel {kernel_id} ({manager.kernel_name})",
+                                 opener=stream_opener(manager))
     finally:
         client.stop_channels()
 

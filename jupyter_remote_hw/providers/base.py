@@ -83,6 +83,18 @@ class Machine(ABC):
     async def unexpose(self, kernel_id: str) -> None:
         """Stop making a kernel's ports reachable here."""
 
+    async def open_stream(self, port: int) -> tuple[Any, Any]:
+        """Open a byte stream to ``port`` on the host's 127.0.0.1 (a transfer's bulk stream).
+
+        Returns:
+            A reader and a writer (``asyncio`` or ``asyncssh`` streams).
+
+        Raises:
+            NotImplementedError: This kind of machine cannot; transfers then go
+                as chunk messages over the kernel's shell channel.
+        """
+        raise NotImplementedError(f"{type(self).__name__} opens no byte streams")
+
     async def close(self) -> None:
         """Drop this side's resources (streams, forwards); the agent keeps running."""
         if self._client is not None:

@@ -20,6 +20,7 @@ from ..agent.hardware import (
     parse_gpu_csv,
 )
 from ..agent_client import AgentClient, Progress, start_local_agent
+from ..transfer.client import open_local_stream
 from .base import Machine, Provider
 from .target import Target
 
@@ -49,6 +50,7 @@ def detect_hardware() -> str:
     return f"{cpus} CPU" + ("" if cpus == 1 else "s")
 
 
+
 class LocalMachine(Machine):
     """This machine, through an agent running as a local daemon."""
 
@@ -72,6 +74,9 @@ class LocalMachine(Machine):
 
     async def unexpose(self, kernel_id: str) -> None:
         return None
+
+    async def open_stream(self, port: int) -> tuple[Any, Any]:
+        return await open_local_stream(port)
 
 
 class LocalProvider(Provider):

@@ -93,6 +93,10 @@ class SSHMachine(Machine):
                 pass  # taken meanwhile: any free port will do
         return await conn.forward_local_port(remote_port)
 
+    async def open_stream(self, port: int) -> tuple[Any, Any]:
+        conn = await self._connection()
+        return await conn.open_connection("127.0.0.1", port)
+
     async def unexpose(self, kernel_id: str) -> None:
         for fwd in self._forwards.pop(kernel_id, {}).values():
             await fwd.close()

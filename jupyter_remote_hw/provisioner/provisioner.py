@@ -93,6 +93,19 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         client = await self._machine.agent()
         return await client.call(op, wait, kernel_id=self.kernel_id, **args)
 
+    async def open_stream(self, port: int) -> tuple[Any, Any]:
+        """Open a byte stream to ``port`` on the kernel's host's 127.0.0.1.
+
+        Transfers use it for their bulk streams (see ``transfer/bulk.py``).
+
+        Raises:
+            AgentUnavailableError: The kernel has no machine.
+            NotImplementedError: Its machine cannot open streams.
+        """
+        if self._machine is None:
+            raise AgentUnavailableError(f"kernel {self.kernel_id} has no machine")
+        return await self._machine.open_stream(port)
+
     # ------------------------------------------------------------------ process-like API
 
     @property

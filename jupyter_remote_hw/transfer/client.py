@@ -1,7 +1,10 @@
 """The client side of transfers: push to, pull from and copy between kernels.
 
-Chunks are pipelined: up to ``window`` chunk messages are in flight, so the
-link stays busy while the memory held for them stays at ``window`` chunks.
+Control requests (announce, commit, abort) go over the kernel's shell channel.
+Bytes of a large transfer go over a bulk stream (``bulk.py``) when the client
+can reach the kernel's host (``opener``: an SSH channel to the host's
+127.0.0.1, or a local connection); otherwise they go as chunk messages over
+the shell channel, pipelined so that up to ``window`` chunks are in flight.
 The receiving kernel assigns nothing until every byte has arrived and every
 variable has been rebuilt; any failure or interruption aborts the transfer
 there.
@@ -12,16 +15,59 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, Protocol
 
 from ..kernel_link import KernelLink
 from . import protocol
 from .errors import TransferError
-from .pickling import Pickled, from_segments, segment_sizes, to_segments
+from .pickling import Pickled, empty_segment, from_segments, segment_sizes, to_segments
 
 #: Called with (bytes done, bytes in all) as a transfer goes.
 Progress = Callable[[int, int], None]
+
+#: Bytes handed to a bulk stream's writer, or taken from its reader, at a time.
+STREAM_PIECE = 1024 * 1024
+
+
+class StreamReader(Protocol):
+    """What a bulk stream reads with (``asyncio.StreamReader``, ``asyncssh.SSHReader``)."""
+
+    async def read(self, n: int = -1) -> bytes: ...
+
+    async def readline(self) -> bytes: ...
+
+
+class StreamWriter(Protocol):
+    """What a bulk stream writes with (``asyncio.StreamWriter``, ``asyncssh.SSHWriter``)."""
+
+    def write(self, data: Any) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    def write_eof(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+#: Opens a byte stream to a port on the kernel's host's 127.0.0.1.
+StreamOpener = Callable[[int], Awaitable[tuple[StreamReader, StreamWriter]]]
+
+#: Writes a transfer's bytes to a bulk stream, reporting bytes written so far.
+Feed = Callable[[StreamWriter, Callable[[int], None]], Awaitable[None]]
+
+
+#: Buffer limit of the reader of a bulk stream on this machine.
+_LOCAL_STREAM_LIMIT = 4 * 1024 * 1024
+
+
+async def open_local_stream(port: int) -> tuple[StreamReader, StreamWriter]:
+    """A :data:`StreamOpener` for kernels on this machine."""
+    return await asyncio.open_connection("127.0.0.1", port, limit=_LOCAL_STREAM_LIMIT)
+
+
+class _NoStream(Exception):
+    """The bulk stream could not be opened (the chunk path is used instead)."""
 
 
 def _chunks(sizes: list[int], chunk_size: int) -> Iterator[tuple[int, int, int]]:
@@ -35,6 +81,39 @@ async def _local_chunks(segments: list[Any], sizes: list[int],
                         chunk_size: int) -> AsyncIterator[tuple[int, int, Any]]:
     for segment, offset, size in _chunks(sizes, chunk_size):
         yield segment, offset, segments[segment][offset:offset + size]
+
+
+def _write_segments(segments: list[Any]) -> Feed:
+    """A feed that writes local segments (views of the variables' memory)."""
+
+    async def feed(writer: StreamWriter, moved: Callable[[int], None]) -> None:
+        for segment in segments:
+            view = memoryview(segment).cast("B")
+            for start in range(0, view.nbytes, STREAM_PIECE):
+                piece = view[start:start + STREAM_PIECE]
+                writer.write(piece)
+                await writer.drain()
+                moved(piece.nbytes)
+
+    return feed
+
+
+def _pipe(reader: StreamReader, total: int) -> Feed:
+    """A feed that passes on ``total`` bytes read from another kernel's bulk stream."""
+
+    async def feed(writer: StreamWriter, moved: Callable[[int], None]) -> None:
+        left = total
+        while left:
+            data = await reader.read(min(STREAM_PIECE, left))
+            if not data:
+                raise TransferError(f"the sending kernel's stream ended {left} bytes early. "
+                                    "Nothing was assigned.")
+            writer.write(data)
+            await writer.drain()
+            left -= len(data)
+            moved(len(data))
+
+    return feed
 
 
 def _check(reply: dict[str, Any], action: str) -> dict[str, Any]:
@@ -52,14 +131,17 @@ class TransferClient:
         where: How to name the kernel in messages ("gpu-box", "this kernel").
         chunk_size: Bytes per chunk message.
         window: Chunk messages in flight at once.
+        opener: Opens a byte stream to a port on the kernel's host, for bulk
+            streams; None sends large transfers as chunk messages.
     """
 
     def __init__(self, link: KernelLink, where: str, chunk_size: int = protocol.CHUNK_SIZE,
-                 window: int = protocol.WINDOW) -> None:
+                 window: int = protocol.WINDOW, opener: StreamOpener | None = None) -> None:
         self.link = link
         self.where = where
         self.chunk_size = chunk_size
         self.window = window
+        self.opener = opener
 
     async def _request(self, content: dict[str, Any], buffers: list[Any] | None = None,
                        action: str = "transfer") -> tuple[dict[str, Any], list[Any]]:
@@ -87,6 +169,23 @@ class TransferClient:
         content, _ = await self._request({"op": "list"}, action="list variables")
         return list(content["variables"])
 
+    # ------------------------------------------------------------------ streams
+
+    async def _open(self, content: dict[str, Any]) -> tuple[StreamReader, StreamWriter]:
+        """Connect to the bulk stream a reply announced and present its token."""
+        if self.opener is None or "port" not in content:
+            raise _NoStream("no bulk stream")
+        try:
+            reader, writer = await self.opener(int(content["port"]))
+        except Exception as exc:
+            raise _NoStream(f"{type(exc).__name__}: {exc}") from exc
+        writer.write(str(content["token"]).encode() + b"\n")
+        return reader, writer
+
+    def _fall_back(self, reason: _NoStream) -> None:
+        self.link.log.info("transfer with %s: no bulk stream (%s); sending chunk messages",
+                           self.where, reason)
+
     # ------------------------------------------------------------------ push
 
     async def push(self, pickled: list[Pickled], device: str | None = None,
@@ -109,8 +208,60 @@ class TransferClient:
             if progress:
                 progress(sum(sizes), sum(sizes))
             return list(content["assigned"])
+        if self.opener is not None:
+            try:
+                return await self._push_streamed(manifest, _write_segments(segments), device,
+                                                  progress)
+            except _NoStream as reason:
+                self._fall_back(reason)
         return await self._push(manifest, _local_chunks(segments, sizes, self.chunk_size),
                                 device, progress)
+
+    async def _push_streamed(self, manifest: list[dict[str, Any]], feed: Feed,
+                             device: str | None, progress: Progress | None
+                             ) -> list[dict[str, Any]]:
+        """Announce the manifest, write every byte to the kernel's bulk stream, commit.
+
+        Raises:
+            _NoStream: The stream could not be opened; nothing was sent (the
+                announced transfer was aborted).
+        """
+        transfer_id = uuid.uuid4().hex
+        total = sum(segment_sizes(manifest))
+        action = f"sending to {self.where}"
+        content, _ = await self._request({"op": "receive", "id": transfer_id,
+                                          "variables": manifest, "device": device,
+                                          "stream": True}, action=action)
+        try:
+            reader, writer = await self._open(content)
+            try:
+                done = 0
+
+                def moved(count: int) -> None:
+                    nonlocal done
+                    done += count
+                    if progress:
+                        progress(done, total)
+
+                await feed(writer, moved)
+                writer.write_eof()
+                line = await reader.readline()
+            except OSError as exc:
+                raise TransferError(f"{action}: the bulk stream broke after {done} of {total} "
+                                    f"bytes ({type(exc).__name__}: {exc}). Nothing was "
+                                    "assigned.") from exc
+            finally:
+                writer.close()
+            received = int(line) if line.strip().isdigit() else 0
+            if received != total:
+                raise TransferError(f"{action}: {self.where} received {received} of {total} "
+                                    "bytes. Nothing was assigned.")
+            content, _ = await self._request({"op": "commit", "id": transfer_id,
+                                              "device": device}, action=action)
+        except BaseException:
+            await self._abort(transfer_id)
+            raise
+        return list(content["assigned"])
 
     async def _push(self, manifest: list[dict[str, Any]],
                     chunks: AsyncIterator[tuple[int, int, Any]], device: str | None,
@@ -169,11 +320,12 @@ class TransferClient:
                                                  "segment": segment, "offset": offset,
                                                  "size": size})
 
-    async def _announce(self, names: list[str], inline: int) -> tuple[str, dict[str, Any],
-                                                                      list[Any]]:
+    async def _announce(self, names: list[str], inline: int,
+                        stream: bool) -> tuple[str, dict[str, Any], list[Any]]:
         transfer_id = uuid.uuid4().hex
         content, buffers = await self._request(
-            {"op": "send", "id": transfer_id, "names": names, "inline": inline},
+            {"op": "send", "id": transfer_id, "names": names, "inline": inline,
+             "stream": stream and self.opener is not None},
             action=f"reading from {self.where}",
         )
         return transfer_id, content, buffers
@@ -185,7 +337,7 @@ class TransferClient:
             TransferError: A name is missing or a variable cannot be serialized
                 there (the error names it), or the transfer failed.
         """
-        transfer_id, content, buffers = await self._announce(names, protocol.INLINE_LIMIT)
+        transfer_id, content, buffers = await self._announce(names, protocol.INLINE_LIMIT, True)
         manifest = content["variables"]
         sizes = segment_sizes(manifest)
         total = sum(sizes)
@@ -193,12 +345,44 @@ class TransferClient:
             segments = [bytearray(memoryview(b).cast("B")) for b in buffers]
             if progress:
                 progress(total, total)
-        else:
+            return from_segments(manifest, segments)
+        try:
             try:
+                segments = await self._fetch_streamed(content, sizes, progress)
+            except _NoStream as reason:
+                if "port" in content:
+                    self._fall_back(reason)
                 segments = await self._fetch(transfer_id, sizes, progress)
-            finally:
-                await self._abort(transfer_id)
+        finally:
+            await self._abort(transfer_id)
         return from_segments(manifest, segments)
+
+    async def _fetch_streamed(self, content: dict[str, Any], sizes: list[int],
+                              progress: Progress | None) -> list[Any]:
+        reader, writer = await self._open(content)
+        segments = [empty_segment(size) for size in sizes]
+        total = sum(sizes)
+        done = 0
+        try:
+            for segment in segments:
+                view = memoryview(segment)
+                position = 0
+                while position < len(segment):
+                    data = await reader.read(min(STREAM_PIECE, len(segment) - position))
+                    if not data:
+                        raise TransferError(f"reading from {self.where}: the stream ended "
+                                            f"after {done} of {total} bytes")
+                    view[position:position + len(data)] = data
+                    position += len(data)
+                    done += len(data)
+                    if progress:
+                        progress(done, total)
+            return segments
+        except OSError as exc:
+            raise TransferError(f"reading from {self.where}: the bulk stream broke after {done} "
+                                f"of {total} bytes ({type(exc).__name__}: {exc})") from exc
+        finally:
+            writer.close()
 
     async def _read_chunks(self, transfer_id: str, sizes: list[int], chunk_size: int,
                            window: int) -> AsyncIterator[tuple[int, int, Any]]:
@@ -223,8 +407,8 @@ class TransferClient:
                 future.cancel()
 
     async def _fetch(self, transfer_id: str, sizes: list[int],
-                     progress: Progress | None) -> list[bytearray]:
-        segments = [bytearray(size) for size in sizes]
+                     progress: Progress | None) -> list[Any]:
+        segments = [empty_segment(size) for size in sizes]
         total = sum(sizes)
         done = 0
         async for segment, offset, data in self._read_chunks(transfer_id, sizes,
@@ -241,21 +425,46 @@ class TransferClient:
     async def copy_to(self, destination: TransferClient, names: list[str],
                       device: str | None = None,
                       progress: Progress | None = None) -> list[dict[str, Any]]:
-        """Copy the named variables from this kernel to ``destination``, chunk by chunk.
+        """Copy the named variables from this kernel to ``destination``.
 
-        Nothing is held here beyond the chunks in flight.
+        The bytes go from one kernel's bulk stream to the other's when both
+        hosts can be reached that way, else chunk by chunk; nothing is held
+        here beyond the bytes in flight.
 
         Returns:
             ``{"name", "type"}`` of each variable assigned in ``destination``.
         """
-        transfer_id, content, _ = await self._announce(names, 0)
+        streams = destination.opener is not None
+        transfer_id, content, _ = await self._announce(names, 0, streams)
         manifest = content["variables"]
-        chunks = self._read_chunks(transfer_id, segment_sizes(manifest),
-                                   destination.chunk_size, destination.window)
+        sizes = segment_sizes(manifest)
         try:
+            if streams:
+                try:
+                    reader, writer = await self._open(content)
+                except _NoStream as reason:
+                    if "port" in content:
+                        self._fall_back(reason)
+                else:
+                    try:
+                        return await destination._push_streamed(
+                            manifest, _pipe(reader, sum(sizes)), device, progress)
+                    except _NoStream as reason:
+                        destination._fall_back(reason)
+                        # This kernel's stream was opened: start over without it.
+                        return await self.copy_to(destination.without_streams(), names,
+                                                  device, progress)
+                    finally:
+                        writer.close()
+            chunks = self._read_chunks(transfer_id, sizes, destination.chunk_size,
+                                       destination.window)
             return await destination._push(manifest, chunks, device, progress)
         finally:
             await self._abort(transfer_id)
 
+    def without_streams(self) -> TransferClient:
+        """The same kernel, with large transfers sent as chunk messages."""
+        return TransferClient(self.link, self.where, self.chunk_size, self.window)
 
-__all__ = ["Progress", "TransferClient"]
+
+__all__ = ["Progress", "StreamOpener", "TransferClient", "open_local_stream"]

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import protocol
+from .bulk import BulkStream
 from .devices import check_device, to_device
 from .errors import TransferError
 from .pickling import (
     dump_variables,
+    empty_segment,
     from_segments,
     load_variables,
     segment_sizes,
@@ -38,7 +40,8 @@ class _Incoming:
 
     manifest: list[dict[str, Any]]
     device: str | None
-    segments: list[bytearray]
+    segments: list[Any]
+    bulk: BulkStream | None = None
     touched: float = field(default_factory=time.monotonic)
 
     @property
@@ -51,6 +54,7 @@ class _Outgoing:
     """A transfer being sent: the variables' segments, views of their memory."""
 
     segments: list[memoryview]
+    bulk: BulkStream | None = None
     touched: float = field(default_factory=time.monotonic)
 
 
@@ -125,14 +129,18 @@ class TransferHandler:
     # ------------------------------------------------------------------ bookkeeping
 
     def _drop(self, transfer_id: Any) -> None:
-        self._incoming.pop(str(transfer_id), None)
-        self._outgoing.pop(str(transfer_id), None)
+        for table in (self._incoming, self._outgoing):
+            transfer = table.pop(str(transfer_id), None)
+            if transfer is not None and transfer.bulk is not None:
+                transfer.bulk.close()
 
     def _forget_stale(self) -> None:
         limit = time.monotonic() - protocol.STALE_AFTER
         for table in (self._incoming, self._outgoing):
-            for key in [k for k, v in table.items() if v.touched < limit]:
-                del table[key]
+            for key, transfer in list(table.items()):
+                moving = transfer.bulk is not None and not transfer.bulk.wait(0)
+                if transfer.touched < limit and not moving:
+                    self._drop(key)
 
     def _incoming_for(self, content: dict[str, Any]) -> _Incoming:
         incoming = self._incoming.get(str(content.get("id")))
@@ -163,7 +171,7 @@ class TransferHandler:
             check_device(device)
         manifest = list(content["variables"])
         sizes = segment_sizes(manifest)
-        incoming = _Incoming(manifest, device, [bytearray(size) for size in sizes])
+        incoming = _Incoming(manifest, device, [empty_segment(size) for size in sizes])
         if buffers:
             if len(buffers) != len(sizes):
                 raise TransferError(f"{len(buffers)} buffers for {len(sizes)} segments")
@@ -172,6 +180,9 @@ class TransferHandler:
         self._incoming[str(content["id"])] = incoming
         if content.get("commit"):
             return self._op_commit(content, [])
+        if content.get("stream"):
+            incoming.bulk = BulkStream(incoming.segments, sending=False).start()
+            return {"port": incoming.bulk.port, "token": incoming.bulk.token}, []
         return {}, []
 
     def _op_chunk(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
@@ -189,6 +200,14 @@ class TransferHandler:
         if incoming is None:
             raise TransferError(f"no transfer {content.get('id')!r} in progress here. "
                                 "Nothing was assigned.")
+        if incoming.bulk is not None:
+            bulk = incoming.bulk
+            if not bulk.wait(protocol.COMMIT_WAIT):
+                bulk.close()
+            if not bulk.done:
+                raise TransferError(
+                    f"only {bulk.moved} of {bulk.total} bytes arrived"
+                    f"{': ' + bulk.error if bulk.error else ''}. Nothing was assigned.")
         pickled = from_segments(incoming.manifest, incoming.segments)
         del incoming
         values = load_variables(pickled)
@@ -208,7 +227,12 @@ class TransferHandler:
         manifest, segments = to_segments(dump_variables(self.namespace, list(content["names"])))
         if sum(s.nbytes for s in segments) <= int(content.get("inline") or 0):
             return {"variables": manifest, "inline": True}, list(segments)
-        self._outgoing[str(content["id"])] = _Outgoing(segments)
+        outgoing = _Outgoing(segments)
+        self._outgoing[str(content["id"])] = outgoing
+        if content.get("stream"):
+            outgoing.bulk = BulkStream(segments, sending=True).start()
+            return {"variables": manifest, "inline": False, "port": outgoing.bulk.port,
+                    "token": outgoing.bulk.token}, []
         return {"variables": manifest, "inline": False}, []
 
     def _op_read(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:

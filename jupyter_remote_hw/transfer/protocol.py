@@ -16,18 +16,22 @@ Ops (client to kernel):
     Protocol version and the kernel's Python.
 ``list``
     The kernel's variables with their types and sizes.
-``receive`` (id, variables, device, commit)
+``receive`` (id, variables, device, commit, stream)
     Announce an incoming transfer; buffers carry whole segments in order
-    when it is small. With ``commit`` it is assigned at once.
+    when it is small. With ``commit`` it is assigned at once. With
+    ``stream`` the kernel answers the ``port`` and ``token`` of a bulk stream
+    (``bulk.py``) to send every segment through, instead of ``chunk`` requests.
 ``chunk`` (id, segment, offset)
     One buffer of a segment.
 ``commit`` (id)
     Rebuild every variable, move it to the device, assign them all, or none.
 ``abort`` (id)
     Forget an incoming or outgoing transfer.
-``send`` (id, names, inline)
+``send`` (id, names, inline, stream)
     Serialize the named variables; answer the manifest, with every segment
-    as buffers when the total is at most ``inline`` bytes.
+    as buffers when the total is at most ``inline`` bytes. Otherwise, with
+    ``stream``, also the ``port`` and ``token`` of a bulk stream that sends
+    every segment.
 ``read`` (id, segment, offset, size)
     One buffer of an outgoing segment.
 """
@@ -45,5 +49,8 @@ CHUNK_SIZE = 1024 * 1024
 WINDOW = 16
 #: Transfers up to this size go in one message each way.
 INLINE_LIMIT = 1024 * 1024
-#: Seconds after which a transfer with no request is forgotten by the kernel.
+#: Seconds after which a transfer with no request is forgotten by the kernel
+#: (one whose bulk stream is still moving bytes is kept).
 STALE_AFTER = 600.0
+#: Seconds a ``commit`` waits for the last bytes of a bulk stream.
+COMMIT_WAIT = 30.0

@@ -29,7 +29,7 @@ from .errors import (
     HostUnreachableError,
     TransportError,
 )
-from .forward import LocalForward
+from .forward import CHANNEL_WINDOW, LocalForward
 from .settings import TransportSettings
 from .state import ConnectionState, StateChange, StateListener
 
@@ -69,6 +69,12 @@ class CommandResult:
     def ok(self) -> bool:
         """Whether the command exited with status 0."""
         return self.exit_status == 0
+
+#: Largest packet the host may send on a byte stream opened by
+#: :meth:`SSHConnection.open_connection`: 8 times a forward's, which cut the
+#: client CPU of a 1 GiB download by about a fifth on loopback (fewer packets
+#: to decrypt and hand over), where a forward measured best at 32 KiB.
+STREAM_MAX_PACKET = 256 * 1024
 
 
 class _Client(asyncssh.SSHClient):
@@ -445,6 +451,31 @@ class SSHConnection:
             raise ConnectionFailedError(
                 self.destination,
                 f"ssh {self.destination}: cannot open socket {remote_path}: {exc.reason}",
+            ) from None
+
+    async def open_connection(
+        self, remote_host: str, remote_port: int
+    ) -> tuple[asyncssh.SSHReader[bytes], asyncssh.SSHWriter[bytes]]:
+        """Open a byte stream to ``remote_host:remote_port`` as seen from the host.
+
+        Made for bulk transfers: the channel's receive window is as large as
+        a forward's, so downloads are not held back by round trips, and the
+        host may send larger packets than on a forward.
+
+        Raises:
+            ConnectionFailedError: There is no connection, or the host refused
+                to open the channel (nothing listens there, or forwarding is
+                not allowed for this key).
+        """
+        conn = await self.wait_connected(self.settings.forward_wait_timeout)
+        try:
+            return await conn.open_connection(remote_host, remote_port, encoding=None,
+                                              window=CHANNEL_WINDOW,
+                                              max_pktsize=STREAM_MAX_PACKET)
+        except asyncssh.ChannelOpenError as exc:
+            raise ConnectionFailedError(
+                self.destination,
+                f"ssh {self.destination}: cannot open {remote_host}:{remote_port}: {exc.reason}",
             ) from None
 
     async def upload(self, local_path: str | Path, remote_path: str, *, mode: int = 0o600) -> None:

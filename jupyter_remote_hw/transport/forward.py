@@ -19,8 +19,8 @@ from asyncssh.forward import SSHForwarder
 #: Receive window asked for on tunnelled channels: larger than asyncssh's
 #: default so that bulk downloads are not throttled by round trips. Packets stay
 #: at 32 KiB, which measured fastest on loopback (docs/benchmarks.md).
-_CHANNEL_WINDOW = 8 * 1024 * 1024
-_CHANNEL_MAX_PACKET = 32 * 1024
+CHANNEL_WINDOW = 8 * 1024 * 1024
+CHANNEL_MAX_PACKET = 32 * 1024
 
 ConnectionGetter = Callable[[], Awaitable[asyncssh.SSHClientConnection]]
 
@@ -55,8 +55,8 @@ class _LocalSide(SSHForwarder):
                 cast(Callable[[], asyncssh.SSHTCPSession[bytes]], lambda: SSHForwarder(self)),
                 fwd.remote_host,
                 fwd.remote_port,
-                window=_CHANNEL_WINDOW,
-                max_pktsize=_CHANNEL_MAX_PACKET,
+                window=CHANNEL_WINDOW,
+                max_pktsize=CHANNEL_MAX_PACKET,
             )
         except (OSError, asyncssh.Error, TimeoutError) as exc:
             fwd.log.warning(

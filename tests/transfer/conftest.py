@@ -11,7 +11,7 @@ import pytest
 from jupyter_client.manager import AsyncKernelManager
 
 from jupyter_remote_hw.kernel_link import KernelLink
-from jupyter_remote_hw.transfer.client import TransferClient
+from jupyter_remote_hw.transfer.client import TransferClient, open_local_stream
 
 REPO = str(Path(__file__).resolve().parents[2])
 EXTENSION = "--IPKernelApp.extra_extensions=jupyter_remote_hw.transfer.kernel_handler"
@@ -39,12 +39,17 @@ async def evaluate(link: KernelLink, expression: str) -> str:
 StartKernel = Callable[..., Awaitable[TransferClient]]
 
 
+#: Bytes of large transfers go over a bulk stream, or as chunk messages.
+MODES = pytest.mark.parametrize("streams", [True, False], ids=["bulk-stream", "chunk-messages"])
+
+
 @pytest.fixture
 async def start_kernel() -> AsyncIterator[StartKernel]:
     """Start real ipykernels with the transfer extension; all are shut down afterwards."""
     started: list[tuple[AsyncKernelManager, KernelLink]] = []
 
-    async def start(chunk_size: int = CHUNK, window: int = 4) -> TransferClient:
+    async def start(chunk_size: int = CHUNK, window: int = 4,
+                    streams: bool = False) -> TransferClient:
         manager = AsyncKernelManager(kernel_name="python3")
         env = {**os.environ, "PYTHONPATH": REPO}
         await manager.start_kernel(extra_arguments=[EXTENSION], env=env)
@@ -55,7 +60,7 @@ async def start_kernel() -> AsyncIterator[StartKernel]:
         link.start()
         started.append((manager, link))
         return TransferClient(link, f"kernel {len(started)}", chunk_size=chunk_size,
-                              window=window)
+                              window=window, opener=open_local_stream if streams else None)
 
     yield start
     for manager, link in started:

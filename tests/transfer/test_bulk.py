@@ -1,0 +1,129 @@
+"""The bulk stream of a transfer: only the token's holder gets in, on 127.0.0.1 only, a cut
+stream assigns nothing, and a client that cannot open one falls back to chunk messages."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import numpy as np
+import pytest
+
+from jupyter_remote_hw.transfer import TransferError, bulk, dump_variables, load_variables
+from jupyter_remote_hw.transfer.bulk import BulkStream
+from jupyter_remote_hw.transfer.client import TransferClient
+
+from .conftest import StartKernel, evaluate
+
+PENDING = ("get_ipython().kernel.shell_handlers['remote_hw_transfer_request']"
+           ".__self__.pending")
+
+
+def connect(port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=10)
+
+
+def dropped(sock: socket.socket) -> bool:
+    """Whether the other end closed the connection (a reset, with our bytes unread)."""
+    try:
+        return sock.recv(16) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_a_receiving_stream_takes_only_the_token_holder() -> None:
+    segments = [bytearray(5), bytearray(300_000)]
+    stream = BulkStream(segments, sending=False).start()
+    try:
+        # Bound to loopback only.
+        assert stream._listener.getsockname()[0] == "127.0.0.1"
+        with connect(stream.port) as intruder:
+            intruder.sendall(b"0" * len(stream.token) + b"\n" + b"x" * 100)
+            assert dropped(intruder)
+        payload = bytes(range(5)) + bytes(300_000)
+        with connect(stream.port) as client:
+            client.sendall(stream.token.encode() + b"\n" + payload)
+            client.shutdown(socket.SHUT_WR)
+            assert client.recv(64) == b"300005\n"
+        assert stream.wait(10)
+        assert stream.done and stream.error is None
+        assert bytes(segments[0]) == bytes(range(5))
+    finally:
+        stream.close()
+
+
+def test_a_stream_cut_short_is_not_done_and_says_how_far_it_got() -> None:
+    stream = BulkStream([bytearray(1000)], sending=False).start()
+    with connect(stream.port) as client:
+        client.sendall(stream.token.encode() + b"\n" + b"y" * 400)
+    assert stream.wait(10)
+    assert not stream.done
+    assert stream.error == "the client closed the transfer after 400 of 1000 bytes"
+
+
+def test_a_sending_stream_sends_every_segment_in_order() -> None:
+    stream = BulkStream([memoryview(b"head"), memoryview(b"-" * 70_000 + b"tail")],
+                        sending=True).start()
+    received = bytearray()
+    with connect(stream.port) as client:
+        client.sendall(stream.token.encode() + b"\n")
+        while data := client.recv(65536):
+            received += data
+    assert stream.wait(10) and stream.done
+    assert bytes(received) == b"head" + b"-" * 70_000 + b"tail"
+
+
+def test_nobody_connecting_ends_the_stream_with_a_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bulk, "CONNECT_TIMEOUT", 0.3)
+    stream = BulkStream([bytearray(10)], sending=False).start()
+    assert stream.wait(10)
+    assert stream.error == "no client connected within 0.3 s"
+    with pytest.raises(OSError):
+        connect(stream.port).close()
+
+
+async def test_a_kernel_without_reachable_streams_gets_chunk_messages(
+    start_kernel: StartKernel,
+) -> None:
+    kernel = await start_kernel()
+    tried: list[int] = []
+
+    async def refuse(port: int) -> Any:
+        tried.append(port)
+        raise ConnectionRefusedError(f"port {port} is not reachable from here")
+
+    client = TransferClient(kernel.link, "the kernel", chunk_size=256 * 1024, opener=refuse)
+    array = np.arange(1_000_000, dtype=np.float64)
+    assert [a["name"] for a in await client.push(dump_variables({"a": array}, ["a"]))] == ["a"]
+    back = load_variables(await client.pull(["a"]))
+    np.testing.assert_array_equal(back["a"], array)
+    assert len(tried) == 2  # one push, one pull: each tried the stream first
+    assert await evaluate(kernel.link, PENDING) == "0"
+
+
+async def test_a_stream_that_breaks_midway_assigns_nothing(start_kernel: StartKernel) -> None:
+    kernel = await start_kernel(streams=True)
+    cut: list[Any] = []
+
+    async def open_and_cut(port: int) -> Any:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        real_write = writer.write
+
+        def write(data: Any) -> None:
+            real_write(data)
+            if memoryview(data).nbytes > 1000 and not cut:  # the first piece of data
+                cut.append(True)
+                writer.transport.abort()
+
+        writer.write = write  # type: ignore[method-assign]
+        return reader, writer
+
+    client = TransferClient(kernel.link, "the kernel", opener=open_and_cut)
+    values = {"a": np.ones(3_000_000), "b": 7}
+    with pytest.raises(TransferError, match=r"sending to the kernel: the bulk stream broke "
+                       r"after \d+ of \d+ bytes \(ConnectionResetError.*Nothing was assigned"):
+        await client.push(dump_variables(values, ["a", "b"]))
+    assert cut
+    assert await evaluate(kernel.link, "'a' in globals() or 'b' in globals()") == "False"
+    assert await evaluate(kernel.link, PENDING) == "0"
