@@ -1,0 +1,388 @@
+"""``jupyter remote-hw``: list, launch, stop, start, terminate and reap machines; the catalog.
+
+Reads the same configuration as the Jupyter server (``jupyter_server_config.py``
+or ``.json`` in the Jupyter config path, or ``--config FILE``) and the same
+ledger, so it sees the machines the server launched and the other way round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from jupyter_core.application import JupyterApp
+from tabulate import tabulate
+from traitlets.config import Config
+
+from .budget import BudgetExceededError
+from .catalog import CatalogEntry, CatalogQueryError, user_catalog_path, write_catalog
+from .catalog.refresh import refresh_entries
+from .launch_steps import LaunchError, LaunchSteps
+from .ledger import FINAL_STATES, MachineRecord
+from .machines import MachineManager
+from .providers.aws import AWSProvider, ReapCandidate
+from .providers.aws_errors import AWSError
+
+
+class CLIError(Exception):
+    """A command failed; the message says why and what to do (exit status 1)."""
+
+
+def load_config(path: str | None) -> Config:
+    """The Jupyter server's configuration (or ``path``'s), as the server would read it."""
+    app = JupyterApp()
+    app.config_file_name = "jupyter_server_config"
+    if path:
+        if not Path(path).is_file():
+            raise CLIError(f"no configuration file {path}")
+        app.config_file = str(Path(path).resolve())
+    app.load_config_file(suppress_errors=False)
+    return app.config
+
+
+def _money(value: float | None) -> str:
+    """Dollars for people: ``$0.0042``, ``$1.01``, ``?`` when unknown."""
+    if value is None:
+        return "?"
+    if value < 1:
+        return "$" + (f"{value:.4f}".rstrip("0").rstrip(".") or "0")
+    return f"${value:,.2f}"
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+def _ago(when: float | None, now: float) -> str:
+    return "never" if when is None else f"{_duration(now - when)} ago"
+
+
+class RemoteHWCommands:
+    """The subcommands, over one machine manager.
+
+    Args:
+        manager: The process's machine manager (providers, ledger).
+        out: Where tables go.
+        err: Where progress and questions go.
+    """
+
+    def __init__(self, manager: MachineManager, out: TextIO, err: TextIO) -> None:
+        self.manager = manager
+        self.out = out
+        self.err = err
+
+    @property
+    def aws(self) -> AWSProvider:
+        provider = self.manager.providers["aws"]
+        assert isinstance(provider, AWSProvider)
+        return provider
+
+    def _print(self, text: str = "") -> None:
+        self.out.write(text + "\n")
+
+    def _machine(self, key: str) -> MachineRecord:
+        record = self.manager.ledger.find_machine(key)
+        if record is None:
+            names = sorted({m.name for m in self.manager.ledger.machines()
+                            if m.state not in FINAL_STATES})
+            raise CLIError(f"no machine {key!r} in the ledger {self.manager.ledger.path}; "
+                           f"the live ones are: {', '.join(names) or 'none'} "
+                           "(`jupyter remote-hw list`)")
+        return record
+
+    # ------------------------------------------------------------------ list
+
+    async def list_machines(self, show_all: bool, sync: bool) -> None:
+        now = time.time()
+        records = self.manager.ledger.machines()
+        if sync:
+            records = [await self.aws.sync(r) if r.provider == "aws" else r for r in records]
+        if not show_all:
+            records = [r for r in records if r.state not in FINAL_STATES]
+        rows = [[r.name, r.provider, r.instance_type, r.region, r.state,
+                 _money(r.price_per_hour), _money(r.cost(now)),
+                 _duration(r.running_seconds(now)), r.resource_id or "-",
+                 _ago(r.last_seen, now)] for r in records]
+        targets = [[t.name, t.provider, t.hardware, t.where, "ready", "$0", "-", "-", "-", "-"]
+                   for t in self.manager.targets() if t.provider in ("local", "ssh")]
+        headers = ["NAME", "PROVIDER", "TYPE", "REGION", "STATE", "$/H", "COST", "RAN",
+                   "INSTANCE", "LAST CLIENT"]
+        self._print(tabulate(rows + targets, headers=headers))
+        total = sum(r.price_per_hour for r in records if r.active)
+        spent = sum(r.cost(now) for r in self.manager.ledger.machines())
+        self._print(f"\nrunning now: {_money(total)}/h · spent in all: {_money(spent)}")
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _steps(self, name: str) -> LaunchSteps:
+        def show(event: dict[str, Any]) -> None:
+            if event["state"] == "done":
+                self.err.write(f"  ✓ {event['step']} ({event['seconds']:.1f} s)\n")
+            elif event["state"] == "failed":
+                self.err.write(f"  ✗ {event['step']} failed after {event['seconds']:.1f} s\n")
+            elif event["state"] == "progress" and event["detail"]:
+                self.err.write(f"    {event['detail']}\n")
+            elif event["state"] == "started":
+                self.err.write(f"  … {event['step']}\n")
+            self.err.flush()
+
+        return LaunchSteps(name, "-", self.manager.log, [show])
+
+    async def launch(self, hardware: str, name: str | None, region: str | None,
+                     spot: bool | None, prepare: bool) -> None:
+        self.err.write(f"Launching {hardware}:\n")
+        steps = self._steps(name or hardware)
+        began = time.monotonic()
+        record = await self.aws.launch(hardware, name=name, region=region, spot=spot,
+                                       steps=steps, connect=prepare)
+        self.err.write(f"Ready in {time.monotonic() - began:.1f} s.\n")
+        self._print(tabulate([[record.name, record.instance_type, record.region, record.market,
+                               record.state, _money(record.price_per_hour),
+                               record.resource_id]],
+                             headers=["NAME", "TYPE", "REGION", "MARKET", "STATE", "$/H",
+                                      "INSTANCE"]))
+        policy = self.aws.lifetime_policy()
+        if prepare:
+            self._print(f"It stops itself after {policy['idle_stop'] / 60:.0f} min idle or "
+                        f"{policy['deadman'] / 60:.0f} min without a client "
+                        f"(c.AWSProvider.idle_stop, c.AWSProvider.deadman).")
+
+    async def stop(self, key: str) -> None:
+        record = self._machine(key)
+        self._require_aws(record)
+        record = await self.aws.stop(record)
+        self._print(f"{record.name} ({record.resource_id}): {record.state}; "
+                    f"cost so far {_money(record.cost())}")
+
+    async def start(self, key: str) -> None:
+        record = self._machine(key)
+        self._require_aws(record)
+        record = await self.aws.start(record, steps=self._steps(record.name))
+        self._print(f"{record.name} ({record.resource_id}): {record.state} at "
+                    f"{_money(record.price_per_hour)}/h")
+
+    async def terminate(self, key: str, yes: bool) -> None:
+        record = self._machine(key)
+        self._require_aws(record)
+        if not self._confirm(f"Terminate {record.name} ({record.resource_id}, "
+                             f"{record.instance_type})? Its disk is deleted.", yes):
+            self._print("nothing terminated")
+            return
+        record = await self.aws.terminate(record)
+        self._print(f"{record.name} ({record.resource_id}): {record.state}; it cost "
+                    f"{_money(record.cost())} over {_duration(record.running_seconds())}")
+
+    def _require_aws(self, record: MachineRecord) -> None:
+        if record.provider != "aws":
+            raise CLIError(f"{record.name} is a {record.provider} machine; only cloud machines "
+                           "are stopped, started and terminated here")
+        if record.state in FINAL_STATES:
+            raise CLIError(f"{record.name} ({record.resource_id}) is already {record.state}")
+
+    def _confirm(self, question: str, yes: bool) -> bool:
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            raise CLIError(f"{question} Pass --yes to confirm when not at a terminal.")
+        self.err.write(f"{question} [y/N] ")
+        self.err.flush()
+        return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+    async def reap(self, yes: bool, regions: list[str] | None) -> None:
+        candidates: list[ReapCandidate] = await self.aws.reap_candidates(regions)
+        if not candidates:
+            self._print("nothing to reap: every instance tagged as yours has a live owner")
+            return
+        self._print(tabulate(
+            [[c.instance_id, c.name or "-", c.instance_type, c.region, c.state, _money(c.cost),
+              c.reason] for c in candidates],
+            headers=["INSTANCE", "NAME", "TYPE", "REGION", "STATE", "COST SO FAR", "WHY"]))
+        if not self._confirm(f"Terminate these {len(candidates)} instance(s)?", yes):
+            self._print("nothing terminated")
+            return
+        ended = await self.aws.reap(candidates)
+        self._print(f"terminated {len(ended)}: {', '.join(ended)}")
+
+    # ------------------------------------------------------------------ catalog
+
+    async def catalog(self, query: str, region: str | None, targets: bool,
+                      probe: bool) -> None:
+        catalog = self.aws.catalog
+        entries: list[CatalogEntry] = catalog.search(query, region)
+        spot = "spot" in query.lower().split()
+        rows: list[list[Any]] = [
+            [e.instance_type, "aws", e.region, e.hardware, e.gpu_count,
+             f"{e.gpu_memory_gib:g}" if e.gpu_count else "-", e.vcpus, f"{e.memory_gib:g}",
+             _money(e.price(spot)), _money(e.spot_usd_per_hour) if e.spot_usd_per_hour
+             is not None else "-", e.price_date or "-"] for e in entries]
+        if targets and not query.strip():
+            rows = await self._target_rows(probe) + rows
+        headers = ["NAME", "PROVIDER", "REGION/WHERE", "HARDWARE", "GPUS", "GPU GIB", "VCPUS",
+                   "MEM GIB", "$/H", "SPOT $/H", "PRICES OF"]
+        self._print(tabulate(rows, headers=headers))
+        self._print(f"\n{len(entries)} of {len(catalog.entries)} catalog rows "
+                    f"({catalog.source})")
+
+    async def _target_rows(self, probe: bool) -> list[list[Any]]:
+        rows = []
+        for target in self.manager.targets():
+            if target.provider not in ("local", "ssh"):
+                continue
+            report: dict[str, Any] = {}
+            if probe:
+                try:
+                    machine = await self.manager.machine(
+                        target, self.manager.steps(target.name, "-"))
+                    report = await (await machine.agent()).call("hardware")
+                except Exception as exc:  # noqa: BLE001 (listed as unreachable, not fatal)
+                    report = {"summary": f"unreachable: {exc}"}
+            gpus = report.get("gpus") or []
+            memory = report.get("memory_mib")
+            rows.append([
+                target.name, target.provider, target.where,
+                report.get("summary") or target.hardware,
+                len(gpus) if report else "-",
+                f"{gpus[0]['memory_mib'] / 1024:.1f}" if gpus and gpus[0].get("memory_mib")
+                else "-",
+                report.get("cpu_count", "-"),
+                f"{memory / 1024:.1f}" if memory else "-", "$0", "-", "-",
+            ])
+        return rows
+
+    async def refresh(self, regions: list[str] | None, output: str | None) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+        catalog = self.aws.catalog
+        regions = regions or catalog.regions
+        clients = {r: self.aws.client("ec2", r) for r in regions}
+        try:
+            pricing = self.aws.client("pricing", "us-east-1")
+            entries, warnings = await asyncio.to_thread(
+                refresh_entries, clients, pricing, catalog.entries,
+                today=datetime.date.today().isoformat())
+        except NoCredentialsError:
+            raise CLIError("catalog refresh needs AWS credentials (`aws configure`, "
+                           "AWS_PROFILE or an instance role); the shipped catalog stays "
+                           "in use meanwhile") from None
+        except (ClientError, BotoCoreError) as exc:
+            raise CLIError(f"catalog refresh: DescribeInstanceTypes failed: {exc}") from None
+        kept = [e for e in catalog.entries if e.region not in regions]
+        path = Path(output) if output else user_catalog_path()
+        write_catalog(path, kept + entries)
+        for warning in warnings:
+            self.err.write(f"warning: {warning}\n")
+        self._print(f"wrote {len(kept) + len(entries)} rows ({len(entries)} refreshed in "
+                    f"{', '.join(regions)}) to {path}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``jupyter remote-hw``."""
+    parser = argparse.ArgumentParser(
+        prog="jupyter remote-hw",
+        description="Cloud and cluster machines for Jupyter kernels: what runs, what it costs.",
+    )
+    parser.add_argument("--config", metavar="FILE",
+                        help="a Jupyter server config file (default: the usual config path)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    listing = commands.add_parser("list", help="machines, their state and cost so far")
+    listing.add_argument("--all", action="store_true", help="include terminated machines")
+    listing.add_argument("--sync", action="store_true", help="ask EC2 for the current states")
+
+    launch = commands.add_parser("launch", help="launch a cloud machine")
+    launch.add_argument("hardware", help="a catalog query ('A10G', 'a100:8', "
+                        "'gpu_mem>=40 cheapest') or an instance type")
+    launch.add_argument("--name", help="its name (default aws-<instance type>)")
+    launch.add_argument("--region", help="the AWS region (default c.AWSProvider.region)")
+    market = launch.add_mutually_exclusive_group()
+    market.add_argument("--spot", dest="spot", action="store_true", default=None)
+    market.add_argument("--on-demand", dest="spot", action="store_false")
+    launch.add_argument("--no-prepare", action="store_true",
+                        help="do not wait for SSH nor start the agent (its lifetime policy "
+                        "then is not enforced until a kernel uses it)")
+
+    for name, text in (("stop", "stop a machine (its disk stays)"),
+                       ("start", "start a stopped machine")):
+        sub = commands.add_parser(name, help=text)
+        sub.add_argument("machine", help="its name, ledger id or instance id")
+    terminate = commands.add_parser("terminate", help="terminate a machine and its disk")
+    terminate.add_argument("machine", help="its name, ledger id or instance id")
+    terminate.add_argument("--yes", action="store_true", help="do not ask")
+
+    reap = commands.add_parser(
+        "reap", help="terminate instances tagged as yours that no live session claims")
+    reap.add_argument("--yes", action="store_true", help="do not ask (for scripts)")
+    reap.add_argument("--region", action="append", help="a region to search (repeatable)")
+
+    catalog = commands.add_parser("catalog", help="the hardware catalog, or `catalog refresh`")
+    catalog.add_argument("query", nargs="*", help="a query ('A10G', 'a100:8', 'gpu_mem>=40', "
+                         "'cheapest', '<=2', 'spot'), or `refresh`")
+    catalog.add_argument("--region", action="append",
+                         help="only this region (refresh: refresh this region; repeatable)")
+    catalog.add_argument("--no-targets", action="store_true",
+                         help="leave out this machine and the SSH hosts")
+    catalog.add_argument("--probe", action="store_true",
+                         help="ask each SSH host's agent what hardware it has")
+    catalog.add_argument("--output", help="refresh: write here instead of the user catalog")
+    return parser
+
+
+async def run(args: argparse.Namespace, config: Config, out: TextIO, err: TextIO) -> None:
+    """Run one parsed command."""
+    manager = MachineManager.instance(config=config)
+    commands = RemoteHWCommands(manager, out, err)
+    try:
+        if args.command == "list":
+            await commands.list_machines(args.all, args.sync)
+        elif args.command == "launch":
+            await commands.launch(args.hardware, args.name, args.region, args.spot,
+                                  not args.no_prepare)
+        elif args.command == "stop":
+            await commands.stop(args.machine)
+        elif args.command == "start":
+            await commands.start(args.machine)
+        elif args.command == "terminate":
+            await commands.terminate(args.machine, args.yes)
+        elif args.command == "reap":
+            await commands.reap(args.yes, args.region)
+        elif args.command == "catalog":
+            if args.query[:1] == ["refresh"]:
+                await commands.refresh(args.region, args.output)
+            else:
+                region = args.region[0] if args.region else None
+                await commands.catalog(" ".join(args.query), region, not args.no_targets,
+                                       args.probe)
+    finally:
+        await manager.close()
+        MachineManager.clear_instance()
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
+         err: TextIO | None = None) -> int:
+    """Entry point of ``jupyter-remote-hw`` (``jupyter remote-hw``).
+
+    Returns:
+        0 on success, 1 when the command failed (its reason on stderr), 2 for bad usage.
+    """
+    out = out or sys.stdout
+    err = err or sys.stderr
+    args = build_parser().parse_args(argv)
+    try:
+        config = load_config(args.config)
+        asyncio.run(run(args, config, out, err))
+    except (CLIError, LaunchError, AWSError, BudgetExceededError, CatalogQueryError) as exc:
+        err.write(f"jupyter remote-hw {args.command}: {exc}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
