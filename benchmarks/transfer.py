@@ -1,6 +1,6 @@
 """Moving variables to and from a kernel on an SSH host: ours against raw OpenSSH and ipyparallel.
 
-    python3 benchmarks/transfer.py [--size-mib 1024] [--small-repeat 30]
+    python3 benchmarks/transfer.py [--size-mib 1024] [--repeat 3] [--small-repeat 30]
 
 Starts a real sshd on 127.0.0.1 (``tests.testhosts.loopback_host``) in a
 temporary directory and a local ipykernel (``python3``) whose Jupyter config
@@ -23,6 +23,8 @@ ipyparallel
     controller over loopback TCP with no SSH and no encryption, which favours
     ipyparallel.
 
+Each path runs --repeat times, the paths taking turns, and the medians are
+compared (the machine may be shared, so one run of each can mislead).
 Ratios are throughput ours / openssh (target >= 0.7) and ours / ipyparallel
 (target >= 3). Peak extra memory is the high-water RSS of each kernel process
 during the transfer (Linux ``clear_refs`` then ``VmHWM``) minus its RSS before:
@@ -52,6 +54,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from jupyter_client.manager import KernelManager
+from tabulate import tabulate
 
 from tests.testhosts import SSHTestHost, loopback_host
 
@@ -141,7 +144,8 @@ def openssh(host: SSHTestHost, data_file: Path) -> tuple[float, float]:
     return push, time.perf_counter() - began
 
 
-def ipyparallel(host: SSHTestHost, work: Path, size: int) -> tuple[float, float] | None:
+def ipyparallel(host: SSHTestHost, work: Path, size: int,
+                repeat: int) -> list[tuple[float, float]] | None:
     try:
         import ipyparallel as ipp
         import numpy as np
@@ -166,16 +170,21 @@ def ipyparallel(host: SSHTestHost, work: Path, size: int) -> tuple[float, float]
         view = client[0]
         array = np.random.default_rng(0).random(size // 4, dtype=np.float32)
         view.push({"warm": np.zeros(10)}, block=True)
-        began = time.perf_counter()
-        view.push({"a": array}, block=True)
-        push = time.perf_counter() - began
-        began = time.perf_counter()
-        back = view.pull("a", block=True)
-        pull = time.perf_counter() - began
-        assert back.nbytes == array.nbytes
+        times = []
+        for _ in range(repeat):
+            began = time.perf_counter()
+            view.push({"a": array}, block=True)
+            push = time.perf_counter() - began
+            began = time.perf_counter()
+            back = view.pull("a", block=True)
+            pull = time.perf_counter() - began
+            assert back.nbytes == array.nbytes
+            del back
+            view.execute("del a", block=True)
+            times.append((push, pull))
         client.shutdown(hub=True, block=True)
         client.close()
-        return push, pull
+        return times
     finally:
         for process in (engine, controller):
             process.terminate()
@@ -188,6 +197,7 @@ def ipyparallel(host: SSHTestHost, work: Path, size: int) -> tuple[float, float]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--small-repeat", type=int, default=30)
     args = parser.parse_args()
     size = args.size_mib * MIB
@@ -221,15 +231,17 @@ def report(kernel: LocalKernel, host: SSHTestHost, work: Path, size: int,
     kernel.run("%%remote ssh-bench --out rpid\nimport os\nrpid = os.getpid()")
     remote_pid = int(kernel.run("", pid="rpid")["pid"])
 
-    push = measure(kernel, "remote_push a --to ssh-bench", local_pid, remote_pid)
-    kernel.run("%%remote ssh-bench\nimport numpy as np\nb = a")
-    pull = measure(kernel, "remote_pull a --from ssh-bench --as b", remote_pid, local_pid)
-    kernel.run("assert (b == a).all()\ndel b")
-
     data_file = work / "data.bin"
     data_file.write_bytes(os.urandom(size))
-    ssh_push, ssh_pull = openssh(host, data_file)
-    ipp_times = ipyparallel(host, work, size)
+    pushes, pulls, ssh_times = [], [], []
+    for _ in range(args.repeat):
+        pushes.append(measure(kernel, "remote_push a --to ssh-bench", local_pid, remote_pid))
+        pulls.append(measure(kernel, "remote_pull a --from ssh-bench --as b", remote_pid,
+                             local_pid))
+        kernel.run("assert (b == a).all()\ndel b")
+        kernel.run("%%remote ssh-bench\ndel a")
+        ssh_times.append(openssh(host, data_file))
+    ipp_times = ipyparallel(host, work, size, args.repeat)
 
     small_push = [timed(kernel, "remote_push small --to ssh-bench")
                   for _ in range(args.small_repeat)]
@@ -240,21 +252,41 @@ def report(kernel: LocalKernel, host: SSHTestHost, work: Path, size: int,
     def rate(seconds: float) -> float:
         return mib / seconds
 
+    def median(values: list[float]) -> float:
+        return statistics.median(values)
+
+    def runs(values: list[float]) -> str:
+        return " ".join(f"{rate(v):.0f}" for v in values)
+
+    push = {"seconds": median([r["seconds"] for r in pushes]),
+            "sender_extra": max(r["sender_extra"] for r in pushes),
+            "receiver_extra": max(r["receiver_extra"] for r in pushes)}
+    pull = {"seconds": median([r["seconds"] for r in pulls]),
+            "sender_extra": max(r["sender_extra"] for r in pulls),
+            "receiver_extra": max(r["receiver_extra"] for r in pulls)}
+    ssh_push = median([t[0] for t in ssh_times])
+    ssh_pull = median([t[1] for t in ssh_times])
+    ipp = (median([t[0] for t in ipp_times]), median([t[1] for t in ipp_times])) \
+        if ipp_times else None
+
     print(f"# transfer benchmark, {datetime.date.today()}, {platform.node()}, "
           f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
     print(f"# {mib:.0f} MiB float32 between a local kernel and its kernel on a loopback sshd")
-    print(f"{'path':<14}{'push MiB/s':>12}{'pull MiB/s':>12}")
-    print(f"{'ours':<14}{rate(push['seconds']):>12.0f}{rate(pull['seconds']):>12.0f}")
-    print(f"{'openssh cat':<14}{rate(ssh_push):>12.0f}{rate(ssh_pull):>12.0f}")
+    print(f"# medians of {args.repeat} runs each, the paths taking turns; every run in brackets")
+    rows = [("ours", [r["seconds"] for r in pushes], [r["seconds"] for r in pulls]),
+            ("openssh cat", [t[0] for t in ssh_times], [t[1] for t in ssh_times])]
     if ipp_times:
-        print(f"{'ipyparallel':<14}{rate(ipp_times[0]):>12.0f}{rate(ipp_times[1]):>12.0f}")
+        rows.append(("ipyparallel", [t[0] for t in ipp_times], [t[1] for t in ipp_times]))
+    print(tabulate([(name, f"{rate(median(a)):.0f}", f"[{runs(a)}]", f"{rate(median(b)):.0f}",
+                     f"[{runs(b)}]") for name, a, b in rows],
+                   headers=["path", "push MiB/s", "runs", "pull MiB/s", "runs"]))
     print(f"ours / openssh: push {ssh_push / push['seconds']:.2f}, "
           f"pull {ssh_pull / pull['seconds']:.2f} (target >= 0.7)")
-    if ipp_times:
-        print(f"ours / ipyparallel: push {ipp_times[0] / push['seconds']:.2f}x, "
-              f"pull {ipp_times[1] / pull['seconds']:.2f}x (target >= 3x)")
+    if ipp:
+        print(f"ours / ipyparallel: push {ipp[0] / push['seconds']:.2f}x, "
+              f"pull {ipp[1] / pull['seconds']:.2f}x (target >= 3x)")
     for name, result in (("push", push), ("pull", pull)):
-        print(f"peak extra memory, {name}: sender {result['sender_extra'] / MIB:.0f} MiB, "
+        print(f"peak extra memory (largest of the runs), {name}: sender {result['sender_extra'] / MIB:.0f} MiB, "
               f"receiver {result['receiver_extra'] / MIB:.0f} MiB "
               f"(the object is {mib:.0f} MiB)")
     push_ms = statistics.median(small_push) * 1000
