@@ -115,8 +115,7 @@ def parse_query(text: str, entries: list[CatalogEntry]) -> Query:
         elif term.startswith("region="):
             query.region = term.split("=", 1)[1]
         elif match := _PRICE_LIMIT.match(term):
-            limit = float(match.group(1))
-            query.filters.append(lambda e, limit=limit, q=query: _at_most(e, limit, q.spot))
+            query.filters.append(_price_limit(float(match.group(1)), query))
         elif match := _COMPARE.match(term):
             query.filters.append(_comparison(raw, *match.groups()))
         elif match := _NAME_COUNT.match(term):
@@ -129,9 +128,14 @@ def parse_query(text: str, entries: list[CatalogEntry]) -> Query:
     return query
 
 
-def _at_most(entry: CatalogEntry, limit: float, spot: bool) -> bool:
-    price = entry.price(spot)
-    return price is not None and price <= limit
+def _price_limit(limit: float, query: Query) -> Callable[[CatalogEntry], bool]:
+    """At most ``limit`` $/h, in spot prices when the query (by its end) asks for spot."""
+
+    def check(entry: CatalogEntry) -> bool:
+        price = entry.price(query.spot)
+        return price is not None and price <= limit
+
+    return check
 
 
 def _comparison(raw: str, name: str, op: str, value: str) -> Callable[[CatalogEntry], bool]:

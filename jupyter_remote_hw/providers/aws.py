@@ -957,6 +957,17 @@ class AWSProvider(Provider):
             ended.append(candidate.instance_id)
         return ended
 
+    async def terminate_overdue(self, regions: list[str] | None = None,
+                                now: float | None = None) -> list[str]:
+        """The terminate timer: end machines stopped for longer than
+        :attr:`terminate_after_stopped`; return their instance ids.
+
+        For a periodic call from the server, and run by ``reap``.
+        """
+        overdue = [c for c in await self.reap_candidates(regions, now)
+                   if c.reason.startswith("stopped for")]
+        return await self.reap(overdue)
+
     def running_machines(self) -> list[MachineRecord]:
         """Machines that run or are about to, as the ledger has them."""
         return self._ledger().machines(provider=self.name, states=ACTIVE_STATES)

@@ -263,6 +263,20 @@ async def test_reap_ends_exactly_our_unclaimed_instances(
     assert later[0].reason.startswith("stopped for")
 
 
+async def test_terminate_timer_ends_only_overdue_stopped_machines(
+        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:  # noqa: F811
+    provider.terminate_after_stopped = 3600
+    stopped = await provider.launch("t3.medium", name="aws-stopped", connect=False)
+    running = await provider.launch("t3.medium", name="aws-running", connect=False)
+    await provider.stop(stopped)
+    assert await provider.terminate_overdue() == []
+    later = time.time() + 2 * 3600
+    ledger.touch_machine(running.machine_id, at=later)  # a client is there: not reaped
+    assert await provider.terminate_overdue(now=later) == [stopped.resource_id]
+    assert ledger.get_machine(stopped.machine_id).state == "terminated"  # type: ignore
+    assert ledger.get_machine(running.machine_id).state == "running"  # type: ignore
+
+
 def test_host_keys_from_console_output() -> None:
     output = ("cloud-init boot\n-----BEGIN SSH HOST KEY KEYS-----\n"
               "ecdsa-sha2-nistp256 AAAAE2VjZHNh root@ip-10-0-0-1\n"
