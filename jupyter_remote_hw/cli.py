@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from botocore.exceptions import BotoCoreError, ClientError
 from jupyter_core.application import JupyterApp
 from tabulate import tabulate
 from traitlets.config import Config
@@ -102,9 +103,13 @@ class RemoteHWCommands:
 
     async def list_machines(self, show_all: bool, sync: bool) -> None:
         now = time.time()
+        if sync and any(m.state not in FINAL_STATES for m in
+                        self.manager.ledger.machines(provider="aws")):
+            try:
+                await self.aws.sync_all()
+            except (AWSError, ClientError, BotoCoreError) as exc:
+                self.err.write(f"warning: states as last recorded; EC2 did not answer: {exc}\n")
         records = self.manager.ledger.machines()
-        if sync:
-            records = [await self.aws.sync(r) if r.provider == "aws" else r for r in records]
         if not show_all:
             records = [r for r in records if r.state not in FINAL_STATES]
         rows = [[r.name, r.provider, r.instance_type, r.region, r.state,
@@ -295,7 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     listing = commands.add_parser("list", help="machines, their state and cost so far")
     listing.add_argument("--all", action="store_true", help="include terminated machines")
-    listing.add_argument("--sync", action="store_true", help="ask EC2 for the current states")
+    listing.add_argument("--no-sync", dest="sync", action="store_false",
+                         help="show the states as last recorded, without asking EC2")
 
     launch = commands.add_parser("launch", help="launch a cloud machine")
     launch.add_argument("hardware", help="a catalog query ('A10G', 'a100:8', "

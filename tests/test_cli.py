@@ -114,6 +114,14 @@ def test_launch_list_stop_start_terminate(config: dict[str, Any], tmp_path: Path
     assert code == 0 and ("stopping" in out or "stopped" in out)
     code, out, _ = cli(config, tmp_path, "start", "box")
     assert code == 0 and "running at $1.01/h" in out
+    # The instance stops itself (its agent's idle stop): `list` asks EC2 and shows it.
+    ledger = Ledger(Path(config["MachineManager"]["ledger_path"]))
+    instance_id = ledger.machines()[0].resource_id
+    ledger.close()
+    client(aws_env, "ec2").stop_instances(InstanceIds=[instance_id])
+    code, out, _ = cli(config, tmp_path, "list")
+    row = next(line for line in out.splitlines() if line.startswith("box "))
+    assert "stopp" in row and "running now: $0/h" in out
     code, out, _ = cli(config, tmp_path, "terminate", "box", "--yes")
     assert code == 0 and "terminated; it cost $0.0" in out
     ledger = Ledger(Path(config["MachineManager"]["ledger_path"]))

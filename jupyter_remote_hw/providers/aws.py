@@ -64,6 +64,8 @@ DEFAULT_AMI_PARAMETER = (
 SECURITY_GROUP_NAME = "jupyter-remote-hw-ssh"
 LIVE_INSTANCE_STATES = ["pending", "running", "stopping", "stopped"]
 
+_TRANSITION_TIME = re.compile(r"\((\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (?:GMT|UTC)\)")
+
 _HOST_KEYS = re.compile(
     r"-----BEGIN SSH HOST KEY KEYS-----\s*(.*?)\s*-----END SSH HOST KEY KEYS-----", re.DOTALL
 )
@@ -76,6 +78,16 @@ def default_owner() -> str:
     except (KeyError, OSError):
         user = str(os.getuid())
     return f"{user}@{socket.gethostname()}"
+
+
+def transition_time(reason: str | None) -> float | None:
+    """When EC2 says a state change happened (``User initiated (2024-05-01 10:00:00 GMT)``)."""
+    found = _TRANSITION_TIME.search(reason or "")
+    if not found:
+        return None
+    import calendar
+
+    return float(calendar.timegm(time.strptime(found.group(1), "%Y-%m-%d %H:%M:%S")))
 
 
 def host_keys_from_console(output: str) -> list[str]:
@@ -652,8 +664,25 @@ class AWSProvider(Provider):
         if state == "shutting-down":
             state = "terminated"
         if state != record.state:
-            return self._ledger().set_machine_state(record.machine_id, state, "reported by EC2")
+            # A machine that stopped itself is billed until EC2's time of the change,
+            # not until now.
+            at = transition_time(instance.get("StateTransitionReason")) \
+                if instance is not None and state in ("stopping", "stopped") else None
+            if at is not None and (at > time.time() or at < (record.running_since or 0)):
+                at = None
+            detail = str(instance.get("StateTransitionReason") or "") if instance else ""
+            return self._ledger().set_machine_state(
+                record.machine_id, state, f"reported by EC2 {detail}".strip(), at=at)
         return record
+
+    async def sync_all(self) -> list[MachineRecord]:
+        """Bring every machine the ledger has as not ended in line with EC2 (for ``list``
+        and for a periodic call from the server)."""
+        synced = []
+        for record in self._ledger().machines(provider=self.name):
+            if record.state not in FINAL_STATES and record.resource_id:
+                synced.append(await self.sync(record))
+        return synced
 
     async def _wait_state(self, machine_id: str, wanted: str, steps: LaunchSteps) -> None:
         ledger = self._ledger()

@@ -277,6 +277,23 @@ async def test_terminate_timer_ends_only_overdue_stopped_machines(
     assert ledger.get_machine(running.machine_id).state == "running"  # type: ignore
 
 
+async def test_a_machine_that_stopped_itself_is_billed_until_ec2_says(
+        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:  # noqa: F811
+    record = await provider.launch("A10G", connect=False)
+    await asyncio.sleep(1.1)
+    # The instance shuts itself down (the agent's stop command), not through us.
+    client(aws_env, "ec2").stop_instances(InstanceIds=[record.resource_id])
+    stopped_at = time.time()
+    await asyncio.sleep(1.5)
+    [synced] = await provider.sync_all()
+    assert synced.state in ("stopping", "stopped")
+    last = ledger.machine_events(record.machine_id)[-1]
+    assert "User initiated" in last.detail
+    assert stopped_at - 1.0 <= last.time <= stopped_at  # EC2's time, to the second
+    assert synced.cost(now=time.time() + 3600) == pytest.approx(
+        (last.time - record.running_since) * 1.006 / 3600)  # type: ignore[operator]
+
+
 def test_host_keys_from_console_output() -> None:
     output = ("cloud-init boot\n-----BEGIN SSH HOST KEY KEYS-----\n"
               "ecdsa-sha2-nistp256 AAAAE2VjZHNh root@ip-10-0-0-1\n"
