@@ -671,6 +671,8 @@ class AWSProvider(Provider):
             if at is not None and (at > time.time() or at < (record.running_since or 0)):
                 at = None
             detail = str(instance.get("StateTransitionReason") or "") if instance else ""
+            if state in ("stopping", "stopped", "terminated"):
+                await self.transport_close(record, state)
             return self._ledger().set_machine_state(
                 record.machine_id, state, f"reported by EC2 {detail}".strip(), at=at)
         return record

@@ -4,8 +4,10 @@ the ledger with its cost and the state terminated."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +33,18 @@ KERNEL = "remote-hw-aws-gpu"
 
 
 @pytest.fixture
-def jp_server_config(ssh_host: SSHTestHost, short_tmp: Path, aws_env: str  # noqa: F811
-                     ) -> dict[str, Any]:
+def lifetime(request: pytest.FixtureRequest, moto_endpoint: str) -> dict[str, Any]:  # noqa: F811
+    """The lifetime settings of the AWS machines: idle stop after 3 s with a stop command
+    that stops the "instance" in moto when a test asks for ``idle-stop``."""
+    if getattr(request, "param", None) == "idle-stop":
+        return {"idle_stop": 3,
+                "stop_command": [sys.executable, "-c", STOP_SCRIPT, moto_endpoint]}
+    return {"stop_command": ["true"]}
+
+
+@pytest.fixture
+def jp_server_config(ssh_host: SSHTestHost, short_tmp: Path, aws_env: str,  # noqa: F811
+                     lifetime: dict[str, Any]) -> dict[str, Any]:
     ec2 = client(aws_env, "ec2")
     image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     client(aws_env, "ssm").put_parameter(Name=AMI_PARAMETER, Value=image, Type="String")
@@ -47,7 +59,7 @@ def jp_server_config(ssh_host: SSHTestHost, short_tmp: Path, aws_env: str  # noq
             "ssh_endpoint_redirect": f"127.0.0.1:{ssh_host.port}",
             "machines": [{"name": "gpu", "hardware": "A10G"}],
             "poll_interval": 0.1, "heartbeat_interval": 0.5, "owner": "tester@e2e",
-            "stop_command": ["true"],
+            **lifetime,
         },
     )
 
@@ -104,3 +116,49 @@ async def test_launch_run_a_cell_terminate(
     state = client(aws_env, "ec2").describe_instances(
         InstanceIds=[record.resource_id])["Reservations"][0]["Instances"][0]["State"]["Name"]
     assert state in ("shutting-down", "terminated")
+
+
+#: What ``shutdown -h now`` does to an EC2 instance, done to moto's: our running
+#: instances stop. (The agent runs it on the "instance", which is this machine.)
+STOP_SCRIPT = """
+import sys, boto3
+ec2 = boto3.client("ec2", endpoint_url=sys.argv[1], region_name="us-east-1",
+                   aws_access_key_id="testing", aws_secret_access_key="testing")
+found = ec2.describe_instances(Filters=[
+    {"Name": "tag:created-by", "Values": ["jupyter-remote-hw"]},
+    {"Name": "instance-state-name", "Values": ["running"]}])
+ids = [i["InstanceId"] for r in found["Reservations"] for i in r["Instances"]]
+if ids:
+    ec2.stop_instances(InstanceIds=ids)
+"""
+
+
+@pytest.mark.parametrize("lifetime", ["idle-stop"], indirect=True)
+async def test_idle_machine_stops_itself_and_the_ledger_stops_billing(
+    start_kernel: StartKernel, channels: OpenChannels,  # noqa: F811
+    aws_env: str,  # noqa: F811
+) -> None:
+    kernel_id = await start_kernel(KERNEL)
+    kc = await channels(kernel_id)
+    began = time.monotonic()
+    ran = await kc.execute("import time; time.sleep(5); 'done'")
+    assert ran.status == "ok" and time.monotonic() - began >= 5
+    aws = MachineManager.instance().providers["aws"]
+    assert isinstance(aws, AWSProvider)
+    record = aws.live_machine("aws-gpu")
+    assert record is not None
+    ec2 = client(aws_env, "ec2")
+
+    def state() -> str:
+        reservations = ec2.describe_instances(InstanceIds=[record.resource_id])["Reservations"]
+        return str(reservations[0]["Instances"][0]["State"]["Name"])
+
+    assert state() == "running"  # the 5 s cell was activity: no idle stop meanwhile
+    deadline = time.monotonic() + 30
+    while state() == "running" and time.monotonic() < deadline:
+        await asyncio.sleep(0.3)
+    assert state() in ("stopping", "stopped"), "the idle machine did not stop itself"
+    [synced] = await aws.sync_all()
+    assert synced.state in ("stopping", "stopped")
+    frozen = synced.cost()
+    assert frozen > 0 and synced.cost(now=time.time() + 3600) == frozen
