@@ -174,15 +174,23 @@ class _Body:
         yield self.data
 
 
-def no_capacity(request: Any, **_kwargs: Any) -> Any:
-    """EC2's answer when it has no capacity (moto cannot be made to run out)."""
+def ec2_error(code: str, message: str) -> Any:
+    """A before-send hook answering as EC2 does with ``code`` (moto cannot run out of
+    capacity nor reach a quota)."""
     from botocore.awsrequest import AWSResponse
 
-    body = (b"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Errors><Error>"
-            b"<Code>InsufficientInstanceCapacity</Code><Message>We currently do not have "
-            b"sufficient g5.xlarge capacity in the Availability Zone you requested."
-            b"</Message></Error></Errors><RequestID>jrhw-test</RequestID></Response>")
-    return AWSResponse(request.url, 400, {}, _Body(body))
+    body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Errors><Error>"
+            f"<Code>{code}</Code><Message>{message}</Message></Error></Errors>"
+            "<RequestID>jrhw-test</RequestID></Response>").encode()
+
+    def answer(request: Any, **_kwargs: Any) -> Any:
+        return AWSResponse(request.url, 400, {}, _Body(body))
+
+    return answer
+
+
+no_capacity = ec2_error("InsufficientInstanceCapacity", "We currently do not have sufficient "
+                        "g5.xlarge capacity in the Availability Zone you requested.")
 
 
 async def test_capacity_error_suggests_region_type_and_market(
@@ -199,6 +207,19 @@ async def test_capacity_error_suggests_region_type_and_market(
     [record] = ledger.machines()
     assert record.state == "failed" and record.resource_id == ""
     assert instances(aws_env) == {}
+
+
+async def test_quota_error_names_the_quota(
+        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:  # noqa: F811
+    provider.client("ec2").meta.events.register(
+        "before-send.ec2.RunInstances",
+        ec2_error("VcpuLimitExceeded", "You have requested more vCPU capacity than allowed."))
+    with pytest.raises(LaunchError) as caught:
+        await provider.launch("a100:8", spot=True, connect=False)
+    message = str(caught.value)
+    assert "vCPU quota for p4d.24xlarge's family in us-east-1 is reached" in message
+    assert "Service Quotas" in message and "on-demand instead of spot" in message
+    assert [m.state for m in ledger.machines()] == ["failed"] and instances(aws_env) == {}
 
 
 async def test_stop_start_terminate_accrue_cost(
