@@ -17,11 +17,15 @@ openssh
     ``ssh -F CONFIG bench 'cat FILE' > /dev/null`` (the file in the page
     cache): the bytes over one SSH channel, no serialization, no kernel.
     Includes OpenSSH's login (about 0.1 s).
-ipyparallel
+ipyparallel, plain TCP
     ``view.push({"a": a})`` and ``view.pull("a")`` with a controller here and
     one engine started on the host over SSH. The engine talks to the
     controller over loopback TCP with no SSH and no encryption, which favours
     ipyparallel.
+ipyparallel over SSH
+    The same, with the controller on the host as well and the client reaching
+    it through an OpenSSH tunnel (``ssh -N -L`` for each of its ports), as a
+    user reaches a cluster on a remote machine: the like-for-like comparison.
 
 Each path runs --repeat times, the paths taking turns, and the medians are
 compared (the machine may be shared, so one run of each can mislead).
@@ -56,7 +60,7 @@ if str(REPO) not in sys.path:
 from jupyter_client.manager import KernelManager
 from tabulate import tabulate
 
-from tests.testhosts import SSHTestHost, loopback_host
+from tests.testhosts import SSHTestHost, free_port, loopback_host, wait_for_port
 
 MIB = 1024 * 1024
 
@@ -144,28 +148,67 @@ def openssh(host: SSHTestHost, data_file: Path) -> tuple[float, float]:
     return push, time.perf_counter() - began
 
 
-def ipyparallel(host: SSHTestHost, work: Path, size: int,
-                repeat: int) -> list[tuple[float, float]] | None:
+def tunnel_client_file(host: SSHTestHost, profile: Path,
+                       tunnels: list[subprocess.Popen[bytes]]) -> Path:
+    """A client connection file whose ports are OpenSSH tunnels to the controller's.
+
+    One ``ssh -N -L ...`` carries every port of the controller on the host
+    (what ``Client(sshserver=...)`` sets up, one tunnel per port).
+    """
+    remote = profile / "security" / "ipcontroller-client.json"
+    for _ in range(300):
+        if remote.exists():
+            break
+        time.sleep(0.1)
+    info = json.loads(remote.read_text())
+    names = ["registration", "control", "mux", "task", "iopub", "notification", "broadcast"]
+    local = {name: free_port() for name in names if isinstance(info.get(name), int)}
+    forwards = [arg for name, port in local.items()
+                for arg in ("-L", f"127.0.0.1:{port}:127.0.0.1:{info[name]}")]
+    tunnels.append(subprocess.Popen(["ssh", "-F", str(host.ssh_config), "-N", *forwards,
+                                     host.alias]))
+    for port in local.values():
+        wait_for_port("127.0.0.1", port)
+    path = profile / "client-through-ssh.json"
+    path.write_text(json.dumps({**info, **local}))
+    return path
+
+
+def ipyparallel(host: SSHTestHost, work: Path, size: int, repeat: int,
+                tunnelled: bool) -> list[tuple[float, float]] | None:
+    """Push and pull times through one ipyparallel engine on the host.
+
+    ``tunnelled``: the controller runs on the host too, and the client here
+    reaches it through OpenSSH tunnels (``Client(sshserver=...)``), as a user
+    reaches a cluster on a remote machine. Otherwise the controller runs here
+    and the engine connects to it over plain loopback TCP.
+    """
     try:
         import ipyparallel as ipp
         import numpy as np
     except ImportError:
         return None
-    profile = work / "ipp"
+    profile = work / ("ipp-ssh" if tunnelled else "ipp")
+    tunnels: list[subprocess.Popen[bytes]] = []
+    ssh = ["ssh", "-F", str(host.ssh_config), host.alias]
+    controller_argv = [sys.executable, "-m", "ipyparallel.controller",
+                       f"--profile-dir={profile}", "--ip=127.0.0.1", "--log-level=WARN"]
     controller = subprocess.Popen(
-        [sys.executable, "-m", "ipyparallel.controller", f"--profile-dir={profile}",
-         "--ip=127.0.0.1", "--log-level=WARN"], stdout=subprocess.DEVNULL)
+        [*ssh, "exec " + " ".join(controller_argv)] if tunnelled else controller_argv,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     engine_file = profile / "security" / "ipcontroller-engine.json"
     for _ in range(300):
         if engine_file.exists():
             break
         time.sleep(0.1)
     engine = subprocess.Popen(
-        ["ssh", "-F", str(host.ssh_config), host.alias,
-         f"exec {sys.executable} -m ipyparallel.engine --file={engine_file} --log-level=WARN"],
-        stdout=subprocess.DEVNULL)
+        [*ssh, f"exec {sys.executable} -m ipyparallel.engine --file={engine_file} --log-level=WARN"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        client = ipp.Client(profile_dir=str(profile))
+        if tunnelled:
+            client = ipp.Client(str(tunnel_client_file(host, profile, tunnels)))
+        else:
+            client = ipp.Client(profile_dir=str(profile))
         client.wait_for_engines(1, timeout=60)
         view = client[0]
         array = np.random.default_rng(0).random(size // 4, dtype=np.float32)
@@ -186,7 +229,7 @@ def ipyparallel(host: SSHTestHost, work: Path, size: int,
         client.close()
         return times
     finally:
-        for process in (engine, controller):
+        for process in (*tunnels, engine, controller):
             process.terminate()
             try:
                 process.wait(10)
@@ -241,7 +284,8 @@ def report(kernel: LocalKernel, host: SSHTestHost, work: Path, size: int,
         kernel.run("assert (b == a).all()\ndel b")
         kernel.run("%%remote ssh-bench\ndel a")
         ssh_times.append(openssh(host, data_file))
-    ipp_times = ipyparallel(host, work, size, args.repeat)
+    ipp_times = ipyparallel(host, work, size, args.repeat, tunnelled=False)
+    ipp_ssh_times = ipyparallel(host, work, size, args.repeat, tunnelled=True)
 
     small_push = [timed(kernel, "remote_push small --to ssh-bench")
                   for _ in range(args.small_repeat)]
@@ -266,8 +310,9 @@ def report(kernel: LocalKernel, host: SSHTestHost, work: Path, size: int,
             "receiver_extra": max(r["receiver_extra"] for r in pulls)}
     ssh_push = median([t[0] for t in ssh_times])
     ssh_pull = median([t[1] for t in ssh_times])
-    ipp = (median([t[0] for t in ipp_times]), median([t[1] for t in ipp_times])) \
-        if ipp_times else None
+    ipps = [(label, (median([t[0] for t in times]), median([t[1] for t in times])))
+            for label, times in (("plain TCP", ipp_times), ("over SSH", ipp_ssh_times))
+            if times]
 
     print(f"# transfer benchmark, {datetime.date.today()}, {platform.node()}, "
           f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
@@ -276,15 +321,19 @@ def report(kernel: LocalKernel, host: SSHTestHost, work: Path, size: int,
     rows = [("ours", [r["seconds"] for r in pushes], [r["seconds"] for r in pulls]),
             ("openssh cat", [t[0] for t in ssh_times], [t[1] for t in ssh_times])]
     if ipp_times:
-        rows.append(("ipyparallel", [t[0] for t in ipp_times], [t[1] for t in ipp_times]))
+        rows.append(("ipyparallel, plain TCP", [t[0] for t in ipp_times],
+                     [t[1] for t in ipp_times]))
+    if ipp_ssh_times:
+        rows.append(("ipyparallel over SSH", [t[0] for t in ipp_ssh_times],
+                     [t[1] for t in ipp_ssh_times]))
     print(tabulate([(name, f"{rate(median(a)):.0f}", f"[{runs(a)}]", f"{rate(median(b)):.0f}",
                      f"[{runs(b)}]") for name, a, b in rows],
                    headers=["path", "push MiB/s", "runs", "pull MiB/s", "runs"]))
     print(f"ours / openssh: push {ssh_push / push['seconds']:.2f}, "
           f"pull {ssh_pull / pull['seconds']:.2f} (target >= 0.7)")
-    if ipp:
-        print(f"ours / ipyparallel: push {ipp[0] / push['seconds']:.2f}x, "
-              f"pull {ipp[1] / pull['seconds']:.2f}x (target >= 3x)")
+    for label, (ipp_push, ipp_pull) in ipps:
+        print(f"ours / ipyparallel {label}: push {ipp_push / push['seconds']:.2f}x, "
+              f"pull {ipp_pull / pull['seconds']:.2f}x (target >= 3x)")
     for name, result in (("push", push), ("pull", pull)):
         print(f"peak extra memory (largest of the runs), {name}: sender {result['sender_extra'] / MIB:.0f} MiB, "
               f"receiver {result['receiver_extra'] / MIB:.0f} MiB "
