@@ -69,7 +69,13 @@ class KernelLink:
         for stream in self._streams:
             stream.stop_on_recv()
             stream.flush()
+            # Unregister from the event loop without closing: the socket is the
+            # client's (closing a shadow closes it). Left registered, its file
+            # descriptor, reused by the next kernel's sockets, would be "added twice".
+            if stream.socket is not None and not stream.socket.closed:
+                stream.io_loop.remove_handler(stream.socket)
         self._streams = []
+        self._shell = None
         self._fail_pending(KernelDiedError("the link to the kernel was closed"))
 
     def _fail_pending(self, error: Exception) -> None:

@@ -22,7 +22,7 @@ from tabulate import tabulate
 
 from .providers import Target, UnknownHardwareError
 from .provisioner.errors import KernelLaunchError
-from .remote_sessions import Emit, RemoteKernel, RemoteSessions
+from .remote_sessions import Emit, RemoteKernel, RemoteKernelLostError, RemoteSessions
 from .transfer import TransferError, dump_variables, load_variables
 
 #: Transfers at least this large show a progress bar.
@@ -315,7 +315,8 @@ def load_ipython_extension(ipython: InteractiveShell) -> None:
     ipython.register_magics(RemoteMagics(ipython))
     # A remote error shows the remote traceback; a transfer or launch error
     # already says what failed and what to do: none needs the magic's frames.
-    ipython.set_custom_exc((RemoteCellError, TransferError, KernelLaunchError), _show_error)
+    ipython.set_custom_exc((RemoteCellError, RemoteKernelLostError, TransferError,
+                          KernelLaunchError), _show_error)
 
 
 def _show_error(shell: InteractiveShell, etype: type[BaseException], value: BaseException,

@@ -36,7 +36,7 @@ from traitlets.config.loader import ConfigFileNotFound, JSONFileConfigLoader, Py
 from .kernel_link import KernelLink
 from .kernelspecs import RemoteHWKernelSpecManager
 from .machines import MachineManager
-from .providers import Target
+from .providers import Target, UnknownHardwareError
 from .transfer.client import TransferClient
 from .transfer.pickling import Pickled
 from .variables import stream_opener
@@ -50,6 +50,13 @@ ABORTED_RETRIES = 10
 
 #: Seconds a second wait for an interrupted remote cell may take before giving up on it.
 INTERRUPT_GRACE = 10.0
+
+#: Seconds between checks that a remote kernel still runs, while a cell or transfer waits on it.
+WATCH_INTERVAL = 2.0
+
+
+class RemoteKernelLostError(Exception):
+    """The remote kernel ended while a cell or transfer was waiting on it."""
 
 
 def _quiet_logger() -> logging.Logger:
@@ -205,6 +212,10 @@ class RemoteSessions:
     def target(self, name: str | None) -> Target:
         """The target called ``name`` (or the default).
 
+        ``name`` is a target's name (``ssh-gpu-box``), or what it runs on as
+        the kernel picker shows it (its SSH host ``gpu-box``) when only one
+        target matches that.
+
         Raises:
             UnknownHardwareError: No such target (the message lists the others).
             ValueError: No name and no default.
@@ -213,7 +224,13 @@ class RemoteSessions:
         if not name:
             raise ValueError("no hardware given: name it (%%remote gpu-box) or set a default "
                              "with %remote_hw gpu-box")
-        return self.machines.target(name)
+        try:
+            return self.machines.target(name)
+        except UnknownHardwareError:
+            matches = [t for t in self.targets() if name in (t.host, t.where)]
+            if len(matches) == 1:
+                return matches[0]
+            raise
 
     def running(self) -> dict[str, RemoteKernel]:
         """The remote kernels of this local kernel, by target name."""
@@ -306,16 +323,43 @@ class RemoteSessions:
 
     # ------------------------------------------------------------------ cells and variables
 
+    async def _watched(self, kernel: RemoteKernel, work: Awaitable[T]) -> T:
+        """Await ``work`` while checking that ``kernel`` still runs.
+
+        Raises:
+            RemoteKernelLostError: The kernel ended first; it is forgotten, so
+                the next use starts a new one.
+        """
+        task = asyncio.ensure_future(work)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=WATCH_INTERVAL)
+                if done:
+                    return task.result()
+                if await kernel.manager.is_alive():
+                    continue
+                task.cancel()
+                if self._kernels.get(kernel.target.name) is kernel:
+                    del self._kernels[kernel.target.name]
+                    await self._stop(kernel)
+                raise RemoteKernelLostError(
+                    f"the kernel on {kernel.target.name} stopped while this cell was waiting "
+                    "on it (it crashed or was killed, for example for lack of memory). Its "
+                    "variables are gone; the next %%remote starts a new kernel there.")
+        finally:
+            if not task.done():
+                task.cancel()
+
     async def push(self, kernel: RemoteKernel, pickled: list[Pickled], device: str | None,
                    emit: Emit) -> list[dict[str, Any]]:
         """Send serialized variables to ``kernel``; all are assigned there, or none."""
-        return await kernel.transfer.push(
-            pickled, device, lambda done, total: emit(("progress", (done, total))))
+        return await self._watched(kernel, kernel.transfer.push(
+            pickled, device, lambda done, total: emit(("progress", (done, total)))))
 
     async def pull(self, kernel: RemoteKernel, names: list[str], emit: Emit) -> list[Pickled]:
         """Fetch the named variables of ``kernel``, serialized."""
-        return await kernel.transfer.pull(
-            names, lambda done, total: emit(("progress", (done, total))))
+        return await self._watched(kernel, kernel.transfer.pull(
+            names, lambda done, total: emit(("progress", (done, total)))))
 
     async def execute(self, kernel: RemoteKernel, code: str, emit: Emit) -> dict[str, Any]:
         """Run ``code`` on ``kernel``; its outputs are emitted as ``("output", msg)``.
@@ -324,7 +368,8 @@ class RemoteSessions:
         arrive just after a cell failed, such as an interrupted one) is sent again.
         """
         for _ in range(ABORTED_RETRIES):
-            reply = await kernel.link.execute(code, lambda msg: emit(("output", msg)))
+            reply = await self._watched(
+                kernel, kernel.link.execute(code, lambda msg: emit(("output", msg))))
             if reply.get("status") != "aborted":
                 break
             await asyncio.sleep(0.1)

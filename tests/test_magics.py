@@ -195,7 +195,7 @@ def test_remote_hw_lists_targets_and_sets_the_default(
 ) -> None:
     cells = [
         "%load_ext jupyter_remote_hw\n%remote_hw",
-        f"%remote_hw {TARGET}",
+        "%remote_hw testhost",  # the SSH host as the picker shows it, not the target's name
         "%%remote\nimport os\nprint(os.getpid())",
         "%remote_hw",
     ]
@@ -243,4 +243,26 @@ def test_interrupting_the_local_cell_interrupts_the_remote_one(
     finally:
         kc.stop_channels()
         manager.shutdown_kernel(now=False)
+    assert not [p for p in processes_under(str(short_tmp / "r")) if "ipykernel" in p]
+
+
+def test_a_remote_kernel_that_dies_mid_cell_fails_the_cell_and_a_new_one_starts(
+    env: dict[str, str], short_tmp: Path
+) -> None:
+    cells = [
+        "%load_ext jupyter_remote_hw",
+        f"%%remote {TARGET} --out first\nimport os\nfirst = os.getpid()",
+        (f"%%remote {TARGET}\nimport os, signal, time\nprint('going', flush=True)\n"
+         "time.sleep(0.5)\nos.kill(os.getpid(), signal.SIGKILL)\ntime.sleep(60)"),
+        f"%%remote {TARGET} --out second\nimport os\nsecond = os.getpid()",
+        "print('new kernel:', second != first)",
+    ]
+    began = time.monotonic()
+    nb, _ = run_notebook(cells, env, short_tmp, allow_errors=True)
+    error = error_of(nb.cells[2])
+    assert error.ename == "RemoteKernelLostError"
+    assert f"the kernel on {TARGET} stopped while this cell was waiting" in error.evalue
+    assert "the next %%remote starts a new kernel there" in error.evalue
+    assert "new kernel: True" in text_of(nb.cells[4])
+    assert time.monotonic() - began < 90  # not the cell's 60 s sleep plus a timeout
     assert not [p for p in processes_under(str(short_tmp / "r")) if "ipykernel" in p]
