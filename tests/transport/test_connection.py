@@ -181,3 +181,27 @@ async def test_unix_socket_stream_on_the_host(ssh_host: SSHTestHost, tmp_path: P
         writer.close()
         with pytest.raises(ConnectionFailedError, match="cannot open socket"):
             await conn.open_unix_connection(str(tmp_path / "missing.sock"))
+
+
+async def test_tcp_stream_on_the_host_with_a_wide_window(ssh_host: SSHTestHost) -> None:
+    payload = os.urandom(3 * 1024 * 1024)
+
+    async def send(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.write(payload)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(send, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server, SSHConnection(ssh_host.alias, settings_for(ssh_host.ssh_config)) as conn:
+        reader, writer = await conn.open_connection("127.0.0.1", port)
+        assert writer.channel.get_recv_window() >= 8 * 1024 * 1024
+        writer.write(b"go\n")
+        assert await reader.read() == payload
+        writer.close()
+        closed = server.sockets[0].getsockname()[1]
+        server.close()
+        await server.wait_closed()
+        with pytest.raises(ConnectionFailedError, match=rf"cannot open 127.0.0.1:{closed}"):
+            await conn.open_connection("127.0.0.1", closed)
