@@ -5,9 +5,12 @@ Routes (under the server's base URL; documented in docs/rest-api.yaml):
 - ``GET  /jupyter-remote-hw/api/hardware``: the hardware listing.
 - ``GET  /jupyter-remote-hw/api/machines``: the user's machines.
 - ``POST /jupyter-remote-hw/api/machines/<name>/(start|stop|terminate)``.
-- ``POST /jupyter-remote-hw/api/kernels``: start a kernel on hardware.
-- ``GET  /jupyter-remote-hw/api/sessions/<id>/variables``: what could be carried.
-- ``POST /jupyter-remote-hw/api/sessions/<id>/switch``: switch a notebook's hardware.
+- ``POST /jupyter-remote-hw/api/launch``: start a kernel on hardware.
+- ``GET  /jupyter-remote-hw/api/variables/<session id>``: what could be carried.
+- ``POST /jupyter-remote-hw/api/switch/<session id>``: switch a notebook's hardware.
+
+No path contains ``/api/kernels`` or ``/api/sessions``: tools that watch Jupyter's own
+kernel and session routes by pattern (test harnesses, proxies) would take ours for them.
 - ``GET  /jupyter-remote-hw/api/events`` (websocket): launch, machine and switch events.
 """
 
@@ -222,9 +225,9 @@ def api_handlers(actions: HardwareActions) -> list[tuple[str, Any, dict[str, Any
         (f"{API_PREFIX}/machines", MachinesHandler, kwargs),
         (f"{API_PREFIX}/machines/(?P<name>[^/]+)/(?P<action>start|stop|terminate)",
          MachineActionHandler, kwargs),
-        (f"{API_PREFIX}/kernels", KernelsHandler, kwargs),
-        (f"{API_PREFIX}/sessions/{session}/variables", SessionVariablesHandler, kwargs),
-        (f"{API_PREFIX}/sessions/{session}/switch", SessionSwitchHandler, kwargs),
+        (f"{API_PREFIX}/launch", KernelsHandler, kwargs),
+        (f"{API_PREFIX}/variables/{session}", SessionVariablesHandler, kwargs),
+        (f"{API_PREFIX}/switch/{session}", SessionSwitchHandler, kwargs),
         (f"{API_PREFIX}/events", EventsHandler, {"events": actions.events}),
     ]
 

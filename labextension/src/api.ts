@@ -91,7 +91,7 @@ export class HardwareAPI {
 
   /** The variables of a session's kernel. */
   async variables(sessionId: string): Promise<IVariable[]> {
-    const path = `sessions/${encodeURIComponent(sessionId)}/variables`;
+    const path = `variables/${encodeURIComponent(sessionId)}`;
     return (await this.request<{ variables: IVariable[] }>(path)).variables;
   }
 
@@ -99,10 +99,11 @@ export class HardwareAPI {
   switchSession(
     sessionId: string,
     hardware: string,
-    carry: string[] | 'all'
+    carry: string[] | 'all',
+    keepOld = false
   ): Promise<ISwitchReport> {
-    const path = `sessions/${encodeURIComponent(sessionId)}/switch`;
-    return this.post<ISwitchReport>(path, { hardware, carry });
+    const path = `switch/${encodeURIComponent(sessionId)}`;
+    return this.post<ISwitchReport>(path, { hardware, carry, keep_old: keepOld });
   }
 }
 

@@ -260,7 +260,9 @@ export function applyLaunchEvent(
   }
   const next = { ...progress, step: event.step || progress.step };
   if (event.state === 'progress') {
-    next.detail = event.detail || '';
+    const detail: string = event.detail || '';
+    const prefix = `${next.step}: `;
+    next.detail = detail.startsWith(prefix) ? detail.slice(prefix.length) : detail;
   } else if (event.state === 'started') {
     next.detail = '';
   } else if (event.state === 'failed') {

@@ -61,7 +61,10 @@ export class HardwareListBody extends Widget implements Dialog.IBodyWidget<IHard
     this.table.className = 'jp-RemoteHW-table';
     this.table.setAttribute('role', 'listbox');
     this.table.setAttribute('aria-label', 'Hardware');
-    this.node.appendChild(this.table);
+    const scroller = document.createElement('div');
+    scroller.className = 'jp-RemoteHW-tableScroller';
+    scroller.appendChild(this.table);
+    this.node.appendChild(scroller);
     this.selected = options.find(o => o.name === current && o.usable) ?? options.find(o => o.usable) ?? null;
     this.search.addEventListener('input', () => this.render());
     this.search.addEventListener('keydown', event => this.onKey(event));
@@ -228,6 +231,7 @@ export class HardwareToolbarItem extends Widget {
 
   /** Open the picker; switch to the choice. */
   async pick(): Promise<void> {
+    await this.sessionContext.ready;
     let options: IHardware[];
     try {
       options = await this.store.options(true);
@@ -280,9 +284,6 @@ export class HardwareToolbarItem extends Widget {
   /** Switch the notebook's kernel to `option`, showing progress here. */
   async switchTo(option: IHardware, carry: string[]): Promise<void> {
     const session = this.sessionContext.session;
-    if (!session) {
-      return;
-    }
     this.progress = {
       target: option.name,
       step: 'starting',
@@ -294,9 +295,22 @@ export class HardwareToolbarItem extends Widget {
     this.showProgress();
     const timer = window.setInterval(() => this.showProgress(), 1000);
     try {
-      const report = await this.store.api.switchSession(session.id, option.name, carry);
+      if (!session) {
+        // No kernel yet: start one on the chosen hardware.
+        await this.sessionContext.changeKernel({ name: option.kernel_name });
+        this.progress = null;
+        await this.refresh();
+        return;
+      }
+      // The server starts the new kernel, carries the variables and points the
+      // session at it; this page then connects to it before the old kernel is
+      // shut down, as when JupyterLab changes a kernel itself.
+      const report = await this.store.api.switchSession(session.id, option.name, carry, true);
       this.progress = null;
-      await this.services.sessions.refreshRunning();
+      await session.changeKernel({ id: report.kernel_id });
+      await this.services.kernels.shutdown(report.previous_kernel_id).catch(reason =>
+        console.warn('jupyter-remote-hw: the previous kernel did not shut down', reason)
+      );
       await this.refresh();
       if (report.not_carried.length) {
         Notification.warning(

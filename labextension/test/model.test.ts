@@ -151,7 +151,7 @@ describe('launch progress', () => {
     expect(progress.step).toBe('connect');
     progress = applyLaunchEvent(progress, {
       type: 'launch', time: 2, target: 'ssh-box', step: 'prepare host', state: 'progress',
-      detail: 'uploading the agent'
+      detail: 'prepare host: uploading the agent'
     });
     expect(progressText(progress, 3400)).toBe(
       'ssh-box: prepare host (uploading the agent) · 3 s'

@@ -47,9 +47,9 @@ async def sessions(jp_fetch: Fetch, jp_serverapp: Any) -> Any:
 
 
 @pytest.mark.parametrize(("method", "path"), [
-    ("GET", "hardware"), ("GET", "machines"), ("POST", "kernels"),
-    ("POST", "machines/local/terminate"), ("GET", "sessions/x/variables"),
-    ("POST", "sessions/x/switch"),
+    ("GET", "hardware"), ("GET", "machines"), ("POST", "launch"),
+    ("POST", "machines/local/terminate"), ("GET", "variables/x"),
+    ("POST", "switch/x"),
 ])
 async def test_every_route_needs_authentication(jp_fetch: Fetch, jp_http_port: int,
                                                 jp_base_url: str, method: str,
@@ -90,21 +90,21 @@ async def test_hardware_lists_local_and_the_ssh_host(jp_fetch: Fetch,
 
 
 @pytest.mark.parametrize(("path", "body", "status", "field", "words"), [
-    ("kernels", {}, 400, "hardware", "'hardware' must be the name of a hardware target"),
-    ("kernels", {"hardware": 3}, 400, "hardware", "'hardware' must be"),
-    ("kernels", {"hardware": "gpu-nowhere"}, 404, "hardware", "unknown hardware 'gpu-nowhere'"),
-    ("kernels", {"hardware": "local", "path": ["x"]}, 400, "path", "'path' must be a string"),
-    ("sessions/no-such-session/switch", {"hardware": "local"}, 404, "session_id",
+    ("launch", {}, 400, "hardware", "'hardware' must be the name of a hardware target"),
+    ("launch", {"hardware": 3}, 400, "hardware", "'hardware' must be"),
+    ("launch", {"hardware": "gpu-nowhere"}, 404, "hardware", "unknown hardware 'gpu-nowhere'"),
+    ("launch", {"hardware": "local", "path": ["x"]}, 400, "path", "'path' must be a string"),
+    ("switch/no-such-session", {"hardware": "local"}, 404, "session_id",
      "no session 'no-such-session'"),
-    ("sessions/s/switch", {"hardware": "local", "carry": "x,y"}, 400, "carry",
+    ("switch/s", {"hardware": "local", "carry": "x,y"}, 400, "carry",
      "'carry' must be a list of variable names or \"all\""),
-    ("sessions/s/switch", {"hardware": "local", "carry": ["ok", "not ok"]}, 400, "carry",
+    ("switch/s", {"hardware": "local", "carry": ["ok", "not ok"]}, 400, "carry",
      "'carry' must be"),
-    ("sessions/s/switch", {"hardware": "local", "keep_old": "yes"}, 400, "keep_old",
+    ("switch/s", {"hardware": "local", "keep_old": "yes"}, 400, "keep_old",
      "'keep_old' must be true or false"),
-    ("sessions/s/switch", {"hardware": "local", "colour": "red"}, 400, "colour",
+    ("switch/s", {"hardware": "local", "colour": "red"}, 400, "colour",
      "unknown field(s) ['colour']"),
-    ("sessions/s/switch", {}, 400, "hardware", "'hardware' must be"),
+    ("switch/s", {}, 400, "hardware", "'hardware' must be"),
     ("machines/gpu-nowhere/start", {}, 404, "name", "unknown hardware 'gpu-nowhere'"),
     ("machines/local/stop", {}, 409, "name", "local (local provider) cannot be stopped"),
 ])
@@ -119,16 +119,16 @@ async def test_bad_requests_name_the_field(jp_fetch: Fetch, jp_serverapp: Any, p
 
 
 async def test_a_body_that_is_not_a_json_object_is_400(jp_fetch: Fetch) -> None:
-    code, error = await failure(jp_fetch, "kernels", raw="{nope")
+    code, error = await failure(jp_fetch, "launch", raw="{nope")
     assert code == 400 and "not JSON" in error["message"]
-    code, error = await failure(jp_fetch, "kernels", raw="[1]")
+    code, error = await failure(jp_fetch, "launch", raw="[1]")
     assert code == 400 and "must be a JSON object" in error["message"]
 
 
 async def test_start_a_kernel_on_local_hardware_with_progress_events(
     jp_fetch: Fetch, jp_serverapp: Any, events: Events, channels: OpenChannels,
 ) -> None:
-    response = await jp_fetch("jupyter-remote-hw", "api", "kernels", method="POST",
+    response = await jp_fetch("jupyter-remote-hw", "api", "launch", method="POST",
                               body=json.dumps({"hardware": "local"}))
     assert response.code == 201
     kernel = json.loads(response.body)
@@ -163,12 +163,12 @@ async def test_switch_to_the_ssh_host_carrying_what_can_be_carried_then_terminat
                               "label = 'from local'\nlock = threading.Lock()\n"
                               "local_pid = os.getpid()")
     assert ran.status == "ok", ran
-    variables = (await get(jp_fetch, "sessions", session["id"], "variables"))["variables"]
+    variables = (await get(jp_fetch, "variables", session["id"]))["variables"]
     by_name = {v["name"]: v for v in variables}
     assert by_name["rows"]["type"] == "list" and by_name["rows"]["nbytes"] > 0
     assert {"label", "lock", "local_pid"} <= set(by_name)
 
-    report = await post(jp_fetch, "sessions", session["id"], "switch",
+    report = await post(jp_fetch, "switch", session["id"],
                         body={"hardware": SSH_TARGET, "carry": "all"})
     assert report["previous_kernel_id"] == old_id and report["hardware"] == SSH_TARGET
     new_id = report["kernel_id"]
@@ -207,7 +207,7 @@ async def test_switch_carries_named_variables_and_reports_missing_ones(
     session = await sessions(LOCAL_KERNEL)
     kc = await channels(session["kernel"]["id"])
     assert (await kc.execute("a = 1\nb = 2")).status == "ok"
-    report = await post(jp_fetch, "sessions", session["id"], "switch",
+    report = await post(jp_fetch, "switch", session["id"],
                         body={"hardware": "local", "carry": ["a", "ghost"], "keep_old": True})
     assert [c["name"] for c in report["carried"]] == ["a"]
     assert report["not_carried"][0]["name"] == "ghost"
@@ -222,6 +222,6 @@ async def test_a_kernel_that_does_not_answer_transfers_is_409_for_variables(
     jp_fetch: Fetch, sessions: Any
 ) -> None:
     session = await sessions("python3")
-    code, error = await failure(jp_fetch, "sessions", session["id"], "variables", method="GET")
+    code, error = await failure(jp_fetch, "variables", session["id"], method="GET")
     assert code == 409
     assert "%load_ext jupyter_remote_hw" in error["message"]
