@@ -7,10 +7,14 @@ cd "$(dirname "$0")/.."
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    openssh-server openssh-client iproute2 procps >/dev/null
+    openssh-server openssh-client iproute2 procps chromium >/dev/null
 fi
 
 python3 -m pip install --quiet --disable-pip-version-check '.[test]'
 # The CPU build of torch (the tensor and module transfer tests use it).
 python3 -m pip install --quiet --disable-pip-version-check 'torch==2.13.0'
 python3 -m pytest "$@"
+# The front end: unit tests (jest), then UI tests in a real JupyterLab in Debian's Chromium.
+[ -d node_modules/jest ] || npm ci --no-audit --no-fund --loglevel=error
+npm test --silent
+bash ui-tests/run.sh

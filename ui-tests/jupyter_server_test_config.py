@@ -1,0 +1,28 @@
+"""JupyterLab for the UI tests (see serve.py, which sets the JRHW_UI_* variables)."""
+
+import os
+from pathlib import Path
+
+from jupyterlab.galata import configure_jupyter_server
+
+c = get_config()  # type: ignore[name-defined]  # noqa: F821
+
+configure_jupyter_server(c)
+c.ServerApp.port = int(os.environ.get("JRHW_UI_PORT", "8888"))
+c.ServerApp.ip = "127.0.0.1"
+c.ServerApp.allow_root = True  # CI runs as root
+
+tmp = Path(os.environ["JRHW_UI_TMP"])
+root = tmp / "notebooks"
+root.mkdir(exist_ok=True)
+c.ServerApp.root_dir = str(root)
+
+c.ServerApp.jpserver_extensions.update({"jupyter_remote_hw": True})
+c.TransportManager.ssh_config_files = [os.environ["JRHW_UI_SSH_CONFIG"]]
+c.SSHProvider.hosts = [{
+    "host": os.environ["JRHW_UI_SSH_ALIAS"], "hardware": "Test GPU 24GB",
+    "root": str(tmp / "remote-root"),
+}]
+c.SSHProvider.include_ssh_config = False
+c.LocalProvider.state_dir = str(tmp / "l")
+c.MachineManager.ledger_path = str(tmp / "ledger.sqlite3")

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# UI tests: a real JupyterLab (local provider + loopback sshd host) in Debian's Chromium.
+# Needs: chromium (apt), Node 20, the package's Python dependencies and the built
+# labextension (tests/run.sh installs all of them). Arguments go to `playwright test`.
+set -euo pipefail
+cd "$(dirname "$0")"
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+export JRHW_UI_PORT="${JRHW_UI_PORT:-8888}"
+if [ ! -d node_modules/@jupyterlab/galata ]; then
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+
+python3 serve.py > server.log 2>&1 &
+server=$!
+stop_server() {
+  kill -TERM "$server" 2>/dev/null || true
+  wait "$server" 2>/dev/null || true
+}
+trap stop_server EXIT
+
+python3 - <<PY
+import time, urllib.request
+deadline = time.monotonic() + 120
+while True:
+    try:
+        urllib.request.urlopen("http://127.0.0.1:${JRHW_UI_PORT}/lab", timeout=5)
+        break
+    except OSError:
+        if time.monotonic() > deadline:
+            raise SystemExit("JupyterLab did not start; see ui-tests/server.log")
+        time.sleep(1)
+PY
+npx playwright test "$@"

@@ -1,0 +1,70 @@
+"""Serve JupyterLab for the UI tests: the local provider and a real loopback sshd host.
+
+Started by ui-tests/run.sh; stops JupyterLab, the kernels, the agents and sshd when it
+receives SIGTERM or SIGINT. Everything lives in one temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+
+from tests.processes import kill_processes_mentioning
+from tests.testhosts import loopback_host
+
+
+def main() -> int:
+    """Run JupyterLab until told to stop; its exit code."""
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    tmp = Path(tempfile.mkdtemp(prefix="jrhw-ui-", dir="/tmp"))
+    try:
+        with loopback_host(tmp / "host") as host:
+            env = {
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
+                                                            os.environ.get("PYTHONPATH")])),
+                "JUPYTER_CONFIG_DIR": str(tmp / "config"),
+                "JRHW_UI_TMP": str(tmp),
+                "JRHW_UI_SSH_CONFIG": str(host.ssh_config),
+                "JRHW_UI_SSH_ALIAS": host.alias,
+                # The extension as built in this tree, before any installed copy.
+                "JUPYTER_PATH": os.pathsep.join(filter(None, [str(tmp / "jupyter"),
+                                                              os.environ.get("JUPYTER_PATH")])),
+            }
+            (tmp / "jupyter" / "labextensions").mkdir(parents=True)
+            (tmp / "jupyter" / "labextensions" / "jupyter-remote-hw").symlink_to(
+                REPO / "jupyter_remote_hw" / "labextension")
+            lab = subprocess.Popen(
+                [sys.executable, "-m", "jupyter", "lab",
+                 f"--config={HERE / 'jupyter_server_test_config.py'}"],
+                env=env, cwd=tmp,
+            )
+            while not stop.wait(0.5):
+                if lab.poll() is not None:
+                    return lab.returncode
+            lab.terminate()
+            try:
+                lab.wait(60)
+            except subprocess.TimeoutExpired:
+                lab.kill()
+                lab.wait()
+            return 0
+    finally:
+        kill_processes_mentioning(str(tmp))
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+/**
+ * The hardware picker, status bar item and machines panel in a real JupyterLab:
+ * the `local` provider and a real loopback sshd host ("ssh-testhost").
+ */
+import { expect, test } from '@jupyterlab/galata';
+import * as path from 'path';
+
+const IMAGES = path.resolve(__dirname, '..', '..', 'docs', 'images');
+const TOOLBAR = '.jp-RemoteHW-toolbarItem';
+const DIALOG = '.jp-Dialog';
+
+test.use({ autoGoto: true });
+
+test('pick the SSH host, run there, switch back carrying a variable, terminate', async ({
+  page
+}) => {
+  await page.notebook.createNew('hardware.ipynb');
+  const item = page.locator(TOOLBAR);
+  // The notebook's kernel starts on the default hardware: this machine.
+  await expect(item).toHaveText('CPU · local', { timeout: 60000 });
+
+  // The picker lists local, the SSH host and the catalog; the search narrows it.
+  await item.click();
+  const dialog = page.locator(DIALOG);
+  await expect(dialog.locator('tr[data-name="local"]')).toContainText('CPU · local');
+  await expect(dialog.locator('tr[data-name="ssh-testhost"]')).toContainText('1 × Test GPU');
+  await expect(dialog.locator('tr[data-name="ssh-testhost"]')).toContainText('24 GB');
+  await dialog.screenshot({ path: path.join(IMAGES, 'picker.png') });
+  await dialog.locator('input[type=search]').fill('test gpu');
+  await expect(dialog.locator('.jp-RemoteHW-option')).toHaveCount(1);
+  await dialog.locator('tr[data-name="ssh-testhost"]').click();
+  await dialog.locator('.jp-Dialog-button.jp-mod-accept').click();
+
+  // Progress in place, then the new hardware.
+  await expect(page.locator(`${TOOLBAR}.jp-mod-busy`)).toBeVisible();
+  await page.locator('.jp-NotebookPanel-toolbar').screenshot({
+    path: path.join(IMAGES, 'provisioning.png')
+  });
+  await expect(item).toHaveText('Test GPU 24GB · testhost', { timeout: 90000 });
+
+  // A cell runs on the SSH host's kernel (started under the host's agent directory).
+  await page.notebook.setCell(
+    0,
+    'code',
+    "import os, getpass\nx = 41\nprint(os.getpid(), getpass.getuser(), 'remote-root' in open('/proc/self/cmdline').read())"
+  );
+  await page.notebook.runCell(0, true);
+  const output = (await page.notebook.getCellTextOutput(0))?.join('') ?? '';
+  expect(output).toMatch(/^\d+ \S+ True\s*$/);
+
+  // The status bar shows the machine.
+  const status = page.locator('.jp-RemoteHW-status');
+  await expect(status).toContainText('ssh-testhost running · free');
+
+  // Back to local, carrying x.
+  await item.click();
+  await dialog.locator('input[type=search]').fill('this machine');
+  await dialog.locator('tr[data-name="local"]').click();
+  await dialog.locator('.jp-Dialog-button.jp-mod-accept').click();
+  const carry = page.locator('.jp-RemoteHW-carry');
+  await expect(carry).toContainText('x  (int,');
+  await page.locator(`${DIALOG} .jp-Dialog-button.jp-mod-accept`).click();
+  await expect(item).toHaveText('CPU · local', { timeout: 90000 });
+  await page.notebook.setCell(0, 'code', 'print(x + 1)');
+  await page.notebook.runCell(0, true);
+  expect((await page.notebook.getCellTextOutput(0))?.join('').trim()).toBe('42');
+  await expect(status).toContainText('local running · free');
+
+  // The panel lists both machines; terminate the SSH host after confirming.
+  await page.sidebar.openTab('jp-RemoteHW-machines');
+  const panel = page.locator('#jp-RemoteHW-machines');
+  const ssh = panel.locator('li[data-name="ssh-testhost"]');
+  await expect(ssh).toContainText('0 kernels');
+  await expect(panel.locator('li[data-name="local"]')).toContainText('1 kernel');
+  await panel.screenshot({ path: path.join(IMAGES, 'machines-panel.png') });
+  await ssh.locator('button.jp-RemoteHW-terminate').click();
+  await expect(page.locator(DIALOG)).toContainText('Terminate ssh-testhost?');
+  await page.locator(`${DIALOG} .jp-Dialog-button.jp-mod-accept`).click();
+  await expect(ssh).toHaveCount(0);
+  await expect(panel.locator('li[data-name="local"]')).toBeVisible();
+});
+
+test('the picker works in the dark theme and from the keyboard', async ({ page }) => {
+  await page.theme.setDarkTheme();
+  await page.notebook.createNew('dark.ipynb');
+  await page.locator(TOOLBAR).focus();
+  await page.keyboard.press('Enter');
+  const dialog = page.locator(DIALOG);
+  await expect(dialog.locator('input[type=search]')).toBeFocused();
+  await page.keyboard.press('ArrowDown');
+  await expect(dialog.locator('tr.jp-mod-selected')).toHaveAttribute('data-name', 'ssh-testhost');
+  await dialog.screenshot({ path: path.join(IMAGES, 'picker-dark.png') });
+  await page.keyboard.press('Escape');
+  await expect(dialog).toHaveCount(0);
+});
