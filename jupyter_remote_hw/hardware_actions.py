@@ -18,7 +18,7 @@ from .hardware import machine_state
 from .hardware_events import EventHub
 from .kernel_link import KernelLink
 from .launch_steps import LaunchError
-from .ledger.store import SERVER_OWNER
+from .ledger.store import ACTIVE_STATES, FINAL_STATES, SERVER_OWNER, MachineRecord
 from .machines import MachineManager
 from .providers import KERNEL_NAME_PREFIX, Target, UnknownHardwareError
 from .transfer import TransferError
@@ -172,13 +172,40 @@ class HardwareActions:
                                 "execution_state": None})
         return kernels
 
-    def machine_model(self, target: Target) -> dict[str, Any]:
-        """One machine as the machines panel shows it."""
-        kernels = self._kernels_on(target.name)
-        state = machine_state(self.machines, target.name) or ("unknown" if kernels else "idle")
+    def _record(self, name: str) -> MachineRecord | None:
+        """The ledger's machine for a target (a cloud machine), unless it has ended."""
+        record = self.machines.ledger.find_machine(name)
+        if record is None or record.state in FINAL_STATES:
+            return None
+        return record
+
+    def machine_model(self, name: str, target: Target | None = None) -> dict[str, Any]:
+        """One machine as the machines panel shows it.
+
+        Hardware already owned (local, SSH hosts) is free; a cloud machine has
+        its ledger state, price and cost so far.
+        """
+        kernels = self._kernels_on(name)
+        record = self._record(name)
+        if record is not None:
+            open_state = machine_state(self.machines, name)
+            state = record.state if record.state != "running" else (open_state or "running")
+            actions = (["stop", "terminate"] if record.state in ACTIVE_STATES
+                       else ["start", "terminate"])
+            return {
+                "name": name, "provider": record.provider,
+                "hardware": target.hardware if target else record.instance_type,
+                "where": target.where if target else f"{record.instance_type} · {record.region}",
+                "state": state, "kernels": kernels,
+                "price_per_hour": record.price_per_hour,
+                "cost_so_far": round(record.cost(), 4),
+                "idle_stop_in": None, "actions": actions,
+            }
+        assert target is not None
+        state = machine_state(self.machines, name) or ("unknown" if kernels else "idle")
         owned = target.provider in ("local", "ssh")
         return {
-            "name": target.name,
+            "name": name,
             "provider": target.provider,
             "hardware": target.hardware,
             "where": target.where,
@@ -187,62 +214,82 @@ class HardwareActions:
             "price_per_hour": 0.0 if owned else None,
             "cost_so_far": 0.0 if owned else None,
             "idle_stop_in": None,
-            "actions": self._actions(target),
+            "actions": ["start", "terminate"],
         }
 
-    def _actions(self, target: Target) -> list[str]:
-        provider = self.machines.providers.get(target.provider)
-        actions = ["start", "terminate"]
-        if hasattr(provider, "stop_machine"):
-            actions.insert(1, "stop")
-        return actions
-
     def list_machines(self) -> list[dict[str, Any]]:
-        """The machines this user has: open ones, and targets with kernels."""
+        """The machines this user has: open ones, cloud machines that have not
+        ended, and targets with kernels."""
         targets = {t.name: t for t in self.machines.targets()}
         names = {m.target.name for m in self.machines.open_machines()}
         names |= {r.target for r in self.machines.ledger.kernels()}
         names |= {t for k in self.kernel_manager.list_kernel_ids()
                   if (t := self.kernel_target(k)) is not None}
-        return [self.machine_model(targets[name]) for name in sorted(names) if name in targets]
+        names |= {r.name for r in self.machines.ledger.machines()
+                  if r.state not in FINAL_STATES}
+        return [self.machine_model(name, targets.get(name)) for name in sorted(names)
+                if name in targets or self._record(name) is not None]
 
-    def _publish_machine(self, target: Target) -> dict[str, Any]:
-        model = self.machine_model(target)
+    def _publish_machine(self, name: str, target: Target | None = None) -> dict[str, Any]:
+        model = self.machine_model(name, target)
         self.events.publish("machine", machine=model)
         return model
 
+    async def _cloud(self, action: str, record: MachineRecord, *args: Any,
+                     **kwargs: Any) -> None:
+        """Run a provider's ``stop``, ``start`` or ``terminate`` on a cloud machine.
+
+        Raises:
+            HardwareRequestError: 502 with the provider's message when it fails.
+        """
+        provider = self.machines.providers.get(record.provider)
+        try:
+            await getattr(provider, action)(record, *args, **kwargs)
+        except LaunchError as exc:
+            failure = _launch_failure(exc)
+            assert failure is not None
+            raise failure from exc
+        except Exception as exc:  # the provider's own errors say what failed
+            raise HardwareRequestError(
+                502, f"{action} {record.name} ({record.provider}) failed: {exc}", "name",
+            ) from exc
+
     async def start_machine(self, name: Any) -> dict[str, Any]:
-        """Connect to a target's host and start its agent (no kernel yet).
+        """Start a stopped cloud machine, or connect to a target's host and start
+        its agent (no kernel yet).
 
         Raises:
             HardwareRequestError: Unknown target, or the step that failed with its hint.
         """
         target = self.target(name, "name")
         steps = self.machines.steps(target.name, "")
+        record = self._record(target.name)
+        if record is not None and record.state not in ACTIVE_STATES:
+            await self._cloud("start", record, steps=steps)
+            return self._publish_machine(target.name, target)
         try:
             await self.machines.machine(target, steps)
         except LaunchError as exc:
             failure = _launch_failure(exc)
             assert failure is not None
             raise failure from exc
-        return self._publish_machine(target)
+        return self._publish_machine(target.name, target)
 
     async def stop_machine(self, name: Any) -> dict[str, Any]:
-        """Stop a machine, where its provider can (cloud machines).
+        """Stop a cloud machine (its kernels end; its disk stays).
 
         Raises:
             HardwareRequestError: 409 for hardware that cannot be stopped from here.
         """
         target = self.target(name, "name")
-        provider = self.machines.providers.get(target.provider)
-        stop = getattr(provider, "stop_machine", None)
-        if stop is None:
+        record = self._record(target.name)
+        if record is None or not hasattr(self.machines.providers.get(record.provider), "stop"):
             raise HardwareRequestError(
                 409, f"{target.name} ({target.provider} provider) cannot be stopped from "
                 "here: it is not a machine this server started. Terminate it to shut down its "
                 "kernels and its agent.", "name")
-        await stop(target)
-        return self._publish_machine(target)
+        await self._cloud("stop", record)
+        return self._publish_machine(target.name, target)
 
     async def terminate_machine(self, name: Any) -> dict[str, Any]:
         """Shut down this server's kernels on a target and stop its agent.
@@ -258,8 +305,11 @@ class HardwareActions:
                 if self.kernel_target(k) == target.name]
         for kernel_id in ours:
             await self.kernel_manager.shutdown_kernel(kernel_id)
+        record = self._record(target.name)
+        if record is not None:
+            await self._cloud("terminate", record)
         stopped = await self.machines.release_if_idle(target.name)
-        model = self._publish_machine(target)
+        model = self._publish_machine(target.name, target)
         if stopped or not model["kernels"]:
             model["state"] = "terminated"
             self.events.publish("machine", machine=model)
@@ -290,7 +340,7 @@ class HardwareActions:
             if failure is None:
                 raise
             raise failure from exc
-        self._publish_machine(target)
+        self._publish_machine(target.name, target)
         return kernel_id
 
     async def kernel_variables(self, kernel_id: str) -> list[dict[str, Any]]:

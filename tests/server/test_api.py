@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from typing import Any
 
 import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from tornado.websocket import websocket_connect
+
+from jupyter_remote_hw.machines import MachineManager
 
 from ..kernelws import KernelChannels
 from ..provisioner.conftest import HARDWARE, LOCAL_KERNEL, SSH_TARGET, OpenChannels
@@ -225,3 +228,28 @@ async def test_a_kernel_that_does_not_answer_transfers_is_409_for_variables(
     code, error = await failure(jp_fetch, "variables", session["id"], method="GET")
     assert code == 409
     assert "%load_ext jupyter_remote_hw" in error["message"]
+
+
+async def test_cloud_machines_show_their_ledger_state_price_and_cost(
+    jp_fetch: Fetch, jp_serverapp: Any
+) -> None:
+    # A cloud machine as the aws provider records it (no AWS call is made by listing).
+    ledger = MachineManager.instance().ledger
+    began = time.time() - 3600
+    ledger.add_machine("m-test-1", "aws-g5-xlarge", "aws", owner="tester",
+                       instance_type="g5.xlarge", region="us-east-1", price_per_hour=1.2,
+                       state="pending")
+    ledger.set_machine_state("m-test-1", "running", at=began)
+    machines = {m["name"]: m for m in (await get(jp_fetch, "machines"))["machines"]}
+    cloud = machines["aws-g5-xlarge"]
+    assert (cloud["provider"], cloud["state"], cloud["price_per_hour"]) == ("aws", "running", 1.2)
+    assert 1.19 < cloud["cost_so_far"] < 1.25  # an hour at $1.2/h
+    assert cloud["actions"] == ["stop", "terminate"]
+    assert "g5.xlarge" in cloud["where"]
+    ledger.set_machine_state("m-test-1", "stopped")
+    stopped = {m["name"]: m for m in (await get(jp_fetch, "machines"))["machines"]}
+    assert stopped["aws-g5-xlarge"]["state"] == "stopped"
+    assert stopped["aws-g5-xlarge"]["actions"] == ["start", "terminate"]
+    ledger.set_machine_state("m-test-1", "terminated")
+    ended = {m["name"] for m in (await get(jp_fetch, "machines"))["machines"]}
+    assert "aws-g5-xlarge" not in ended
