@@ -86,6 +86,30 @@ def server_config() -> Config:
     return config
 
 
+def find_target(machines: MachineManager, name: str) -> Target:
+    """The target a user means by ``name``.
+
+    ``name`` is a target's name (``ssh-gpu-box``), what it runs on as the
+    kernel picker shows it (its SSH host ``gpu-box``) when only one target
+    matches that, or a running machine's id in the ledger or at its cloud
+    provider (``i-0abc...``).
+
+    Raises:
+        UnknownHardwareError: No such target (the message lists the others).
+    """
+    try:
+        return machines.target(name)
+    except UnknownHardwareError:
+        targets = machines.targets()
+        matches = [t for t in targets if name in (t.host, t.where)]
+        machine = machines.ledger.find_machine(name)
+        if machine is not None:
+            matches += [t for t in targets if t.name == machine.name]
+        if len(matches) == 1:
+            return matches[0]
+        raise
+
+
 @dataclass
 class RemoteKernel:
     """One remote kernel of this local kernel."""
@@ -210,11 +234,7 @@ class RemoteSessions:
         return self.machines.targets()
 
     def target(self, name: str | None) -> Target:
-        """The target called ``name`` (or the default).
-
-        ``name`` is a target's name (``ssh-gpu-box``), or what it runs on as
-        the kernel picker shows it (its SSH host ``gpu-box``) when only one
-        target matches that.
+        """The target called ``name`` (or the default); see :func:`find_target`.
 
         Raises:
             UnknownHardwareError: No such target (the message lists the others).
@@ -224,13 +244,7 @@ class RemoteSessions:
         if not name:
             raise ValueError("no hardware given: name it (%%remote gpu-box) or set a default "
                              "with %remote_hw gpu-box")
-        try:
-            return self.machines.target(name)
-        except UnknownHardwareError:
-            matches = [t for t in self.targets() if name in (t.host, t.where)]
-            if len(matches) == 1:
-                return matches[0]
-            raise
+        return find_target(self.machines, name)
 
     def running(self) -> dict[str, RemoteKernel]:
         """The remote kernels of this local kernel, by target name."""
