@@ -13,6 +13,7 @@ import { DocumentRegistry, IDocumentWidget } from '@jupyterlab/docregistry';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { LabIcon } from '@jupyterlab/ui-components';
+import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { HardwareAPI, HardwareEvents } from './api';
@@ -87,12 +88,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
     // The status bar item.
     const status = new MachineStatus(api, events);
     let showStatus = true;
+    const statusShown = new Signal<MachineStatus, void>(status);
     if (statusBar) {
       statusBar.registerStatusItem('jupyter-remote-hw:status', {
         item: status,
         align: 'left',
         rank: 4,
-        isActive: () => showStatus
+        isActive: () => showStatus,
+        activeStateChanged: statusShown
       });
     }
     const follow = (): void => {
@@ -142,7 +145,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
           const apply = (): void => {
             settings.carryByDefault = loaded.get('carryByDefault').composite as boolean;
             showStatus = loaded.get('showStatusBarItem').composite as boolean;
-            status.update();
+            statusShown.emit();
           };
           loaded.changed.connect(apply);
           apply();
