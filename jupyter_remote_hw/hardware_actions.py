@@ -8,12 +8,14 @@ these, and turn :class:`HardwareRequestError` into the HTTP status it carries.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .agent_client import AgentError, AgentUnavailableError
 from .hardware import machine_state
 from .hardware_events import EventHub
 from .kernel_link import KernelLink
@@ -26,6 +28,9 @@ from .transfer.client import TransferClient
 
 CARRY_ALL = "all"
 """``carry`` value meaning every variable the old kernel has that can be carried."""
+
+#: Seconds the machines listing waits for an agent's lifetime status.
+LIFETIME_WAIT = 3.0
 
 #: Names the kernel itself puts in the user's namespace: never offered for carrying.
 KERNEL_NAMES = frozenset({"open", "exit", "quit", "get_ipython"})
@@ -217,9 +222,31 @@ class HardwareActions:
             "actions": ["start", "terminate"],
         }
 
-    def list_machines(self) -> list[dict[str, Any]]:
-        """The machines this user has: open ones, cloud machines that have not
-        ended, and targets with kernels."""
+    async def idle_stop_in(self, name: str) -> float | None:
+        """Seconds until the agent of an open machine stops it for idleness, when its
+        lifetime policy has an idle stop (cloud machines); None otherwise."""
+        machine = self.machines.cached(name)
+        if machine is None or not machine.link_up:
+            return None
+        try:
+            client = await machine.agent()
+            status = await client.call("lifetime", wait=LIFETIME_WAIT)
+        except (AgentError, AgentUnavailableError, TimeoutError) as exc:
+            self.machines.log.debug("machine %s: no lifetime status: %s", name, exc)
+            return None
+        remaining = status.get("idle_stop_in")
+        return float(remaining) if remaining is not None else None
+
+    async def list_machines(self) -> list[dict[str, Any]]:
+        """The machines this user has (open ones, cloud machines that have not
+        ended, and targets with kernels), with their idle-stop countdowns."""
+        models = self._machine_models()
+        countdowns = await asyncio.gather(*(self.idle_stop_in(m["name"]) for m in models))
+        for model, remaining in zip(models, countdowns, strict=True):
+            model["idle_stop_in"] = remaining
+        return models
+
+    def _machine_models(self) -> list[dict[str, Any]]:
         targets = {t.name: t for t in self.machines.targets()}
         names = {m.target.name for m in self.machines.open_machines()}
         names |= {r.target for r in self.machines.ledger.kernels()}

@@ -106,7 +106,7 @@ class MachinesHandler(HardwareAPIHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.write_json({"machines": self.actions.list_machines()})
+        self.write_json({"machines": await self.actions.list_machines()})
 
 
 class MachineActionHandler(HardwareAPIHandler):

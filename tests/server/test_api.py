@@ -196,6 +196,14 @@ async def test_switch_to_the_ssh_host_carrying_what_can_be_carried_then_terminat
     machines = {m["name"]: m for m in (await get(jp_fetch, "machines"))["machines"]}
     assert machines[SSH_TARGET]["state"] == "running"
     assert [k["id"] for k in machines[SSH_TARGET]["kernels"]] == [new_id]
+    assert machines[SSH_TARGET]["idle_stop_in"] is None  # no idle stop on an SSH host
+    # With an idle-stop policy (as cloud machines get), the countdown is listed.
+    machine = MachineManager.instance().cached(SSH_TARGET)
+    assert machine is not None
+    agent = await machine.agent()
+    await agent.call("set_lifetime", idle_stop=600, deadman=0, stop_command=["true"])
+    machines = {m["name"]: m for m in (await get(jp_fetch, "machines"))["machines"]}
+    assert 590 < machines[SSH_TARGET]["idle_stop_in"] <= 600
 
     ended = (await post(jp_fetch, "machines", SSH_TARGET, "terminate"))["machine"]
     assert ended["kernels_shut_down"] == [new_id]
