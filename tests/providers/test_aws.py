@@ -337,3 +337,27 @@ def test_targets_from_configuration_and_ledger(provider: AWSProvider, ledger: Le
     assert targets["aws-big"].hardware == "8 × A100 40 GiB"
     assert targets["aws-big"].where == "p4d.24xlarge · us-west-2"
     assert targets["aws-cli-box"].host == "jrhw-aws-cli-box"
+
+
+async def test_upkeep_syncs_and_terminates_overdue(
+        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:  # noqa: F811
+    import logging
+
+    from jupyter_remote_hw.providers.aws_upkeep import CloudUpkeep
+
+    upkeep = CloudUpkeep(provider, interval=0.2, log=logging.getLogger("test"))
+    assert (await upkeep.run_once()).synced == 0  # nothing launched: nothing asked of EC2
+    record = await provider.launch("t3.medium", connect=False)
+    client(aws_env, "ec2").stop_instances(InstanceIds=[record.resource_id])
+    provider.terminate_after_stopped = 0.5
+    upkeep.start()
+    try:
+        deadline = time.monotonic() + 15
+        while ledger.get_machine(record.machine_id).state != "terminated":  # type: ignore
+            assert time.monotonic() < deadline, "upkeep did not terminate the stopped machine"
+            await asyncio.sleep(0.1)
+    finally:
+        await upkeep.stop()
+    events = [e.event for e in ledger.machine_events(record.machine_id)]
+    assert events[-1] == "terminated" and "stopped" in events
+    assert "reaped: stopped for" in ledger.machine_events(record.machine_id)[-1].detail
