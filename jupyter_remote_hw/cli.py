@@ -128,15 +128,18 @@ class RemoteHWCommands:
     # ------------------------------------------------------------------ lifecycle
 
     def _steps(self, name: str) -> LaunchSteps:
+        began = time.monotonic()
+
         def show(event: dict[str, Any]) -> None:
+            at = f"[{time.monotonic() - began:6.1f} s]"
             if event["state"] == "done":
-                self.err.write(f"  ✓ {event['step']} ({event['seconds']:.1f} s)\n")
+                self.err.write(f"{at} ✓ {event['step']} ({event['seconds']:.1f} s)\n")
             elif event["state"] == "failed":
-                self.err.write(f"  ✗ {event['step']} failed after {event['seconds']:.1f} s\n")
+                self.err.write(f"{at} ✗ {event['step']} failed after {event['seconds']:.1f} s\n")
             elif event["state"] == "progress" and event["detail"]:
-                self.err.write(f"    {event['detail']}\n")
+                self.err.write(f"{at}     {event['detail']}\n")
             elif event["state"] == "started":
-                self.err.write(f"  … {event['step']}\n")
+                self.err.write(f"{at} … {event['step']}\n")
             self.err.flush()
 
         return LaunchSteps(name, "-", self.manager.log, [show])

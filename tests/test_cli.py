@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -100,7 +101,7 @@ def test_launch_list_stop_start_terminate(config: dict[str, Any], tmp_path: Path
     code, out, err = cli(config, tmp_path, "launch", "A10G", "--name", "box", "--spot")
     assert code == 0, err
     for step in ("requested", "running", "SSH reachable", "host prepared"):
-        assert f"✓ {step}" in err
+        assert re.search(rf"^\[ *\d+\.\d s\] ✓ {step} \(\d+\.\d s\)$", err, re.MULTILINE), err
     assert "box" in out and "g5.xlarge" in out and "spot" in out
     assert "stops itself after 10 min idle or 20 min without a client" in out
     time.sleep(0.3)
