@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import sqlite3
 from pathlib import Path
@@ -106,7 +107,7 @@ def test_processes_write_at_once(tmp_path: Path) -> None:
     assert len(ledger.kernels()) == 120
     events = ledger.machine_events("m1")
     # Every recorded event is a real change: no two in a row name the same state.
-    assert all(a.event != b.event for a, b in zip(events, events[1:]))
+    assert all(a.event != b.event for a, b in itertools.pairwise(events))
     record = ledger.get_machine("m1")
     assert record is not None and record.accrued_seconds >= 0
     ledger.close()
