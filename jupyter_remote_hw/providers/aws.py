@@ -780,24 +780,28 @@ class AWSProvider(Provider):
             output = str(reply.get("Output") or "")
         except Exception as exc:  # noqa: BLE001 (not every account may read it: fall back)
             self.log.info("console output of %s not read: %s", record.resource_id, exc)
-        keys = host_keys_from_console(output)
-        source = "console output"
-        if keys:
-            probe = await asyncssh.get_server_host_key(host, port)
-            offered = probe.export_public_key("openssh").decode().split()[:2] if probe else []
-            if offered and " ".join(offered) not in keys:
+        listed = []
+        for key in host_keys_from_console(output):
+            try:
+                asyncssh.import_public_key(key)
+            except (asyncssh.KeyImportError, ValueError):
+                continue  # a line that is not a key: not trusted
+            listed.append(key)
+        probe = await asyncssh.get_server_host_key(host, port)
+        if probe is None:
+            raise AWSError(f"{name} offered no SSH host key")
+        offered = " ".join(probe.export_public_key("openssh").decode().split()[:2])
+        if listed:
+            if offered not in listed:
                 raise AWSError(
                     f"the SSH host key of {record.resource_id} at {name} is not one of the keys "
                     "its console output lists: someone may be in between. Nothing was trusted.",
                     kind="hostkey",
                 )
+            keys, source = listed, "console output"
         else:
-            probe = await asyncssh.get_server_host_key(host, port)
-            if probe is None:
-                raise AWSError(f"{name} offered no SSH host key")
-            keys = [" ".join(probe.export_public_key("openssh").decode().split()[:2])]
-            source = "trust on first use"
-        fingerprint = asyncssh.import_public_key(keys[0]).get_fingerprint("sha256")
+            keys, source = [offered], "trust on first use"
+        fingerprint = probe.get_fingerprint("sha256")
         lines = [line for line in (known.read_text().splitlines() if known.exists() else [])
                  if line.split(" ", 1)[0] != name]
         lines += [f"{name} {key}" for key in keys]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -361,3 +362,75 @@ async def test_upkeep_syncs_and_terminates_overdue(
     events = [e.event for e in ledger.machine_events(record.machine_id)]
     assert events[-1] == "terminated" and "stopped" in events
     assert "reaped: stopped for" in ledger.machine_events(record.machine_id)[-1].detail
+
+
+def console_output(text: str) -> Any:
+    """A before-send hook answering GetConsoleOutput with ``text`` (moto's console is fixed)."""
+    import base64
+
+    from botocore.awsrequest import AWSResponse
+
+    body = ("<GetConsoleOutputResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\">"
+            "<requestId>jrhw-test</requestId><instanceId>i-test</instanceId>"
+            "<timestamp>2030-01-01T00:00:00.000Z</timestamp>"
+            f"<output>{base64.b64encode(text.encode()).decode()}</output>"
+            "</GetConsoleOutputResponse>").encode()
+
+    def answer(request: Any, **_kwargs: Any) -> Any:
+        return AWSResponse(request.url, 200, {}, _Body(body))
+
+    return answer
+
+
+@pytest.fixture
+def reachable(provider: AWSProvider, ssh_host: Any, short_tmp: Path) -> AWSProvider:
+    """The provider, with every instance's SSH endpoint redirected to the loopback sshd."""
+    from jupyter_remote_hw.transport import TransportManager
+
+    from ..conftest import TEST_TRANSPORT
+
+    provider.transport = TransportManager(**TEST_TRANSPORT)
+    provider.ssh_endpoint_redirect = f"127.0.0.1:{ssh_host.port}"
+    provider.ssh_user = ssh_host.user
+    provider.public_key_file = f"{ssh_host.user_key}.pub"
+    provider.python = sys.executable
+    provider.remote_root = str(short_tmp / "r")
+    provider.stop_command = ["true"]
+    provider.ssh_timeout = 5
+    return provider
+
+
+async def test_host_key_listed_on_the_console_is_verified(
+        reachable: AWSProvider, ssh_host: Any, ledger: Ledger) -> None:
+    pub = (ssh_host.root / "ssh_host_ed25519_key.pub").read_text().split()
+    reachable.client("ec2").meta.events.register("before-send.ec2.GetConsoleOutput", console_output(
+        "cloud-init...\n-----BEGIN SSH HOST KEY KEYS-----\n"
+        f"ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAA root@ip\n{pub[0]} {pub[1]} root@ip\n"
+        "-----END SSH HOST KEY KEYS-----\n"))
+    try:
+        record = await reachable.launch("t3.medium", name="aws-console")
+        assert record.info["host_key_source"] == "console output"
+        assert record.info["host_key"] == ssh_host.fingerprint()
+        known = (Path(reachable.state_dir) / "known_hosts").read_text()
+        assert f"[127.0.0.1]:{ssh_host.port} {pub[0]} {pub[1]}" in known
+        assert oct(Path(reachable.state_dir, "known_hosts").stat().st_mode & 0o777) == "0o600"
+    finally:
+        assert reachable.transport is not None
+        await reachable.transport.close_all()
+
+
+async def test_host_key_not_on_the_console_is_refused(
+        reachable: AWSProvider, aws_env: str, ledger: Ledger, tmp_path: Path) -> None:  # noqa: F811
+    other = keygen(tmp_path / "other_host_key")  # the instance's real key, per its console
+    listed = Path(f"{other}.pub").read_text().split()
+    reachable.client("ec2").meta.events.register("before-send.ec2.GetConsoleOutput", console_output(
+        f"-----BEGIN SSH HOST KEY KEYS-----\n{listed[0]} {listed[1]} root@ip\n"
+        "-----END SSH HOST KEY KEYS-----\n"))
+    with pytest.raises(LaunchError, match="SSH reachable.*not one of the keys its console output"):
+        await reachable.launch("t3.medium", name="aws-spoofed")
+    [record] = ledger.machines()
+    assert record.state == "terminated"  # the failed launch left nothing running
+    assert "host_key" not in record.info
+    assert not (Path(reachable.state_dir) / "known_hosts").exists()
+    assert instances(aws_env)[record.resource_id]["State"]["Name"] in ("shutting-down",
+                                                                       "terminated")
