@@ -182,3 +182,21 @@ def test_catalog_refresh_writes_the_user_catalog(config: dict[str, Any], tmp_pat
     assert "Pricing API did not answer" in err  # moto has no Pricing API
     code, out, _ = cli(config, tmp_path, "catalog", "a10g:1", "--region", "eu-west-1")
     assert code == 0 and "g5.xlarge" in out and str(written) in out
+
+
+def test_runs_as_a_program(tmp_path: Path) -> None:
+    """`python -m jupyter_remote_hw.cli` (what the `jupyter-remote-hw` script runs)."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "HOME": str(tmp_path), "JUPYTER_CONFIG_DIR": str(tmp_path / "c"),
+           "JUPYTER_DATA_DIR": str(tmp_path / "d"),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-m", "jupyter_remote_hw.cli", "catalog", "H100:8",
+                           "--region", "us-west-2"], env=env, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "p5.48xlarge" in done.stdout and "$98.32" in done.stdout
+    bad = subprocess.run([sys.executable, "-m", "jupyter_remote_hw.cli", "launch"], env=env,
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert bad.returncode == 2 and "the following arguments are required: hardware" in bad.stderr
