@@ -19,10 +19,12 @@ c.ServerApp.root_dir = str(root)
 
 c.ServerApp.jpserver_extensions.update({"jupyter_remote_hw": True})
 c.TransportManager.ssh_config_files = [os.environ["JRHW_UI_SSH_CONFIG"]]
-c.SSHProvider.hosts = [{
-    "host": os.environ["JRHW_UI_SSH_ALIAS"], "hardware": "Test GPU 24GB",
-    "root": str(tmp / "remote-root"),
-}]
+c.SSHProvider.hosts = [
+    {"host": os.environ["JRHW_UI_SSH_ALIAS"], "hardware": "Test GPU 24GB",
+     "root": str(tmp / "remote-root")},
+    {"host": "deadhost", "hardware": "Gone GPU 80GB"},
+]
+c.TransportManager.connect_timeout = 5.0
 c.SSHProvider.include_ssh_config = False
 c.LocalProvider.state_dir = str(tmp / "l")
 c.MachineManager.ledger_path = str(tmp / "ledger.sqlite3")

@@ -20,7 +20,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
 from tests.processes import kill_processes_mentioning
-from tests.testhosts import loopback_host
+from tests.testhosts import free_port, loopback_host
 
 
 def main() -> int:
@@ -31,13 +31,17 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="jrhw-ui-", dir="/tmp"))
     try:
         with loopback_host(tmp / "host") as host:
+            # The test host, and "deadhost": the same host on a port nothing listens on.
+            ssh_config = tmp / "ssh_config"
+            ssh_config.write_text(host.ssh_config.read_text()
+                                  + host.config_block("deadhost", Port=free_port()))
             env = {
                 **os.environ,
                 "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
                                                             os.environ.get("PYTHONPATH")])),
                 "JUPYTER_CONFIG_DIR": str(tmp / "config"),
                 "JRHW_UI_TMP": str(tmp),
-                "JRHW_UI_SSH_CONFIG": str(host.ssh_config),
+                "JRHW_UI_SSH_CONFIG": str(ssh_config),
                 "JRHW_UI_SSH_ALIAS": host.alias,
                 # The extension as built in this tree, before any installed copy.
                 "JUPYTER_PATH": os.pathsep.join(filter(None, [str(tmp / "jupyter"),

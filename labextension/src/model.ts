@@ -237,6 +237,27 @@ function matchesWord(option: IHardware, word: string): boolean {
   return haystack.includes(word);
 }
 
+/**
+ * The option selected after an arrow key in the picker: the next (or previous)
+ * usable one among those shown, wrapping around; null when none is usable.
+ */
+export function nextSelection(
+  shown: IHardware[],
+  current: string | null,
+  key: 'ArrowDown' | 'ArrowUp'
+): IHardware | null {
+  const usable = shown.filter(o => o.usable);
+  if (!usable.length) {
+    return null;
+  }
+  const at = usable.findIndex(o => o.name === current);
+  if (at < 0) {
+    return key === 'ArrowDown' ? usable[0] : usable[usable.length - 1];
+  }
+  const step = key === 'ArrowDown' ? 1 : -1;
+  return usable[(at + step + usable.length) % usable.length];
+}
+
 /** The state of one launch, as the toolbar shows it while a kernel starts. */
 export interface ILaunchProgress {
   target: string;

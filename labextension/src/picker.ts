@@ -17,6 +17,7 @@ import {
   errorText,
   filterHardware,
   formatBytes,
+  nextSelection,
   pickerColumns,
   progressText,
   targetOfKernel,
@@ -89,14 +90,9 @@ export class HardwareListBody extends Widget implements Dialog.IBodyWidget<IHard
       return;
     }
     event.preventDefault();
-    const shown = this.shown.filter(o => o.usable);
-    if (!shown.length) {
-      return;
-    }
-    const at = shown.findIndex(o => o.name === this.selected?.name);
-    const step = event.key === 'ArrowDown' ? 1 : -1;
-    this.selected = shown[(at + step + shown.length) % shown.length];
+    this.selected = nextSelection(this.shown, this.selected?.name ?? null, event.key);
     this.render();
+    this.table.querySelector('.jp-mod-selected')?.scrollIntoView({ block: 'nearest' });
   }
 
   render(): void {

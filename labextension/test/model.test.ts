@@ -10,6 +10,7 @@ import {
   formatPrice,
   gpuText,
   machineStatusText,
+  nextSelection,
   pickerColumns,
   progressText,
   targetOfKernel,
@@ -136,6 +137,23 @@ describe('search', () => {
       'local', 'ssh-box', 'g5.xlarge'
     ]);
     expect(filterHardware(all, 'vcpu>4 aws').map(o => o.name)).toEqual(['p4d.24xlarge']);
+  });
+});
+
+describe('keyboard selection', () => {
+  const shown = [local, a10g, a100, sshBox];
+
+  it('moves over usable options only, wrapping around', () => {
+    expect(nextSelection(shown, 'local', 'ArrowDown')?.name).toBe('p4d.24xlarge');
+    expect(nextSelection(shown, 'p4d.24xlarge', 'ArrowDown')?.name).toBe('ssh-box');
+    expect(nextSelection(shown, 'ssh-box', 'ArrowDown')?.name).toBe('local');
+    expect(nextSelection(shown, 'local', 'ArrowUp')?.name).toBe('ssh-box');
+  });
+
+  it('starts at an end when nothing is selected, and finds nothing usable in none', () => {
+    expect(nextSelection(shown, null, 'ArrowDown')?.name).toBe('local');
+    expect(nextSelection(shown, null, 'ArrowUp')?.name).toBe('ssh-box');
+    expect(nextSelection([a10g], null, 'ArrowDown')).toBeNull();
   });
 });
 

@@ -93,3 +93,22 @@ test('the picker works in the dark theme and from the keyboard', async ({ page }
   await page.keyboard.press('Escape');
   await expect(dialog).toHaveCount(0);
 });
+
+test('a failed launch names the step and what to try', async ({ page }) => {
+  await page.notebook.createNew('unreachable.ipynb');
+  const item = page.locator(TOOLBAR);
+  await expect(item).toHaveText('CPU · local', { timeout: 60000 });
+  await item.click();
+  const dialog = page.locator(DIALOG);
+  await dialog.locator('input[type=search]').fill('gone');
+  await dialog.locator('tr[data-name="ssh-deadhost"]').click();
+  await dialog.locator('.jp-Dialog-button.jp-mod-accept').click();
+  const error = page.locator(`${DIALOG}`, { hasText: 'Switching to Gone GPU 80GB · deadhost failed' });
+  await expect(error).toContainText("step 'connect'", { timeout: 60000 });
+  await expect(error).toContainText('Check that `ssh <host>` works');
+  await expect(item).toHaveClass(/jp-mod-error/);
+  await error.screenshot({ path: path.join(IMAGES, 'launch-error.png') });
+  await error.getByRole('button', { name: 'Close' }).click();
+  // The notebook keeps its kernel on this machine.
+  await expect(item).toHaveText('CPU · local');
+});
