@@ -315,8 +315,22 @@ def load_ipython_extension(ipython: InteractiveShell) -> None:
     ipython.register_magics(RemoteMagics(ipython))
     # A remote error shows the remote traceback; a transfer or launch error
     # already says what failed and what to do: none needs the magic's frames.
-    ipython.set_custom_exc((RemoteCellError, RemoteKernelLostError, TransferError,
-                          KernelLaunchError), _show_error)
+    # A handler the user had set keeps handling its own exception types.
+    previous_types = tuple(t for t in ipython.custom_exceptions if t not in _OURS)
+    previous = ipython.CustomTB if previous_types else None
+
+    def show(shell: InteractiveShell, etype: type[BaseException], value: BaseException,
+             tb: Any, tb_offset: int | None = None) -> Any:
+        if previous is not None and not issubclass(etype, _OURS):
+            return previous(etype, value, tb, tb_offset)
+        return _show_error(shell, etype, value, tb, tb_offset)
+
+    ipython.set_custom_exc(_OURS + previous_types, show)
+
+
+#: Exceptions shown without the magic's frames.
+_OURS: tuple[type[BaseException], ...] = (RemoteCellError, RemoteKernelLostError, TransferError,
+                                          KernelLaunchError)
 
 
 def _show_error(shell: InteractiveShell, etype: type[BaseException], value: BaseException,

@@ -266,3 +266,22 @@ def test_a_remote_kernel_that_dies_mid_cell_fails_the_cell_and_a_new_one_starts(
     assert "new kernel: True" in text_of(nb.cells[4])
     assert time.monotonic() - began < 90  # not the cell's 60 s sleep plus a timeout
     assert not [p for p in processes_under(str(short_tmp / "r")) if "ipykernel" in p]
+
+
+def test_loading_the_magics_keeps_a_handler_the_user_had_set(
+    env: dict[str, str], short_tmp: Path
+) -> None:
+    cells = [
+        ("def mine(shell, etype, value, tb, tb_offset=None):\n"
+         "    print('handled by mine:', value)\n"
+         "get_ipython().set_custom_exc((LookupError,), mine)"),
+        "%load_ext jupyter_remote_hw",
+        "raise KeyError('k')",
+        f"import threading\nlock = threading.Lock()\n%remote_push lock --to {TARGET}",
+    ]
+    nb, _ = run_notebook(cells, env, short_tmp, allow_errors=True)
+    assert "handled by mine: 'k'" in text_of(nb.cells[2])
+    # The magics' own errors are still shown without the magic's frames.
+    error = error_of(nb.cells[3])
+    assert error.ename == "NotSerializableError"
+    assert error.traceback == [f"NotSerializableError: {error.evalue}"]
