@@ -69,8 +69,36 @@ _MACHINES_SCHEMA = (
     "CREATE INDEX IF NOT EXISTS machines_by_resource ON machines (resource_id)",
 )
 
+_SHARES_SCHEMA = (
+    """
+    CREATE TABLE IF NOT EXISTS shares (
+        share_id    TEXT PRIMARY KEY,
+        kernel_id   TEXT NOT NULL,
+        target      TEXT NOT NULL,
+        role        TEXT NOT NULL,
+        teammate    TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        expires     REAL NOT NULL,
+        created     REAL NOT NULL,
+        revoked     REAL,
+        info        TEXT NOT NULL DEFAULT '{}'
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS share_events (
+        id       INTEGER PRIMARY KEY AUTOINCREMENT,
+        share_id TEXT NOT NULL,
+        time     REAL NOT NULL,
+        event    TEXT NOT NULL,
+        detail   TEXT NOT NULL DEFAULT ''
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS share_events_by_share ON share_events (share_id, id)",
+)
+
 SCHEMA_VERSION = 2
-"""1: kernels only; 2: machines and their events added (older files are migrated in place)."""
+"""1: kernels only; 2: machines and their events added (older files are migrated in place).
+The shares tables are created whenever missing, at any version."""
 
 #: Machine states that are billed by the hour.
 BILLED_STATES = frozenset({"running"})
@@ -140,6 +168,8 @@ class Ledger:
                 for statement in _MACHINES_SCHEMA:
                     self._db.execute(statement)
                 self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            for statement in _SHARES_SCHEMA:
+                self._db.execute(statement)
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -336,6 +366,71 @@ class Ledger:
         return sum(m.price_per_hour for m in self.machines(states=ACTIVE_STATES)
                    if m.machine_id != exclude)
 
+    # ------------------------------------------------------------------ shares
+
+    def add_share(self, share_id: str, kernel_id: str, target: str, role: str, *,
+                  teammate: str, fingerprint: str, expires: float,
+                  info: dict[str, Any] | None = None) -> ShareRecord:
+        """Record a share the owner made (and the event that it was granted)."""
+        now = time.time()
+        with self._transaction() as db:
+            db.execute("INSERT INTO shares VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
+                       (share_id, kernel_id, target, role, teammate, fingerprint, expires, now,
+                        json.dumps(info or {})))
+            db.execute("INSERT INTO share_events (share_id, time, event, detail) "
+                       "VALUES (?, ?, 'granted', ?)", (share_id, now, f"{role} to {teammate}"))
+        record = self.get_share(share_id)
+        assert record is not None
+        return record
+
+    def get_share(self, share_id: str) -> ShareRecord | None:
+        """The share's row, or None."""
+        with self._lock:
+            row = self._db.execute(f"SELECT {', '.join(_SHARE_FIELDS)} FROM shares "
+                                   "WHERE share_id = ?", (share_id,)).fetchone()
+        return _share(row) if row else None
+
+    def shares(self, *, include_revoked: bool = False) -> list[ShareRecord]:
+        """Shares, oldest first (revoked ones too when asked)."""
+        with self._lock:
+            rows = self._db.execute(f"SELECT {', '.join(_SHARE_FIELDS)} FROM shares "
+                                    "ORDER BY created").fetchall()
+        found = [_share(row) for row in rows]
+        return [s for s in found if include_revoked or s.revoked is None]
+
+    def revoke_share(self, share_id: str, detail: str = "") -> None:
+        """Mark a share revoked (once) and record the event.
+
+        Raises:
+            KeyError: No such share.
+        """
+        now = time.time()
+        with self._transaction() as db:
+            if db.execute("SELECT 1 FROM shares WHERE share_id = ?",
+                          (share_id,)).fetchone() is None:
+                raise KeyError(f"no share {share_id} in the ledger {self.path}")
+            db.execute("UPDATE shares SET revoked = ? WHERE share_id = ? AND revoked IS NULL",
+                       (now, share_id))
+            db.execute("INSERT INTO share_events (share_id, time, event, detail) "
+                       "VALUES (?, ?, 'revoked', ?)", (share_id, now, detail))
+
+    def note_share(self, share_id: str, event: str, detail: str = "",
+                   at: float | None = None) -> None:
+        """Record a share's event (``joined`` with when and which session, say)."""
+        with self._transaction() as db:
+            db.execute("INSERT INTO share_events (share_id, time, event, detail) "
+                       "VALUES (?, ?, ?, ?)",
+                       (share_id, time.time() if at is None else at, event, detail))
+
+    def share_events(self, share_id: str) -> list[ShareEvent]:
+        """A share's events, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT share_id, time, event, detail FROM share_events "
+                "WHERE share_id = ? ORDER BY id", (share_id,),
+            ).fetchall()
+        return [ShareEvent(*row) for row in rows]
+
     def close(self) -> None:
         """Close the database."""
         self._db.close()
@@ -426,3 +521,51 @@ def _machine(row: tuple[Any, ...]) -> MachineRecord:
 def _record(row: tuple[Any, ...]) -> KernelRecord:
     kernel_id, kernel_name, target, info, created, updated, owner = row
     return KernelRecord(kernel_id, kernel_name, target, json.loads(info), created, updated, owner)
+
+
+@dataclass(frozen=True)
+class ShareRecord:
+    """A share of a kernel with a teammate's SSH key, as the owner's ledger knows it.
+
+    Attributes:
+        share_id: The share's id (also in the host's key line comment).
+        kernel_id: The shared kernel.
+        target: The target the kernel runs on.
+        role: ``viewer`` or ``collaborator``.
+        teammate: The teammate's key comment (who it is for).
+        fingerprint: The SHA256 fingerprint of the teammate's key.
+        expires: When the share ends (epoch seconds).
+        created: When it was granted.
+        revoked: When it was revoked, or None.
+        info: The host, the relay ports.
+    """
+
+    share_id: str
+    kernel_id: str
+    target: str
+    role: str
+    teammate: str
+    fingerprint: str
+    expires: float
+    created: float
+    revoked: float | None
+    info: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ShareEvent:
+    """One event of a share (``granted``, ``joined``, ``revoked``)."""
+
+    share_id: str
+    time: float
+    event: str
+    detail: str
+
+
+_SHARE_FIELDS = [name for name in ShareRecord.__dataclass_fields__]
+
+
+def _share(row: tuple[Any, ...]) -> ShareRecord:
+    values = dict(zip(_SHARE_FIELDS, row, strict=True))
+    values["info"] = json.loads(values["info"])
+    return ShareRecord(**values)
