@@ -226,23 +226,20 @@ class TransferClient:
             _NoStream: The stream could not be opened; nothing was sent (the
                 announced transfer was aborted).
         """
-        transfer_id = uuid.uuid4().hex
         total = sum(segment_sizes(manifest))
         action = f"sending to {self.where}"
-        content, _ = await self._request({"op": "receive", "id": transfer_id,
-                                          "variables": manifest, "device": device,
-                                          "stream": True}, action=action)
-        try:
+
+        async def deliver(transfer_id: str, content: dict[str, Any]) -> None:
             reader, writer = await self._open(content)
+            done = 0
+
+            def moved(count: int) -> None:
+                nonlocal done
+                done += count
+                if progress:
+                    progress(done, total)
+
             try:
-                done = 0
-
-                def moved(count: int) -> None:
-                    nonlocal done
-                    done += count
-                    if progress:
-                        progress(done, total)
-
                 await feed(writer, moved)
                 writer.write_eof()
                 line = await reader.readline()
@@ -256,24 +253,36 @@ class TransferClient:
             if received != total:
                 raise TransferError(f"{action}: {self.where} received {received} of {total} "
                                     "bytes. Nothing was assigned.")
-            content, _ = await self._request({"op": "commit", "id": transfer_id,
-                                              "device": device}, action=action)
-        except BaseException:
-            await self._abort(transfer_id)
-            raise
-        return list(content["assigned"])
+
+        return await self._announced(manifest, device, True, deliver)
 
     async def _push(self, manifest: list[dict[str, Any]],
                     chunks: AsyncIterator[tuple[int, int, Any]], device: str | None,
                     progress: Progress | None) -> list[dict[str, Any]]:
-        """Announce the manifest, stream ``chunks`` into it, commit; abort on any failure."""
-        transfer_id = uuid.uuid4().hex
+        """Announce the manifest, send ``chunks`` as chunk messages, commit."""
         total = sum(segment_sizes(manifest))
-        action = f"sending to {self.where}"
-        await self._request({"op": "receive", "id": transfer_id, "variables": manifest,
-                             "device": device}, action=action)
-        try:
+
+        async def deliver(transfer_id: str, content: dict[str, Any]) -> None:
             await self._stream(transfer_id, chunks, total, progress)
+
+        return await self._announced(manifest, device, False, deliver)
+
+    async def _announced(self, manifest: list[dict[str, Any]], device: str | None,
+                         stream: bool,
+                         deliver: Callable[[str, dict[str, Any]], Awaitable[None]]
+                         ) -> list[dict[str, Any]]:
+        """Announce an incoming transfer, ``deliver`` its bytes, commit; abort on any failure.
+
+        Returns:
+            ``{"name", "type"}`` of each assigned variable.
+        """
+        transfer_id = uuid.uuid4().hex
+        action = f"sending to {self.where}"
+        content, _ = await self._request({"op": "receive", "id": transfer_id,
+                                          "variables": manifest, "device": device,
+                                          "stream": stream}, action=action)
+        try:
+            await deliver(transfer_id, content)
             content, _ = await self._request({"op": "commit", "id": transfer_id,
                                               "device": device}, action=action)
         except BaseException:
