@@ -190,6 +190,17 @@ def arg_seconds(args: dict[str, Any], op: str, name: str, default: float) -> flo
     return default if value is None else float(value)
 
 
+def arg_number(args: dict[str, Any], op: str, name: str) -> float:
+    """Read a required number (an epoch time, say)."""
+    value = _checked(
+        args, op, name,
+        lambda v: not isinstance(v, bool) and isinstance(v, (int, float)), "a number",
+    )
+    if value is None:
+        raise AgentError(BAD_REQUEST, f"{op} needs the number argument '{name}'")
+    return float(value)
+
+
 def arg_str_list(args: dict[str, Any], op: str, name: str) -> list[str] | None:
     """Read an optional non-empty list of strings; None when absent."""
     value = _checked(

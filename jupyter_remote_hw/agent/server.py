@@ -18,6 +18,7 @@ from .kernels import DEFAULT_START_TIMEOUT, KernelManager
 from .lifetime import LifetimeWatch
 from .paths import StatePaths
 from .processes import write_pid_file
+from .shares import ShareRelays
 from .protocol import (
     BAD_REQUEST,
     INTERNAL,
@@ -26,6 +27,7 @@ from .protocol import (
     Request,
     RequestParseError,
     arg_bool,
+    arg_number,
     arg_seconds,
     arg_str,
     arg_str_dict,
@@ -70,6 +72,7 @@ class AgentServer:
         self.kernels = KernelManager(paths, self.context)
         self.hardware = HardwareReporter()
         self.lifetime = LifetimeWatch(os.path.join(paths.root, "lifetime.json"), self.kernels)
+        self.shares = ShareRelays(os.path.join(paths.root, "shares.json"), self._kernel_port)
         self._server: asyncio.AbstractServer | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -90,6 +93,9 @@ class AgentServer:
             "heartbeat": self._heartbeat,
             "set_lifetime": self._set_lifetime,
             "lifetime": self._lifetime,
+            "add_share": self._add_share,
+            "drop_share": self._drop_share,
+            "list_shares": self._list_shares,
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -99,6 +105,7 @@ class AgentServer:
         self.kernels.open()
         self.lifetime.load()
         self.lifetime.start()
+        await self.shares.open()
         try:
             os.unlink(self.paths.socket)
         except FileNotFoundError:
@@ -174,6 +181,7 @@ class AgentServer:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.lifetime.close()
+        await self.shares.close()
         await self.kernels.close(kill_kernels=self._kill_kernels)
         if self.context is not None:
             self.context.destroy(linger=0)
@@ -366,6 +374,32 @@ class AgentServer:
 
     async def _lifetime(self, args: dict[str, Any]) -> dict[str, Any]:
         return self.lifetime.status()
+
+    def _kernel_port(self, kernel_id: str, channel: str) -> int:
+        connection = self.kernels.get(kernel_id).connection
+        if channel not in connection:
+            raise AgentError(BAD_REQUEST, f"kernel {kernel_id} has no channel {channel!r}")
+        return int(connection[channel])
+
+    async def _add_share(self, args: dict[str, Any]) -> dict[str, Any]:
+        op = "add_share"
+        channels = arg_str_list(args, op, "channels")
+        if channels is None:
+            raise AgentError(BAD_REQUEST, f"{op} needs the list argument 'channels'")
+        return await self.shares.add(
+            share_id=str(arg_str(args, op, "share_id", required=True)),
+            kernel_id=str(arg_str(args, op, "kernel_id", required=True)),
+            channels=channels,
+            public_key=str(arg_str(args, op, "public_key", required=True)),
+            expires=arg_number(args, op, "expires"),
+            authorized_keys=arg_str(args, op, "authorized_keys") or "~/.ssh/authorized_keys",
+        )
+
+    async def _drop_share(self, args: dict[str, Any]) -> dict[str, Any]:
+        return await self.shares.drop(str(arg_str(args, "drop_share", "share_id", required=True)))
+
+    async def _list_shares(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"shares": self.shares.list()}
 
     async def _shutdown_agent(self, args: dict[str, Any]) -> dict[str, Any]:
         arg_bool(args, "shutdown_agent", "kill_kernels", True)  # validate before answering

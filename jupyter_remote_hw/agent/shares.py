@@ -1,0 +1,415 @@
+"""Shares of a kernel with a teammate's SSH key: the key line, its own ports, revocation.
+
+A share is one line in the host's ``authorized_keys`` that lets a teammate's
+key open port forwards to exactly the share's ports on 127.0.0.1 and nothing
+else (``restrict``, ``port-forwarding``, ``permitopen``, a forced command, and
+``expiry-time``), tagged with the share id in its comment.
+
+The share's ports are the agent's own relays to the kernel's ports, one per
+kernel channel the role needs. Every connection a teammate makes thus passes
+through the agent, which knows which share it belongs to: revoking closes the
+relays and their connections, and ends the sshd sessions that carried them
+(found through ``/proc``: the process holding the other end of a relayed
+connection), so the teammate is dropped at once. OpenSSH alone would leave an
+open connection running after its key line is removed.
+
+The relays look up the kernel's ports on each new connection, so a share
+outlives kernel restarts; shares are kept in ``shares.json`` and reopened by
+the next agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import signal
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from .protocol import BAD_REQUEST, AgentError
+
+log = logging.getLogger(__name__)
+
+SHARE_TAG = "jupyter-remote-hw-share:"
+"""Comment prefix that marks a share's key line; the share id follows it."""
+
+FORCED_COMMAND = "/bin/false"
+"""What a share key runs if it asks for a shell or command: nothing (forwards only)."""
+
+UNKNOWN_SHARE = "unknown_share"
+"""Error kind: no share with the given id on this host."""
+
+_SHARE_ID = re.compile(r"^[A-Za-z0-9_-]{4,64}$")
+_KEY_TYPE = re.compile(r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|"
+                       r"sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com)$")
+_KEY_BLOB = re.compile(r"^[A-Za-z0-9+/]+=*$")
+_EXPIRY = re.compile(r"^\d{12}Z$")
+_BUFFER = 256 * 1024
+
+
+def key_line(public_key: str, ports: list[int], expiry_time: str, share_id: str) -> str:
+    """The authorized_keys line of a share.
+
+    Args:
+        public_key: The teammate's public key (``ssh-ed25519 AAAA... [comment]``).
+        ports: The ports on the host's 127.0.0.1 the key may forward to.
+        expiry_time: ``YYYYMMDDhhmmZ`` (UTC) after which sshd refuses the key.
+        share_id: The share's id, written in the line's comment.
+
+    Raises:
+        AgentError: ``bad_request`` for a key, expiry or id that is not well formed.
+    """
+    parts = public_key.strip().split()
+    if len(parts) < 2 or not _KEY_TYPE.match(parts[0]) or not _KEY_BLOB.match(parts[1]):
+        raise AgentError(BAD_REQUEST, "the teammate's public key must be one line such as "
+                         "'ssh-ed25519 AAAA... name' (the .pub file, not the private key)")
+    if not _EXPIRY.match(expiry_time):
+        raise AgentError(BAD_REQUEST, f"expiry {expiry_time!r} must be YYYYMMDDhhmmZ (UTC)")
+    if not _SHARE_ID.match(share_id):
+        raise AgentError(BAD_REQUEST, f"share id {share_id!r} must be 4-64 letters, digits, - or _")
+    if not ports:
+        raise AgentError(BAD_REQUEST, "a share needs at least one port")
+    options = ["restrict", "port-forwarding"]
+    options += [f'permitopen="127.0.0.1:{int(port)}"' for port in ports]
+    options += [f'command="{FORCED_COMMAND}"', f'expiry-time="{expiry_time}"']
+    return f"{','.join(options)} {parts[0]} {parts[1]} {SHARE_TAG}{share_id}"
+
+
+def _line_share_id(line: str) -> str | None:
+    comment = line.rstrip("\n").rsplit(" ", 1)[-1]
+    return comment[len(SHARE_TAG):] if comment.startswith(SHARE_TAG) else None
+
+
+def edit_authorized_keys(path: str, add: str | None = None,
+                         remove: str | None = None) -> bool:
+    """Add a line to, or remove a share's line from, an authorized_keys file atomically.
+
+    The new contents are written to a temporary file in the same directory
+    (0600) and renamed over the old file; every other line is kept as it was.
+
+    Args:
+        path: The authorized_keys file (created 0600 in a 0700 directory when missing).
+        add: A line to append.
+        remove: A share id whose line goes.
+
+    Returns:
+        Whether the file changed.
+    """
+    path = os.path.expanduser(path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.readlines()
+    except FileNotFoundError:
+        lines = []
+        os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+    kept = [line for line in lines if remove is None or _line_share_id(line) != remove]
+    if kept and not kept[-1].endswith("\n"):
+        kept[-1] += "\n"
+    if add is not None:
+        kept.append(add.rstrip("\n") + "\n")
+    if kept == lines:
+        return False
+    fd, partial = tempfile.mkstemp(prefix=".authorized_keys.", dir=os.path.dirname(path) or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.writelines(kept)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(partial, 0o600)
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial)
+        raise
+    return True
+
+
+def _peer_inodes(local_port: int, peer_ports: set[int]) -> set[str]:
+    """Socket inodes of the connections from ``peer_ports`` to our ``local_port``."""
+    found: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as handle:
+                next(handle, None)
+                for row in handle:
+                    cols = row.split()
+                    src, dst, inode = cols[1], cols[2], cols[9]
+                    if int(src.rsplit(":", 1)[1], 16) in peer_ports and \
+                            int(dst.rsplit(":", 1)[1], 16) == local_port:
+                        found.add(inode)
+        except OSError:
+            continue
+    return found
+
+
+def _holders(inodes: set[str]) -> set[int]:
+    """Pids of this user's processes that hold one of the socket ``inodes``."""
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    pids: set[int] = set()
+    if not wanted:
+        return pids
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fd_dir = f"/proc/{entry}/fd"
+        try:
+            for fd in os.listdir(fd_dir):
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"{fd_dir}/{fd}") in wanted:
+                        pids.add(int(entry))
+                        break
+        except OSError:
+            continue
+    return pids
+
+
+def _is_sshd(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            argv0 = handle.read().split(b"\0", 1)[0].decode(errors="replace")
+    except OSError:
+        return False
+    # "/usr/sbin/sshd -D ..." or a session's "sshd: user@notty".
+    return os.path.basename(argv0.split(":", 1)[0].split(" ", 1)[0]) == "sshd"
+
+
+@dataclass
+class Share:
+    """One share as the agent keeps it.
+
+    Attributes:
+        share_id: The share's id.
+        kernel_id: The shared kernel.
+        channels: The kernel channels shared (``iopub_port``, ``shell_port``...).
+        ports: The share's relay port for each channel, on 127.0.0.1.
+        expires: When sshd stops accepting the key (epoch seconds).
+        authorized_keys: The file holding the share's key line.
+        joins: When a teammate's connection arrived, per sshd session: ``[{time, pid}]``.
+    """
+
+    share_id: str
+    kernel_id: str
+    channels: list[str]
+    ports: dict[str, int]
+    expires: float
+    authorized_keys: str
+    joins: list[dict[str, Any]] = field(default_factory=list)
+
+
+class ShareRelays:
+    """The shares of one agent: their relays, key lines and live connections.
+
+    Args:
+        path: The JSON file the shares are kept in.
+        kernel_port: Looks up a kernel's port for a channel (raises AgentError
+            when the kernel is gone).
+    """
+
+    def __init__(self, path: str, kernel_port: Callable[[str, str], int]) -> None:
+        self.path = path
+        self.kernel_port = kernel_port
+        self.shares: dict[str, Share] = {}
+        self._servers: dict[str, list[asyncio.AbstractServer]] = {}
+        self._links: dict[str, set[tuple[asyncio.StreamWriter, int]]] = {}
+        self._expiry: dict[str, asyncio.TimerHandle] = {}
+
+    # ------------------------------------------------------------------ persistence
+
+    def _save(self) -> None:
+        data = {sid: asdict(share) for sid, share in self.shares.items()}
+        fd, partial = tempfile.mkstemp(prefix=".shares.", dir=os.path.dirname(self.path))
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle)
+        os.chmod(partial, 0o600)
+        os.replace(partial, self.path)
+
+    async def open(self) -> None:
+        """Reopen the relays of shares kept by a previous agent; drop expired ones."""
+        try:
+            with open(self.path, encoding="utf-8") as handle:
+                kept = json.load(handle)
+        except (FileNotFoundError, ValueError):
+            return
+        for sid, values in kept.items():
+            share = Share(**values)
+            self.shares[sid] = share
+            if share.expires <= time.time():
+                await self.drop(sid)
+                continue
+            try:
+                await self._listen(share, keep_ports=True)
+            except OSError as exc:
+                log.warning("share %s: relay ports taken (%s); share dropped", sid, exc)
+                await self.drop(sid)
+
+    async def close(self) -> None:
+        """Stop relaying (shares stay recorded for the next agent)."""
+        for handle in self._expiry.values():
+            handle.cancel()
+        for sid in list(self._servers):
+            await self._stop_relays(sid)
+
+    # ------------------------------------------------------------------ ops
+
+    async def add(self, share_id: str, kernel_id: str, channels: list[str], public_key: str,
+                  expires: float, authorized_keys: str) -> dict[str, Any]:
+        """Open the share's relays and add its key line.
+
+        Returns:
+            ``{"share_id", "ports", "key_line"}``.
+        """
+        if share_id in self.shares:
+            raise AgentError(BAD_REQUEST, f"share {share_id} exists already")
+        for channel in channels:
+            self.kernel_port(kernel_id, channel)  # the kernel and channel exist
+        expiry_time = time.strftime("%Y%m%d%H%MZ", time.gmtime(expires))
+        share = Share(share_id, kernel_id, list(channels), {}, expires,
+                      os.path.expanduser(authorized_keys))
+        key_line(public_key, [1], expiry_time, share_id)  # check before opening anything
+        await self._listen(share, keep_ports=False)
+        line = key_line(public_key, list(share.ports.values()), expiry_time, share_id)
+        try:
+            edit_authorized_keys(share.authorized_keys, add=line)
+        except OSError as exc:
+            await self._stop_relays(share_id)
+            raise AgentError(BAD_REQUEST, f"cannot write {share.authorized_keys}: {exc}") \
+                from None
+        self.shares[share_id] = share
+        self._save()
+        self._schedule_expiry(share)
+        log.info("share %s of kernel %s added (%s)", share_id, kernel_id, ",".join(channels))
+        return {"share_id": share_id, "ports": dict(share.ports), "key_line": line}
+
+    async def drop(self, share_id: str) -> dict[str, Any]:
+        """Remove the key line, close the relays, and end the teammate's sshd sessions.
+
+        Returns:
+            ``{"share_id", "removed_line", "closed", "sessions"}``: whether the
+            line was there, how many relayed connections were closed, and the
+            pids of the sshd sessions ended.
+
+        Raises:
+            AgentError: ``unknown_share``.
+        """
+        share = self.shares.get(share_id)
+        if share is None:
+            raise AgentError(UNKNOWN_SHARE, f"no share {share_id} on this host; "
+                             "list_shares shows the shares it has")
+        removed = False
+        try:
+            removed = edit_authorized_keys(share.authorized_keys, remove=share_id)
+        except OSError as exc:
+            log.warning("share %s: cannot edit %s: %s", share_id, share.authorized_keys, exc)
+        sessions = self._sshd_sessions(share_id)
+        closed = await self._stop_relays(share_id)
+        for pid in sessions:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+        handle = self._expiry.pop(share_id, None)
+        if handle is not None:
+            handle.cancel()
+        del self.shares[share_id]
+        self._save()
+        log.info("share %s dropped: %d connection(s), sshd session(s) %s",
+                 share_id, closed, sorted(sessions))
+        return {"share_id": share_id, "removed_line": removed, "closed": closed,
+                "sessions": sorted(sessions)}
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every share with its live connection count."""
+        return [{**asdict(share), "connections": len(self._links.get(sid, ()))}
+                for sid, share in self.shares.items()]
+
+    # ------------------------------------------------------------------ relays
+
+    def _schedule_expiry(self, share: Share) -> None:
+        delay = max(0.0, share.expires - time.time())
+        loop = asyncio.get_running_loop()
+        self._expiry[share.share_id] = loop.call_later(
+            delay, lambda: asyncio.ensure_future(self._expire(share.share_id)))
+
+    async def _expire(self, share_id: str) -> None:
+        if share_id in self.shares:
+            log.info("share %s expired", share_id)
+            await self.drop(share_id)
+
+    async def _listen(self, share: Share, keep_ports: bool) -> None:
+        servers: list[asyncio.AbstractServer] = []
+        self._links[share.share_id] = set()
+        try:
+            for channel in share.channels:
+                port = share.ports.get(channel, 0) if keep_ports else 0
+                server = await asyncio.start_server(
+                    self._relay_handler(share, channel), "127.0.0.1", port)
+                servers.append(server)
+                share.ports[channel] = int(server.sockets[0].getsockname()[1])
+        except BaseException:
+            for server in servers:
+                server.close()
+            raise
+        self._servers[share.share_id] = servers
+        if keep_ports:
+            self._schedule_expiry(share)
+
+    def _relay_handler(self, share: Share, channel: str) -> Callable[..., Any]:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            peer_port = int(writer.get_extra_info("peername")[1])
+            links = self._links.setdefault(share.share_id, set())
+            entry = (writer, peer_port)
+            links.add(entry)
+            pids = _holders(_peer_inodes(share.ports[channel], {peer_port}))
+            known = {j["pid"] for j in share.joins}
+            for pid in pids - known:
+                share.joins.append({"time": time.time(), "pid": pid})
+            if pids - known:
+                self._save()
+            upstream: asyncio.StreamWriter | None = None
+            try:
+                port = self.kernel_port(share.kernel_id, channel)
+                up_reader, upstream = await asyncio.open_connection("127.0.0.1", port)
+                await asyncio.gather(_pipe(reader, upstream), _pipe(up_reader, writer))
+            except (OSError, AgentError) as exc:
+                log.info("share %s: %s relay ended: %s", share.share_id, channel, exc)
+            finally:
+                links.discard(entry)
+                for w in (writer, upstream):
+                    if w is not None:
+                        w.close()
+        return handle
+
+    def _sshd_sessions(self, share_id: str) -> set[int]:
+        share = self.shares[share_id]
+        pids: set[int] = set()
+        for channel, port in share.ports.items():
+            peers = {peer for _, peer in self._links.get(share_id, ())}
+            pids |= _holders(_peer_inodes(port, peers))
+        # Only processes holding a relayed connection now: a pid in ``joins``
+        # may since belong to someone else.
+        return {pid for pid in pids if pid != os.getpid() and _is_sshd(pid)}
+
+    async def _stop_relays(self, share_id: str) -> int:
+        for server in self._servers.pop(share_id, []):
+            server.close()
+        links = self._links.pop(share_id, set())
+        for writer, _ in links:
+            writer.close()
+        return len(links)
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(_BUFFER):
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        with contextlib.suppress(OSError, RuntimeError):
+            if writer.can_write_eof():
+                writer.write_eof()
