@@ -1,0 +1,66 @@
+"""Share roles, the kernel channels each one reaches, and share lifetimes."""
+
+from __future__ import annotations
+
+import re
+
+from ..providers.base import PORT_NAMES
+
+VIEWER = "viewer"
+"""Watches the kernel's outputs as they happen; runs nothing."""
+COLLABORATOR = "collaborator"
+"""Runs code on the kernel, as the owner does."""
+
+ROLE_CHANNELS: dict[str, tuple[str, ...]] = {
+    VIEWER: ("iopub_port",),
+    COLLABORATOR: PORT_NAMES,
+}
+"""The kernel channels (connection-file port names) a role may reach."""
+
+CHANNEL_PURPOSE: dict[str, str] = {
+    "shell_port": "requests: execute, complete, inspect (signed with the kernel's key)",
+    "iopub_port": "outputs, as the kernel publishes them",
+    "stdin_port": "input() prompts",
+    "control_port": "interrupt and debug requests",
+    "hb_port": "heartbeat",
+}
+"""What each shared channel is, as said in share files."""
+
+DEFAULT_EXPIRES = "8h"
+"""How long a share lasts when nobody says."""
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+
+
+class ShareError(Exception):
+    """A share cannot be made, read, joined or revoked; the message says why and what to do."""
+
+
+def check_role(role: str) -> str:
+    """Return ``role`` if it is a known role.
+
+    Raises:
+        ShareError: It is not.
+    """
+    if role not in ROLE_CHANNELS:
+        raise ShareError(f"unknown role {role!r}: use {VIEWER} or {COLLABORATOR}")
+    return role
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a duration such as ``8h``, ``30m``, ``2d`` or ``1h30m``.
+
+    Raises:
+        ShareError: Not a positive duration in those units.
+    """
+    spec = text.strip().lower()
+    pos, seconds = 0, 0.0
+    for match in _DURATION.finditer(spec):
+        if match.start() != pos:
+            break
+        seconds += float(match.group(1)) * _UNITS[match.group(2)]
+        pos = match.end()
+    if not spec or pos != len(spec) or seconds <= 0:
+        raise ShareError(f"expiry {text!r} is not a duration: write it like 30m, 8h, 2d or 1h30m")
+    return seconds

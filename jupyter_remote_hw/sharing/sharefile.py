@@ -1,0 +1,110 @@
+"""The share file: what a teammate needs to reach a shared kernel, and nothing more.
+
+It names the host (address, port, login user) and the host's public key, so
+the teammate verifies the host; the ports to forward and what each one is;
+the kernel, role and expiry. The kernel's HMAC key is in it only for a
+collaborator, who signs requests with it. It never holds a password, a
+private key or a cloud credential.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .roles import COLLABORATOR, ROLE_CHANNELS, ShareError, check_role
+
+FORMAT = "jupyter-remote-hw-share"
+"""The share file's ``format`` field."""
+VERSION = 1
+"""The share file's ``version`` field."""
+
+
+@dataclass(frozen=True)
+class ShareFile:
+    """A share as the teammate receives it.
+
+    Attributes:
+        share_id: The share's id (in the host's key line too).
+        role: ``viewer`` or ``collaborator``.
+        kernel_id: The owner's kernel.
+        host: The address the teammate connects to.
+        port: sshd's port there.
+        user: The login user (the owner's account on the host).
+        host_key: The host's public key (``ssh-ed25519 AAAA...``), checked on connecting.
+        ports: The port to forward on the host's 127.0.0.1, per kernel channel.
+        purposes: What each channel is.
+        expires: When the share ends (epoch seconds; sshd refuses the key after).
+        owner: Who shared it (``user@machine``).
+        signature_scheme: How kernel messages are signed.
+        key: The kernel's HMAC key (collaborators only; empty otherwise).
+    """
+
+    share_id: str
+    role: str
+    kernel_id: str
+    host: str
+    port: int
+    user: str
+    host_key: str
+    ports: dict[str, int]
+    purposes: dict[str, str]
+    expires: float
+    owner: str
+    signature_scheme: str = "hmac-sha256"
+    key: str = field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        check_role(self.role)
+        if self.key and self.role != COLLABORATOR:
+            raise ShareError(f"share {self.share_id}: only a collaborator's share file "
+                             "carries the kernel's key")
+        allowed = set(ROLE_CHANNELS[self.role])
+        if not self.ports or not set(self.ports) <= allowed:
+            raise ShareError(f"share {self.share_id}: a {self.role} reaches "
+                             f"{sorted(allowed)}, not {sorted(self.ports)}")
+
+    def to_json(self) -> dict[str, Any]:
+        """The file's JSON object (``key`` only when there is one)."""
+        data: dict[str, Any] = {"format": FORMAT, "version": VERSION, **asdict(self)}
+        if not self.key:
+            del data["key"]
+        return data
+
+    def write(self, path: Path) -> Path:
+        """Write the file (0600: a collaborator's file holds the kernel's key)."""
+        path = Path(path).expanduser()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(self.to_json(), handle, indent=2)
+            handle.write("\n")
+        return path
+
+    @classmethod
+    def load(cls, path: Path) -> ShareFile:
+        """Read a share file.
+
+        Raises:
+            ShareError: It is missing, not JSON, or not a share file of this version.
+        """
+        path = Path(path).expanduser()
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ShareError(f"no share file at {path}: ask the owner to send it") from None
+        except (OSError, ValueError) as exc:
+            raise ShareError(f"{path} is not a share file ({exc})") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ShareError(f"{path} is not a jupyter-remote-hw share file")
+        if data.get("version") != VERSION:
+            raise ShareError(f"{path} is a share file of version {data.get('version')}; "
+                             f"this jupyter-remote-hw reads version {VERSION}: upgrade it")
+        fields = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+        try:
+            return cls(**fields)
+        except TypeError as exc:
+            raise ShareError(f"{path} misses a field: {exc}") from None

@@ -1,0 +1,89 @@
+"""A collaborator joins with their own key through the real sshd and runs code on the kernel."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import asyncssh
+
+from jupyter_remote_hw.sharing import COLLABORATOR, ShareFile
+from jupyter_remote_hw.sharing.join import Attachment
+
+from ..testhosts import SSHTestHost
+from .conftest import OwnedKernel, run, started_client, stop_client
+
+
+async def test_collaborator_runs_code_on_the_owners_kernel_and_both_see_it(
+    owned: OwnedKernel, teammate_key: Path, tmp_path: Path, ssh_host: SSHTestHost,
+) -> None:
+    pub = teammate_key.with_suffix(".pub").read_text()
+    granted = await owned.sharer.share(owned.machine, owned.kernel_id, pub, COLLABORATOR,
+                                       expires_in=3600)
+    path = granted.share_file.write(tmp_path / "share.json")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    # The key line went into the host's authorized_keys, tagged and restricted.
+    lines = ssh_host.authorized_keys.read_text().splitlines()
+    (line,) = [ln for ln in lines if ln.endswith(granted.record.share_id)]
+    assert line.startswith("restrict,port-forwarding,permitopen=")
+    assert line.count("permitopen=") == 5 and 'expiry-time="' in line
+    assert pub.split()[1] in line
+    # The owner's own key line is untouched.
+    assert (ssh_host.root / "id_ed25519.pub").read_text().strip() in lines
+
+    async with Attachment(ShareFile.load(path), teammate_key) as attachment:
+        info = attachment.connection_info()
+        assert info["key"] == owned.connection["key"]
+        teammate = await started_client(info)
+        try:
+            assert (await run(teammate, "shared_by_teammate = 6 * 7"))["status"] == "ok"
+            seen = await run(owned.client, "assert shared_by_teammate == 42")
+            assert seen["status"] == "ok", seen
+            assert (await run(owned.client, "from_owner = 'hello'"))["status"] == "ok"
+            assert (await run(teammate, "assert from_owner == 'hello'"))["status"] == "ok"
+        finally:
+            stop_client(teammate)
+    # Detaching left the owner's kernel running, with its state.
+    status = await owned.agent.call("kernel_status", kernel_id=owned.kernel_id)
+    assert status["alive"]
+    assert (await run(owned.client, "assert shared_by_teammate == 42"))["status"] == "ok"
+    # The owner's ledger recorded the share and the teammate's session joining.
+    await owned.sharer.sync(owned.machine)
+    events = [e.event for e in owned.manager.ledger.share_events(granted.record.share_id)]
+    assert events[0] == "granted" and "joined" in events
+
+
+async def test_share_key_opens_nothing_but_its_own_ports(
+    owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost,
+) -> None:
+    granted = await owned.sharer.share(owned.machine, owned.kernel_id,
+                                       teammate_key.with_suffix(".pub").read_text(),
+                                       COLLABORATOR, expires_in=3600)
+    share = granted.share_file
+    async with Attachment(share, teammate_key) as attachment:
+        conn = attachment.conn
+        assert conn is not None
+        # No shell or command: the forced command runs instead, and fails.
+        result = await conn.run("echo should-not-run", check=False)
+        assert result.exit_status != 0 and "should-not-run" not in str(result.stdout)
+        # The kernel's own ports and the agent's socket are refused by sshd.
+        for port in (owned.connection["shell_port"], owned.connection["iopub_port"]):
+            try:
+                await conn.open_connection("127.0.0.1", port)
+            except asyncssh.ChannelOpenError:
+                pass
+            else:
+                raise AssertionError(f"sshd let a share key reach port {port}")
+        state_dir = (await owned.agent.call("hello"))["state_dir"]
+        socket_path = str(Path(state_dir) / "agent.sock")
+        assert Path(socket_path).exists()  # the owner's connection reaches it
+        try:
+            await conn.open_unix_connection(socket_path)
+        except asyncssh.ChannelOpenError:
+            pass
+        else:
+            raise AssertionError("sshd let a share key reach the agent's socket")
+    log = ssh_host.log.read_text()
+    assert f"connect to path {socket_path}, but the request was denied" in log
+    assert f"port {owned.connection['shell_port']}, but the request was denied" in log
