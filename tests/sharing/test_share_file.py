@@ -1,0 +1,89 @@
+"""A share file holds what its role needs and no secret beyond it, field by field."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from jupyter_remote_hw.sharing import COLLABORATOR, VIEWER, ShareError, ShareFile
+from jupyter_remote_hw.sharing.roles import parse_duration
+
+from ..testhosts import SSHTestHost
+from .conftest import OwnedKernel
+
+COMMON = {"format", "version", "share_id", "role", "kernel_id", "host", "port", "user",
+          "host_key", "ports", "purposes", "expires", "owner", "signature_scheme"}
+
+
+@pytest.mark.parametrize("role", [VIEWER, COLLABORATOR])
+async def test_share_file_fields(
+    role: str, owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost, tmp_path: Path,
+) -> None:
+    granted = await owned.sharer.share(owned.machine, owned.kernel_id,
+                                       teammate_key.with_suffix(".pub").read_text(), role,
+                                       expires_in=2 * 3600)
+    path = granted.share_file.write(tmp_path / f"{role}.json")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    text = path.read_text()
+    data = json.loads(text)
+    expected = COMMON | ({"key"} if role == COLLABORATOR else set())
+    assert set(data) == expected
+    assert data["format"] == "jupyter-remote-hw-share" and data["version"] == 1
+    assert data["role"] == role
+    assert data["share_id"] == granted.record.share_id
+    assert data["kernel_id"] == owned.kernel_id
+    assert (data["host"], data["port"], data["user"]) == \
+        (ssh_host.address, ssh_host.port, ssh_host.user)
+    host_pub = (ssh_host.root / "ssh_host_ed25519_key.pub").read_text().split()
+    assert data["host_key"].split()[:2] == host_pub[:2]
+    wanted = ["iopub_port"] if role == VIEWER else \
+        ["shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"]
+    assert sorted(data["ports"]) == sorted(wanted) == sorted(data["purposes"])
+    # The ports are the share's own, never the kernel's.
+    assert not set(data["ports"].values()) & {owned.connection[p] for p in wanted}
+    assert abs(data["expires"] - granted.record.expires) < 1
+    assert "@" in data["owner"] and data["signature_scheme"] == "hmac-sha256"
+    if role == COLLABORATOR:
+        assert data["key"] == owned.connection["key"]
+    else:
+        assert owned.connection["key"] not in text
+    # No private key, password or credential of any kind.
+    for secret_file in (ssh_host.user_key, ssh_host.host_key, teammate_key):
+        blob = "".join(secret_file.read_text().splitlines()[1:-1])
+        assert blob[:40] not in text
+    for word in ("PRIVATE", "password", "aws_", "secret", "token"):
+        assert word.lower() not in text.lower()
+    # The file reads back as it was written.
+    assert ShareFile.load(path) == granted.share_file
+
+
+def test_viewer_share_file_cannot_carry_the_key(tmp_path: Path) -> None:
+    fields = dict(share_id="abcd", role=VIEWER, kernel_id="k", host="h", port=22, user="u",
+                  host_key="ssh-ed25519 AAAA", ports={"iopub_port": 1},
+                  purposes={"iopub_port": "outputs"}, expires=1.0, owner="o@m")
+    with pytest.raises(ShareError, match="only a collaborator"):
+        ShareFile(**fields, key="sekrit")  # type: ignore[arg-type]
+    with pytest.raises(ShareError, match="viewer reaches"):
+        ShareFile(**{**fields, "ports": {"shell_port": 1}})  # type: ignore[arg-type]
+
+
+def test_bad_share_files_are_named(tmp_path: Path) -> None:
+    with pytest.raises(ShareError, match="no share file at"):
+        ShareFile.load(tmp_path / "missing.json")
+    other = tmp_path / "other.json"
+    other.write_text('{"ip": "127.0.0.1"}')
+    with pytest.raises(ShareError, match="not a jupyter-remote-hw share file"):
+        ShareFile.load(other)
+
+
+def test_durations() -> None:
+    assert parse_duration("8h") == 8 * 3600
+    assert parse_duration("1h30m") == 5400
+    assert parse_duration("2d") == 2 * 86400
+    for bad in ("", "8", "h", "-1h", "8x", "0m"):
+        with pytest.raises(ShareError, match="not a duration"):
+            parse_duration(bad)
