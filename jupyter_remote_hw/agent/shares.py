@@ -169,6 +169,15 @@ def _holders(inodes: set[str]) -> set[int]:
     return pids
 
 
+def _start_time(pid: int) -> int | None:
+    """A process's start time in clock ticks after boot (with the pid, it names one process)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _is_sshd(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as handle:
@@ -366,7 +375,8 @@ class ShareRelays:
             pids = _holders(_peer_inodes(share.ports[channel], {peer_port}))
             known = {j["pid"] for j in share.joins}
             for pid in pids - known:
-                share.joins.append({"time": time.time(), "pid": pid})
+                share.joins.append({"time": time.time(), "pid": pid,
+                                    "started": _start_time(pid)})
             if pids - known:
                 self._save()
             upstream: asyncio.StreamWriter | None = None
@@ -389,8 +399,10 @@ class ShareRelays:
         for channel, port in share.ports.items():
             peers = {peer for _, peer in self._links.get(share_id, ())}
             pids |= _holders(_peer_inodes(port, peers))
-        # Only processes holding a relayed connection now: a pid in ``joins``
-        # may since belong to someone else.
+        # Sessions that joined and still run: the same pid *and* start time,
+        # so a pid since reused by another process is never signalled.
+        pids |= {int(j["pid"]) for j in share.joins
+                 if j.get("started") is not None and _start_time(int(j["pid"])) == j["started"]}
         return {pid for pid in pids if pid != os.getpid() and _is_sshd(pid)}
 
     async def _stop_relays(self, share_id: str) -> int:

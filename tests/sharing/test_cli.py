@@ -1,0 +1,97 @@
+"""The sharing subcommands: share, shares, join and revoke, as a teammate and owner use them."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from jupyter_remote_hw.sharing import ShareError
+from jupyter_remote_hw.sharing.cli import COMMANDS, SharingCommands, add_parsers, run
+
+from ..testhosts import SSHTestHost
+from .conftest import OwnedKernel, started_client, stop_client
+from .conftest import run as execute
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="jupyter remote-hw")
+    add_parsers(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(argv)
+
+
+async def test_share_join_shares_revoke(
+    owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost, tmp_path: Path,
+) -> None:
+    # The owner's ledger knows the kernel (as the provisioner records it).
+    owned.manager.ledger.put_kernel(owned.kernel_id, "remote-hw-ssh-testhost", "ssh-testhost",
+                                    {})
+    out = io.StringIO()
+    share_path = tmp_path / "for-ada.json"
+    await run(parse("share", owned.kernel_id[:8], "--with", str(teammate_key) + ".pub",
+                    "--role", "collaborator", "--expires", "2h", "--output", str(share_path),
+                    "--authorized-keys", str(ssh_host.authorized_keys)),
+              owned.manager, out, io.StringIO())
+    said = out.getvalue()
+    share_id = json.loads(share_path.read_text())["share_id"]
+    assert f"Share id: {share_id}" in said and "ada@laptop" in said
+    assert f"jupyter remote-hw join {share_path.name}" in said
+
+    # The teammate joins: a connection file to attach a Jupyter client to.
+    teammate_out = io.StringIO()
+    connection_file = tmp_path / "kernel-shared.json"
+    teammate = SharingCommands(owned.manager, teammate_out, io.StringIO())
+    ready = asyncio.Event()
+    joining = asyncio.create_task(teammate.join(share_path, str(teammate_key),
+                                                str(connection_file), ready))
+    await asyncio.wait_for(ready.wait(), 30)
+    kc = await started_client(json.loads(connection_file.read_text()))
+    try:
+        assert (await execute(kc, "joined_from_cli = True"))["status"] == "ok"
+        assert (await execute(owned.client, "assert joined_from_cli"))["status"] == "ok"
+    finally:
+        stop_client(kc)
+
+    listing = io.StringIO()
+    await run(parse("shares"), owned.manager, listing, io.StringIO())
+    row = next(line for line in listing.getvalue().splitlines() if share_id in line)
+    assert "collaborator" in row and "ada@laptop" in row and "left" in row
+    assert " 1 " in row  # one join recorded
+
+    revoked = io.StringIO()
+    await run(parse("revoke", share_id), owned.manager, revoked, io.StringIO())
+    assert f"Revoked {share_id}" in revoked.getvalue()
+    # The teammate's join ends by itself, and its connection file goes.
+    await asyncio.wait_for(joining, 10)
+    assert not connection_file.exists()
+    listing = io.StringIO()
+    await run(parse("shares"), owned.manager, listing, io.StringIO())
+    assert share_id not in listing.getvalue()
+
+
+async def test_bad_input_is_named(owned: OwnedKernel, teammate_key: Path,
+                                  tmp_path: Path) -> None:
+    assert set(COMMANDS) == {"share", "shares", "revoke", "join"}
+    pub = str(teammate_key) + ".pub"
+    with pytest.raises(ShareError, match="no kernel 'k-unknown' in the ledger .* ssh-testhost"):
+        await run(parse("share", "k-unknown", "--with", pub, "--role", "viewer"),
+                  owned.manager, io.StringIO(), io.StringIO())
+    with pytest.raises(ShareError, match="no share nope"):
+        await run(parse("revoke", "nope"), owned.manager, io.StringIO(), io.StringIO())
+    with pytest.raises(ShareError, match="not an SSH public key"):
+        await run(parse("share", owned.kernel_id, "--with", "hello", "--role", "viewer"),
+                  owned.manager, io.StringIO(), io.StringIO())
+    with pytest.raises(ShareError, match="private key"):
+        await run(parse("share", owned.kernel_id, "--with",
+                        "-----BEGIN OPENSSH PRIVATE KEY-----", "--role", "viewer"),
+                  owned.manager, io.StringIO(), io.StringIO())
+    with pytest.raises(ShareError, match="not a duration"):
+        await run(parse("share", owned.kernel_id, "--with", "x", "--role", "viewer",
+                        "--expires", "soon"), owned.manager, io.StringIO(), io.StringIO())
+    with pytest.raises(ShareError, match="no share file at"):
+        await run(parse("join", str(tmp_path / "missing.json")), owned.manager,
+                  io.StringIO(), io.StringIO())
