@@ -11,20 +11,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .agent_client import AgentError, AgentUnavailableError
 from .hardware import machine_state
 from .hardware_events import EventHub
-from .kernel_link import KernelLink
 from .launch_steps import LaunchError
 from .ledger.store import ACTIVE_STATES, FINAL_STATES, SERVER_OWNER, MachineRecord
 from .machines import MachineManager
 from .providers import KERNEL_NAME_PREFIX, Target, UnknownHardwareError
 from .transfer import TransferError
-from .transfer.client import TransferClient
+from .variables import _transfer_client  # the server's kernel-to-kernel transfer links
 
 CARRY_ALL = "all"
 """``carry`` value meaning every variable the old kernel has that can be carried."""
@@ -66,29 +65,6 @@ class HardwareRequestError(Exception):
             if getattr(self, key):
                 body[key] = getattr(self, key)
         return body
-
-
-@contextlib.asynccontextmanager
-async def _transfer_client(kernel_manager: Any, kernel_id: str) -> AsyncIterator[TransferClient]:
-    """A transfer client over a fresh link to one of the server's kernels.
-
-    Its streams are closed on the way out, which takes their file descriptors
-    off the event loop: otherwise a socket opened later on a reused descriptor
-    (a browser's kernel websocket) fails with "fd added twice".
-    """
-    manager = kernel_manager.get_kernel(kernel_id)
-    client = manager.client()
-    client.start_channels()
-    link = KernelLink(client)
-    link.start()
-    streams = list(link._streams)
-    try:
-        yield TransferClient(link, f"kernel {kernel_id} ({manager.kernel_name})")
-    finally:
-        await link.close()
-        for stream in streams:
-            stream.close(linger=0)
-        client.stop_channels()
 
 
 def _launch_failure(exc: BaseException) -> HardwareRequestError | None:
