@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import time
 from pathlib import Path
 from typing import Any, TextIO
@@ -25,6 +26,7 @@ from ..transport import TransportError
 from .join import Attachment
 from .owner import DEFAULT_AUTHORIZED_KEYS, ShareOwner, read_public_key
 from .roles import COLLABORATOR, DEFAULT_EXPIRES, VIEWER, ShareError, parse_duration
+from .provisioner import write_kernelspec
 from .sharefile import ShareFile
 
 COMMANDS = ("share", "shares", "revoke", "join")
@@ -65,6 +67,9 @@ def add_parsers(commands: Any) -> None:
     join.add_argument("--identity", metavar="KEY",
                       help="your private key whose .pub you gave the owner "
                       "(default: your usual SSH keys and agent)")
+    join.add_argument("--kernelspec", action="store_true",
+                      help="instead, install a kernel \"Shared by OWNER\" for your Jupyter that "
+                      "attaches whenever it starts (needs the package installed)")
     join.add_argument("--connection-file", metavar="FILE",
                       help="where to write the kernel connection file "
                       "(default: Jupyter's runtime directory)")
@@ -85,6 +90,8 @@ async def run(args: argparse.Namespace, manager: MachineManager, out: TextIO,
         await commands.list_shares(args.all)
     elif args.command == "revoke":
         await commands.revoke(args.share_id)
+    elif args.command == "join" and args.kernelspec:
+        commands.install_kernelspec(Path(args.share_file), args.identity)
     elif args.command == "join":
         await commands.join(Path(args.share_file), args.identity, args.connection_file)
 
@@ -195,6 +202,15 @@ class SharingCommands:
                     f"{len(dropped['sessions'])} live connection(s) of {record.teammate} "
                     "dropped.")
         return dropped
+
+    def install_kernelspec(self, share_file: Path, identity: str | None) -> Path:
+        """``join --kernelspec``: a kernel in the teammate's Jupyter that attaches when started."""
+        directory = write_kernelspec(share_file, identity)
+        name = json.loads((directory / "kernel.json").read_text())["display_name"]
+        self._print(f"Installed the kernel \"{name}\" ({directory}). Pick it in JupyterLab: "
+                    "starting it attaches, shutting it down detaches; the owner's kernel "
+                    "keeps running.")
+        return directory
 
     async def join(self, share_file: Path, identity: str | None,
                    connection_file: str | None, ready: asyncio.Event | None = None) -> None:

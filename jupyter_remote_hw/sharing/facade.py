@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -43,8 +44,10 @@ class ReadOnlyKernel:
     """
 
     def __init__(self, upstream_iopub: int, owner: str, kernel_id: str,
-                 log: logging.Logger | None = None) -> None:
+                 log: logging.Logger | None = None,
+                 on_detach: Callable[[], None] | None = None) -> None:
         self.upstream_iopub = upstream_iopub
+        self.on_detach = on_detach
         self.message = read_only_message(owner, kernel_id)
         self.log = log or logging.getLogger(__name__)
         self.session = Session(key=b"", username="viewer")
@@ -131,6 +134,8 @@ class ReadOnlyKernel:
                     "banner": self.message, "help_links": []}
         if msg_type == "shutdown_request":
             # Detaching: the owner's kernel keeps running.
+            if self.on_detach is not None:
+                self.on_detach()
             return {"status": "ok", "restart": bool(request["content"].get("restart"))}
         if msg_type in REPLY_OK_EMPTY:
             return dict(REPLY_OK_EMPTY[msg_type])
@@ -142,6 +147,80 @@ class ReadOnlyKernel:
 
     async def close(self) -> None:
         """Stop relaying and answering; close every socket."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for sock in self._sockets:
+            sock.close(linger=0)
+        self._context.term()
+
+
+class ControlGuard:
+    """A collaborator's control channel: relayed to the owner's kernel, except shutdown.
+
+    Jupyter sends ``shutdown_request`` on the control channel when a kernel is
+    shut down or restarted; for an attached kernel that means "detach", so it
+    is answered here (signed with the kernel's key) and never reaches the
+    owner's kernel. Every other control message (interrupt, debug) is relayed.
+
+    Args:
+        upstream_control: The local port that reaches the kernel's control port.
+        key: The kernel's key.
+        signature_scheme: How its messages are signed.
+        on_detach: Called when a shutdown request is answered here.
+    """
+
+    def __init__(self, upstream_control: int, key: str, signature_scheme: str,
+                 on_detach: Callable[[], None] | None = None,
+                 log: logging.Logger | None = None) -> None:
+        self.upstream_control = upstream_control
+        self.session = Session(key=key.encode(), signature_scheme=signature_scheme,
+                               username="collaborator")
+        self.on_detach = on_detach
+        self.log = log or logging.getLogger(__name__)
+        self.port = 0
+        self._context = zmq.asyncio.Context()
+        self._sockets: list[zmq.asyncio.Socket] = []
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        """Bind the local control port and start relaying."""
+        front = self._context.socket(zmq.ROUTER)
+        front.linger = 0
+        self.port = front.bind_to_random_port("tcp://127.0.0.1")
+        back = self._context.socket(zmq.DEALER)
+        back.linger = 0
+        back.connect(f"tcp://127.0.0.1:{self.upstream_control}")
+        self._sockets = [front, back]
+        self._tasks = [asyncio.create_task(self._forward(front, back)),
+                       asyncio.create_task(self._backward(back, front))]
+
+    async def _forward(self, front: zmq.asyncio.Socket, back: zmq.asyncio.Socket) -> None:
+        while True:
+            frames = await front.recv_multipart(copy=True)
+            try:
+                idents, rest = self.session.feed_identities(frames, copy=True)
+                request = self.session.deserialize(rest, content=True, copy=True)
+            except (ValueError, KeyError, TypeError) as exc:
+                self.log.debug("control guard: unreadable message dropped (%s)", exc)
+                continue
+            if request["header"]["msg_type"] == "shutdown_request":
+                content = {"status": "ok", "restart": bool(request["content"].get("restart"))}
+                reply = self.session.msg("shutdown_reply", content, parent=request)
+                await front.send_multipart(self.session.serialize(reply, ident=idents))
+                if self.on_detach is not None:
+                    self.on_detach()
+                continue
+            await back.send_multipart(frames)
+
+    async def _backward(self, back: zmq.asyncio.Socket, front: zmq.asyncio.Socket) -> None:
+        while True:
+            await front.send_multipart(await back.recv_multipart(copy=True))
+
+    async def close(self) -> None:
+        """Stop relaying; close the sockets."""
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

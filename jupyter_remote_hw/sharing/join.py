@@ -9,6 +9,7 @@ for a viewer. Closing it only closes this side's forwards.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -18,7 +19,7 @@ from typing import Any, Self
 
 import asyncssh
 
-from .facade import ReadOnlyKernel
+from .facade import ControlGuard, ReadOnlyKernel
 from .roles import COLLABORATOR, ShareError
 from .sharefile import ShareFile
 
@@ -35,7 +36,8 @@ class Attachment:
     """
 
     def __init__(self, share: ShareFile, identity: str | Path | None = None, *,
-                 connect_timeout: float = 15.0, log: logging.Logger | None = None) -> None:
+                 connect_timeout: float = 15.0, log: logging.Logger | None = None,
+                 guard_control: bool = False) -> None:
         self.share = share
         self.identity = Path(identity).expanduser() if identity else None
         self.connect_timeout = connect_timeout
@@ -43,6 +45,10 @@ class Attachment:
         self.conn: asyncssh.SSHClientConnection | None = None
         self.local_ports: dict[str, int] = {}
         self.facade: ReadOnlyKernel | None = None
+        self.guard: ControlGuard | None = None
+        self.guard_control = guard_control
+        self.detached = asyncio.Event()
+        """Set when the teammate's Jupyter asked to shut the kernel down (it only detaches)."""
         self._listeners: list[asyncssh.SSHListener] = []
 
     @property
@@ -92,8 +98,13 @@ class Attachment:
                 self.local_ports[name] = listener.get_port()
             if share.role != COLLABORATOR:
                 self.facade = ReadOnlyKernel(self.local_ports["iopub_port"], share.owner,
-                                             share.kernel_id, log=self.log)
+                                             share.kernel_id, log=self.log,
+                                             on_detach=self.detached.set)
                 await self.facade.start()
+            elif self.guard_control:
+                self.guard = ControlGuard(self.local_ports["control_port"], share.key,
+                                          share.signature_scheme, self.detached.set, self.log)
+                await self.guard.start()
         except BaseException:
             await self.close()
             raise
@@ -108,6 +119,8 @@ class Attachment:
         else:
             info = {"ip": "127.0.0.1", "transport": "tcp", "key": self.share.key,
                     "signature_scheme": self.share.signature_scheme, **self.local_ports}
+            if self.guard is not None:
+                info["control_port"] = self.guard.port
         return {**info, "kernel_name": ""}
 
     def write_connection_file(self, path: Path) -> Path:
@@ -129,6 +142,9 @@ class Attachment:
         if self.facade is not None:
             await self.facade.close()
             self.facade = None
+        if self.guard is not None:
+            await self.guard.close()
+            self.guard = None
         for listener in self._listeners:
             listener.close()
         self._listeners.clear()

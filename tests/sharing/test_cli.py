@@ -95,3 +95,27 @@ async def test_bad_input_is_named(owned: OwnedKernel, teammate_key: Path,
     with pytest.raises(ShareError, match="no share file at"):
         await run(parse("join", str(tmp_path / "missing.json")), owned.manager,
                   io.StringIO(), io.StringIO())
+
+
+async def test_join_kernelspec_installs_an_attaching_kernel(
+    owned: OwnedKernel, teammate_key: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))
+    # A target running one kernel names that kernel.
+    share_path = tmp_path / "viewer.json"
+    await run(parse("share", "ssh-testhost", "--with", str(teammate_key) + ".pub", "--role",
+                    "viewer", "--output", str(share_path), "--authorized-keys",
+                    str(owned.sharer.authorized_keys)), owned.manager, io.StringIO(),
+              io.StringIO())
+    out = io.StringIO()
+    await run(parse("join", str(share_path), "--kernelspec", "--identity", str(teammate_key)),
+              owned.manager, out, io.StringIO())
+    (spec_file,) = (tmp_path / "data" / "kernels").glob("remote-hw-share-*/kernel.json")
+    spec = json.loads(spec_file.read_text())
+    assert spec["display_name"].startswith("Shared by ") and spec["display_name"].endswith(
+        "(view)")
+    assert spec["metadata"]["kernel_provisioner"] == {
+        "provisioner_name": "remote-hw-share",
+        "config": {"share_file": str(share_path.resolve()), "identity": str(teammate_key)},
+    }
+    assert "Installed the kernel" in out.getvalue()
