@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.multikernelmanager import MultiKernelManager
-from jupyter_client.provisioning import LocalProvisioner
+from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
 from .kernel_link import KernelLink
 from .transfer.client import Progress, StreamOpener, TransferClient, open_local_stream

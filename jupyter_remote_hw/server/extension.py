@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Bool
+from traitlets import Bool, Float
 
 from .. import __version__
 from ..hardware_actions import HardwareActions
@@ -16,6 +16,7 @@ from ..kernelspecs import RemoteHWKernelSpecManager
 from ..ledger.store import SERVER_OWNER
 from ..machines import MachineManager
 from ..providers import LocalProvider, SSHProvider
+from ..providers.aws_upkeep import CloudUpkeep
 from ..provisioner import RemoteHWProvisioner
 from ..transport import TransportManager
 from .handlers import api_handlers
@@ -43,6 +44,15 @@ class RemoteHWExtension(ExtensionApp):
         help="List every hardware target in the kernel picker by using "
         "RemoteHWKernelSpecManager, unless ServerApp.kernel_spec_manager_class is set to "
         "another class.",
+    )
+
+    cloud_upkeep_interval = Float(
+        300.0, config=True,
+        help="Seconds between rounds of cloud upkeep while the server runs: machine states "
+        "are read from the cloud (a machine that stopped itself stops accruing cost at the "
+        "time it stopped) and machines stopped longer than "
+        "AWSProvider.terminate_after_stopped are terminated. 0 turns it off. A round makes "
+        "no cloud call while no machine was launched.",
     )
 
     def _link_jupyter_server_extension(self, serverapp: Any) -> None:
@@ -93,8 +103,12 @@ class RemoteHWExtension(ExtensionApp):
         )))
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
-        """Reattach to the kernels a previous server on this data dir left running."""
+        """Reattach to the kernels a previous server on this data dir left running;
+        start the cloud upkeep."""
         await self.reattach_kernels()
+        self.upkeep = CloudUpkeep(self.machines.providers["aws"], self.cloud_upkeep_interval,
+                                  self.log)
+        self.upkeep.start()
 
     async def reattach_kernels(self) -> list[str]:
         """Bring every kernel in the ledger back into the server's kernel manager.
@@ -149,6 +163,9 @@ class RemoteHWExtension(ExtensionApp):
                 if isinstance(result, BaseException):
                     self.log.warning("jupyter_remote_hw: kernel %s did not shut down: %s",
                                      kernel_id, result)
+        upkeep = getattr(self, "upkeep", None)
+        if upkeep is not None:
+            await upkeep.stop()
         await self.machines.close()
         MachineManager.clear_instance()
 

@@ -17,6 +17,7 @@ def jp_server_config() -> dict[str, Any]:
     return {
         "ServerApp": {"jpserver_extensions": {"jupyter_remote_hw": True}},
         "TransportManager": {"keepalive_interval": 7.5},
+        "RemoteHWExtension": {"cloud_upkeep_interval": 123.0},
         "SSHProvider": {"hosts": [{"host": "gpu-box", "hardware": "A10G 24GB"}]},
     }
 
@@ -35,3 +36,13 @@ async def test_extension_is_loaded_and_configured(jp_serverapp: Any) -> None:
     # Nothing set ServerApp.kernel_spec_manager_class: the extension put ours in.
     assert isinstance(jp_serverapp.kernel_spec_manager, RemoteHWKernelSpecManager)
     assert "remote-hw-ssh-gpu-box" in jp_serverapp.kernel_spec_manager.find_kernel_specs()
+
+
+async def test_the_server_runs_the_cloud_upkeep(jp_serverapp: Any) -> None:
+    pkg = jp_serverapp.extension_manager.extensions["jupyter_remote_hw"]
+    app = pkg.extension_points["jupyter_remote_hw"].app
+    await app._start_jupyter_server_extension(jp_serverapp)  # what the server does on start
+    assert app.upkeep.interval == 123.0
+    assert app.upkeep._task is not None and not app.upkeep._task.done()
+    await app.stop_extension()
+    assert app.upkeep._task is None
