@@ -18,7 +18,6 @@ from .kernels import DEFAULT_START_TIMEOUT, KernelManager
 from .lifetime import LifetimeWatch
 from .paths import StatePaths
 from .processes import write_pid_file
-from .shares import ShareRelays
 from .protocol import (
     BAD_REQUEST,
     INTERNAL,
@@ -37,6 +36,7 @@ from .protocol import (
     ok_response,
     parse_request,
 )
+from .shares import ShareRelays
 from .zmqcompat import new_context
 
 log = logging.getLogger(__name__)

@@ -238,13 +238,17 @@ class ShareRelays:
         os.chmod(partial, 0o600)
         os.replace(partial, self.path)
 
-    async def open(self) -> None:
-        """Reopen the relays of shares kept by a previous agent; drop expired ones."""
+    def _load(self) -> dict[str, Any]:
         try:
             with open(self.path, encoding="utf-8") as handle:
-                kept = json.load(handle)
+                kept: dict[str, Any] = json.load(handle)
         except (FileNotFoundError, ValueError):
-            return
+            return {}
+        return kept
+
+    async def open(self) -> None:
+        """Reopen the relays of shares kept by a previous agent; drop expired ones."""
+        kept = self._load()
         for sid, values in kept.items():
             share = Share(**values)
             self.shares[sid] = share
@@ -359,8 +363,8 @@ class ShareRelays:
                 servers.append(server)
                 share.ports[channel] = int(server.sockets[0].getsockname()[1])
         except BaseException:
-            for server in servers:
-                server.close()
+            for opened in servers:
+                opened.close()
             raise
         self._servers[share.share_id] = servers
         if keep_ports:
@@ -396,7 +400,7 @@ class ShareRelays:
     def _sshd_sessions(self, share_id: str) -> set[int]:
         share = self.shares[share_id]
         pids: set[int] = set()
-        for channel, port in share.ports.items():
+        for port in share.ports.values():
             peers = {peer for _, peer in self._links.get(share_id, ())}
             pids |= _holders(_peer_inodes(port, peers))
         # Sessions that joined and still run: the same pid *and* start time,

@@ -25,8 +25,8 @@ from ..providers import Machine, UnknownHardwareError
 from ..transport import TransportError
 from .join import Attachment
 from .owner import DEFAULT_AUTHORIZED_KEYS, ShareOwner, read_public_key
-from .roles import COLLABORATOR, DEFAULT_EXPIRES, VIEWER, ShareError, parse_duration
 from .provisioner import write_kernelspec
+from .roles import COLLABORATOR, DEFAULT_EXPIRES, VIEWER, ShareError, parse_duration
 from .sharefile import ShareFile
 
 COMMANDS = ("share", "shares", "revoke", "join")

@@ -6,6 +6,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,13 +63,14 @@ async def test_share_file_fields(
 
 
 def test_viewer_share_file_cannot_carry_the_key(tmp_path: Path) -> None:
-    fields = dict(share_id="abcd", role=VIEWER, kernel_id="k", host="h", port=22, user="u",
-                  host_key="ssh-ed25519 AAAA", ports={"iopub_port": 1},
-                  purposes={"iopub_port": "outputs"}, expires=1.0, owner="o@m")
+    fields: dict[str, Any] = {
+        "share_id": "abcd", "role": VIEWER, "kernel_id": "k", "host": "h", "port": 22,
+        "user": "u", "host_key": "ssh-ed25519 AAAA", "ports": {"iopub_port": 1},
+        "purposes": {"iopub_port": "outputs"}, "expires": 1.0, "owner": "o@m"}
     with pytest.raises(ShareError, match="only a collaborator"):
-        ShareFile(**fields, key="sekrit")  # type: ignore[arg-type]
+        ShareFile(**fields, key="sekrit")
     with pytest.raises(ShareError, match="viewer reaches"):
-        ShareFile(**{**fields, "ports": {"shell_port": 1}})  # type: ignore[arg-type]
+        ShareFile(**{**fields, "ports": {"shell_port": 1}})
 
 
 def test_bad_share_files_are_named(tmp_path: Path) -> None:
