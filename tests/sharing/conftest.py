@@ -80,6 +80,7 @@ async def owned(ssh_host: SSHTestHost, short_tmp: Path) -> AsyncIterator[OwnedKe
         yield OwnedKernel(manager, machine, agent, kernel_id, connection, client, sharer)
     finally:
         stop_client(client)
+        agent = await machine.agent()  # the agent may have been restarted meanwhile
         for share in (await agent.call("list_shares"))["shares"]:
             await agent.call("drop_share", share_id=share["share_id"])
         await agent.call("shutdown_agent", kill_kernels=True)
