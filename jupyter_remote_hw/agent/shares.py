@@ -2,8 +2,9 @@
 
 A share is one line in the host's ``authorized_keys`` that lets a teammate's
 key open port forwards to exactly the share's ports on 127.0.0.1 and nothing
-else (``restrict``, ``port-forwarding``, ``permitopen``, a forced command, and
-``expiry-time``), tagged with the share id in its comment.
+else (``restrict``, ``port-forwarding``, ``permitopen``, ``permitlisten`` on a
+port that is always taken, a forced command, and ``expiry-time``), tagged with
+the share id in its comment.
 
 The share's ports are the agent's own relays to the kernel's ports, one per
 kernel channel the role needs. Every connection a teammate makes thus passes
@@ -77,6 +78,11 @@ def key_line(public_key: str, ports: list[int], expiry_time: str, share_id: str)
         raise AgentError(BAD_REQUEST, "a share needs at least one port")
     options = ["restrict", "port-forwarding"]
     options += [f'permitopen="127.0.0.1:{int(port)}"' for port in ports]
+    # ``port-forwarding`` also turns on remote forwards (TCP and UNIX sockets),
+    # which a key option cannot turn off by itself. With any ``permitlisten``
+    # sshd refuses remote UNIX-socket forwards, and the one TCP listen it
+    # permits is on a port the agent's relay already holds: it always fails.
+    options.append(f'permitlisten="127.0.0.1:{int(ports[0])}"')
     options += [f'command="{FORCED_COMMAND}"', f'expiry-time="{expiry_time}"']
     return f"{','.join(options)} {parts[0]} {parts[1]} {SHARE_TAG}{share_id}"
 

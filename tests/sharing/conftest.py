@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+import contextlib
+import getpass
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,9 +20,7 @@ from jupyter_remote_hw.providers.ssh import SSHMachine
 from jupyter_remote_hw.sharing.owner import ShareOwner
 
 from ..conftest import TEST_TRANSPORT
-from ..testhosts import SSHTestHost, keygen
-
-TARGET = "ssh-testhost"
+from ..testhosts import SSHTestHost, free_port, keygen
 
 
 @dataclass
@@ -58,24 +58,25 @@ async def run(kc: AsyncKernelClient, code: str, timeout: float = 30) -> dict[str
     return content
 
 
-@pytest.fixture
-async def owned(ssh_host: SSHTestHost, short_tmp: Path) -> AsyncIterator[OwnedKernel]:
-    """A kernel the owner started on the test host; every share is revoked afterwards."""
+@contextlib.asynccontextmanager
+async def own_kernel(host: SSHTestHost, state: Path) -> AsyncIterator[OwnedKernel]:
+    """A kernel the owner starts on ``host``; every share is dropped and all stopped after."""
     config = Config({
-        "MachineManager": {"ledger_path": str(short_tmp / "ledger.sqlite3")},
-        "TransportManager": {"ssh_config_files": [str(ssh_host.ssh_config)], **TEST_TRANSPORT},
-        "SSHProvider": {"hosts": [{"host": ssh_host.alias, "root": str(short_tmp / "r")}],
+        "MachineManager": {"ledger_path": str(state / "ledger.sqlite3")},
+        "TransportManager": {"ssh_config_files": [str(host.ssh_config)], **TEST_TRANSPORT},
+        "SSHProvider": {"hosts": [{"host": host.alias, "root": str(state / "r")}],
                         "include_ssh_config": False},
     })
     manager = MachineManager(config=config)
-    machine = await manager.machine(manager.target(TARGET), manager.steps(TARGET, "share"))
+    target = "ssh-" + host.alias
+    machine = await manager.machine(manager.target(target), manager.steps(target, "share"))
     assert isinstance(machine, SSHMachine)
     agent = await machine.agent()
     started = await agent.call("start_kernel", wait=90, timeout=60)
     kernel_id, connection = str(started["kernel_id"]), dict(started["connection"])
     local = await machine.expose(kernel_id, connection)
     client = await started_client({**local, "key": connection["key"]})
-    sharer = ShareOwner(manager.ledger, authorized_keys=str(ssh_host.authorized_keys))
+    sharer = ShareOwner(manager.ledger, authorized_keys=str(host.authorized_keys))
     try:
         yield OwnedKernel(manager, machine, agent, kernel_id, connection, client, sharer)
     finally:
@@ -86,6 +87,29 @@ async def owned(ssh_host: SSHTestHost, short_tmp: Path) -> AsyncIterator[OwnedKe
         await agent.call("shutdown_agent", kill_kernels=True)
         await asyncio.sleep(0.5)
         await manager.close()
+
+
+@pytest.fixture
+async def owned(ssh_host: SSHTestHost, short_tmp: Path) -> AsyncIterator[OwnedKernel]:
+    """A kernel the owner started on the test host; every share is revoked afterwards."""
+    async with own_kernel(ssh_host, short_tmp) as kernel:
+        yield kernel
+
+
+@pytest.fixture(scope="module")
+def hardened_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHTestHost]:
+    """A test host whose sshd allows UNIX-socket forwards one way only, as docs/sharing.md
+    recommends for shared hosts (``AllowStreamLocalForwarding local``)."""
+    host = SSHTestHost(alias="hardened", address="127.0.0.1", port=free_port(),
+                       user=getpass.getuser(), root=tmp_path_factory.mktemp("hardened") / "h")
+    host.prepare()
+    config = host.root / "sshd_config"
+    config.write_text(config.read_text() + "AllowStreamLocalForwarding local\n")
+    host.start()
+    try:
+        yield host
+    finally:
+        host.stop()
 
 
 @pytest.fixture

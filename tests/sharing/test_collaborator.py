@@ -7,12 +7,13 @@ import stat
 from pathlib import Path
 
 import asyncssh
+import pytest
 
 from jupyter_remote_hw.sharing import COLLABORATOR, ShareFile
 from jupyter_remote_hw.sharing.join import Attachment
 
 from ..testhosts import SSHTestHost
-from .conftest import OwnedKernel, run, started_client, stop_client
+from .conftest import OwnedKernel, own_kernel, run, started_client, stop_client
 
 
 async def test_collaborator_runs_code_on_the_owners_kernel_and_both_see_it(
@@ -55,7 +56,7 @@ async def test_collaborator_runs_code_on_the_owners_kernel_and_both_see_it(
 
 
 async def test_share_key_opens_nothing_but_its_own_ports(
-    owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost,
+    owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost, tmp_path: Path,
 ) -> None:
     granted = await owned.sharer.share(owned.machine, owned.kernel_id,
                                        teammate_key.with_suffix(".pub").read_text(),
@@ -75,6 +76,10 @@ async def test_share_key_opens_nothing_but_its_own_ports(
                 pass
             else:
                 raise AssertionError(f"sshd let a share key reach port {port}")
+        # No listening on the host: remote forwards of ports and UNIX sockets are refused.
+        for port in (0, share.ports["iopub_port"], 45999):
+            with pytest.raises(asyncssh.ChannelListenError):
+                await conn.forward_remote_port("127.0.0.1", port, "127.0.0.1", 9)
         state_dir = (await owned.agent.call("hello"))["state_dir"]
         socket_path = str(Path(state_dir) / "agent.sock")
         assert Path(socket_path).exists()  # the owner's connection reaches it
@@ -87,3 +92,26 @@ async def test_share_key_opens_nothing_but_its_own_ports(
     log = ssh_host.log.read_text()
     assert f"connect to path {socket_path}, but the request was denied" in log
     assert f"port {owned.connection['shell_port']}, but the request was denied" in log
+
+
+async def test_hardened_host_refuses_unix_socket_listeners(
+    hardened_host: SSHTestHost, short_tmp: Path, teammate_key: Path, tmp_path: Path,
+) -> None:
+    """``port-forwarding`` lets a key listen on UNIX sockets on the host, which no key
+    option forbids; with ``AllowStreamLocalForwarding local`` in sshd_config sshd
+    refuses it, while the owner's side still reaches its agent's socket."""
+    async with own_kernel(hardened_host, short_tmp) as owned:  # the agent is reached
+        granted = await owned.sharer.share(owned.machine, owned.kernel_id,
+                                           teammate_key.with_suffix(".pub").read_text(),
+                                           COLLABORATOR, expires_in=3600)
+        async with Attachment(granted.share_file, teammate_key) as attachment:
+            assert attachment.conn is not None
+            planted = tmp_path / "planted.sock"
+            with pytest.raises(asyncssh.ChannelListenError):
+                await attachment.conn.forward_remote_path(str(planted), "/dev/null")
+            assert not planted.exists()
+            teammate = await started_client(attachment.connection_info())
+            try:
+                assert (await run(teammate, "on_hardened = 1"))["status"] == "ok"
+            finally:
+                stop_client(teammate)
