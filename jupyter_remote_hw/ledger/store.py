@@ -399,18 +399,20 @@ class Ledger:
         return [s for s in found if include_revoked or s.revoked is None]
 
     def revoke_share(self, share_id: str, detail: str = "") -> None:
-        """Mark a share revoked (once) and record the event.
+        """Mark a share revoked and record the event (a revoked share is left as it is).
 
         Raises:
             KeyError: No such share.
         """
         now = time.time()
         with self._transaction() as db:
-            if db.execute("SELECT 1 FROM shares WHERE share_id = ?",
-                          (share_id,)).fetchone() is None:
+            row = db.execute("SELECT revoked FROM shares WHERE share_id = ?",
+                             (share_id,)).fetchone()
+            if row is None:
                 raise KeyError(f"no share {share_id} in the ledger {self.path}")
-            db.execute("UPDATE shares SET revoked = ? WHERE share_id = ? AND revoked IS NULL",
-                       (now, share_id))
+            if row[0] is not None:
+                return
+            db.execute("UPDATE shares SET revoked = ? WHERE share_id = ?", (now, share_id))
             db.execute("INSERT INTO share_events (share_id, time, event, detail) "
                        "VALUES (?, ?, 'revoked', ?)", (share_id, now, detail))
 
