@@ -92,6 +92,12 @@ test('the picker works in the dark theme and from the keyboard', async ({ page }
   await dialog.screenshot({ path: path.join(IMAGES, 'picker-dark.png') });
   await page.keyboard.press('Escape');
   await expect(dialog).toHaveCount(0);
+  // The command's shortcut opens it from the notebook too.
+  await page.locator('.jp-NotebookPanel .jp-InputPrompt').first().click();
+  await page.keyboard.press('Control+Alt+h');
+  await expect(dialog.locator('input[type=search]')).toBeFocused();
+  await page.keyboard.press('Escape');
+  await expect(dialog).toHaveCount(0);
 });
 
 test('a failed launch names the step and what to try', async ({ page }) => {
