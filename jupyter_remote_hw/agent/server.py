@@ -355,9 +355,10 @@ class AgentServer:
 
     async def _shutdown_kernel(self, args: dict[str, Any]) -> dict[str, Any]:
         op = "shutdown_kernel"
-        return await self.kernels.shutdown(
-            arg_str(args, op, "kernel_id", required=True), now=arg_bool(args, op, "now", False)
-        )
+        kernel_id = arg_str(args, op, "kernel_id", required=True)
+        result = await self.kernels.shutdown(kernel_id, now=arg_bool(args, op, "now", False))
+        await self.shares.drop_kernel(str(kernel_id))  # its shares end with it
+        return result
 
     async def _kernel_status(self, args: dict[str, Any]) -> dict[str, Any]:
         kernel_id = arg_str(args, "kernel_status", "kernel_id", required=True)

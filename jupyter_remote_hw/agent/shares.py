@@ -340,6 +340,13 @@ class ShareRelays:
         return {"share_id": share_id, "removed_line": removed, "closed": closed,
                 "sessions": sorted(sessions)}
 
+    async def drop_kernel(self, kernel_id: str) -> list[str]:
+        """Drop every share of a kernel that was shut down; return their ids."""
+        ids = [sid for sid, share in self.shares.items() if share.kernel_id == kernel_id]
+        for sid in ids:
+            await self.drop(sid)
+        return ids
+
     def list(self) -> list[dict[str, Any]]:
         """Every share with its live connection count."""
         return [{**asdict(share), "connections": len(self._links.get(sid, ()))}

@@ -101,3 +101,21 @@ async def test_agent_drops_a_share_when_it_expires(
     await asyncio.sleep(3)
     assert "expiring1" not in ssh_host.authorized_keys.read_text()
     assert (await owned.agent.call("list_shares"))["shares"] == []
+
+
+async def test_shares_end_with_their_kernel(
+    owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost,
+) -> None:
+    granted = await owned.sharer.share(owned.machine, owned.kernel_id,
+                                       teammate_key.with_suffix(".pub").read_text(),
+                                       COLLABORATOR, expires_in=3600)
+    attachment = await Attachment(granted.share_file, teammate_key).open()
+    teammate = await started_client(attachment.connection_info())
+    try:
+        await owned.agent.call("shutdown_kernel", kernel_id=owned.kernel_id, now=True)
+        await asyncio.wait_for(attachment.wait_closed(), timeout=5)
+    finally:
+        stop_client(teammate)
+        await attachment.close()
+    assert granted.record.share_id not in ssh_host.authorized_keys.read_text()
+    assert (await owned.agent.call("list_shares"))["shares"] == []
