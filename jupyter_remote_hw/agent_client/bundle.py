@@ -24,7 +24,7 @@ from ..agent.launch import ZIPAPP_KERNEL_DIR, ZIPAPP_KERNEL_PACKAGE
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 #: The modules of ``transfer`` that run inside kernels (the rest needs jupyter_client).
-KERNEL_MODULES = ("__init__", "bulk", "devices", "errors", "kernel_handler", "pickling", "protocol")
+KERNEL_MODULES = ("__init__", "buffers", "bulk", "devices", "errors", "kernel_handler", "pickling", "protocol")
 _MAIN = "from jupyter_remote_hw.agent.__main__ import main\nmain()\n"
 
 

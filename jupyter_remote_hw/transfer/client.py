@@ -20,8 +20,9 @@ from typing import Any, Protocol
 
 from ..kernel_link import KernelLink
 from . import protocol
+from .buffers import empty_segment
 from .errors import TransferError
-from .pickling import Pickled, empty_segment, from_segments, segment_sizes, to_segments
+from .pickling import Pickled, from_segments, segment_sizes, to_segments
 
 #: Called with (bytes done, bytes in all) as a transfer goes.
 Progress = Callable[[int, int], None]

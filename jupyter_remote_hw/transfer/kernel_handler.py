@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import protocol
+from .buffers import empty_segment
 from .bulk import BulkStream
 from .devices import check_device, to_device
 from .errors import TransferError
 from .pickling import (
     dump_variables,
-    empty_segment,
     from_segments,
     load_variables,
     segment_sizes,

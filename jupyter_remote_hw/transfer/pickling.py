@@ -21,7 +21,6 @@ to Python 3.8 syntax and needs only cloudpickle.
 from __future__ import annotations
 
 import io
-import mmap
 import os
 import pickle
 import sys
@@ -209,28 +208,6 @@ def to_segments(pickled: list[Pickled]) -> tuple[list[dict[str, Any]], list[memo
 def segment_sizes(manifest: list[dict[str, Any]]) -> list[int]:
     """The sizes of every segment a manifest announces, in order."""
     return [int(size) for entry in manifest for size in entry["segments"]]
-
-
-#: Segments at least this large are received into anonymous memory maps.
-_MAPPED_FROM = 1024 * 1024
-
-
-def empty_segment(size: int) -> Any:
-    """A writable buffer of ``size`` bytes to receive a segment into.
-
-    A large one is an anonymous memory map: its pages are zeroed by the OS
-    as the bytes arrive, instead of all up front as a ``bytearray`` would,
-    and on Linux it asks for huge pages, so fewer page faults.
-    """
-    if size < _MAPPED_FROM:
-        return bytearray(size)
-    buffer = mmap.mmap(-1, size)
-    if hasattr(mmap, "MADV_HUGEPAGE"):
-        try:
-            buffer.madvise(mmap.MADV_HUGEPAGE)
-        except OSError:
-            pass
-    return buffer
 
 
 def from_segments(manifest: list[dict[str, Any]], segments: list[Any]) -> list[Pickled]:
