@@ -14,6 +14,14 @@ relays and their connections, and ends the sshd sessions that carried them
 connection), so the teammate is dropped at once. OpenSSH alone would leave an
 open connection running after its key line is removed.
 
+Seeing which process holds a connection needs access to the sshd session's
+``/proc/PID/fd``, which Linux grants only to root when sshd runs as root (its
+session processes are not dumpable); for other users the relays are what drops
+the teammate. So that a session left open cannot reach anything later bound
+to a revoked share's ports, those ports stay bound, refusing every
+connection, until no sshd session of this user that began before the
+revocation is left (a process's start time is always readable).
+
 The relays look up the kernel's ports on each new connection, so a share
 outlives kernel restarts; shares are kept in ``shares.json`` and reopened by
 the next agent.
@@ -52,6 +60,9 @@ _KEY_TYPE = re.compile(r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|"
 _KEY_BLOB = re.compile(r"^[A-Za-z0-9+/]+=*$")
 _EXPIRY = re.compile(r"^\d{12}Z$")
 _BUFFER = 256 * 1024
+_SWEEP_INTERVAL = 10.0
+#: ``sshd: user@notty``, ``sshd: user [priv]``: an sshd process serving one connection.
+_SSHD_SESSION = re.compile(r"^sshd: [A-Za-z0-9._-]+(@\S+)?( \[(priv|net)\])?\s*$")
 
 
 def key_line(public_key: str, ports: list[int], expiry_time: str, share_id: str) -> str:
@@ -184,6 +195,39 @@ def _start_time(pid: int) -> int | None:
         return None
 
 
+def _boot_time() -> float:
+    with open("/proc/stat", encoding="ascii") as handle:
+        for row in handle:
+            if row.startswith("btime "):
+                return float(row.split()[1])
+    raise OSError("no btime in /proc/stat")
+
+
+def sessions_begun_before(when: float) -> set[int]:
+    """Pids of this user's sshd session processes that started before ``when`` (epoch)."""
+    found: set[int] = set()
+    try:
+        boot, ticks = _boot_time(), os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError):
+        return {0}  # cannot tell: assume one may be left
+    uid = os.getuid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                argv = handle.read().split(b"\0")[0].decode(errors="replace")
+            if not _SSHD_SESSION.match(argv) or os.stat(f"/proc/{pid}").st_uid != uid:
+                continue
+        except OSError:
+            continue
+        started = _start_time(pid)
+        if started is not None and boot + started / ticks < when:
+            found.add(pid)
+    return found
+
+
 def _is_sshd(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as handle:
@@ -205,7 +249,10 @@ class Share:
         ports: The share's relay port for each channel, on 127.0.0.1.
         expires: When sshd stops accepting the key (epoch seconds).
         authorized_keys: The file holding the share's key line.
-        joins: When a teammate's connection arrived, per sshd session: ``[{time, pid}]``.
+        joins: When a teammate attached: ``[{time, pid, started}]`` (the sshd
+            session's pid and start time when the agent can see them, else None).
+        revoked: When the share was revoked or expired; its ports stay bound,
+            refusing connections, while a session from before may be left.
     """
 
     share_id: str
@@ -215,6 +262,7 @@ class Share:
     expires: float
     authorized_keys: str
     joins: list[dict[str, Any]] = field(default_factory=list)
+    revoked: float | None = None
 
 
 class ShareRelays:
@@ -233,6 +281,7 @@ class ShareRelays:
         self._servers: dict[str, list[asyncio.AbstractServer]] = {}
         self._links: dict[str, set[tuple[asyncio.StreamWriter, int]]] = {}
         self._expiry: dict[str, asyncio.TimerHandle] = {}
+        self._sweeper: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ persistence
 
@@ -254,11 +303,12 @@ class ShareRelays:
 
     async def open(self) -> None:
         """Reopen the relays of shares kept by a previous agent; drop expired ones."""
+        self._sweeper = asyncio.ensure_future(self._sweep_forever())
         kept = self._load()
         for sid, values in kept.items():
             share = Share(**values)
             self.shares[sid] = share
-            if share.expires <= time.time():
+            if share.revoked is None and share.expires <= time.time():
                 await self.drop(sid)
                 continue
             try:
@@ -269,6 +319,9 @@ class ShareRelays:
 
     async def close(self) -> None:
         """Stop relaying (shares stay recorded for the next agent)."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
         for handle in self._expiry.values():
             handle.cancel()
         for sid in list(self._servers):
@@ -317,7 +370,7 @@ class ShareRelays:
             AgentError: ``unknown_share``.
         """
         share = self.shares.get(share_id)
-        if share is None:
+        if share is None or share.revoked is not None:
             raise AgentError(UNKNOWN_SHARE, f"no share {share_id} on this host; "
                              "list_shares shows the shares it has")
         removed = False
@@ -326,14 +379,15 @@ class ShareRelays:
         except OSError as exc:
             log.warning("share %s: cannot edit %s: %s", share_id, share.authorized_keys, exc)
         sessions = self._sshd_sessions(share_id)
-        closed = await self._stop_relays(share_id)
+        share.revoked = time.time()
+        closed = self._close_links(share_id)
         for pid in sessions:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGTERM)
         handle = self._expiry.pop(share_id, None)
         if handle is not None:
             handle.cancel()
-        del self.shares[share_id]
+        await self._release_if_safe(share)
         self._save()
         log.info("share %s dropped: %d connection(s), sshd session(s) %s",
                  share_id, closed, sorted(sessions))
@@ -342,15 +396,35 @@ class ShareRelays:
 
     async def drop_kernel(self, kernel_id: str) -> list[str]:
         """Drop every share of a kernel that was shut down; return their ids."""
-        ids = [sid for sid, share in self.shares.items() if share.kernel_id == kernel_id]
+        ids = [sid for sid, share in self.shares.items()
+               if share.kernel_id == kernel_id and share.revoked is None]
         for sid in ids:
             await self.drop(sid)
         return ids
 
     def list(self) -> list[dict[str, Any]]:
-        """Every share with its live connection count."""
+        """Every share (not revoked) with its live connection count."""
         return [{**asdict(share), "connections": len(self._links.get(sid, ()))}
-                for sid, share in self.shares.items()]
+                for sid, share in self.shares.items() if share.revoked is None]
+
+    async def _release_if_safe(self, share: Share) -> bool:
+        """Free a revoked share's ports once no sshd session from before it is left."""
+        assert share.revoked is not None
+        if sessions_begun_before(share.revoked):
+            return False
+        await self._stop_relays(share.share_id)
+        self.shares.pop(share.share_id, None)
+        log.info("share %s: ports released", share.share_id)
+        return True
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(_SWEEP_INTERVAL)
+            released = False
+            for share in [s for s in self.shares.values() if s.revoked is not None]:
+                released = await self._release_if_safe(share) or released
+            if released:
+                self._save()
 
     # ------------------------------------------------------------------ relays
 
@@ -380,21 +454,26 @@ class ShareRelays:
                 opened.close()
             raise
         self._servers[share.share_id] = servers
-        if keep_ports:
+        if keep_ports and share.revoked is None:
             self._schedule_expiry(share)
 
     def _relay_handler(self, share: Share, channel: str) -> Callable[..., Any]:
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if share.revoked is not None:
+                writer.close()
+                return
             peer_port = int(writer.get_extra_info("peername")[1])
             links = self._links.setdefault(share.share_id, set())
+            attaching = not links
             entry = (writer, peer_port)
             links.add(entry)
             pids = _holders(_peer_inodes(share.ports[channel], {peer_port}))
-            known = {j["pid"] for j in share.joins}
-            for pid in pids - known:
-                share.joins.append({"time": time.time(), "pid": pid,
-                                    "started": _start_time(pid)})
-            if pids - known:
+            known = {j["pid"] for j in share.joins if j["pid"] is not None}
+            new = pids - known
+            if new or (attaching and not pids):
+                for pid in sorted(new) or [None]:
+                    share.joins.append({"time": time.time(), "pid": pid,
+                                        "started": _start_time(pid) if pid else None})
                 self._save()
             upstream: asyncio.StreamWriter | None = None
             try:
@@ -418,17 +497,20 @@ class ShareRelays:
             pids |= _holders(_peer_inodes(port, peers))
         # Sessions that joined and still run: the same pid *and* start time,
         # so a pid since reused by another process is never signalled.
-        pids |= {int(j["pid"]) for j in share.joins
-                 if j.get("started") is not None and _start_time(int(j["pid"])) == j["started"]}
+        pids |= {int(j["pid"]) for j in share.joins if j.get("pid") and j.get("started")
+                 is not None and _start_time(int(j["pid"])) == j["started"]}
         return {pid for pid in pids if pid != os.getpid() and _is_sshd(pid)}
 
-    async def _stop_relays(self, share_id: str) -> int:
-        for server in self._servers.pop(share_id, []):
-            server.close()
+    def _close_links(self, share_id: str) -> int:
         links = self._links.pop(share_id, set())
         for writer, _ in links:
             writer.close()
         return len(links)
+
+    async def _stop_relays(self, share_id: str) -> int:
+        for server in self._servers.pop(share_id, []):
+            server.close()
+        return self._close_links(share_id)
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -146,12 +146,13 @@ class ShareOwner:
             record = self.ledger.get_share(share["share_id"])
             if record is None:
                 continue
-            seen = {event.detail for event in self.ledger.share_events(record.share_id)
+            seen = {round(event.time, 3) for event in self.ledger.share_events(record.share_id)
                     if event.event == "joined"}
             for join in share.get("joins", []):
-                detail = f"sshd session {join['pid']}"
-                if detail not in seen:
-                    self.ledger.note_share(record.share_id, "joined", detail, at=join["time"])
+                if round(float(join["time"]), 3) in seen:
+                    continue
+                detail = f"sshd session {join['pid']}" if join.get("pid") else "attached"
+                self.ledger.note_share(record.share_id, "joined", detail, at=join["time"])
         return found
 
     async def revoke(self, machine: Machine, share_id: str) -> dict[str, Any]:

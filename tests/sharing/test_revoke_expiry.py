@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from pathlib import Path
 
 import asyncssh
 import pytest
 
-from jupyter_remote_hw.agent.shares import edit_authorized_keys, key_line
+from jupyter_remote_hw.agent.shares import edit_authorized_keys, key_line, sessions_begun_before
 from jupyter_remote_hw.sharing import COLLABORATOR, ShareError
 from jupyter_remote_hw.sharing.join import Attachment
 
@@ -40,6 +41,14 @@ async def test_revoke_removes_the_line_and_drops_the_teammate_within_seconds(
     finally:
         stop_client(teammate)
         await attachment.close()
+    # The share's ports stay bound, refusing connections, while an sshd session
+    # from before the revocation may be left: nothing else can take them.
+    for port in granted.share_file.ports.values():
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+        writer.close()
+        with socket.socket() as probe, pytest.raises(OSError):
+            probe.bind(("127.0.0.1", port))
     # Joining again is refused by sshd: the key line is gone.
     with pytest.raises(ShareError, match="refused your key"):
         await Attachment(granted.share_file, teammate_key).open()
@@ -119,3 +128,14 @@ async def test_shares_end_with_their_kernel(
         await attachment.close()
     assert granted.record.share_id not in ssh_host.authorized_keys.read_text()
     assert (await owned.agent.call("list_shares"))["shares"] == []
+
+
+async def test_sessions_begun_before_a_time(owned: OwnedKernel) -> None:
+    """The owner's own SSH connection is an sshd session process of this user, begun
+    before now; none begun before boot. A revoked share's ports are freed by this."""
+    now = sessions_begun_before(time.time())
+    assert now, "the owner's connection should be an sshd session process"
+    for pid in now:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+        assert cmdline.startswith("sshd: ") and "[listener]" not in cmdline
+    assert sessions_begun_before(0.0) == set()
