@@ -23,7 +23,7 @@ from .ledger.store import ACTIVE_STATES, FINAL_STATES, SERVER_OWNER, MachineReco
 from .machines import MachineManager
 from .providers import KERNEL_NAME_PREFIX, Target, UnknownHardwareError
 from .transfer import TransferError
-from .variables import _transfer_client  # the server's kernel-to-kernel transfer links
+from .variables import transfer_client
 
 CARRY_ALL = "all"
 """``carry`` value meaning every variable the old kernel has that can be carried."""
@@ -353,7 +353,7 @@ class HardwareActions:
             HardwareRequestError: 409 when the kernel does not answer transfers.
         """
         try:
-            async with _transfer_client(self.kernel_manager, kernel_id) as client:
+            async with transfer_client(self.kernel_manager, kernel_id) as client:
                 await client.hello()
                 return _user_variables(await client.variables())
         except TransferError as exc:
@@ -437,8 +437,8 @@ class HardwareActions:
             return [], []
         not_carried: list[dict[str, str]] = []
         try:
-            async with _transfer_client(self.kernel_manager, source_id) as source, \
-                    _transfer_client(self.kernel_manager, destination_id) as destination:
+            async with transfer_client(self.kernel_manager, source_id) as source, \
+                    transfer_client(self.kernel_manager, destination_id) as destination:
                 await source.hello()
                 await destination.hello()
                 remaining = ([v["name"] for v in _user_variables(await source.variables())]

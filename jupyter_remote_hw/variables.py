@@ -42,8 +42,14 @@ def stream_opener(manager: Any) -> StreamOpener | None:
 
 
 @contextlib.asynccontextmanager
-async def _transfer_client(kernel_manager: MultiKernelManager,
-                           kernel_id: str) -> AsyncIterator[TransferClient]:
+async def transfer_client(kernel_manager: MultiKernelManager,
+                          kernel_id: str) -> AsyncIterator[TransferClient]:
+    """A transfer client of one of the server's kernels, its channels open while in use.
+
+    Raises:
+        KeyError: No kernel with that id.
+        TypeError: The kernel manager is not an async one.
+    """
     manager = kernel_manager.get_kernel(kernel_id)
     client = manager.client()
     if not isinstance(client, AsyncKernelClient):
@@ -79,8 +85,8 @@ async def copy_variables(kernel_manager: MultiKernelManager, source_id: str,
             is missing or cannot be serialized (named), or the copy failed;
             nothing was assigned in the destination.
     """
-    async with _transfer_client(kernel_manager, source_id) as source, \
-            _transfer_client(kernel_manager, destination_id) as destination:
+    async with transfer_client(kernel_manager, source_id) as source, \
+            transfer_client(kernel_manager, destination_id) as destination:
         await source.hello()
         await destination.hello()
         return await source.copy_to(destination, names, device, progress)

@@ -157,10 +157,15 @@ class TransferHandler:
                 "python_version": sys.version.split()[0]}, []
 
     def _op_list(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+        # What IPython put in the namespace itself (In, Out, exit, ipykernel's
+        # open ...) is not the user's, unless the user has since assigned the name.
+        shell_hidden = getattr(getattr(self.kernel, "shell", None), "user_ns_hidden", None) or {}
+        unset = object()
         variables = [
             {"name": name, "type": type_name(value), "nbytes": _sizeof(value)}
             for name, value in list(self.namespace.items())
             if not name.startswith("_") and name not in _HIDDEN
+            and shell_hidden.get(name, unset) is not value
             and type(value).__name__ != "module"
         ]
         return {"variables": variables}, []

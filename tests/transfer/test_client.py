@@ -183,7 +183,11 @@ async def test_variables_listing_and_the_comm_target(start_kernel: StartKernel) 
     listing = {v["name"]: v for v in await kernel.variables()}
     assert listing["weights"]["type"] == "numpy.ndarray"
     assert listing["weights"]["nbytes"] == 8000
-    assert "np" not in listing and "In" not in listing
+    # Only the user's: not modules, nor what IPython and ipykernel put there.
+    assert set(listing) == {"weights", "name"}
+    # A name the user assigned is theirs, even one IPython had used.
+    await run(kernel.link, "open = 3")
+    assert "open" in {v["name"] for v in await kernel.variables()}
     # Frontends that speak comms get the same answers on the comm target.
     client = kernel.link.client
     seen: list[dict[str, Any]] = []
