@@ -234,12 +234,12 @@ def test_interrupting_the_local_cell_interrupts_the_remote_one(
         wait_for_output(kc, cell, "sleeping", 60)
         began = time.monotonic()
         manager.interrupt_kernel()
-        reply = shell_reply(kc, cell, 30)["content"]
+        reply = shell_reply(kc, cell, 60)["content"]
         assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
-        assert time.monotonic() - began < 15
+        assert time.monotonic() - began < 15  # not the cell's two minutes
         after = kc.execute("%%remote\nprint('remote alive', x)")
-        wait_for_output(kc, after, "remote alive kept", 30)
-        assert shell_reply(kc, after, 30)["content"]["status"] == "ok"
+        wait_for_output(kc, after, "remote alive kept", 90)
+        assert shell_reply(kc, after, 90)["content"]["status"] == "ok"
     finally:
         kc.stop_channels()
         manager.shutdown_kernel(now=False)
