@@ -1,4 +1,5 @@
-"""``jupyter remote-hw``: list, launch, stop, start, terminate and reap machines; the catalog.
+"""``jupyter remote-hw``: list, launch, stop, start, terminate and reap machines; the catalog;
+share kernels with teammates (share, shares, revoke, join).
 
 Reads the same configuration as the Jupyter server (``jupyter_server_config.py``
 or ``.json`` in the Jupyter config path, or ``--config FILE``) and the same
@@ -29,6 +30,8 @@ from .ledger import FINAL_STATES, MachineRecord
 from .machines import MachineManager
 from .providers.aws import AWSProvider, ReapCandidate
 from .providers.aws_errors import AWSError
+from .sharing import ShareError
+from .sharing import cli as sharing_cli
 
 
 class CLIError(Exception):
@@ -341,6 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
     catalog.add_argument("--probe", action="store_true",
                          help="ask each SSH host's agent what hardware it has")
     catalog.add_argument("--output", help="refresh: write here instead of the user catalog")
+    sharing_cli.add_parsers(commands)
     return parser
 
 
@@ -362,6 +366,8 @@ async def run(args: argparse.Namespace, config: Config, out: TextIO, err: TextIO
             await commands.terminate(args.machine, args.yes)
         elif args.command == "reap":
             await commands.reap(args.yes, args.region)
+        elif args.command in sharing_cli.COMMANDS:
+            await sharing_cli.run(args, manager, out, err)
         elif args.command == "catalog":
             if args.query[:1] == ["refresh"]:
                 await commands.refresh(args.region, args.output)
@@ -387,7 +393,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     try:
         config = load_config(args.config)
         asyncio.run(run(args, config, out, err))
-    except (CLIError, LaunchError, AWSError, BudgetExceededError, CatalogQueryError) as exc:
+    except (CLIError, LaunchError, AWSError, BudgetExceededError, CatalogQueryError,
+            ShareError) as exc:
         err.write(f"jupyter remote-hw {args.command}: {exc}\n")
         return 1
     return 0
