@@ -235,6 +235,9 @@ def ipyparallel(host: SSHTestHost, work: Path, size: int, repeat: int,
                 process.wait(10)
             except subprocess.TimeoutExpired:
                 process.kill()
+        # Ending the local ssh does not end what it started on the host (the
+        # controller, its schedulers, the engine and its nanny): end them there.
+        subprocess.run([*ssh, f"pkill -f {profile}"], check=False)
 
 
 def main() -> None:
