@@ -147,14 +147,7 @@ class ReadOnlyKernel:
 
     async def close(self) -> None:
         """Stop relaying and answering; close every socket."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        for sock in self._sockets:
-            sock.close(linger=0)
-        self._context.term()
+        await _stop(self._tasks, self._sockets, self._context)
 
 
 class ControlGuard:
@@ -221,11 +214,16 @@ class ControlGuard:
 
     async def close(self) -> None:
         """Stop relaying; close the sockets."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        for sock in self._sockets:
-            sock.close(linger=0)
-        self._context.term()
+        await _stop(self._tasks, self._sockets, self._context)
+
+
+async def _stop(tasks: list[asyncio.Task[None]], sockets: list[Any], context: Any) -> None:
+    """Cancel the relaying tasks and wait for them; close the sockets and their context."""
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    for sock in sockets:
+        sock.close(linger=0)
+    context.term()
