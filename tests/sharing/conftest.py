@@ -35,6 +35,12 @@ class OwnedKernel:
     client: AsyncKernelClient
     sharer: ShareOwner
 
+    async def share(self, teammate_key: Path, role: str, expires_in: float) -> Any:
+        """Share this kernel with the holder of ``teammate_key`` (its ``.pub`` beside it)."""
+        return await self.sharer.share(self.machine, self.kernel_id,
+                                       teammate_key.with_suffix(".pub").read_text(), role,
+                                       expires_in=expires_in)
+
 
 async def started_client(info: dict[str, Any]) -> AsyncKernelClient:
     """A started, ready kernel client on ``info``."""

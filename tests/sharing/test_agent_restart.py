@@ -15,9 +15,7 @@ from .conftest import OwnedKernel, run, started_client, stop_client
 async def test_share_survives_an_agent_restart(
     owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost,
 ) -> None:
-    granted = await owned.sharer.share(owned.machine, owned.kernel_id,
-                                       teammate_key.with_suffix(".pub").read_text(),
-                                       COLLABORATOR, expires_in=3600)
+    granted = await owned.share(teammate_key, COLLABORATOR, expires_in=3600)
     share_id = granted.record.share_id
     await owned.agent.call("shutdown_agent", kill_kernels=False)
     loop = asyncio.get_running_loop()

@@ -58,9 +58,7 @@ async def test_collaborator_runs_code_on_the_owners_kernel_and_both_see_it(
 async def test_share_key_opens_nothing_but_its_own_ports(
     owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost, tmp_path: Path,
 ) -> None:
-    granted = await owned.sharer.share(owned.machine, owned.kernel_id,
-                                       teammate_key.with_suffix(".pub").read_text(),
-                                       COLLABORATOR, expires_in=3600)
+    granted = await owned.share(teammate_key, COLLABORATOR, expires_in=3600)
     share = granted.share_file
     async with Attachment(share, teammate_key) as attachment:
         conn = attachment.conn
@@ -101,9 +99,7 @@ async def test_hardened_host_refuses_unix_socket_listeners(
     option forbids; with ``AllowStreamLocalForwarding local`` in sshd_config sshd
     refuses it, while the owner's side still reaches its agent's socket."""
     async with own_kernel(hardened_host, short_tmp) as owned:  # the agent is reached
-        granted = await owned.sharer.share(owned.machine, owned.kernel_id,
-                                           teammate_key.with_suffix(".pub").read_text(),
-                                           COLLABORATOR, expires_in=3600)
+        granted = await owned.share(teammate_key, COLLABORATOR, expires_in=3600)
         async with Attachment(granted.share_file, teammate_key) as attachment:
             assert attachment.conn is not None
             planted = tmp_path / "planted.sock"

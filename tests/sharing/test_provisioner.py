@@ -35,9 +35,7 @@ def registered() -> Iterator[None]:
 
 async def attached_manager(owned: OwnedKernel, teammate_key: Path, tmp_path: Path,
                            role: str) -> AsyncKernelManager:
-    granted = await owned.sharer.share(owned.machine, owned.kernel_id,
-                                       teammate_key.with_suffix(".pub").read_text(), role,
-                                       expires_in=3600)
+    granted = await owned.share(teammate_key, role, expires_in=3600)
     path = granted.share_file.write(tmp_path / "share.json")
     spec_dir = write_kernelspec(path, str(teammate_key), tmp_path / "kernels")
     manager = AsyncKernelManager(

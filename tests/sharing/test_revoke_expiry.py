@@ -21,9 +21,7 @@ from .conftest import OwnedKernel, run, started_client, stop_client
 async def test_revoke_removes_the_line_and_drops_the_teammate_within_seconds(
     owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost,
 ) -> None:
-    granted = await owned.sharer.share(owned.machine, owned.kernel_id,
-                                       teammate_key.with_suffix(".pub").read_text(),
-                                       COLLABORATOR, expires_in=3600)
+    granted = await owned.share(teammate_key, COLLABORATOR, expires_in=3600)
     share_id = granted.record.share_id
     attachment = await Attachment(granted.share_file, teammate_key).open()
     teammate = await started_client(attachment.connection_info())
@@ -64,9 +62,7 @@ async def test_expired_line_is_refused_by_sshd(
 ) -> None:
     """The line is written as the agent writes it, with an expiry two minutes ago,
     and left in place: sshd alone refuses it."""
-    granted = await owned.sharer.share(owned.machine, owned.kernel_id,
-                                       teammate_key.with_suffix(".pub").read_text(),
-                                       COLLABORATOR, expires_in=3600)
+    granted = await owned.share(teammate_key, COLLABORATOR, expires_in=3600)
     share = granted.share_file
     await owned.agent.call("drop_share", share_id=share.share_id)
     pub = teammate_key.with_suffix(".pub").read_text()
@@ -115,9 +111,7 @@ async def test_agent_drops_a_share_when_it_expires(
 async def test_shares_end_with_their_kernel(
     owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost,
 ) -> None:
-    granted = await owned.sharer.share(owned.machine, owned.kernel_id,
-                                       teammate_key.with_suffix(".pub").read_text(),
-                                       COLLABORATOR, expires_in=3600)
+    granted = await owned.share(teammate_key, COLLABORATOR, expires_in=3600)
     attachment = await Attachment(granted.share_file, teammate_key).open()
     teammate = await started_client(attachment.connection_info())
     try:

@@ -24,9 +24,7 @@ COMMON = {"format", "version", "share_id", "role", "kernel_id", "host", "port", 
 async def test_share_file_fields(
     role: str, owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost, tmp_path: Path,
 ) -> None:
-    granted = await owned.sharer.share(owned.machine, owned.kernel_id,
-                                       teammate_key.with_suffix(".pub").read_text(), role,
-                                       expires_in=2 * 3600)
+    granted = await owned.share(teammate_key, role, expires_in=2 * 3600)
     path = granted.share_file.write(tmp_path / f"{role}.json")
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     text = path.read_text()

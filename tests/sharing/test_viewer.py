@@ -20,9 +20,7 @@ from .conftest import OwnedKernel, run, started_client, stop_client
 async def test_viewer_sees_outputs_and_gets_read_only_message(
     owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost,
 ) -> None:
-    granted = await owned.sharer.share(owned.machine, owned.kernel_id,
-                                       teammate_key.with_suffix(".pub").read_text(), VIEWER,
-                                       expires_in=3600)
+    granted = await owned.share(teammate_key, VIEWER, expires_in=3600)
     line = next(ln for ln in ssh_host.authorized_keys.read_text().splitlines()
                 if ln.endswith(granted.record.share_id))
     assert line.count("permitopen=") == 1
