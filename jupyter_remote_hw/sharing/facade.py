@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import zmq
@@ -106,14 +106,7 @@ class ReadOnlyKernel:
         await self._pub.send_multipart(self.session.serialize(msg, ident=[msg_type.encode()]))
 
     async def _answer(self, sock: zmq.asyncio.Socket) -> None:
-        while True:
-            frames = await sock.recv_multipart(copy=True)
-            try:
-                idents, rest = self.session.feed_identities(frames, copy=True)
-                request = self.session.deserialize(rest, content=True, copy=True)
-            except (ValueError, KeyError, TypeError) as exc:
-                self.log.debug("viewer facade: unreadable message ignored (%s)", exc)
-                continue
+        async for _, idents, request in _requests(sock, self.session, self.log, "viewer facade"):
             msg_type = str(request["header"]["msg_type"])
             reply_type = msg_type.replace("_request", "_reply")
             await self._publish("status", {"execution_state": "busy"}, request)
@@ -191,14 +184,8 @@ class ControlGuard:
                        asyncio.create_task(self._backward(back, front))]
 
     async def _forward(self, front: zmq.asyncio.Socket, back: zmq.asyncio.Socket) -> None:
-        while True:
-            frames = await front.recv_multipart(copy=True)
-            try:
-                idents, rest = self.session.feed_identities(frames, copy=True)
-                request = self.session.deserialize(rest, content=True, copy=True)
-            except (ValueError, KeyError, TypeError) as exc:
-                self.log.debug("control guard: unreadable message dropped (%s)", exc)
-                continue
+        async for frames, idents, request in _requests(front, self.session, self.log,
+                                                       "control guard"):
             if request["header"]["msg_type"] == "shutdown_request":
                 content = {"status": "ok", "restart": bool(request["content"].get("restart"))}
                 reply = self.session.msg("shutdown_reply", content, parent=request)
@@ -227,3 +214,20 @@ async def _stop(tasks: list[asyncio.Task[None]], sockets: list[Any], context: An
     for sock in sockets:
         sock.close(linger=0)
     context.term()
+
+
+async def _requests(sock: zmq.asyncio.Socket, session: Any, log: logging.Logger,
+                    who: str) -> AsyncIterator[tuple[list[bytes], list[bytes], dict[str, Any]]]:
+    """Each message arriving on ``sock``: its frames, routing identities and parsed request.
+
+    A message that cannot be read (or whose signature fails) is dropped and logged.
+    """
+    while True:
+        frames = await sock.recv_multipart(copy=True)
+        try:
+            idents, rest = session.feed_identities(frames, copy=True)
+            request = session.deserialize(rest, content=True, copy=True)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.debug("%s: unreadable message dropped (%s)", who, exc)
+            continue
+        yield frames, idents, request

@@ -10,15 +10,14 @@ for a viewer. Closing it only closes this side's forwards.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Any, Self
 
 import asyncssh
 
+from ..agent.connection import write_private_json
 from .facade import ControlGuard, ReadOnlyKernel
 from .roles import COLLABORATOR, ShareError
 from .sharefile import ShareFile
@@ -126,10 +125,7 @@ class Attachment:
     def write_connection_file(self, path: Path) -> Path:
         """Write :meth:`connection_info` as a Jupyter connection file (0600)."""
         path = Path(path).expanduser()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(self.connection_info(), handle, indent=2)
+        write_private_json(str(path), self.connection_info())
         return path
 
     async def wait_closed(self) -> None:

@@ -10,11 +10,11 @@ private key or a cloud credential.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..agent.connection import write_private_json
 from .roles import COLLABORATOR, ROLE_CHANNELS, ShareError, check_role
 
 FORMAT = "jupyter-remote-hw-share"
@@ -77,11 +77,7 @@ class ShareFile:
     def write(self, path: Path) -> Path:
         """Write the file (0600: a collaborator's file holds the kernel's key)."""
         path = Path(path).expanduser()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(self.to_json(), handle, indent=2)
-            handle.write("\n")
+        write_private_json(str(path), self.to_json())
         return path
 
     @classmethod
