@@ -44,10 +44,6 @@ class _Incoming:
     bulk: BulkStream | None = None
     touched: float = field(default_factory=time.monotonic)
 
-    @property
-    def nbytes(self) -> int:
-        return sum(len(s) for s in self.segments)
-
 
 @dataclass
 class _Outgoing:
