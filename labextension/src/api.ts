@@ -8,7 +8,13 @@ import { ISignal, Signal } from '@lumino/signaling';
 import {
   IHardware,
   IHardwareEvent,
+  IJoinRequest,
+  IJoinResult,
   IMachine,
+  IRevokeResult,
+  IShare,
+  IShareRequest,
+  IShareResult,
   ISwitchReport,
   IVariable
 } from './model';
@@ -104,6 +110,28 @@ export class HardwareAPI {
   ): Promise<ISwitchReport> {
     const path = `switch/${encodeURIComponent(sessionId)}`;
     return this.post<ISwitchReport>(path, { hardware, carry, keep_old: keepOld });
+  }
+
+  /** The owner's shares, newest first; `all` adds revoked and expired ones. */
+  async listShares(all = false): Promise<IShare[]> {
+    const path = all ? 'shares?all=1' : 'shares';
+    return (await this.request<{ shares: IShare[] }>(path)).shares;
+  }
+
+  /** Share a kernel with a teammate's key; the share and the file to send them. */
+  share(request: IShareRequest): Promise<IShareResult> {
+    return this.post<IShareResult>('shares', request);
+  }
+
+  /** End a share: its key line goes and its connections drop. */
+  revoke(shareId: string): Promise<IRevokeResult> {
+    const path = `shares/${encodeURIComponent(shareId)}`;
+    return this.request<IRevokeResult>(path, { method: 'DELETE' });
+  }
+
+  /** Attach a kernel of this server to a teammate's shared kernel. */
+  join(request: IJoinRequest): Promise<IJoinResult> {
+    return this.post<IJoinResult>('join', request);
   }
 }
 

@@ -8,7 +8,7 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette, ISessionContext } from '@jupyterlab/apputils';
+import { ICommandPalette, ISessionContext, showErrorMessage } from '@jupyterlab/apputils';
 import { DocumentRegistry, IDocumentWidget } from '@jupyterlab/docregistry';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
@@ -19,6 +19,8 @@ import { Widget } from '@lumino/widgets';
 import { HardwareAPI, HardwareEvents } from './api';
 import { MachinesPanel } from './panel';
 import { HardwareStore, HardwareToolbarItem, IPickerSettings } from './picker';
+import { joinShare } from './sharing';
+import { joinedKernel } from './model';
 import { MachineStatus } from './statusbar';
 
 /** Unique id of the main plugin, as listed by JupyterLab's plugin manager. */
@@ -29,6 +31,7 @@ export namespace CommandIDs {
   export const pick = 'remote-hw:pick-hardware';
   export const machines = 'remote-hw:show-machines';
   export const refresh = 'remote-hw:refresh-machines';
+  export const join = 'remote-hw:join-shared-session';
 }
 
 const CHIP_SVG =
@@ -80,8 +83,34 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     });
 
+    // Join a teammate's shared kernel: attach a kernel here, open a notebook on it.
+    const join = async (): Promise<void> => {
+      const result = await joinShare(api);
+      if (!result) {
+        return;
+      }
+      try {
+        const kernel = joinedKernel(result);
+        await app.serviceManager.kernelspecs.refreshSpecs();
+        const model = await app.commands.execute('docmanager:new-untitled', {
+          path: '',
+          type: 'notebook'
+        });
+        await app.commands.execute('docmanager:open', {
+          path: model.path,
+          factory: 'Notebook',
+          kernel
+        });
+      } catch (error) {
+        await showErrorMessage(
+          'Opening a notebook on the shared kernel failed',
+          `${error}\nThe kernel "${result.display_name}" is attached: pick it in a notebook's kernel menu.`
+        );
+      }
+    };
+
     // The sidebar panel.
-    const machines = new MachinesPanel(api, events);
+    const machines = new MachinesPanel(api, events, join);
     machines.title.icon = chipIcon;
     app.shell.add(machines, 'left', { rank: 950 });
 
@@ -131,9 +160,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
         await Promise.all([...items.values()].map(item => item.refresh()));
       }
     });
+    app.commands.addCommand(CommandIDs.join, {
+      label: 'Join Shared Session…',
+      caption: "Attach a kernel here to a kernel a teammate shared with you",
+      execute: join
+    });
     if (palette) {
       const category = 'Remote hardware';
-      for (const command of [CommandIDs.pick, CommandIDs.machines, CommandIDs.refresh]) {
+      for (const command of [CommandIDs.pick, CommandIDs.machines, CommandIDs.refresh, CommandIDs.join]) {
         palette.addItem({ command, category });
       }
     }

@@ -43,6 +43,8 @@ export interface IMachine {
   cost_so_far: number | null;
   idle_stop_in: number | null;
   actions: string[];
+  /** Whether its kernels can be shared with teammates (SSH and cloud machines). */
+  shareable?: boolean;
 }
 
 /** A variable of a kernel, for the carry dialog. */
@@ -64,7 +66,7 @@ export interface ISwitchReport {
 
 /** An event of the event socket. */
 export interface IHardwareEvent {
-  type: 'launch' | 'machine' | 'switch';
+  type: 'launch' | 'machine' | 'switch' | 'share';
   time: number;
   [key: string]: any;
 }
@@ -330,4 +332,212 @@ export function errorText(error: { message: string; step?: string; hint?: string
     lines.push(`Try: ${error.hint}`);
   }
   return lines.join('\n');
+}
+
+/** What a share lets the teammate do. */
+export type ShareRole = 'viewer' | 'collaborator';
+
+/** One join of a share, as the owner's ledger records it. */
+export interface IShareJoin {
+  time: number;
+  detail: string;
+}
+
+/** One row of `GET /jupyter-remote-hw/api/shares`. */
+export interface IShare {
+  share_id: string;
+  role: ShareRole;
+  teammate: string;
+  fingerprint: string;
+  kernel_id: string;
+  target: string;
+  created: number;
+  expires: number;
+  revoked: number | null;
+  state: 'active' | 'expired' | 'revoked';
+  joins: IShareJoin[];
+}
+
+/** The share file the teammate joins with (see docs/sharing.md). */
+export interface IShareFile {
+  format: string;
+  version: number;
+  share_id: string;
+  role: ShareRole;
+  kernel_id: string;
+  owner: string;
+  host: string;
+  port: number;
+  user: string;
+  expires: number;
+  [key: string]: unknown;
+}
+
+/** What the owner asks for when sharing a kernel. */
+export interface IShareRequest {
+  kernel: string;
+  public_key: string;
+  role: ShareRole;
+  expires?: string;
+  address?: string;
+}
+
+/** The answer to a share: the share, its file and the file's name. */
+export interface IShareResult {
+  share: IShare;
+  share_file: IShareFile;
+  filename: string;
+}
+
+/** The answer to a revocation. */
+export interface IRevokeResult {
+  share: IShare;
+  closed: number;
+}
+
+/** What the teammate sends to join. */
+export interface IJoinRequest {
+  share_file: IShareFile;
+  identity?: string;
+}
+
+/** The answer to a join: the attached kernel, already started. */
+export interface IJoinResult {
+  kernel?: { id: string; name: string; [key: string]: unknown };
+  kernel_id?: string;
+  kernel_name: string;
+  display_name: string;
+  role: ShareRole;
+  owner: string;
+  expires: number;
+}
+
+/** The kernel a join started, to open a notebook on: `{id, name}`. */
+export function joinedKernel(result: IJoinResult): { id: string; name: string } {
+  const id = result.kernel?.id ?? result.kernel_id;
+  if (!id) {
+    throw new Error('The server joined the share but named no kernel to open.');
+  }
+  return { id, name: result.kernel?.name ?? result.kernel_name };
+}
+
+/** The share file's `format` field. */
+export const SHARE_FILE_FORMAT = 'jupyter-remote-hw-share';
+
+/** The default lifetime of a share. */
+export const DEFAULT_SHARE_EXPIRY = '8h';
+
+/** Each role and what it lets the teammate do, in the order the dialog offers them. */
+export const SHARE_ROLES: { role: ShareRole; text: string }[] = [
+  { role: 'viewer', text: 'viewer: sees outputs only' },
+  { role: 'collaborator', text: 'collaborator: runs code, sees variables' }
+];
+
+/** A role as people read it: `viewer: sees outputs only`. */
+export function roleText(role: string): string {
+  return SHARE_ROLES.find(r => r.role === role)?.text ?? role;
+}
+
+/** The first characters of a kernel id, as the CLI shows them. */
+export function shortKernelId(kernelId: string): string {
+  return kernelId.slice(0, 8);
+}
+
+/** Time until `expires` (epoch seconds): `7 h 59 min left`, or `expired`. */
+export function formatTimeLeft(expires: number, nowSeconds: number): string {
+  const left = expires - nowSeconds;
+  if (left <= 0) {
+    return 'expired';
+  }
+  return `${formatDuration(left)} left`;
+}
+
+/** Time since `time` (epoch seconds): `just now`, `12 min ago`, `1 h 05 min ago`. */
+export function formatAgo(time: number, nowSeconds: number): string {
+  const since = nowSeconds - time;
+  if (since < 60) {
+    return 'just now';
+  }
+  return `${formatDuration(since)} ago`;
+}
+
+/** Who joined a share and when: `not joined yet`, `2 joins, last 3 min ago`. */
+export function joinsText(share: IShare, nowSeconds: number): string {
+  const count = share.joins.length;
+  if (!count) {
+    return 'not joined yet';
+  }
+  const last = Math.max(...share.joins.map(j => j.time));
+  return `${count} join${count === 1 ? '' : 's'}, last ${formatAgo(last, nowSeconds)}`;
+}
+
+/** The shares still in force at `nowSeconds`, newest first. */
+export function activeShares(shares: IShare[], nowSeconds: number): IShare[] {
+  return shares
+    .filter(s => s.state === 'active' && s.revoked === null && s.expires > nowSeconds)
+    .sort((a, b) => b.created - a.created);
+}
+
+/** The facts line of a share in the panel: kernel, machine, time left, joins. */
+export function shareFacts(share: IShare, nowSeconds: number): string {
+  return [
+    `kernel ${shortKernelId(share.kernel_id)} on ${share.target}`,
+    formatTimeLeft(share.expires, nowSeconds),
+    joinsText(share, nowSeconds)
+  ].join(' · ');
+}
+
+/**
+ * Why a teammate's public key cannot be sent as it is, or null when it can:
+ * the server checks the key itself; this only keeps an empty field or a
+ * private key (which must never leave the machine it was pasted on) from going out.
+ */
+export function publicKeyProblem(text: string): string | null {
+  const key = text.trim();
+  if (!key) {
+    return "Paste the teammate's public key (their .pub file, one line) or pick the file.";
+  }
+  if (/PRIVATE KEY/.test(key)) {
+    return "This is a private key: nothing was sent. Ask your teammate for their public key (their .pub file, one line).";
+  }
+  return null;
+}
+
+/** A share file from its text, or an error saying why it is not one. */
+export function parseShareFile(text: string): IShareFile {
+  const trimmed = text.trim();
+  if (!trimmed) {
+    throw new Error('Pick the share file your teammate sent you, or paste its JSON.');
+  }
+  let data: unknown;
+  try {
+    data = JSON.parse(trimmed);
+  } catch (error) {
+    throw new Error(`The share file is not JSON (${(error as Error).message}).`);
+  }
+  if (
+    typeof data !== 'object' ||
+    data === null ||
+    Array.isArray(data) ||
+    (data as { format?: unknown }).format !== SHARE_FILE_FORMAT
+  ) {
+    throw new Error(`This is not a share file: its "format" is not "${SHARE_FILE_FORMAT}".`);
+  }
+  return data as IShareFile;
+}
+
+/** What the owner must know before sending a share file. */
+export function shareFileNote(role: string, owner = 'you'): string {
+  if (role === 'collaborator') {
+    return (
+      "This file holds the kernel's key: whoever has it and the teammate's private key " +
+      `runs code as ${owner} on the machine. Send it privately (a direct message, not a shared channel).`
+    );
+  }
+  return 'This file holds no kernel key: with it, the teammate sees the kernel\'s outputs only.';
+}
+
+/** The summary of a join: `Shared by ada@laptop as collaborator, 7 h 59 min left`. */
+export function joinSummary(result: IJoinResult, nowSeconds: number): string {
+  return `${result.display_name}: ${result.role} share of ${result.owner}, ${formatTimeLeft(result.expires, nowSeconds)}`;
 }

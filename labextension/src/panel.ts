@@ -1,16 +1,38 @@
 /**
  * The left sidebar panel "Remote hardware": the user's machines with state and
- * cost, and buttons to stop or terminate them (after confirmation).
+ * cost, buttons to stop or terminate them (after confirmation), a "Share…"
+ * button per kernel of a shareable machine, and the user's active shares with
+ * "Revoke".
  */
-import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import { Dialog, Notification, showDialog, showErrorMessage } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
 import { HardwareAPI, HardwareAPIError, HardwareEvents } from './api';
-import { IHardwareEvent, IMachine, errorText, formatCost, formatDuration, formatPrice } from './model';
+import {
+  IHardwareEvent,
+  IMachine,
+  IShare,
+  activeShares,
+  errorText,
+  formatCost,
+  formatDuration,
+  formatPrice,
+  roleText,
+  shareFacts,
+  shortKernelId
+} from './model';
+import { shareKernel } from './sharing';
+
+/** How often the shares' time left is redrawn while the panel shows. */
+const SHARES_TICK_MS = 30000;
 
 /** The machines panel. */
 export class MachinesPanel extends Widget {
-  constructor(readonly api: HardwareAPI, readonly events: HardwareEvents) {
+  constructor(
+    readonly api: HardwareAPI,
+    readonly events: HardwareEvents,
+    readonly join: () => Promise<unknown> = async () => undefined
+  ) {
     super();
     this.id = 'jp-RemoteHW-machines';
     this.addClass('jp-RemoteHW-panel');
@@ -30,24 +52,146 @@ export class MachinesPanel extends Widget {
     this.list.className = 'jp-RemoteHW-machineList';
     this.list.setAttribute('aria-label', 'My machines');
     this.node.appendChild(this.list);
+
+    const sharesHeader = document.createElement('header');
+    sharesHeader.className = 'jp-RemoteHW-sharesHeader';
+    const sharesTitle = document.createElement('h3');
+    sharesTitle.textContent = 'Shares';
+    sharesTitle.id = 'jp-RemoteHW-sharesTitle';
+    sharesHeader.appendChild(sharesTitle);
+    const joinButton = document.createElement('button');
+    joinButton.className = 'jp-RemoteHW-join jp-mod-styled';
+    joinButton.textContent = 'Join shared session…';
+    joinButton.title = 'Attach a kernel here to a kernel a teammate shared with you';
+    joinButton.addEventListener('click', () => void this.join());
+    sharesHeader.appendChild(joinButton);
+    this.node.appendChild(sharesHeader);
+    this.shareList = document.createElement('ul');
+    this.shareList.className = 'jp-RemoteHW-shareList';
+    this.shareList.setAttribute('aria-labelledby', sharesTitle.id);
+    this.node.appendChild(this.shareList);
     events.received.connect(this.onEvent, this);
   }
 
   readonly list: HTMLUListElement;
+  readonly shareList: HTMLUListElement;
   machines: IMachine[] = [];
+  shares: IShare[] = [];
 
   protected onAfterShow(): void {
     void this.refresh();
+    this._tick = window.setInterval(() => this.renderShares(), SHARES_TICK_MS);
+  }
+
+  protected onAfterHide(): void {
+    window.clearInterval(this._tick);
   }
 
   private onEvent(_: HardwareEvents, event: IHardwareEvent): void {
-    if (event.type === 'machine' && this.isVisible) {
+    if (!this.isVisible) {
+      return;
+    }
+    if (event.type === 'machine') {
       void this.refresh();
+    } else if (event.type === 'share') {
+      void this.refreshShares();
+    }
+  }
+
+  /** Fetch and show the machines and the shares. */
+  async refresh(): Promise<void> {
+    await Promise.all([this.refreshMachines(), this.refreshShares()]);
+  }
+
+  /** Fetch and show the active shares. */
+  async refreshShares(): Promise<void> {
+    try {
+      this.shares = await this.api.listShares();
+    } catch (error) {
+      this.shareList.textContent = '';
+      const item = document.createElement('li');
+      item.className = 'jp-RemoteHW-error';
+      item.textContent = `Shares cannot be listed: ${error}`;
+      this.shareList.appendChild(item);
+      return;
+    }
+    this.renderShares();
+  }
+
+  private renderShares(): void {
+    this.shareList.textContent = '';
+    const now = Date.now() / 1000;
+    const shares = activeShares(this.shares, now);
+    if (!shares.length) {
+      const item = document.createElement('li');
+      item.className = 'jp-RemoteHW-empty';
+      item.textContent = 'No active shares: "Share…" on a kernel above shares it with a teammate.';
+      this.shareList.appendChild(item);
+      return;
+    }
+    for (const share of shares) {
+      const item = document.createElement('li');
+      item.className = 'jp-RemoteHW-share';
+      item.dataset.shareId = share.share_id;
+      const who = document.createElement('div');
+      who.className = 'jp-RemoteHW-machineName';
+      who.textContent = `${share.teammate} · ${share.role}`;
+      who.title = `${roleText(share.role)}; key ${share.fingerprint}; share ${share.share_id}`;
+      item.appendChild(who);
+      const facts = document.createElement('div');
+      facts.className = 'jp-RemoteHW-machineFacts';
+      facts.textContent = shareFacts(share, now);
+      item.appendChild(facts);
+      const actions = document.createElement('div');
+      actions.className = 'jp-RemoteHW-machineActions';
+      const revoke = document.createElement('button');
+      revoke.className = 'jp-mod-styled jp-mod-warn jp-RemoteHW-revoke';
+      revoke.textContent = 'Revoke';
+      revoke.setAttribute('aria-label', `Revoke the share with ${share.teammate} (${share.share_id})`);
+      revoke.addEventListener('click', () => void this.revoke(share));
+      actions.appendChild(revoke);
+      item.appendChild(actions);
+      this.shareList.appendChild(item);
+    }
+  }
+
+  /** Confirm, then revoke a share. */
+  async revoke(share: IShare): Promise<void> {
+    const answer = await showDialog({
+      title: 'Revoke share',
+      body:
+        `Revoke the share with ${share.teammate}? Their connection to kernel ` +
+        `${shortKernelId(share.kernel_id)} on ${share.target} drops within seconds; ` +
+        'your kernel keeps running.',
+      buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Revoke' })]
+    });
+    if (!answer.button.accept) {
+      return;
+    }
+    try {
+      const result = await this.api.revoke(share.share_id);
+      Notification.success(
+        `Revoked the share with ${share.teammate}` +
+          (result.closed ? `: ${result.closed} connection${result.closed === 1 ? '' : 's'} dropped` : ''),
+        { autoClose: 5000 }
+      );
+    } catch (error) {
+      const failure = error instanceof HardwareAPIError ? error : { message: String(error) };
+      await showErrorMessage(`Revoking the share with ${share.teammate} failed`, errorText(failure));
+    }
+    await this.refreshShares();
+  }
+
+  /** Share one kernel of a machine, then show the new share in the list. */
+  async share(machine: IMachine, kernelId: string): Promise<void> {
+    const result = await shareKernel(this.api, machine.name, kernelId);
+    if (result) {
+      await this.refreshShares();
     }
   }
 
   /** Fetch and show the machines. */
-  async refresh(): Promise<void> {
+  async refreshMachines(): Promise<void> {
     try {
       this.machines = await this.api.machines();
     } catch (error) {
@@ -101,6 +245,29 @@ export class MachinesPanel extends Widget {
     }
     facts.textContent = parts.join(' · ');
     item.appendChild(facts);
+    if (machine.shareable && machine.kernels.length) {
+      const kernels = document.createElement('ul');
+      kernels.className = 'jp-RemoteHW-kernelList';
+      kernels.setAttribute('aria-label', `Kernels on ${machine.name}`);
+      for (const kernel of machine.kernels) {
+        const row = document.createElement('li');
+        row.className = 'jp-RemoteHW-kernel';
+        row.dataset.kernelId = kernel.id;
+        const text = document.createElement('span');
+        text.textContent =
+          `kernel ${shortKernelId(kernel.id)}` +
+          (kernel.execution_state ? ` · ${kernel.execution_state}` : '');
+        row.appendChild(text);
+        const share = document.createElement('button');
+        share.className = 'jp-mod-styled jp-RemoteHW-shareKernel';
+        share.textContent = 'Share…';
+        share.setAttribute('aria-label', `Share kernel ${shortKernelId(kernel.id)} on ${machine.name}`);
+        share.addEventListener('click', () => void this.share(machine, kernel.id));
+        row.appendChild(share);
+        kernels.appendChild(row);
+      }
+      item.appendChild(kernels);
+    }
     const actions = document.createElement('div');
     actions.className = 'jp-RemoteHW-machineActions';
     for (const action of ['stop', 'terminate'] as const) {
@@ -146,7 +313,10 @@ export class MachinesPanel extends Widget {
   }
 
   dispose(): void {
+    window.clearInterval(this._tick);
     this.events.received.disconnect(this.onEvent, this);
     super.dispose();
   }
+
+  private _tick = 0;
 }
