@@ -180,7 +180,7 @@ class HardwareActions:
                 "state": state, "kernels": kernels,
                 "price_per_hour": record.price_per_hour,
                 "cost_so_far": round(record.cost(), 4),
-                "idle_stop_in": None, "actions": actions,
+                "idle_stop_in": None, "actions": actions, "shareable": True,
             }
         assert target is not None
         state = machine_state(self.machines, name) or ("unknown" if kernels else "idle")
@@ -196,6 +196,7 @@ class HardwareActions:
             "cost_so_far": 0.0 if owned else None,
             "idle_stop_in": None,
             "actions": ["start", "terminate"],
+            "shareable": target.provider != "local",
         }
 
     async def idle_stop_in(self, name: str) -> float | None:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 DEFAULT_HARDWARE = "SSH host"
 """Hardware label of a host nobody labelled."""
 
-_HOST_KEYS = {"host", "hardware", "python", "name", "root"}
+_HOST_KEYS = {"host", "hardware", "python", "name", "root", "authorized_keys"}
 
 
 class SSHMachine(Machine):
@@ -118,7 +118,8 @@ class SSHProvider(Provider):
         "required), 'hardware' (label for the picker, e.g. 'A10G 24GB'), 'python' (the "
         "host's Python with ipykernel, default python3), 'name' (target name, default "
         "from the host), 'root' (directory on the host for the agent's files, default "
-        "the login home).",
+        "the login home), 'authorized_keys' (the file the host's sshd reads keys "
+        "from, where shares add their lines; default ~/.ssh/authorized_keys).",
     )
     include_ssh_config = Bool(
         True, config=True,
@@ -158,6 +159,8 @@ class SSHProvider(Provider):
                 hardware=str(entry.get("hardware") or DEFAULT_HARDWARE), host=host,
                 python=str(entry.get("python") or "python3"),
                 root=str(entry["root"]) if entry.get("root") else None,
+                authorized_keys=(str(entry["authorized_keys"]) if entry.get("authorized_keys")
+                                 else None),
             )
         if self.include_ssh_config:
             configured = {t.host for t in found.values()}

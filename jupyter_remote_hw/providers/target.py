@@ -29,6 +29,8 @@ class Target:
         python: The host's Python, which runs the agent and the kernels.
         root: Directory on the host for the agent's cache and state; None for
             the login user's home.
+        authorized_keys: The file the host's sshd reads keys from, where
+            shares add their key lines; None for ``~/.ssh/authorized_keys``.
     """
 
     name: str
@@ -38,6 +40,7 @@ class Target:
     host: str | None = None
     python: str = "python3"
     root: str | None = None
+    authorized_keys: str | None = None
 
     @property
     def display_name(self) -> str:

@@ -18,6 +18,7 @@ from ..machines import MachineManager
 from ..providers import LocalProvider, SSHProvider
 from ..providers.aws_upkeep import CloudUpkeep
 from ..provisioner import RemoteHWProvisioner
+from ..share_actions import ShareActions
 from ..transport import TransportManager
 from .handlers import api_handlers
 
@@ -97,10 +98,11 @@ class RemoteHWExtension(ExtensionApp):
         assert self.serverapp is not None
         events = EventHub(self.log)
         self.machines.launch_listeners.append(events.launch_listener)
-        self.handlers.extend(api_handlers(HardwareActions(
-            self.machines, self.serverapp.kernel_manager, self.serverapp.session_manager,
-            events,
-        )))
+        self.handlers.extend(api_handlers(
+            HardwareActions(self.machines, self.serverapp.kernel_manager,
+                            self.serverapp.session_manager, events),
+            ShareActions(self.machines, self.serverapp.kernel_manager, events),
+        ))
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         """Reattach to the kernels a previous server on this data dir left running;

@@ -8,6 +8,9 @@ Routes (under the server's base URL; documented in docs/rest-api.yaml):
 - ``POST /jupyter-remote-hw/api/launch``: start a kernel on hardware.
 - ``GET  /jupyter-remote-hw/api/variables/<session id>``: what could be carried.
 - ``POST /jupyter-remote-hw/api/switch/<session id>``: switch a notebook's hardware.
+- ``GET|POST /jupyter-remote-hw/api/shares``: the user's shares; share a kernel.
+- ``DELETE /jupyter-remote-hw/api/shares/<share id>``: revoke a share.
+- ``POST /jupyter-remote-hw/api/join``: attach a kernel here to one a teammate shared.
 
 No path contains ``/api/kernels`` or ``/api/sessions``: tools that watch Jupyter's own
 kernel and session routes by pattern (test harnesses, proxies) would take ours for them.
@@ -26,6 +29,7 @@ from tornado import web, websocket
 from ..hardware import list_hardware
 from ..hardware_actions import HardwareActions, HardwareRequestError
 from ..hardware_events import EventHub
+from ..share_actions import ShareActions
 
 #: URL prefix of every route.
 API_PREFIX = "/jupyter-remote-hw/api"
@@ -40,9 +44,10 @@ class HardwareAPIHandler(APIHandler):
 
     auth_resource = HARDWARE_RESOURCE
 
-    def initialize(self, actions: HardwareActions) -> None:
+    def initialize(self, actions: HardwareActions, shares: ShareActions) -> None:
         """Keep the actions (handler kwargs)."""
         self.actions = actions
+        self.shares = shares
 
     def json_body(self) -> dict[str, Any]:
         """The request's JSON object.
@@ -172,6 +177,65 @@ class SessionSwitchHandler(HardwareAPIHandler):
         self.write_json(report)
 
 
+class SharesHandler(HardwareAPIHandler):
+    """``GET``: the user's shares (``?all=1``: revoked and expired ones too).
+    ``POST {"kernel", "public_key", "role", "expires"?, "address"?}``: share a kernel;
+    201 with the share and the share file for the teammate."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        include_all = self.get_argument("all", "") not in ("", "0", "false")
+        self.write_json({"shares": await self.shares.list_shares(include_all)})
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        body = self.json_body()
+        allowed = {"kernel", "public_key", "role", "expires", "address"}
+        unknown = set(body) - allowed
+        if unknown:
+            raise HardwareRequestError(
+                400, f"unknown field(s) {sorted(unknown)}: use {', '.join(sorted(allowed))}",
+                min(unknown))
+        granted = await self.shares.share(body.get("kernel"), body.get("public_key"),
+                                          body.get("role"), body.get("expires"),
+                                          body.get("address"))
+        self.write_json(granted, status=201)
+
+
+class ShareHandler(HardwareAPIHandler):
+    """``DELETE``: revoke a share; the teammate is dropped at once."""
+
+    @web.authenticated
+    @authorized
+    async def delete(self, share_id: str) -> None:
+        self.write_json(await self.shares.revoke(share_id))
+
+
+class JoinHandler(HardwareAPIHandler):
+    """``POST {"share_file", "identity"?}``: start a kernel here attached to a shared
+    one; 201 with the kernel's model and kernelspec."""
+
+    auth_resource = KERNELS_RESOURCE
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        body = self.json_body()
+        unknown = set(body) - {"share_file", "identity"}
+        if unknown:
+            raise HardwareRequestError(
+                400, f"unknown field(s) {sorted(unknown)}: use share_file, identity",
+                min(unknown))
+        joined = await self.shares.join(body.get("share_file"), body.get("identity"))
+        model = await _maybe_await(
+            self.kernel_manager.kernel_model(joined["kernel_id"]))  # type: ignore[no-untyped-call]
+        self.set_header("Location",
+                        f"{self.base_url.rstrip('/')}/api/kernels/{joined['kernel_id']}")
+        self.write_json({**joined, "kernel": model}, status=201)
+
+
 class EventsHandler(JupyterHandler, websocket.WebSocketHandler):
     """Websocket: every launch, machine and switch event, one JSON text message each."""
 
@@ -216,9 +280,10 @@ async def _maybe_await(value: Any) -> Any:
     return value
 
 
-def api_handlers(actions: HardwareActions) -> list[tuple[str, Any, dict[str, Any]]]:
+def api_handlers(actions: HardwareActions,
+                 shares: ShareActions) -> list[tuple[str, Any, dict[str, Any]]]:
     """The routes of the REST API, for ``ExtensionApp.handlers``."""
-    kwargs: dict[str, Any] = {"actions": actions}
+    kwargs: dict[str, Any] = {"actions": actions, "shares": shares}
     session = r"(?P<session_id>[^/]+)"
     return [
         (f"{API_PREFIX}/hardware", HardwareHandler, kwargs),
@@ -228,6 +293,9 @@ def api_handlers(actions: HardwareActions) -> list[tuple[str, Any, dict[str, Any
         (f"{API_PREFIX}/launch", KernelsHandler, kwargs),
         (f"{API_PREFIX}/variables/{session}", SessionVariablesHandler, kwargs),
         (f"{API_PREFIX}/switch/{session}", SessionSwitchHandler, kwargs),
+        (f"{API_PREFIX}/shares", SharesHandler, kwargs),
+        (f"{API_PREFIX}/shares/(?P<share_id>[^/]+)", ShareHandler, kwargs),
+        (f"{API_PREFIX}/join", JoinHandler, kwargs),
         (f"{API_PREFIX}/events", EventsHandler, {"events": actions.events}),
     ]
 

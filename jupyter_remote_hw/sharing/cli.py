@@ -21,9 +21,9 @@ from tabulate import tabulate
 from ..agent_client import AgentError, AgentUnavailableError
 from ..ledger.store import ShareRecord
 from ..machines import MachineManager
-from ..providers import Machine, UnknownHardwareError
 from ..transport import TransportError
 from .join import Attachment
+from .lookup import find_kernel, open_machine
 from .owner import DEFAULT_AUTHORIZED_KEYS, ShareOwner, read_public_key
 from .provisioner import write_kernelspec
 from .roles import COLLABORATOR, DEFAULT_EXPIRES, VIEWER, ShareError, parse_duration
@@ -50,9 +50,9 @@ def add_parsers(commands: Any) -> None:
                        help="where to write the share file (default ./share-<id>.json)")
     share.add_argument("--address", help="the host's address as the teammate reaches it "
                        "(default: the address this machine connects to)")
-    share.add_argument("--authorized-keys", default=DEFAULT_AUTHORIZED_KEYS, metavar="PATH",
-                       help="the authorized_keys file the host's sshd reads "
-                       f"(default {DEFAULT_AUTHORIZED_KEYS})")
+    share.add_argument("--authorized-keys", metavar="PATH",
+                       help="the authorized_keys file the host's sshd reads (default: the "
+                       f"host's 'authorized_keys' setting, else {DEFAULT_AUTHORIZED_KEYS})")
 
     shares = commands.add_parser("shares", help="your shares, who joined and when")
     shares.add_argument("--all", action="store_true", help="include revoked shares")
@@ -100,7 +100,7 @@ class SharingCommands:
     """The sharing subcommands over one machine manager."""
 
     def __init__(self, manager: MachineManager, out: TextIO, err: TextIO,
-                 authorized_keys: str = DEFAULT_AUTHORIZED_KEYS) -> None:
+                 authorized_keys: str | None = None) -> None:
         self.manager = manager
         self.out = out
         self.err = err
@@ -111,37 +111,6 @@ class SharingCommands:
         stream.write(text + "\n")
         stream.flush()
 
-    async def _machine(self, target_name: str) -> Machine:
-        try:
-            target = self.manager.target(target_name)
-            return await self.manager.machine(target, self.manager.steps(target_name, "share"))
-        except UnknownHardwareError as exc:
-            raise ShareError(str(exc)) from None
-        except (AgentUnavailableError, TransportError) as exc:
-            raise ShareError(f"cannot reach {target_name}: {exc}") from None
-
-    async def _kernel(self, key: str) -> tuple[Machine, str]:
-        """The machine and kernel id that ``key`` names (a kernel id prefix or a target)."""
-        matches = [k for k in self.manager.ledger.kernels() if k.kernel_id.startswith(key)]
-        if len(matches) > 1:
-            raise ShareError(f"{key!r} names {len(matches)} kernels: give more of the id")
-        if matches:
-            return await self._machine(matches[0].target), matches[0].kernel_id
-        names = [t.name for t in self.manager.targets()]
-        if key not in names:
-            raise ShareError(f"no kernel {key!r} in the ledger {self.manager.ledger.path} and "
-                             f"no machine of that name (machines: {', '.join(names)})")
-        machine = await self._machine(key)
-        try:
-            kernels = (await (await machine.agent()).call("list_kernels"))["kernels"]
-        except AgentError as exc:
-            raise ShareError(f"{key}: {exc}") from None
-        alive = [k["kernel_id"] for k in kernels if k.get("alive")]
-        if len(alive) != 1:
-            listed = ", ".join(alive) or "none"
-            raise ShareError(f"{key} runs {len(alive)} kernels ({listed}): name the kernel id")
-        return machine, str(alive[0])
-
     async def share(self, key: str, pubkey: str, role: str, expires: str, output: str | None,
                     address: str | None, authorized_keys: str | None = None) -> Path:
         """``share``: grant, write the share file, say what to send."""
@@ -151,7 +120,7 @@ class SharingCommands:
         read_public_key(text)  # a bad key is named before any host is reached
         if authorized_keys:
             self.owner.authorized_keys = authorized_keys
-        machine, kernel_id = await self._kernel(key)
+        machine, kernel_id = await find_kernel(self.manager, key)
         granted = await self.owner.share(machine, kernel_id, text, role, seconds, address)
         path = Path(output or f"share-{granted.record.share_id}.json").expanduser()
         granted.share_file.write(path)
@@ -172,7 +141,7 @@ class SharingCommands:
         for target in sorted({r.target for r in records if r.revoked is None}):
             with contextlib.suppress(ShareError, AgentError, AgentUnavailableError,
                                      TransportError):
-                await self.owner.sync(await self._machine(target))
+                await self.owner.sync(await open_machine(self.manager, target))
         rows = []
         for r in records:
             joins = [e for e in self.manager.ledger.share_events(r.share_id)
@@ -197,7 +166,8 @@ class SharingCommands:
         if record is None:
             raise ShareError(f"no share {share_id} in the ledger {self.manager.ledger.path}; "
                              "`jupyter remote-hw shares` lists them")
-        dropped = await self.owner.revoke(await self._machine(record.target), share_id)
+        machine = await open_machine(self.manager, record.target)
+        dropped = await self.owner.revoke(machine, share_id)
         self._print(f"Revoked {share_id}: key line removed from {record.target}; "
                     f"{len(dropped['sessions'])} live connection(s) of {record.teammate} "
                     "dropped.")

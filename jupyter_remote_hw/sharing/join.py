@@ -19,7 +19,7 @@ import asyncssh
 
 from ..agent.connection import write_private_json
 from .facade import ControlGuard, ReadOnlyKernel
-from .roles import COLLABORATOR, ShareError
+from .roles import COLLABORATOR, REFUSED, UNREACHABLE, ShareError
 from .sharefile import ShareFile
 
 
@@ -66,7 +66,7 @@ class Attachment:
         share = self.share
         if share.expires <= time.time():
             raise ShareError(f"share {share.share_id} from {share.owner} expired at "
-                             f"{time.ctime(share.expires)}: ask them for a new one")
+                             f"{time.ctime(share.expires)}: ask them for a new one", REFUSED)
         try:
             host_key = asyncssh.import_public_key(share.host_key)
         except (asyncssh.KeyImportError, ValueError) as exc:
@@ -83,13 +83,15 @@ class Attachment:
                                                **options)
         except asyncssh.HostKeyNotVerifiable:
             raise ShareError(f"{self.where} presented a host key other than the share file's: "
-                             "not connecting. Ask the owner for a fresh share file.") from None
+                             "not connecting. Ask the owner for a fresh share file.",
+                             REFUSED) from None
         except asyncssh.PermissionDenied:
             raise ShareError(f"{self.where} refused your key: the share {share.share_id} was "
                              "revoked or has expired, or this is not the key you gave "
-                             f"{share.owner} (pick it with --identity)") from None
+                             f"{share.owner} (pick it with --identity)", REFUSED) from None
         except (OSError, TimeoutError, asyncssh.Error) as exc:
-            raise ShareError(f"cannot reach {self.where}: {exc or type(exc).__name__}") from None
+            raise ShareError(f"cannot reach {self.where}: {exc or type(exc).__name__}",
+                             UNREACHABLE) from None
         try:
             for name, port in share.ports.items():
                 listener = await self.conn.forward_local_port("127.0.0.1", 0, "127.0.0.1", port)

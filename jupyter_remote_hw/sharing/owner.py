@@ -16,7 +16,15 @@ from ..agent_client import AgentError
 from ..ledger.store import Ledger, ShareRecord
 from ..providers.base import Machine
 from ..providers.ssh import SSHMachine
-from .roles import CHANNEL_PURPOSE, COLLABORATOR, ROLE_CHANNELS, ShareError, check_role
+from .roles import (
+    CHANNEL_PURPOSE,
+    COLLABORATOR,
+    REFUSED,
+    ROLE_CHANNELS,
+    UNKNOWN,
+    ShareError,
+    check_role,
+)
 from .sharefile import ShareFile
 
 DEFAULT_AUTHORIZED_KEYS = "~/.ssh/authorized_keys"
@@ -57,11 +65,13 @@ class ShareOwner:
     Args:
         ledger: Where shares and their events are recorded.
         log: Where to log.
-        authorized_keys: The file on the host that its sshd reads keys from.
+        authorized_keys: The file on the host that its sshd reads keys from,
+            for every host; None: the host's ``authorized_keys`` setting, else
+            :data:`DEFAULT_AUTHORIZED_KEYS`.
     """
 
     def __init__(self, ledger: Ledger, log: logging.Logger | None = None,
-                 authorized_keys: str = DEFAULT_AUTHORIZED_KEYS) -> None:
+                 authorized_keys: str | None = None) -> None:
         self.ledger = ledger
         self.log = log or logging.getLogger(__name__)
         self.authorized_keys = authorized_keys
@@ -70,7 +80,8 @@ class ShareOwner:
     def _ssh(machine: Machine) -> SSHMachine:
         if not isinstance(machine, SSHMachine):
             raise ShareError(f"{machine.target.name} is not reached over SSH: only kernels on "
-                             "SSH or cloud hosts can be shared (teammates join through sshd)")
+                             "SSH or cloud hosts can be shared (teammates join through sshd)",
+                             REFUSED)
         return machine
 
     async def share(self, machine: Machine, kernel_id: str, public_key: str, role: str,
@@ -98,9 +109,10 @@ class ShareOwner:
         try:
             status = await client.call("kernel_status", kernel_id=kernel_id)
         except AgentError as exc:
-            raise ShareError(f"cannot share kernel {kernel_id}: {exc}") from None
+            raise ShareError(f"cannot share kernel {kernel_id}: {exc}", UNKNOWN) from None
         if not status.get("alive"):
-            raise ShareError(f"kernel {kernel_id} on {machine.target.name} is not running")
+            raise ShareError(f"kernel {kernel_id} on {machine.target.name} is not running",
+                             REFUSED)
         connection = dict(status["connection"])
         share_id = secrets.token_urlsafe(9).replace("-", "x").replace("_", "y")
         expires = time.time() + expires_in
@@ -109,9 +121,11 @@ class ShareOwner:
             added = await client.call(
                 "add_share", share_id=share_id, kernel_id=kernel_id, channels=channels,
                 public_key=key.export_public_key().decode().strip(), expires=expires,
-                authorized_keys=self.authorized_keys)
+                authorized_keys=(self.authorized_keys or machine.target.authorized_keys
+                                 or DEFAULT_AUTHORIZED_KEYS))
         except AgentError as exc:
-            raise ShareError(f"{machine.target.name} refused the share: {exc}") from None
+            raise ShareError(f"{machine.target.name} refused the share: {exc}",
+                             REFUSED) from None
         conn = await ssh.conn.wait_connected(ssh.conn.settings.forward_wait_timeout)
         host_key = conn.get_server_host_key()
         assert host_key is not None
@@ -167,7 +181,7 @@ class ShareOwner:
             dropped = await client.call("drop_share", share_id=share_id)
         except AgentError as exc:
             if exc.kind != "unknown_share" or self.ledger.get_share(share_id) is None:
-                raise ShareError(f"cannot revoke {share_id}: {exc}") from None
+                raise ShareError(f"cannot revoke {share_id}: {exc}", UNKNOWN) from None
             dropped = {"share_id": share_id, "removed_line": False, "closed": 0, "sessions": []}
         if self.ledger.get_share(share_id) is not None:
             self.ledger.revoke_share(

@@ -26,6 +26,8 @@ from .sharefile import ShareFile
 
 PROVISIONER_NAME = "remote-hw-share"
 """The entry point name of :class:`SharedKernelProvisioner`."""
+KERNELSPEC_PREFIX = "remote-share-"
+"""Kernelspec names of joined shares (not ``remote-hw-``, which names hardware targets)."""
 
 
 class SharedKernelProvisioner(KernelProvisionerBase):
@@ -123,7 +125,7 @@ class SharedKernelProvisioner(KernelProvisionerBase):
 
 def kernel_name(share: ShareFile) -> str:
     """The kernelspec name for a share."""
-    return "remote-hw-share-" + re.sub(r"[^a-z0-9-]", "-", share.share_id.lower())
+    return KERNELSPEC_PREFIX + re.sub(r"[^a-z0-9-]", "-", share.share_id.lower())
 
 
 def write_kernelspec(share_file: Path, identity: str | None = None,

@@ -33,8 +33,27 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 
 
+INVALID = "invalid"
+"""ShareError kind: bad input (a key, role, duration or share file)."""
+UNKNOWN = "unknown"
+"""ShareError kind: no such kernel, machine or share."""
+REFUSED = "refused"
+"""ShareError kind: not possible now (kernel not running, key refused, share expired)."""
+UNREACHABLE = "unreachable"
+"""ShareError kind: the host cannot be reached."""
+
+
 class ShareError(Exception):
-    """A share cannot be made, read, joined or revoked; the message says why and what to do."""
+    """A share cannot be made, read, joined or revoked; the message says why and what to do.
+
+    Attributes:
+        kind: What went wrong: :data:`INVALID`, :data:`UNKNOWN`, :data:`REFUSED`
+            or :data:`UNREACHABLE`.
+    """
+
+    def __init__(self, message: str, kind: str = INVALID) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 def check_role(role: str) -> str:

@@ -94,13 +94,22 @@ class ShareFile:
             raise ShareError(f"no share file at {path}: ask the owner to send it") from None
         except (OSError, ValueError) as exc:
             raise ShareError(f"{path} is not a share file ({exc})") from None
+        return cls.from_json(data, str(path))
+
+    @classmethod
+    def from_json(cls, data: Any, source: str = "the share file") -> ShareFile:
+        """A share file from its JSON object (``source`` names it in errors).
+
+        Raises:
+            ShareError: It is not a share file of this version, or misses a field.
+        """
         if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise ShareError(f"{path} is not a jupyter-remote-hw share file")
+            raise ShareError(f"{source} is not a jupyter-remote-hw share file")
         if data.get("version") != VERSION:
-            raise ShareError(f"{path} is a share file of version {data.get('version')}; "
+            raise ShareError(f"{source} is a share file of version {data.get('version')}; "
                              f"this jupyter-remote-hw reads version {VERSION}: upgrade it")
         fields = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
         try:
             return cls(**fields)
         except TypeError as exc:
-            raise ShareError(f"{path} misses a field: {exc}") from None
+            raise ShareError(f"{source} misses a field: {exc}") from None

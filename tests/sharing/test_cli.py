@@ -110,7 +110,7 @@ async def test_join_kernelspec_installs_an_attaching_kernel(
     out = io.StringIO()
     await run(parse("join", str(share_path), "--kernelspec", "--identity", str(teammate_key)),
               owned.manager, out, io.StringIO())
-    (spec_file,) = (tmp_path / "data" / "kernels").glob("remote-hw-share-*/kernel.json")
+    (spec_file,) = (tmp_path / "data" / "kernels").glob("remote-share-*/kernel.json")
     spec = json.loads(spec_file.read_text())
     assert spec["display_name"].startswith("Shared by ") and spec["display_name"].endswith(
         "(view)")

@@ -26,11 +26,15 @@ from .conftest import OwnedKernel, run
 def registered() -> Iterator[None]:
     """The provisioner's entry point, as an install of the package registers it."""
     factory = KernelProvisionerFactory.instance()
+    before = factory.provisioners.get(PROVISIONER_NAME)
     factory.provisioners[PROVISIONER_NAME] = EntryPoint(
         name=PROVISIONER_NAME, group="jupyter_client.kernel_provisioners",
         value="jupyter_remote_hw.sharing.provisioner:SharedKernelProvisioner")
     yield
-    factory.provisioners.pop(PROVISIONER_NAME, None)
+    if before is None:  # not installed: leave the factory as it was
+        factory.provisioners.pop(PROVISIONER_NAME, None)
+    else:
+        factory.provisioners[PROVISIONER_NAME] = before
 
 
 async def attached_manager(owned: OwnedKernel, teammate_key: Path, tmp_path: Path,
