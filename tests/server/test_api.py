@@ -52,7 +52,8 @@ async def sessions(jp_fetch: Fetch, jp_serverapp: Any) -> Any:
 @pytest.mark.parametrize(("method", "path"), [
     ("GET", "hardware"), ("GET", "machines"), ("POST", "launch"),
     ("POST", "machines/local/terminate"), ("GET", "variables/x"),
-    ("POST", "switch/x"),
+    ("POST", "switch/x"), ("GET", "shares"), ("POST", "shares"), ("DELETE", "shares/x"),
+    ("POST", "join"),
 ])
 async def test_every_route_needs_authentication(jp_fetch: Fetch, jp_http_port: int,
                                                 jp_base_url: str, method: str,
