@@ -471,7 +471,8 @@ class ShareRelays:
             known = {j["pid"] for j in share.joins if j["pid"] is not None}
             new = pids - known
             if new or (attaching and not pids):
-                for pid in sorted(new) or [None]:
+                joined: list[int | None] = [*sorted(new)] or [None]
+                for pid in joined:
                     share.joins.append({"time": time.time(), "pid": pid,
                                         "started": _start_time(pid) if pid else None})
                 self._save()

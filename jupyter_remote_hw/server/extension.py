@@ -16,6 +16,7 @@ from ..kernelspecs import RemoteHWKernelSpecManager
 from ..ledger.store import SERVER_OWNER
 from ..machines import MachineManager
 from ..providers import LocalProvider, SSHProvider
+from ..providers.aws import AWSProvider
 from ..providers.aws_upkeep import CloudUpkeep
 from ..provisioner import RemoteHWProvisioner
 from ..share_actions import ShareActions
@@ -108,8 +109,9 @@ class RemoteHWExtension(ExtensionApp):
         """Reattach to the kernels a previous server on this data dir left running;
         start the cloud upkeep."""
         await self.reattach_kernels()
-        self.upkeep = CloudUpkeep(self.machines.providers["aws"], self.cloud_upkeep_interval,
-                                  self.log)
+        aws = self.machines.providers["aws"]
+        assert isinstance(aws, AWSProvider)
+        self.upkeep = CloudUpkeep(aws, self.cloud_upkeep_interval, self.log)
         self.upkeep.start()
 
     async def reattach_kernels(self) -> list[str]:

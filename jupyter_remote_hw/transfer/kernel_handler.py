@@ -125,18 +125,19 @@ class TransferHandler:
     # ------------------------------------------------------------------ bookkeeping
 
     def _drop(self, transfer_id: Any) -> None:
-        for table in (self._incoming, self._outgoing):
-            transfer = table.pop(str(transfer_id), None)
+        for transfer in (self._incoming.pop(str(transfer_id), None),
+                         self._outgoing.pop(str(transfer_id), None)):
             if transfer is not None and transfer.bulk is not None:
                 transfer.bulk.close()
 
     def _forget_stale(self) -> None:
         limit = time.monotonic() - protocol.STALE_AFTER
-        for table in (self._incoming, self._outgoing):
-            for key, transfer in list(table.items()):
-                moving = transfer.bulk is not None and not transfer.bulk.wait(0)
-                if transfer.touched < limit and not moving:
-                    self._drop(key)
+        transfers: list[tuple[str, _Incoming | _Outgoing]] = [*self._incoming.items(),
+                                                              *self._outgoing.items()]
+        for key, transfer in transfers:
+            moving = transfer.bulk is not None and not transfer.bulk.wait(0)
+            if transfer.touched < limit and not moving:
+                self._drop(key)
 
     def _incoming_for(self, content: dict[str, Any]) -> _Incoming:
         incoming = self._incoming.get(str(content.get("id")))
