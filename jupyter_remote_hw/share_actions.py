@@ -26,7 +26,7 @@ from .ledger.store import ShareRecord
 from .machines import MachineManager
 from .sharing.lookup import find_kernel, open_machine
 from .sharing.owner import ShareOwner, read_public_key
-from .sharing.provisioner import write_kernelspec
+from .sharing.provisioner import prune_kernelspecs, write_kernelspec
 from .sharing.roles import (
     COLLABORATOR,
     DEFAULT_EXPIRES,
@@ -195,6 +195,10 @@ class ShareActions:
     def _saved_share_file(self, share: ShareFile) -> Path:
         directory = self.shares_dir or Path(jupyter_data_dir()) / "remote_hw" / "shares"
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for old in directory.glob("share-*.json"):  # ended shares: their files go too
+            with contextlib.suppress(ShareError, OSError):
+                if ShareFile.load(old).expires <= time.time():
+                    old.unlink()
         return share.write(directory / f"share-{share.share_id}.json")
 
     async def join(self, share_file: Any, identity: Any = None) -> dict[str, Any]:
@@ -218,8 +222,10 @@ class ShareActions:
         if key_file is not None and not Path(key_file).expanduser().is_file():
             raise HardwareRequestError(400, f"no private key at {key_file}: name the key whose "
                                        ".pub you gave the owner", "identity")
-        path = self._saved_share_file(share)
         kernels_dir = Path(self.kernel_manager.kernel_spec_manager.user_kernel_dir)
+        for name in prune_kernelspecs(kernels_dir):
+            self.machines.log.info("removed the kernel %s: its share has ended", name)
+        path = self._saved_share_file(share)
         spec_dir = write_kernelspec(path, key_file, kernels_dir)
         try:
             kernel_id: str = await self.kernel_manager.start_kernel(kernel_name=spec_dir.name)

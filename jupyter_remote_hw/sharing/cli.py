@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from jupyter_core.paths import jupyter_runtime_dir
+from jupyter_core.paths import jupyter_data_dir, jupyter_runtime_dir
 from tabulate import tabulate
 
 from ..agent_client import AgentError, AgentUnavailableError
@@ -25,7 +25,7 @@ from ..transport import TransportError
 from .join import Attachment
 from .lookup import find_kernel, open_machine
 from .owner import DEFAULT_AUTHORIZED_KEYS, ShareOwner, read_public_key
-from .provisioner import write_kernelspec
+from .provisioner import prune_kernelspecs, write_kernelspec
 from .roles import COLLABORATOR, DEFAULT_EXPIRES, VIEWER, ShareError, parse_duration
 from .sharefile import ShareFile
 
@@ -175,7 +175,10 @@ class SharingCommands:
 
     def install_kernelspec(self, share_file: Path, identity: str | None) -> Path:
         """``join --kernelspec``: a kernel in the teammate's Jupyter that attaches when started."""
-        directory = write_kernelspec(share_file, identity)
+        kernels_dir = Path(jupyter_data_dir()) / "kernels"
+        for name in prune_kernelspecs(kernels_dir):
+            self._print(f"Removed the kernel {name}: its share has ended.")
+        directory = write_kernelspec(share_file, identity, kernels_dir)
         name = json.loads((directory / "kernel.json").read_text())["display_name"]
         self._print(f"Installed the kernel \"{name}\" ({directory}). Pick it in JupyterLab: "
                     "starting it attaches, shutting it down detaches; the owner's kernel "

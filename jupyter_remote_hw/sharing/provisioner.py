@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shutil
+import time
 from pathlib import Path
 from typing import Any, cast
 
@@ -159,4 +161,27 @@ def write_kernelspec(share_file: Path, identity: str | None = None,
     return directory
 
 
-__all__ = ["PROVISIONER_NAME", "ShareError", "SharedKernelProvisioner", "write_kernelspec"]
+def prune_kernelspecs(kernels_dir: Path, now: float | None = None) -> list[str]:
+    """Remove the kernelspecs of joined shares that have ended; return their names.
+
+    A share has ended when its share file is gone, unreadable, or past its
+    expiry (sshd refuses the key then anyway). Other kernelspecs are never
+    touched, and share files are left where their owner put them.
+    """
+    now = time.time() if now is None else now
+    removed = []
+    for directory in sorted(Path(kernels_dir).glob(KERNELSPEC_PREFIX + "*")):
+        try:
+            spec = json.loads((directory / "kernel.json").read_text(encoding="utf-8"))
+            config = spec["metadata"]["kernel_provisioner"]["config"]
+            ended = ShareFile.load(Path(config["share_file"])).expires <= now
+        except (OSError, ValueError, KeyError, TypeError, ShareError):
+            ended = True
+        if ended:
+            shutil.rmtree(directory, ignore_errors=True)
+            removed.append(directory.name)
+    return removed
+
+
+__all__ = ["PROVISIONER_NAME", "ShareError", "SharedKernelProvisioner", "prune_kernelspecs",
+           "write_kernelspec"]

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from jupyter_remote_hw.sharing import COLLABORATOR, VIEWER, ShareError, ShareFile
+from jupyter_remote_hw.sharing.provisioner import prune_kernelspecs, write_kernelspec
 from jupyter_remote_hw.sharing.roles import parse_duration
 
 from ..testhosts import SSHTestHost
@@ -87,3 +89,23 @@ def test_durations() -> None:
     for bad in ("", "8", "h", "-1h", "8x", "0m"):
         with pytest.raises(ShareError, match="not a duration"):
             parse_duration(bad)
+
+
+def test_kernelspecs_of_ended_shares_are_pruned(tmp_path: Path) -> None:
+    kernels = tmp_path / "kernels"
+    other = kernels / "python3"
+    other.mkdir(parents=True)
+    (other / "kernel.json").write_text("{}")
+    now = time.time()
+
+    def joined(share_id: str, expires: float) -> Path:
+        share = ShareFile(share_id=share_id, role=VIEWER, kernel_id="k", host="127.0.0.1",
+                          port=22, user="u", host_key="ssh-ed25519 AAAA", ports={"iopub_port": 1},
+                          purposes={"iopub_port": "outputs"}, expires=expires, owner="o@h")
+        return write_kernelspec(share.write(tmp_path / f"{share_id}.json"), None, kernels)
+
+    live, ended, gone = joined("live", now + 60), joined("ended", now - 1), joined("gone", now + 60)
+    (tmp_path / "gone.json").unlink()
+    assert sorted(prune_kernelspecs(kernels, now)) == sorted([ended.name, gone.name])
+    assert sorted(p.name for p in kernels.iterdir()) == sorted(["python3", live.name])
+    assert (tmp_path / "ended.json").exists()  # the teammate's own file is left alone
