@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from jupyter_core.paths import jupyter_data_dir
-from traitlets import Dict, Enum, Float, Instance, List, Unicode
+from traitlets import Bool, Dict, Enum, Float, Instance, List, Unicode
 
 from ..agent_client import AgentClient, AgentError, AgentUnavailableError, Progress
 from ..budget import BudgetGuard
@@ -62,6 +62,14 @@ DEFAULT_AMI_PARAMETER = (
 """The PyTorch GPU Deep Learning AMI (Ubuntu), latest release."""
 
 SECURITY_GROUP_NAME = "jupyter-remote-hw-ssh"
+SSHD_HARDENING = """#!/bin/sh
+# jupyter-remote-hw: share keys may not create UNIX-socket listeners on this machine
+# (docs/sharing.md). sshd keeps the first value it reads, so this file sorts first.
+mkdir -p /etc/ssh/sshd_config.d
+printf 'AllowStreamLocalForwarding local\n' > /etc/ssh/sshd_config.d/01-jupyter-remote-hw.conf
+systemctl reload ssh 2>/dev/null || systemctl reload sshd 2>/dev/null || true
+"""
+"""The instance's boot script when ``harden_sshd`` is on (EC2 user data)."""
 LIVE_INSTANCE_STATES = ["pending", "running", "stopping", "stopped"]
 
 _TRANSITION_TIME = re.compile(r"\((\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (?:GMT|UTC)\)")
@@ -236,6 +244,12 @@ class AWSProvider(Provider):
     )
     root_volume_gib = Float(0, config=True,
                             help="Size of the root volume in GiB; 0: the AMI's default.")
+    harden_sshd = Bool(
+        True, config=True,
+        help="Have the instance's sshd refuse remote UNIX-socket forwards "
+        "(AllowStreamLocalForwarding local, through a boot script), which no authorized_keys "
+        "option can forbid a teammate's share key; jupyter-remote-hw needs only local ones.",
+    )
     shutdown_behavior = Enum(
         ["stop", "terminate"], "stop", config=True,
         help="What a shutdown from inside the instance (idle stop, dead-man switch) does: "
@@ -617,6 +631,8 @@ class AWSProvider(Provider):
         }
         if network.get("subnet_id"):
             params["SubnetId"] = network["subnet_id"]
+        if self.harden_sshd:
+            params["UserData"] = SSHD_HARDENING
         if self.root_volume_gib > 0:
             params["BlockDeviceMappings"] = [{"DeviceName": "/dev/sda1", "Ebs": {
                 "VolumeSize": int(self.root_volume_gib), "VolumeType": "gp3",

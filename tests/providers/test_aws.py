@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import sys
 import time
 from collections.abc import Iterator
@@ -86,6 +87,8 @@ async def test_run_instances_gets_ami_type_market_tags_key_and_group(
     assert params["InstanceMarketOptions"] == {"MarketType": "spot", "SpotOptions": {
         "SpotInstanceType": "persistent", "InstanceInterruptionBehavior": "stop"}}
     assert params["InstanceInitiatedShutdownBehavior"] == "stop"
+    # The boot script stops share keys from making UNIX-socket listeners (docs/sharing.md).
+    assert "AllowStreamLocalForwarding local" in params["UserData"]
     # What EC2 (moto) made of it.
     instance = instances(aws_env)[record.resource_id]
     assert instance["ImageId"] == ami and instance["InstanceType"] == "g5.xlarge"
@@ -100,6 +103,9 @@ async def test_run_instances_gets_ami_type_market_tags_key_and_group(
     rules = ec2.describe_security_groups(GroupIds=[group["GroupId"]])["SecurityGroups"][0]
     ssh_rules = [p for p in rules["IpPermissions"] if p.get("FromPort") == 22]
     assert [r["CidrIp"] for r in ssh_rules[0]["IpRanges"]] == ["203.0.113.7/32"]
+    user_data = ec2.describe_instance_attribute(InstanceId=record.resource_id,
+                                                Attribute="userData")["UserData"]["Value"]
+    assert "AllowStreamLocalForwarding local" in base64.b64decode(user_data).decode()
     behaviour = ec2.describe_instance_attribute(
         InstanceId=record.resource_id, Attribute="instanceInitiatedShutdownBehavior")
     assert behaviour["InstanceInitiatedShutdownBehavior"]["Value"] == "stop"
