@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
+from tornado.ioloop import PeriodicCallback
 from traitlets import Bool, Float
 
 from .. import __version__
@@ -15,6 +16,7 @@ from ..hardware_events import EventHub
 from ..kernelspecs import RemoteHWKernelSpecManager
 from ..ledger.store import SERVER_OWNER
 from ..machines import MachineManager
+from ..orphans import reap_orphans
 from ..providers import LocalProvider, SSHProvider
 from ..providers.aws import AWSProvider
 from ..providers.aws_upkeep import CloudUpkeep
@@ -55,6 +57,13 @@ class RemoteHWExtension(ExtensionApp):
         "time it stopped) and machines stopped longer than "
         "AWSProvider.terminate_after_stopped are terminated. 0 turns it off. A round makes "
         "no cloud call while no machine was launched.",
+    )
+
+    orphan_reap_interval = Float(
+        60.0, config=True,
+        help="Seconds between looks for kernels that %%remote started on SSH hosts or this "
+        "machine from a local kernel that was killed (its process is gone): they are shut "
+        "down. 0 turns it off.",
     )
 
     def _link_jupyter_server_extension(self, serverapp: Any) -> None:
@@ -113,6 +122,20 @@ class RemoteHWExtension(ExtensionApp):
         assert isinstance(aws, AWSProvider)
         self.upkeep = CloudUpkeep(aws, self.cloud_upkeep_interval, self.log)
         self.upkeep.start()
+        self.orphan_reaper: PeriodicCallback | None = None
+        if self.orphan_reap_interval > 0:
+            self.orphan_reaper = PeriodicCallback(self.reap_orphans,
+                                                  self.orphan_reap_interval * 1000)
+            self.orphan_reaper.start()
+
+    async def reap_orphans(self) -> list[str]:
+        """Shut down the ``%%remote`` kernels whose local kernel was killed (see
+        :mod:`..orphans`); never raises."""
+        try:
+            return await reap_orphans(self.machines, self.log)
+        except Exception:
+            self.log.exception("jupyter_remote_hw: looking for orphaned kernels failed")
+            return []
 
     async def reattach_kernels(self) -> list[str]:
         """Bring every kernel in the ledger back into the server's kernel manager.
@@ -167,6 +190,9 @@ class RemoteHWExtension(ExtensionApp):
                 if isinstance(result, BaseException):
                     self.log.warning("jupyter_remote_hw: kernel %s did not shut down: %s",
                                      kernel_id, result)
+        reaper = getattr(self, "orphan_reaper", None)
+        if reaper is not None:
+            reaper.stop()
         upkeep = getattr(self, "upkeep", None)
         if upkeep is not None:
             await upkeep.stop()

@@ -17,7 +17,7 @@ def jp_server_config() -> dict[str, Any]:
     return {
         "ServerApp": {"jpserver_extensions": {"jupyter_remote_hw": True}},
         "TransportManager": {"keepalive_interval": 7.5},
-        "RemoteHWExtension": {"cloud_upkeep_interval": 123.0},
+        "RemoteHWExtension": {"cloud_upkeep_interval": 123.0, "orphan_reap_interval": 45.0},
         "SSHProvider": {"hosts": [{"host": "gpu-box", "hardware": "A10G 24GB"}]},
     }
 
@@ -38,11 +38,15 @@ async def test_extension_is_loaded_and_configured(jp_serverapp: Any) -> None:
     assert "remote-hw-ssh-gpu-box" in jp_serverapp.kernel_spec_manager.find_kernel_specs()
 
 
-async def test_the_server_runs_the_cloud_upkeep(jp_serverapp: Any) -> None:
+async def test_the_server_runs_the_cloud_upkeep_and_the_orphan_reaper(jp_serverapp: Any) -> None:
     pkg = jp_serverapp.extension_manager.extensions["jupyter_remote_hw"]
     app = pkg.extension_points["jupyter_remote_hw"].app
     await app._start_jupyter_server_extension(jp_serverapp)  # what the server does on start
     assert app.upkeep.interval == 123.0
     assert app.upkeep._task is not None and not app.upkeep._task.done()
+    # Kernels left by %%remote in killed local kernels are looked for every 45 s.
+    assert app.orphan_reaper.is_running() and app.orphan_reaper.callback_time == 45000
+    assert await app.reap_orphans() == []
     await app.stop_extension()
     assert app.upkeep._task is None
+    assert not app.orphan_reaper.is_running()

@@ -1,0 +1,102 @@
+"""Kernels that ``%%remote`` started from a local kernel that has since died.
+
+A local kernel shuts its ``%%remote`` kernels down when it exits, but not when
+it is killed (SIGKILL, out of memory, a crashed machine). Those kernels stay
+in the ledger with the owner ``magic:<host>:<pid>``. :func:`reap_orphans` finds
+the ones of this machine whose process is gone and shuts them down on their
+host, so a GPU is not held by a kernel nobody can reach. The Jupyter server
+runs it periodically.
+
+Only hardware that is already owned (SSH hosts, this machine) is reaped here:
+cloud machines stop themselves when idle (their agent's lifetime policy), and
+reaching a stopped one must never start it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+
+from .agent.protocol import UNKNOWN_KERNEL
+from .agent_client import AgentError, AgentUnavailableError
+from .launch_steps import LaunchError
+from .ledger.store import KernelRecord
+from .machines import MachineManager
+from .providers import UnknownHardwareError
+from .transport import TransportError
+
+MAGIC_OWNER = "magic:"
+"""Owner prefix of kernels started by ``%%remote``: ``magic:<host>:<pid>``."""
+
+#: Providers whose kernels are reaped here (cloud machines stop themselves when idle).
+REAPED_PROVIDERS = ("ssh", "local")
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this machine (one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def orphaned_kernels(manager: MachineManager, host: str | None = None) -> list[KernelRecord]:
+    """The ``%%remote`` kernels of this machine whose local kernel process is gone."""
+    host = host or socket.gethostname()
+    found = []
+    for record in manager.ledger.kernels():
+        if not record.owner.startswith(MAGIC_OWNER):
+            continue
+        owner_host, _, pid = record.owner[len(MAGIC_OWNER):].rpartition(":")
+        if owner_host == host and pid.isdigit() and not process_alive(int(pid)):
+            found.append(record)
+    return found
+
+
+async def reap_orphans(manager: MachineManager,
+                       log: logging.Logger | None = None) -> list[str]:
+    """Shut down orphaned ``%%remote`` kernels on SSH hosts and this machine.
+
+    A kernel its host no longer has is forgotten; one whose host cannot be
+    reached now is kept for the next round.
+
+    Returns:
+        The ids of the kernels shut down or forgotten.
+    """
+    log = log or manager.log
+    reaped = []
+    for record in orphaned_kernels(manager):
+        try:
+            target = manager.target(record.target)
+        except UnknownHardwareError:
+            continue  # no longer configured: nothing here can reach it
+        if target.provider not in REAPED_PROVIDERS:
+            continue
+        try:
+            machine = await manager.machine(target, manager.steps(target.name,
+                                                                  record.kernel_id))
+            agent = await machine.agent()
+            await agent.call("shutdown_kernel", kernel_id=record.kernel_id, now=True)
+            detail = "shut down"
+        except AgentError as exc:
+            if exc.kind != UNKNOWN_KERNEL:
+                log.warning("orphaned kernel %s on %s: %s", record.kernel_id, target.name, exc)
+                continue
+            detail = "already gone"
+        except (TimeoutError, AgentUnavailableError, TransportError, LaunchError,
+                OSError) as exc:
+            log.info("orphaned kernel %s on %s: host not reachable now (%s); trying later",
+                     record.kernel_id, target.name, exc)
+            continue
+        manager.ledger.remove_kernel(record.kernel_id)
+        log.info("kernel %s on %s, started by %%remote in %s which has ended: %s",
+                 record.kernel_id, target.name, record.owner, detail)
+        reaped.append(record.kernel_id)
+    return reaped
+
+
+__all__ = ["orphaned_kernels", "process_alive", "reap_orphans"]
