@@ -6,8 +6,9 @@ from .store import (
     KernelRecord,
     Ledger,
     MachineEvent,
+    MachineExistsError,
     MachineRecord,
 )
 
 __all__ = ["ACTIVE_STATES", "FINAL_STATES", "KernelRecord", "Ledger", "MachineEvent",
-           "MachineRecord"]
+           "MachineExistsError", "MachineRecord"]

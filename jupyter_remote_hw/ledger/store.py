@@ -111,6 +111,10 @@ FINAL_STATES = frozenset({"terminated", "failed"})
 SERVER_OWNER = "server"
 
 
+class MachineExistsError(Exception):
+    """A machine of that name has not ended; the message names it."""
+
+
 @dataclass(frozen=True)
 class KernelRecord:
     """A kernel the ledger knows about.
@@ -224,9 +228,23 @@ class Ledger:
                     instance_type: str = "", region: str = "", market: str = "on-demand",
                     price_per_hour: float = 0.0, state: str = "requested",
                     info: dict[str, Any] | None = None, detail: str = "") -> MachineRecord:
-        """Record a new machine in ``state`` (and the event that it was requested)."""
+        """Record a new machine in ``state`` (and the event that it was requested).
+
+        Raises:
+            MachineExistsError: A machine of that name and provider has not ended
+                (checked in the same transaction, so two processes launching the
+                same name at once cannot both succeed).
+        """
         now = time.time()
         with self._transaction() as db:
+            placeholders = ", ".join("?" * len(FINAL_STATES))
+            live = db.execute(
+                f"SELECT machine_id, state FROM machines WHERE name = ? AND provider = ? "
+                f"AND state NOT IN ({placeholders})",
+                (name, provider, *sorted(FINAL_STATES))).fetchone()
+            if live is not None:
+                raise MachineExistsError(f"a machine named {name} already exists ({live[0]}, "
+                                         f"{live[1]})")
             db.execute(
                 "INSERT INTO machines (machine_id, name, provider, instance_type, region, "
                 "market, price_per_hour, state, owner, info, created, updated, running_since) "

@@ -36,7 +36,7 @@ from traitlets import Bool, Dict, Enum, Float, Instance, List, Unicode
 from ..agent_client import AgentClient, AgentError, AgentUnavailableError, Progress
 from ..budget import BudgetGuard
 from ..catalog import Catalog, CatalogEntry
-from ..ledger import ACTIVE_STATES, FINAL_STATES, Ledger, MachineRecord
+from ..ledger import ACTIVE_STATES, FINAL_STATES, Ledger, MachineExistsError, MachineRecord
 from ..transport import SSHConnection, TransportError, TransportManager
 from .aws_errors import AUTH_CODES, AWSError, credentials_error, error_code, launch_error
 from .ssh import SSHMachine
@@ -467,12 +467,16 @@ class AWSProvider(Provider):
             key_name = await self._key_pair(region)
             ami = await self._ami(region)
             machine_id = "m-" + secrets.token_hex(6)
-            record = ledger.add_machine(
-                machine_id, name, self.name, owner=self.owner, instance_type=entry.instance_type,
-                region=region, market=market, price_per_hour=price or 0.0,
-                info={"ami": ami, "key_name": key_name, **network},
-                detail=f"{entry.instance_type} {market} at ${price or 0:.4g}/h",
-            )
+            try:
+                record = ledger.add_machine(
+                    machine_id, name, self.name, owner=self.owner,
+                    instance_type=entry.instance_type, region=region, market=market,
+                    price_per_hour=price or 0.0, info={"ami": ami, "key_name": key_name, **network},
+                    detail=f"{entry.instance_type} {market} at ${price or 0:.4g}/h",
+                )
+            except MachineExistsError as exc:  # launched meanwhile by another process
+                raise AWSError(f"{exc}: start it (`jupyter remote-hw start {name}`) or pick "
+                               "another name", kind="config") from None
             steps.note(f"requested: {entry.instance_type} ({market}) in {region}, {ami}")
             try:
                 instance_id = await self._run_instance(record, entry, ami, key_name, network)

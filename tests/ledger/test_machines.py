@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
+import multiprocessing.queues
+import multiprocessing.synchronize
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from jupyter_remote_hw.budget import BudgetExceededError, BudgetGuard
-from jupyter_remote_hw.ledger import Ledger
+from jupyter_remote_hw.ledger import Ledger, MachineExistsError
 
 
 @pytest.fixture
@@ -110,6 +112,42 @@ def test_processes_write_at_once(tmp_path: Path) -> None:
     assert all(a.event != b.event for a, b in itertools.pairwise(events))
     record = ledger.get_machine("m1")
     assert record is not None and record.accrued_seconds >= 0
+    ledger.close()
+
+
+def _launch_same_name(path: str, worker: int, start: multiprocessing.synchronize.Event,
+                      results: multiprocessing.queues.Queue) -> None:  # type: ignore[type-arg]
+    ledger = Ledger(Path(path))
+    start.wait(30)
+    try:
+        ledger.add_machine(f"m{worker}", "aws-same", "aws", owner=f"w{worker}")
+        results.put(("added", worker))
+    except MachineExistsError as exc:
+        results.put(("refused", str(exc)))
+    ledger.close()
+
+
+def test_one_machine_of_a_name_even_when_processes_launch_it_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite3"
+    Ledger(path).close()
+    context = multiprocessing.get_context("spawn")
+    start, results = context.Event(), context.Queue()
+    workers = [context.Process(target=_launch_same_name, args=(str(path), n, start, results))
+               for n in range(4)]
+    for worker in workers:
+        worker.start()
+    start.set()
+    outcomes = sorted(results.get(timeout=60) for _ in workers)
+    for worker in workers:
+        worker.join(60)
+    assert [kind for kind, _ in outcomes] == ["added", "refused", "refused", "refused"]
+    assert all("a machine named aws-same already exists" in str(why)
+               for kind, why in outcomes if kind == "refused")
+    ledger = Ledger(path)
+    (winner,) = [m.machine_id for m in ledger.machines()]
+    # Once it has ended, the name is free again.
+    ledger.set_machine_state(winner, "terminated")
+    assert ledger.add_machine("m-next", "aws-same", "aws", owner="me").state == "requested"
     ledger.close()
 
 
