@@ -14,7 +14,7 @@ python3 -m pip install --quiet --disable-pip-version-check '.[test]'
 # The CPU build of torch (the tensor and module transfer tests use it).
 python3 -m pip install --quiet --disable-pip-version-check 'torch==2.13.0'
 # Static checks: lint, and full type hints in the package.
-python3 -m ruff check jupyter_remote_hw benchmarks ui-tests/serve.py
+python3 -m ruff check jupyter_remote_hw tests benchmarks ui-tests/serve.py
 python3 -m mypy jupyter_remote_hw
 python3 -m pytest "$@"
 # The front end: unit tests (jest), then UI tests in a real JupyterLab in Debian's Chromium.

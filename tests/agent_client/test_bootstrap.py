@@ -111,7 +111,8 @@ async def test_host_without_ipykernel_is_a_clear_error(
     ssh_conn: SSHConnection, short_tmp: Path
 ) -> None:
     venv = short_tmp / "bare"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "venv", "--without-pip",
+                                             str(venv)], check=True)
     bare_python = str(venv / "bin" / "python")
     client = await start_ssh_agent(ssh_conn, python=bare_python, root=str(short_tmp))
     try:

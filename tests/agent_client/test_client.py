@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -44,7 +45,8 @@ async def test_an_agent_of_another_version_is_replaced_and_its_kernels_kept(
                            init.read_text()))
     state = Path(tempfile.mkdtemp(prefix="jrhw-", dir="/tmp")) / "agent"
     env = {**os.environ, "PYTHONPATH": str(old.parent)}
-    started = subprocess.run(
+    started = await asyncio.to_thread(
+        subprocess.run,
         [sys.executable, "-m", "jupyter_remote_hw.agent", "serve", "--state-dir", str(state),
          "--daemon"], env=env, cwd=tmp_path, capture_output=True, text=True, check=True,
     )

@@ -16,7 +16,7 @@ import pytest
 from ..kernelws import KernelChannels
 from ..provisioner.conftest import HARDWARE, LOCAL_KERNEL, SSH_KERNEL, OpenChannels, StartKernel
 from ..testhosts import SSHTestHost, keygen
-from .apiclient import API, Fetch, failure, get, post
+from .apiclient import API, Fetch, failure, get
 
 
 @pytest.fixture

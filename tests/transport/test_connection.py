@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -72,15 +73,18 @@ async def test_keys_come_from_the_ssh_agent(
     ssh_host: SSHTestHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sock = tmp_path / "agent.sock"
-    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    agent = await asyncio.create_subprocess_exec("ssh-agent", "-D", "-a", str(sock),
+                                                 stdout=subprocess.DEVNULL)
     try:
         for _ in range(100):
             if sock.exists():
                 break
             await asyncio.sleep(0.05)
         env = {**os.environ, "SSH_AUTH_SOCK": str(sock)}
-        subprocess.run(["ssh-add", "-q", str(ssh_host.user_key)], env=env, check=True,
-                       capture_output=True)
+        added = await asyncio.create_subprocess_exec(
+            "ssh-add", "-q", str(ssh_host.user_key), env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert await added.wait() == 0
         monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
         monkeypatch.setenv("HOME", str(tmp_path))  # no default keys in ~/.ssh
         config = tmp_path / "ssh_config"
@@ -91,7 +95,7 @@ async def test_keys_come_from_the_ssh_agent(
             assert (await conn.run("true")).ok
     finally:
         agent.terminate()
-        agent.wait(timeout=5)
+        await asyncio.wait_for(agent.wait(), 5)
 
 
 async def test_changes_are_observable(ssh_host: SSHTestHost) -> None:
@@ -117,7 +121,7 @@ async def test_reconnects_after_sshd_kills_the_connection(ssh_host: SSHTestHost)
         conn.add_listener(lambda change: states.append(change.state))
         pid = (await conn.run("echo $PPID")).stdout.strip()
         # Kill this connection's sshd session process on the host.
-        subprocess.run(["kill", pid], check=True)
+        os.kill(int(pid), signal.SIGTERM)
         await asyncio.sleep(0.5)
         await conn.wait_connected(timeout=10)
         assert ConnectionState.RECONNECTING in states

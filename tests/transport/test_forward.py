@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from pathlib import Path
 
 from jupyter_remote_hw.transport import ConnectionState, SSHConnection, StateChange
 
@@ -48,12 +49,12 @@ async def test_forward_listens_on_loopback_only(ssh_host: SSHTestHost) -> None:
     echo_port = ssh_host.start_echo_server()
     async with SSHConnection(ssh_host.alias, settings_for(ssh_host.ssh_config)) as conn:
         forward = await conn.forward_local_port(echo_port)
-        with open("/proc/net/tcp") as table:
-            listeners = [
-                line.split()[1] for line in table.readlines()[1:]
-                if line.split()[3] == "0A"  # LISTEN
-                and int(line.split()[1].split(":")[1], 16) == forward.local_port
-            ]
+        table = await asyncio.to_thread(Path("/proc/net/tcp").read_text)
+        listeners = [
+            line.split()[1] for line in table.splitlines()[1:]
+            if line.split()[3] == "0A"  # LISTEN
+            and int(line.split()[1].split(":")[1], 16) == forward.local_port
+        ]
         assert listeners == [f"0100007F:{forward.local_port:04X}"]
 
 
