@@ -20,7 +20,7 @@ from .launch_steps import LaunchListener, LaunchSteps
 from .ledger import Ledger
 from .providers import LocalProvider, Machine, Provider, SSHProvider, Target, UnknownHardwareError
 from .providers.aws import AWSProvider
-from .transport import TransportManager
+from .transport import TransportError, TransportManager
 
 
 class MachineManager(SingletonConfigurable):
@@ -127,7 +127,8 @@ class MachineManager(SingletonConfigurable):
                 client = await machine.agent()
                 result = await client.call("shutdown_agent", wait=15, if_idle=True,
                                            kill_kernels=False)
-            except (AgentError, AgentUnavailableError, TimeoutError) as exc:
+            except (AgentError, AgentUnavailableError, TransportError, OSError,
+                    TimeoutError) as exc:  # a lost link at teardown leaves the agent be
                 self.log.info("machine %s: agent left running: %s", target_name, exc)
                 return False
             if not result.get("stopping"):
