@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import nbformat
+from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
+
+from .agent.kernelclient import shell_reply
 
 REPO = str(Path(__file__).resolve().parents[1])
 
@@ -20,6 +25,25 @@ def kernel_env(config: dict[str, Any], directory: Path) -> dict[str, str]:
     config_dir.mkdir(exist_ok=True)
     (config_dir / "jupyter_server_config.json").write_text(json.dumps(config))
     return {**os.environ, "JUPYTER_CONFIG_DIR": str(config_dir), "PYTHONPATH": REPO}
+
+
+@contextlib.contextmanager
+def local_kernel(env: dict[str, str], cwd: Path,
+                 setup: str) -> Iterator[tuple[KernelManager, Any]]:
+    """A local ``python3`` kernel that has run ``setup``, and its client. Afterwards its
+    channels stop and the kernel is shut down, unless the test ended it already."""
+    manager = KernelManager(kernel_name="python3")
+    manager.start_kernel(env=env, cwd=str(cwd))
+    kc = manager.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        assert shell_reply(kc, kc.execute(setup), 60)["content"]["status"] == "ok"
+        yield manager, kc
+    finally:
+        kc.stop_channels()
+        if manager.has_kernel:
+            manager.shutdown_kernel(now=False)
 
 
 class TimedClient(NotebookClient):

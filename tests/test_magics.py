@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jupyter_client.manager import KernelManager
 
 from .agent.kernelclient import shell_reply
 from .conftest import TEST_TRANSPORT
-from .notebooks import error_of, kernel_env, run_notebook, text_of
+from .notebooks import error_of, kernel_env, local_kernel, run_notebook, text_of
 from .processes import processes_under
 from .testhosts import SSHTestHost
 from .transfer.test_pickling import NOTEBOOK_CODE
@@ -221,14 +220,8 @@ def wait_for_output(kc: Any, msg_id: str, text: str, timeout: float) -> None:
 def test_interrupting_the_local_cell_interrupts_the_remote_one(
     env: dict[str, str], short_tmp: Path
 ) -> None:
-    manager = KernelManager(kernel_name="python3")
-    manager.start_kernel(env=env, cwd=str(short_tmp))
-    kc = manager.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=60)
-        setup = kc.execute(f"%load_ext jupyter_remote_hw\n%remote_hw {TARGET}")
-        assert shell_reply(kc, setup, 60)["content"]["status"] == "ok"
+    with local_kernel(env, short_tmp,
+                      f"%load_ext jupyter_remote_hw\n%remote_hw {TARGET}") as (manager, kc):
         cell = kc.execute("%%remote\nimport time, os\nx = 'kept'\nprint('sleeping', flush=True)\n"
                           "time.sleep(120)\nprint('woke')")
         wait_for_output(kc, cell, "sleeping", 60)
@@ -240,9 +233,6 @@ def test_interrupting_the_local_cell_interrupts_the_remote_one(
         after = kc.execute("%%remote\nprint('remote alive', x)")
         wait_for_output(kc, after, "remote alive kept", 90)
         assert shell_reply(kc, after, 90)["content"]["status"] == "ok"
-    finally:
-        kc.stop_channels()
-        manager.shutdown_kernel(now=False)
     assert not [p for p in processes_under(str(short_tmp / "r")) if "ipykernel" in p]
 
 

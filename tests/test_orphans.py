@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import signal
 import subprocess
 import time
@@ -19,7 +18,8 @@ from jupyter_remote_hw.machines import MachineManager
 from jupyter_remote_hw.orphans import orphaned_kernels, process_alive, reap_orphans
 
 from .agent.kernelclient import shell_reply
-from .test_magics import TARGET, env, wait_for_output  # noqa: F401 (env: a fixture)
+from .notebooks import local_kernel
+from .test_magics import TARGET, env  # noqa: F401 (env: a fixture)
 
 
 def dead_pid() -> int:
@@ -31,29 +31,24 @@ def dead_pid() -> int:
 
 async def test_the_kernels_of_a_killed_local_kernel_are_reaped(
         env: dict[str, str], short_tmp: Path) -> None:  # noqa: F811
-    local = KernelManager(kernel_name="python3")
-    local.start_kernel(env=env, cwd=str(short_tmp))
-    kc = local.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=60)
-        setup = kc.execute("%load_ext jupyter_remote_hw")
-        assert shell_reply(kc, setup, 60)["content"]["status"] == "ok"
+    with local_kernel(env, short_tmp, "%load_ext jupyter_remote_hw") as (local, kc):
         cell = kc.execute(f"%%remote {TARGET}\nimport os\nprint('remote pid', os.getpid())")
-        wait_for_output(kc, cell, "remote pid", 90)
-        assert shell_reply(kc, cell, 90)["content"]["status"] == "ok"
-        pid_reply = kc.execute(f"%%remote {TARGET}\nprint(os.getpid(), flush=True)")
         remote_pid = 0
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90
         while not remote_pid and time.monotonic() < deadline:
-            msg = kc.get_iopub_msg(timeout=30)
-            if msg["parent_header"].get("msg_id") == pid_reply and msg["msg_type"] == "stream":
-                remote_pid = int(re.findall(r"\d+", msg["content"]["text"])[0])
-    finally:
-        kc.stop_channels()
+            msg = kc.get_iopub_msg(timeout=90)
+            text = msg["content"].get("text", "") if msg["msg_type"] == "stream" else ""
+            if msg["parent_header"].get("msg_id") == cell and "remote pid" in text:
+                remote_pid = int(text.split()[-1])
+        assert shell_reply(kc, cell, 90)["content"]["status"] == "ok"
+        await reap_orphans_of_killed(local, remote_pid, env)
 
-    config = json.loads((Path(env["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.json")
-                        .read_text())
+
+async def reap_orphans_of_killed(local: KernelManager, remote_pid: int,
+                                 kernel_env: dict[str, str]) -> None:
+    """Check the ledger while ``local`` runs, SIGKILL it, then reap what it left."""
+    config = json.loads((Path(kernel_env["JUPYTER_CONFIG_DIR"]) /
+                         "jupyter_server_config.json").read_text())
     manager = MachineManager(config=Config(config))
     try:
         (record,) = manager.ledger.kernels()
