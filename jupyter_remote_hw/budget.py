@@ -42,7 +42,7 @@ class BudgetGuard(LoggingConfigurable):
     )
 
     def check(self, what: str, price: float | None, ledger: Ledger,
-              exclude: str | None = None) -> None:
+              exclude: str | None = None, running: float | None = None) -> None:
         """Refuse ``what`` at ``price`` $/h when it breaks a limit.
 
         Args:
@@ -51,6 +51,8 @@ class BudgetGuard(LoggingConfigurable):
             ledger: Where the running machines are.
             exclude: A machine not to count among the running ones (the one
                 being started again).
+            running: The $/h of the running machines, when the caller read it
+                (inside the ledger transaction that records the new machine).
 
         Raises:
             BudgetExceededError: With the figures and the setting to change.
@@ -71,7 +73,8 @@ class BudgetGuard(LoggingConfigurable):
                 "pick a cheaper type or raise the limit",
                 price, self.max_per_machine, 0.0,
             )
-        running = ledger.active_rate(exclude=exclude)
+        if running is None:
+            running = ledger.active_rate(exclude=exclude)
         if self.max_total > 0 and running + price > self.max_total:
             raise BudgetExceededError(
                 f"budget: {what} at ${price:.4g}/h plus the ${running:.4g}/h of the machines "

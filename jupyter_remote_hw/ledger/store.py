@@ -16,7 +16,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -227,8 +227,14 @@ class Ledger:
     def add_machine(self, machine_id: str, name: str, provider: str, *, owner: str,
                     instance_type: str = "", region: str = "", market: str = "on-demand",
                     price_per_hour: float = 0.0, state: str = "requested",
-                    info: dict[str, Any] | None = None, detail: str = "") -> MachineRecord:
+                    info: dict[str, Any] | None = None, detail: str = "",
+                    admit: Callable[[float], None] | None = None) -> MachineRecord:
         """Record a new machine in ``state`` (and the event that it was requested).
+
+        Args:
+            admit: Called in the same transaction with the $/h of the machines
+                that run or are about to; raising refuses the machine (a budget
+                check that two processes launching at once cannot both pass).
 
         Raises:
             MachineExistsError: A machine of that name and provider has not ended
@@ -245,6 +251,12 @@ class Ledger:
             if live is not None:
                 raise MachineExistsError(f"a machine named {name} already exists ({live[0]}, "
                                          f"{live[1]})")
+            if admit is not None:
+                active = ", ".join("?" * len(ACTIVE_STATES))
+                (running,) = db.execute(
+                    f"SELECT COALESCE(SUM(price_per_hour), 0) FROM machines "
+                    f"WHERE state IN ({active})", tuple(sorted(ACTIVE_STATES))).fetchone()
+                admit(float(running))
             db.execute(
                 "INSERT INTO machines (machine_id, name, provider, instance_type, region, "
                 "market, price_per_hour, state, owner, info, created, updated, running_since) "

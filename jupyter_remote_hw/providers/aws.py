@@ -462,7 +462,8 @@ class AWSProvider(Provider):
                 raise AWSError(f"a machine named {name} already exists: start it "
                                f"(`jupyter remote-hw start {name}`) or pick another name",
                                kind="config")
-            self.budget.check(f"{entry.instance_type} ({market}) in {region}", price, ledger)
+            what = f"{entry.instance_type} ({market}) in {region}"
+            self.budget.check(what, price, ledger)  # before anything is asked of AWS
             network = await self._network(region)
             key_name = await self._key_pair(region)
             ami = await self._ami(region)
@@ -473,6 +474,8 @@ class AWSProvider(Provider):
                     instance_type=entry.instance_type, region=region, market=market,
                     price_per_hour=price or 0.0, info={"ami": ami, "key_name": key_name, **network},
                     detail=f"{entry.instance_type} {market} at ${price or 0:.4g}/h",
+                    admit=lambda running: self.budget.check(what, price, ledger,
+                                                            running=running),
                 )
             except MachineExistsError as exc:  # launched meanwhile by another process
                 raise AWSError(f"{exc}: start it (`jupyter remote-hw start {name}`) or pick "

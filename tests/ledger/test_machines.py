@@ -151,6 +151,42 @@ def test_one_machine_of_a_name_even_when_processes_launch_it_at_once(tmp_path: P
     ledger.close()
 
 
+def _launch_within_budget(path: str, worker: int, start: multiprocessing.synchronize.Event,
+                          results: multiprocessing.queues.Queue) -> None:  # type: ignore[type-arg]
+    ledger = Ledger(Path(path))
+    guard = BudgetGuard(max_total=2.5)
+    start.wait(30)
+    try:
+        ledger.add_machine(f"m{worker}", f"aws-{worker}", "aws", owner="me", price_per_hour=1.0,
+                           admit=lambda running: guard.check("g5", 1.0, ledger, running=running))
+        results.put(("added", worker))
+    except BudgetExceededError as exc:
+        results.put(("refused", str(exc)))
+    ledger.close()
+
+
+def test_the_total_budget_holds_when_processes_launch_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite3"
+    Ledger(path).close()
+    context = multiprocessing.get_context("spawn")
+    start, results = context.Event(), context.Queue()
+    workers = [context.Process(target=_launch_within_budget,
+                               args=(str(path), n, start, results)) for n in range(4)]
+    for worker in workers:
+        worker.start()
+    start.set()
+    outcomes = sorted(results.get(timeout=60) for _ in workers)
+    for worker in workers:
+        worker.join(60)
+    # $1/h each under a $2.5/h total: two are admitted, whatever the timing.
+    assert [kind for kind, _ in outcomes] == ["added", "added", "refused", "refused"]
+    assert all("plus the $2/h of the machines already running" in str(why)
+               for kind, why in outcomes if kind == "refused")
+    ledger = Ledger(path)
+    assert ledger.active_rate() == 2.0 and len(ledger.machines()) == 2
+    ledger.close()
+
+
 def test_budget_refuses_with_figures(ledger: Ledger) -> None:
     guard = BudgetGuard(max_per_machine=5.0, max_total=8.0)
     guard.check("g5.xlarge in us-east-1", 1.006, ledger)
