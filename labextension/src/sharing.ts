@@ -149,7 +149,9 @@ export class ShareBody extends Widget implements Dialog.IBodyWidget<IShareForm> 
       radio.value = role;
       radio.checked = role === values.role;
       label.appendChild(radio);
-      label.appendChild(document.createTextNode(` ${text}`));
+      const span = document.createElement('span');
+      span.textContent = text;
+      label.appendChild(span);
       roles.appendChild(label);
     }
     this.node.appendChild(roles);
