@@ -21,7 +21,9 @@ c.ServerApp.jpserver_extensions.update({"jupyter_remote_hw": True})
 c.TransportManager.ssh_config_files = [os.environ["JRHW_UI_SSH_CONFIG"]]
 c.SSHProvider.hosts = [
     {"host": os.environ["JRHW_UI_SSH_ALIAS"], "hardware": "Test GPU 24GB",
-     "root": str(tmp / "remote-root")},
+     "root": str(tmp / "remote-root"),
+     # Shares add their key lines to the file this host's sshd reads.
+     "authorized_keys": os.environ["JRHW_UI_AUTHORIZED_KEYS"]},
     {"host": "deadhost", "hardware": "Gone GPU 80GB"},
 ]
 c.TransportManager.connect_timeout = 5.0

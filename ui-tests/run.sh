@@ -10,11 +10,16 @@ if [ ! -d node_modules/@jupyterlab/galata ]; then
   npm ci --no-audit --no-fund --loglevel=error
 fi
 
+# The sharing tests' teammate key pair (serve.py generates it; the tests read it).
+teammate=$(mktemp -d /tmp/jrhw-ui-teammate-XXXXXX)
+export JRHW_UI_TEAMMATE_KEY="$teammate/id_ed25519"
+
 python3 serve.py > server.log 2>&1 &
 server=$!
 stop_server() {
   kill -TERM "$server" 2>/dev/null || true
   wait "$server" 2>/dev/null || true
+  rm -rf "$teammate"
 }
 trap stop_server EXIT
 

@@ -20,7 +20,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
 from tests.processes import kill_processes_mentioning
-from tests.testhosts import free_port, loopback_host
+from tests.testhosts import free_port, keygen, loopback_host
 
 
 def main() -> int:
@@ -29,7 +29,12 @@ def main() -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     tmp = Path(tempfile.mkdtemp(prefix="jrhw-ui-", dir="/tmp"))
+    # A teammate's key pair, for the sharing tests: run.sh names where it goes, so the
+    # tests read the public key and hand the private key's path to "Join shared session".
+    teammate_key = Path(os.environ.get("JRHW_UI_TEAMMATE_KEY") or tmp / "teammate" / "id_ed25519")
     try:
+        teammate_key.parent.mkdir(parents=True, exist_ok=True)
+        keygen(teammate_key, comment="ada@laptop")
         with loopback_host(tmp / "host") as host:
             # The test host, and "deadhost": the same host on a port nothing listens on.
             ssh_config = tmp / "ssh_config"
@@ -43,6 +48,9 @@ def main() -> int:
                 "JRHW_UI_TMP": str(tmp),
                 "JRHW_UI_SSH_CONFIG": str(ssh_config),
                 "JRHW_UI_SSH_ALIAS": host.alias,
+                "JRHW_UI_AUTHORIZED_KEYS": str(host.authorized_keys),
+                # Kernelspecs and share files of joined shares stay in the temporary directory.
+                "JUPYTER_DATA_DIR": str(tmp / "data"),
                 # The extension as built in this tree, before any installed copy.
                 "JUPYTER_PATH": os.pathsep.join(filter(None, [str(tmp / "jupyter"),
                                                               os.environ.get("JUPYTER_PATH")])),
