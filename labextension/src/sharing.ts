@@ -328,7 +328,7 @@ export class JoinBody extends Widget implements Dialog.IBodyWidget<IJoinForm> {
     this.text.placeholder = '{"format": "jupyter-remote-hw-share", …}';
     this.text.value = values.text;
     const picker = filePicker('.json,application/json', 'Pick the share file', this.text);
-    labelled(this.node, 'Share file', picker, 'the share-….json your teammate sent you');
+    labelled(this.node, 'Share file', picker, 'the share file (share-ID.json) your teammate sent you');
     labelled(this.node, 'or paste its JSON', this.text);
     this.summary = document.createElement('div');
     this.summary.className = 'jp-RemoteHW-hint jp-RemoteHW-shareSummary';
