@@ -68,6 +68,12 @@ function labelled(
 
 /** The error area of a form, filled when the dialog opens again after a refusal. */
 function problemNode(parent: HTMLElement, problem: IProblem | null): void {
+  // A field the user edits no longer reads as the one at fault.
+  parent.addEventListener('input', event => {
+    const target = event.target as HTMLElement;
+    target.removeAttribute('aria-invalid');
+    target.closest('fieldset')?.removeAttribute('aria-invalid');
+  });
   const node = document.createElement('div');
   node.className = 'jp-RemoteHW-formError';
   node.setAttribute('role', 'alert');

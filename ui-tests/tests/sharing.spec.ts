@@ -54,7 +54,8 @@ async function run(page: IJupyterLabPageFixture, source: string): Promise<string
 async function shareFromPanel(
   page: IJupyterLabPageFixture,
   role: 'viewer' | 'collaborator',
-  screenshot?: string
+  screenshot?: string,
+  mistakes = false
 ) {
   await page.sidebar.openTab('jp-RemoteHW-machines');
   const panel = page.locator(PANEL);
@@ -64,6 +65,30 @@ async function shareFromPanel(
   await machine.locator('button.jp-RemoteHW-shareKernel').click();
   const dialog = page.locator(DIALOG);
   await expect(dialog.locator('textarea')).toBeFocused();
+  if (mistakes) {
+    // A private key never leaves the page; a bad key and a bad expiry get the server's
+    // message; each time the dialog opens again with what was typed.
+    const error = dialog.locator('.jp-RemoteHW-formError');
+    await dialog.locator('textarea').fill(fs.readFileSync(TEAMMATE_KEY, 'utf8'));
+    await dialog.getByRole('button', { name: 'Share' }).click();
+    await expect(error).toContainText('This is a private key: nothing was sent');
+    await expect(dialog.locator('textarea')).toHaveAttribute('aria-invalid', 'true');
+    await dialog.locator('textarea').fill('ssh-ed25519 AAAA-not-a-key ada@laptop');
+    await dialog.getByRole('button', { name: 'Share' }).click();
+    await expect(error).toContainText('not an SSH public key', { timeout: 30000 });
+    await expect(dialog.locator('textarea')).toHaveValue('ssh-ed25519 AAAA-not-a-key ada@laptop');
+    await dialog.locator('input[type=file]').setInputFiles(`${TEAMMATE_KEY}.pub`);
+    await dialog.locator('input.jp-RemoteHW-expires').fill('soon');
+    await dialog.getByRole('button', { name: 'Share' }).click();
+    await expect(dialog.locator('input.jp-RemoteHW-expires')).toHaveAttribute(
+      'aria-invalid',
+      'true',
+      { timeout: 30000 }
+    );
+    await expect(error).toContainText('soon');
+    console.log('server message for expires "soon":', await error.textContent());
+    await dialog.locator('input.jp-RemoteHW-expires').fill('8h');
+  }
   // The teammate's .pub file, picked like a user would.
   await dialog.locator('input[type=file]').setInputFiles(`${TEAMMATE_KEY}.pub`);
   const pub = fs.readFileSync(`${TEAMMATE_KEY}.pub`, 'utf8').trim();
@@ -206,7 +231,7 @@ test('a viewer share: no kernel key in the file, and running code is refused', a
   await ownerNotebook(page, 'viewed.ipynb');
   expect(await run(page, 'x = 41\nprint("owner", x)')).toBe('owner 41');
 
-  const result = await shareFromPanel(page, 'viewer', 'share-dialog-dark.png');
+  const result = await shareFromPanel(page, 'viewer', 'share-dialog-dark.png', true);
   await expect(result.locator('dd[data-term="Role"]')).toHaveText('viewer: sees outputs only');
   await expect(result.locator('.jp-RemoteHW-shareNote')).toContainText('holds no kernel key');
   const shareId = (await result.locator('dd[data-term="Share id"]').textContent())!.trim();
