@@ -275,11 +275,16 @@ test('a viewer share: no kernel key in the file, and running code is refused', a
     page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator')
   ).toHaveAttribute('data-status', 'idle');
 
-  // The owner's variable is untouched; revoke to end the share.
+  // The owner's variable is untouched.
   await page.notebook.activate('viewed.ipynb');
   expect(await run(page, 'print(x)')).toBe('41');
+
+  // A revocation through the REST API (another tab, a script) reaches the panel through
+  // the events socket: the share leaves the list without a refresh.
   const listed = page.locator(PANEL).locator(`li.jp-RemoteHW-share[data-share-id="${shareId}"]`);
-  await listed.locator('button.jp-RemoteHW-revoke').click();
-  await page.locator(DIALOG).getByRole('button', { name: 'Revoke' }).click();
-  await expect(listed).toHaveCount(0, { timeout: 30000 });
+  await expect(listed).toContainText('ada@laptop · viewer');
+  const revoked = await page.request.delete(`/jupyter-remote-hw/api/shares/${shareId}`);
+  expect(revoked.status()).toBe(200);
+  expect((await revoked.json()).share.state).toBe('revoked');
+  await expect(listed).toHaveCount(0, { timeout: 15000 });
 });
