@@ -8,7 +8,12 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette, ISessionContext, showErrorMessage } from '@jupyterlab/apputils';
+import {
+  ICommandPalette,
+  ISessionContext,
+  MainAreaWidget,
+  showErrorMessage
+} from '@jupyterlab/apputils';
 import { DocumentRegistry, IDocumentWidget } from '@jupyterlab/docregistry';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
@@ -19,6 +24,7 @@ import { Widget } from '@lumino/widgets';
 import { HardwareAPI, HardwareEvents } from './api';
 import { MachinesPanel } from './panel';
 import { HardwareStore, HardwareToolbarItem, IPickerSettings } from './picker';
+import { SharedOutputsView } from './sharedoutputs';
 import { joinShare } from './sharing';
 import { joinedKernel } from './model';
 import { MachineStatus } from './statusbar';
@@ -78,6 +84,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
           panel.toolbar.addItem('remoteHardware', item);
         }
         items.set(panel.id, item);
+        // The live outputs of a shared kernel, shown only when the kernel is one.
+        if (panel instanceof MainAreaWidget) {
+          panel.contentHeader.addWidget(new SharedOutputsView(context.sessionContext));
+        }
         panel.disposed.connect(() => items.delete(panel.id));
         return item;
       }

@@ -537,7 +537,80 @@ export function shareFileNote(role: string, owner = 'you'): string {
   return 'This file holds no kernel key: with it, the teammate sees the kernel\'s outputs only.';
 }
 
-/** The summary of a join: `Shared by ada@laptop as collaborator, 7 h 59 min left`. */
+/** The summary of a join: `Attached to the kernel root@box shared, as viewer; 7 h 59 min left.` */
 export function joinSummary(result: IJoinResult, nowSeconds: number): string {
-  return `${result.display_name}: ${result.role} share of ${result.owner}, ${formatTimeLeft(result.expires, nowSeconds)}`;
+  return (
+    `Attached to the kernel ${result.owner} shared, as ${result.role}; ` +
+    `${formatTimeLeft(result.expires, nowSeconds)}.`
+  );
+}
+
+/** The prefix of the kernelspecs that joining a share installs. */
+export const SHARED_KERNEL_PREFIX = 'remote-share-';
+
+/** Whether a kernel attaches to a teammate's shared kernel. */
+export function isSharedKernel(kernelName: string | null | undefined): boolean {
+  return !!kernelName && kernelName.startsWith(SHARED_KERNEL_PREFIX);
+}
+
+/** Text without terminal colour codes (tracebacks carry them). */
+export function stripAnsi(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/\u001b\[[0-9;]*[A-Za-z]/g, '');
+}
+
+/** An output of the shared kernel that another client's request caused. */
+export interface ISharedOutput {
+  kind: 'input' | 'stdout' | 'stderr' | 'result' | 'error';
+  text: string;
+  /** An image to show instead of the text: its MIME type and base64 data. */
+  image?: { mime: string; data: string };
+}
+
+/** The image types the shared outputs view shows (never HTML or scripts from the kernel). */
+const SHARED_IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/gif'];
+
+/** A kernel message, as far as the shared outputs view reads it. */
+export interface IIOPubLike {
+  header: { msg_type: string };
+  parent_header: { session?: string } | Record<string, never>;
+  content: any;
+}
+
+/**
+ * What to show for an IOPub message of a shared kernel, or null: only the
+ * outputs and inputs of other clients' requests (`ownSession` is this page's
+ * kernel client id), as text or an image, never as HTML.
+ */
+export function sharedOutput(msg: IIOPubLike, ownSession: string): ISharedOutput | null {
+  const session = (msg.parent_header as { session?: string }).session;
+  if (!session || session === ownSession) {
+    return null;
+  }
+  const content = msg.content ?? {};
+  switch (msg.header.msg_type) {
+    case 'execute_input': {
+      const count = content.execution_count;
+      return { kind: 'input', text: `In [${count ?? ' '}]: ${content.code ?? ''}` };
+    }
+    case 'stream':
+      return { kind: content.name === 'stderr' ? 'stderr' : 'stdout', text: content.text ?? '' };
+    case 'execute_result':
+    case 'display_data': {
+      const data: Record<string, unknown> = content.data ?? {};
+      const mime = SHARED_IMAGE_TYPES.find(type => typeof data[type] === 'string');
+      const text = typeof data['text/plain'] === 'string' ? (data['text/plain'] as string) : '';
+      if (mime) {
+        return { kind: 'result', text, image: { mime, data: data[mime] as string } };
+      }
+      return text ? { kind: 'result', text } : null;
+    }
+    case 'error': {
+      const trace: string[] = content.traceback ?? [];
+      const text = trace.length ? trace.join('\n') : `${content.ename}: ${content.evalue}`;
+      return { kind: 'error', text: stripAnsi(text) };
+    }
+    default:
+      return null;
+  }
 }

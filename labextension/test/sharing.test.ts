@@ -4,6 +4,7 @@ import {
   activeShares,
   formatAgo,
   formatTimeLeft,
+  isSharedKernel,
   joinSummary,
   joinedKernel,
   joinsText,
@@ -12,7 +13,9 @@ import {
   roleText,
   shareFacts,
   shareFileNote,
-  shortKernelId
+  sharedOutput,
+  shortKernelId,
+  stripAnsi
 } from '../src/model';
 
 const NOW = 1_790_000_000;
@@ -158,7 +161,62 @@ describe('joins', () => {
 
   it('sums up the join', () => {
     expect(joinSummary(result, NOW)).toBe(
-      'Shared by root@box (collaborate): collaborator share of root@box, 1 h 00 min left'
+      'Attached to the kernel root@box shared, as collaborator; 1 h 00 min left.'
     );
+  });
+});
+
+describe('outputs of a shared kernel', () => {
+  const other = (msgType: string, content: any) => ({
+    header: { msg_type: msgType },
+    parent_header: { session: 'owner-client' },
+    content
+  });
+
+  it('knows the kernels that joining installs', () => {
+    expect(isSharedKernel('remote-share-qm3ktz0alx7c')).toBe(true);
+    expect(isSharedKernel('remote-hw-ssh-box')).toBe(false);
+    expect(isSharedKernel(undefined)).toBe(false);
+  });
+
+  it("shows other clients' inputs, streams, results and errors", () => {
+    expect(sharedOutput(other('execute_input', { code: 'print(1)', execution_count: 3 }), 'me'))
+      .toEqual({ kind: 'input', text: 'In [3]: print(1)' });
+    expect(sharedOutput(other('stream', { name: 'stdout', text: '1\n' }), 'me'))
+      .toEqual({ kind: 'stdout', text: '1\n' });
+    expect(sharedOutput(other('stream', { name: 'stderr', text: 'warn\n' }), 'me')?.kind)
+      .toBe('stderr');
+    expect(sharedOutput(other('execute_result', { data: { 'text/plain': '42' } }), 'me'))
+      .toEqual({ kind: 'result', text: '42' });
+    const error = other('error', {
+      ename: 'NameError', evalue: "name 'z' is not defined",
+      traceback: ['\u001b[0;31mNameError\u001b[0m: name \'z\' is not defined']
+    });
+    expect(sharedOutput(error, 'me')).toEqual({
+      kind: 'error', text: "NameError: name 'z' is not defined"
+    });
+  });
+
+  it('shows images as images and never HTML', () => {
+    const png = other('display_data', {
+      data: { 'image/png': 'iVBORw0KGgo=', 'text/plain': '<Figure>' }
+    });
+    expect(sharedOutput(png, 'me')).toEqual({
+      kind: 'result', text: '<Figure>', image: { mime: 'image/png', data: 'iVBORw0KGgo=' }
+    });
+    const html = other('display_data', { data: { 'text/html': '<script>x()</script>' } });
+    expect(sharedOutput(html, 'me')).toBeNull();
+  });
+
+  it("leaves out this page's own requests and status messages", () => {
+    const own = { ...other('stream', { name: 'stdout', text: 'mine' }),
+                  parent_header: { session: 'me' } };
+    expect(sharedOutput(own, 'me')).toBeNull();
+    expect(sharedOutput({ ...own, parent_header: {} }, 'me')).toBeNull();
+    expect(sharedOutput(other('status', { execution_state: 'busy' }), 'me')).toBeNull();
+  });
+
+  it('strips terminal colours', () => {
+    expect(stripAnsi('\u001b[1;32mok\u001b[0m')).toBe('ok');
   });
 });

@@ -176,10 +176,19 @@ test('share a kernel as collaborator, join it, see each other, revoke', async ({
   expect(joined).toMatch(/^Untitled\d*\.ipynb$/);
   expect(await run(page, 'print(x)')).toBe('41');
   expect(await run(page, 'y = 7\nprint("teammate", y)')).toBe('teammate 7');
+  // Above the joined notebook, the live outputs of others' cells: the owner's first run.
+  const live = page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-RemoteHW-sharedOutputs');
+  await expect(live).toBeVisible();
+  await expect(live).not.toContainText('teammate 7');
 
-  // The owner sees the teammate's variable.
+  // The owner sees the teammate's variable; the teammate sees that run live.
   await page.notebook.activate('owner.ipynb');
+  await expect(page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-RemoteHW-sharedOutputs')).toBeHidden();
   expect(await run(page, 'print(y)')).toBe('7');
+  await page.notebook.activate(joined);
+  await expect(live.locator('pre.jp-mod-input').last()).toContainText('print(y)');
+  await expect(live.locator('pre.jp-mod-stdout').last()).toHaveText('7\n');
+  await page.notebook.activate('owner.ipynb');
 
   // The panel shows the join; screenshot of the list.
   await panel.locator('button.jp-RemoteHW-refresh').click();
@@ -275,9 +284,23 @@ test('a viewer share: no kernel key in the file, and running code is refused', a
     page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator')
   ).toHaveAttribute('data-status', 'idle');
 
-  // The owner's variable is untouched.
+  const viewer = (await page.locator('.lm-TabBar-tab.jp-mod-current .lm-TabBar-tabLabel').first().textContent())!.trim();
+
+  // The owner's variable is untouched; what the owner runs shows live above the
+  // viewer's notebook (a notebook shows only its own cells' outputs).
   await page.notebook.activate('viewed.ipynb');
+  await expect(page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-RemoteHW-sharedOutputs')).toBeHidden();
   expect(await run(page, 'print(x)')).toBe('41');
+  expect(await run(page, 'print("from the owner:", x * 2)')).toBe('from the owner: 82');
+  await page.notebook.activate(viewer);
+  const live = page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-RemoteHW-sharedOutputs');
+  await expect(live.locator('pre.jp-mod-input').last()).toContainText('print("from the owner:", x * 2)');
+  await expect(live.locator('pre.jp-mod-stdout').last()).toHaveText('from the owner: 82\n');
+  // The viewer's own refused run is in its cell, not in the live outputs.
+  await expect(live).not.toContainText('read-only share');
+  await page.locator('.jp-NotebookPanel:not(.lm-mod-hidden)').screenshot({
+    path: path.join(IMAGES, 'shared-outputs.png')
+  });
 
   // A revocation through the REST API (another tab, a script) reaches the panel through
   // the events socket: the share leaves the list without a refresh.
