@@ -115,33 +115,44 @@ def test_processes_write_at_once(tmp_path: Path) -> None:
     ledger.close()
 
 
-def _launch_same_name(path: str, worker: int, start: multiprocessing.synchronize.Event,
-                      results: multiprocessing.queues.Queue) -> None:  # type: ignore[type-arg]
+def _launch(path: str, worker: int, budget: float, start: multiprocessing.synchronize.Event,
+            results: multiprocessing.queues.Queue) -> None:  # type: ignore[type-arg]
+    """One process's launch: the name "aws-same" when there is no budget, else its own
+    name at $1/h under a total of ``budget``."""
     ledger = Ledger(Path(path))
+    guard = BudgetGuard(max_total=budget)
+    name = f"aws-{worker}" if budget else "aws-same"
     start.wait(30)
     try:
-        ledger.add_machine(f"m{worker}", "aws-same", "aws", owner=f"w{worker}")
-        results.put(("added", worker))
-    except MachineExistsError as exc:
+        ledger.add_machine(f"m{worker}", name, "aws", owner=f"w{worker}", price_per_hour=1.0,
+                           admit=lambda running: guard.check("g5", 1.0, ledger, running=running))
+        results.put(("added", ""))
+    except (MachineExistsError, BudgetExceededError) as exc:
         results.put(("refused", str(exc)))
     ledger.close()
 
 
-def test_one_machine_of_a_name_even_when_processes_launch_it_at_once(tmp_path: Path) -> None:
-    path = tmp_path / "shared.sqlite3"
+def launch_at_once(path: Path, processes: int, budget: float = 0.0) -> list[tuple[str, str]]:
+    """Launch from ``processes`` processes released together; what each got, sorted."""
     Ledger(path).close()
     context = multiprocessing.get_context("spawn")
     start, results = context.Event(), context.Queue()
-    workers = [context.Process(target=_launch_same_name, args=(str(path), n, start, results))
-               for n in range(4)]
+    workers = [context.Process(target=_launch, args=(str(path), n, budget, start, results))
+               for n in range(processes)]
     for worker in workers:
         worker.start()
     start.set()
     outcomes = sorted(results.get(timeout=60) for _ in workers)
     for worker in workers:
         worker.join(60)
+    return outcomes
+
+
+def test_one_machine_of_a_name_even_when_processes_launch_it_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite3"
+    outcomes = launch_at_once(path, 4)
     assert [kind for kind, _ in outcomes] == ["added", "refused", "refused", "refused"]
-    assert all("a machine named aws-same already exists" in str(why)
+    assert all("a machine named aws-same already exists" in why
                for kind, why in outcomes if kind == "refused")
     ledger = Ledger(path)
     (winner,) = [m.machine_id for m in ledger.machines()]
@@ -151,36 +162,12 @@ def test_one_machine_of_a_name_even_when_processes_launch_it_at_once(tmp_path: P
     ledger.close()
 
 
-def _launch_within_budget(path: str, worker: int, start: multiprocessing.synchronize.Event,
-                          results: multiprocessing.queues.Queue) -> None:  # type: ignore[type-arg]
-    ledger = Ledger(Path(path))
-    guard = BudgetGuard(max_total=2.5)
-    start.wait(30)
-    try:
-        ledger.add_machine(f"m{worker}", f"aws-{worker}", "aws", owner="me", price_per_hour=1.0,
-                           admit=lambda running: guard.check("g5", 1.0, ledger, running=running))
-        results.put(("added", worker))
-    except BudgetExceededError as exc:
-        results.put(("refused", str(exc)))
-    ledger.close()
-
-
 def test_the_total_budget_holds_when_processes_launch_at_once(tmp_path: Path) -> None:
     path = tmp_path / "shared.sqlite3"
-    Ledger(path).close()
-    context = multiprocessing.get_context("spawn")
-    start, results = context.Event(), context.Queue()
-    workers = [context.Process(target=_launch_within_budget,
-                               args=(str(path), n, start, results)) for n in range(4)]
-    for worker in workers:
-        worker.start()
-    start.set()
-    outcomes = sorted(results.get(timeout=60) for _ in workers)
-    for worker in workers:
-        worker.join(60)
+    outcomes = launch_at_once(path, 4, budget=2.5)
     # $1/h each under a $2.5/h total: two are admitted, whatever the timing.
     assert [kind for kind, _ in outcomes] == ["added", "added", "refused", "refused"]
-    assert all("plus the $2/h of the machines already running" in str(why)
+    assert all("plus the $2/h of the machines already running" in why
                for kind, why in outcomes if kind == "refused")
     ledger = Ledger(path)
     assert ledger.active_rate() == 2.0 and len(ledger.machines()) == 2
