@@ -151,7 +151,7 @@ def test_unknown_key_is_refused_and_named() -> None:
     message = str(err.value)
     assert "'gpu-a'" in message
     assert "['gpu', 'label']" in message
-    assert "['hardware', 'host', 'name', 'python', 'root']" in message
+    assert "['authorized_keys', 'hardware', 'host', 'name', 'python', 'root']" in message
 
 
 def test_invalid_hosts_refused_on_assignment_too() -> None:
