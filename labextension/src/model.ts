@@ -548,6 +548,9 @@ export function joinSummary(result: IJoinResult, nowSeconds: number): string {
 /** The prefix of the kernelspecs that joining a share installs. */
 export const SHARED_KERNEL_PREFIX = 'remote-share-';
 
+/** The notebook toolbar's hardware item on a notebook attached to a shared kernel. */
+export const SHARED_SESSION_LABEL = 'Shared session';
+
 /** Whether a kernel attaches to a teammate's shared kernel. */
 export function isSharedKernel(kernelName: string | null | undefined): boolean {
   return !!kernelName && kernelName.startsWith(SHARED_KERNEL_PREFIX);

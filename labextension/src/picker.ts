@@ -13,10 +13,12 @@ import {
   IHardwareEvent,
   IVariable,
   PICKER_HEADERS,
+  SHARED_SESSION_LABEL,
   applyLaunchEvent,
   errorText,
   filterHardware,
   formatBytes,
+  isSharedKernel,
   nextSelection,
   pickerColumns,
   progressText,
@@ -204,6 +206,13 @@ export class HardwareToolbarItem extends Widget {
     if (this.progress && !this.progress.failed && !this.progress.done) {
       return;
     }
+    if (isSharedKernel(this.sessionContext.session?.kernel?.name)) {
+      this.display(
+        SHARED_SESSION_LABEL,
+        "This notebook is attached to a kernel a teammate shared: it runs on their hardware. Click for what that means."
+      );
+      return;
+    }
     const target = this.currentTarget;
     let text = 'Pick hardware';
     if (target) {
@@ -228,6 +237,18 @@ export class HardwareToolbarItem extends Widget {
   /** Open the picker; switch to the choice. */
   async pick(): Promise<void> {
     await this.sessionContext.ready;
+    if (isSharedKernel(this.sessionContext.session?.kernel?.name)) {
+      // Switching would move this notebook off the shared kernel, leaving the session.
+      await showDialog({
+        title: 'A shared session',
+        body:
+          "This notebook is attached to a kernel a teammate shared with you. It runs on " +
+          "their hardware, which only they can change, stop or pay for. To run on other " +
+          'hardware, open a notebook of your own.',
+        buttons: [Dialog.okButton()]
+      });
+      return;
+    }
     let options: IHardware[];
     try {
       options = await this.store.options(true);

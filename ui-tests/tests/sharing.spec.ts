@@ -175,6 +175,14 @@ test('share a kernel as collaborator, join it, see each other, revoke', async ({
   const joined = (await page.locator('.jp-DocumentTab.jp-mod-current, .lm-TabBar-tab.jp-mod-current .lm-TabBar-tabLabel').first().textContent())!.trim();
   expect(joined).toMatch(/^Untitled\d*\.ipynb$/);
   expect(await run(page, 'print(x)')).toBe('41');
+  // Its toolbar says it is a shared session; picking hardware there is explained, not done.
+  const item = page.locator(`.jp-NotebookPanel:not(.lm-mod-hidden) ${TOOLBAR}`);
+  await expect(item).toHaveText('Shared session');
+  await item.click();
+  const explained = page.locator(DIALOG, { hasText: 'A shared session' });
+  await expect(explained).toContainText('only they can change, stop or pay for');
+  await explained.locator('.jp-Dialog-button.jp-mod-accept').click();
+  await expect(explained).toHaveCount(0);
   expect(await run(page, 'y = 7\nprint("teammate", y)')).toBe('teammate 7');
   // Above the joined notebook, the live outputs of others' cells: the owner's first run.
   const live = page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-RemoteHW-sharedOutputs');
