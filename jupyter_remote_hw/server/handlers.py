@@ -49,11 +49,11 @@ class HardwareAPIHandler(APIHandler):
         self.actions = actions
         self.shares = shares
 
-    def json_body(self) -> dict[str, Any]:
-        """The request's JSON object.
+    def json_body(self, *fields: str) -> dict[str, Any]:
+        """The request's JSON object, with only ``fields`` in it when they are given.
 
         Raises:
-            HTTPError: 400 when the body is not a JSON object.
+            HTTPError: 400 when the body is not a JSON object, or has another field.
         """
         raw = self.request.body or b"{}"
         try:
@@ -62,6 +62,10 @@ class HardwareAPIHandler(APIHandler):
             raise HardwareRequestError(400, f"the request body is not JSON: {exc}") from None
         if not isinstance(body, dict):
             raise HardwareRequestError(400, "the request body must be a JSON object")
+        unknown = set(body) - set(fields) if fields else set()
+        if unknown:
+            raise HardwareRequestError(
+                400, f"unknown field(s) {sorted(unknown)}: use {', '.join(fields)}", min(unknown))
         return body
 
     def write_json(self, value: Any, status: int = 200) -> None:
@@ -165,12 +169,7 @@ class SessionSwitchHandler(HardwareAPIHandler):
     @web.authenticated
     @authorized
     async def post(self, session_id: str) -> None:
-        body = self.json_body()
-        unknown = set(body) - {"hardware", "carry", "device", "keep_old"}
-        if unknown:
-            raise HardwareRequestError(
-                400, f"unknown field(s) {sorted(unknown)}: use hardware, carry, device, "
-                "keep_old", min(unknown))
+        body = self.json_body("hardware", "carry", "device", "keep_old")
         report = await self.actions.switch_session(
             session_id, body.get("hardware"), body.get("carry"), body.get("device"),
             body.get("keep_old", False))
@@ -191,13 +190,7 @@ class SharesHandler(HardwareAPIHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        body = self.json_body()
-        allowed = {"kernel", "public_key", "role", "expires", "address"}
-        unknown = set(body) - allowed
-        if unknown:
-            raise HardwareRequestError(
-                400, f"unknown field(s) {sorted(unknown)}: use {', '.join(sorted(allowed))}",
-                min(unknown))
+        body = self.json_body("kernel", "public_key", "role", "expires", "address")
         granted = await self.shares.share(body.get("kernel"), body.get("public_key"),
                                           body.get("role"), body.get("expires"),
                                           body.get("address"))
@@ -222,12 +215,7 @@ class JoinHandler(HardwareAPIHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        body = self.json_body()
-        unknown = set(body) - {"share_file", "identity"}
-        if unknown:
-            raise HardwareRequestError(
-                400, f"unknown field(s) {sorted(unknown)}: use share_file, identity",
-                min(unknown))
+        body = self.json_body("share_file", "identity")
         joined = await self.shares.join(body.get("share_file"), body.get("identity"))
         model = await _maybe_await(
             self.kernel_manager.kernel_model(joined["kernel_id"]))  # type: ignore[no-untyped-call]
