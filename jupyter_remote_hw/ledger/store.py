@@ -252,11 +252,7 @@ class Ledger:
                 raise MachineExistsError(f"a machine named {name} already exists ({live[0]}, "
                                          f"{live[1]})")
             if admit is not None:
-                active = ", ".join("?" * len(ACTIVE_STATES))
-                (running,) = db.execute(
-                    f"SELECT COALESCE(SUM(price_per_hour), 0) FROM machines "
-                    f"WHERE state IN ({active})", tuple(sorted(ACTIVE_STATES))).fetchone()
-                admit(float(running))
+                admit(self._active_rate(db))
             db.execute(
                 "INSERT INTO machines (machine_id, name, provider, instance_type, region, "
                 "market, price_per_hour, state, owner, info, created, updated, running_since) "
@@ -393,8 +389,17 @@ class Ledger:
 
     def active_rate(self, exclude: str | None = None) -> float:
         """US dollars per hour of every machine that runs or is about to."""
-        return sum(m.price_per_hour for m in self.machines(states=ACTIVE_STATES)
-                   if m.machine_id != exclude)
+        with self._lock:
+            return self._active_rate(self._db, exclude)
+
+    @staticmethod
+    def _active_rate(db: sqlite3.Connection, exclude: str | None = None) -> float:
+        states = sorted(ACTIVE_STATES)
+        (rate,) = db.execute(
+            f"SELECT COALESCE(SUM(price_per_hour), 0) FROM machines WHERE state IN "
+            f"({', '.join('?' * len(states))}) AND machine_id IS NOT ?",
+            (*states, exclude)).fetchone()
+        return float(rate)
 
     # ------------------------------------------------------------------ shares
 
