@@ -108,11 +108,7 @@ export class MachinesPanel extends Widget {
     try {
       this.shares = await this.api.listShares();
     } catch (error) {
-      this.shareList.textContent = '';
-      const item = document.createElement('li');
-      item.className = 'jp-RemoteHW-error';
-      item.textContent = `Shares cannot be listed: ${error}`;
-      this.shareList.appendChild(item);
+      showNotice(this.shareList, 'jp-RemoteHW-error', `Shares cannot be listed: ${error}`);
       return;
     }
     this.renderShares();
@@ -123,10 +119,11 @@ export class MachinesPanel extends Widget {
     const now = Date.now() / 1000;
     const shares = activeShares(this.shares, now);
     if (!shares.length) {
-      const item = document.createElement('li');
-      item.className = 'jp-RemoteHW-empty';
-      item.textContent = 'No active shares: "Share…" on a kernel above shares it with a teammate.';
-      this.shareList.appendChild(item);
+      showNotice(
+        this.shareList,
+        'jp-RemoteHW-empty',
+        'No active shares: "Share…" on a kernel above shares it with a teammate.'
+      );
       return;
     }
     for (const share of shares) {
@@ -195,11 +192,7 @@ export class MachinesPanel extends Widget {
     try {
       this.machines = await this.api.machines();
     } catch (error) {
-      this.list.textContent = '';
-      const item = document.createElement('li');
-      item.className = 'jp-RemoteHW-error';
-      item.textContent = `Machines cannot be listed: ${error}`;
-      this.list.appendChild(item);
+      showNotice(this.list, 'jp-RemoteHW-error', `Machines cannot be listed: ${error}`);
       return;
     }
     this.render();
@@ -208,10 +201,7 @@ export class MachinesPanel extends Widget {
   private render(): void {
     this.list.textContent = '';
     if (!this.machines.length) {
-      const item = document.createElement('li');
-      item.className = 'jp-RemoteHW-empty';
-      item.textContent = 'No machines: pick hardware from a notebook toolbar.';
-      this.list.appendChild(item);
+      showNotice(this.list, 'jp-RemoteHW-empty', 'No machines: pick hardware from a notebook toolbar.');
       return;
     }
     for (const machine of this.machines) {
@@ -319,4 +309,13 @@ export class MachinesPanel extends Widget {
   }
 
   private _tick = 0;
+}
+
+/** Replace a list's items with one line saying why it is empty (an error or nothing yet). */
+function showNotice(list: HTMLElement, className: string, text: string): void {
+  list.textContent = '';
+  const item = document.createElement('li');
+  item.className = className;
+  item.textContent = text;
+  list.appendChild(item);
 }

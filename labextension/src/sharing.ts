@@ -66,6 +66,25 @@ function labelled(
   return row;
 }
 
+/** A form's opening paragraph, then its error area. */
+function formHead(form: HTMLElement, intro: string, problem: IProblem | null): void {
+  const text = document.createElement('p');
+  text.textContent = intro;
+  form.appendChild(text);
+  problemNode(form, problem);
+}
+
+/** A styled text area for pasted keys and files (no spell checking). */
+function textArea(className: string, rows: number, placeholder: string, value: string): HTMLTextAreaElement {
+  const area = document.createElement('textarea');
+  area.className = `jp-mod-styled ${className}`;
+  area.rows = rows;
+  area.spellcheck = false;
+  area.placeholder = placeholder;
+  area.value = value;
+  return area;
+}
+
 /** The error area of a form, filled when the dialog opens again after a refusal. */
 function problemNode(parent: HTMLElement, problem: IProblem | null): void {
   // A field the user edits no longer reads as the one at fault.
@@ -120,19 +139,14 @@ export class ShareBody extends Widget implements Dialog.IBodyWidget<IShareForm> 
     super();
     this.addClass('jp-RemoteHW-form');
     this.addClass('jp-RemoteHW-shareForm');
-    const intro = document.createElement('p');
-    intro.textContent =
+    formHead(
+      this.node,
       `Kernel ${shortKernelId(kernelId)} on ${machine}. The host's sshd lets the teammate's ` +
-      'key reach this kernel only, as the role allows; you can revoke the share at any time.';
-    this.node.appendChild(intro);
-    problemNode(this.node, problem);
+        'key reach this kernel only, as the role allows; you can revoke the share at any time.',
+      problem
+    );
 
-    this.key = document.createElement('textarea');
-    this.key.className = 'jp-mod-styled jp-RemoteHW-publicKey';
-    this.key.rows = 3;
-    this.key.spellcheck = false;
-    this.key.placeholder = 'ssh-ed25519 AAAA… ada@laptop';
-    this.key.value = values.public_key;
+    this.key = textArea('jp-RemoteHW-publicKey', 3, 'ssh-ed25519 AAAA… ada@laptop', values.public_key);
     const keyRow = labelled(
       this.node,
       "Teammate's public key",
@@ -320,19 +334,19 @@ export class JoinBody extends Widget implements Dialog.IBodyWidget<IJoinForm> {
     super();
     this.addClass('jp-RemoteHW-form');
     this.addClass('jp-RemoteHW-joinForm');
-    const intro = document.createElement('p');
-    intro.textContent =
+    formHead(
+      this.node,
       'Attach a kernel here to a kernel a teammate shared with you. Nothing is started on ' +
-      'their machine, and shutting your kernel down only detaches it.';
-    this.node.appendChild(intro);
-    problemNode(this.node, problem);
+        'their machine, and shutting your kernel down only detaches it.',
+      problem
+    );
 
-    this.text = document.createElement('textarea');
-    this.text.className = 'jp-mod-styled jp-RemoteHW-shareFileText';
-    this.text.rows = 5;
-    this.text.spellcheck = false;
-    this.text.placeholder = '{"format": "jupyter-remote-hw-share", …}';
-    this.text.value = values.text;
+    this.text = textArea(
+      'jp-RemoteHW-shareFileText',
+      5,
+      '{"format": "jupyter-remote-hw-share", …}',
+      values.text
+    );
     const picker = filePicker('.json,application/json', 'Pick the share file', this.text);
     labelled(this.node, 'Share file', picker, 'the share file (share-ID.json) your teammate sent you');
     labelled(this.node, 'or paste its JSON', this.text);
