@@ -20,7 +20,7 @@ import socket
 
 from .agent.protocol import UNKNOWN_KERNEL
 from .agent_client import AgentError, AgentUnavailableError
-from .launch_steps import LaunchError
+from .launch_steps import LaunchError, LaunchSteps
 from .ledger.store import KernelRecord
 from .machines import MachineManager
 from .providers import UnknownHardwareError
@@ -77,8 +77,9 @@ async def reap_orphans(manager: MachineManager,
         if target.provider not in REAPED_PROVIDERS:
             continue
         try:
-            machine = await manager.machine(target, manager.steps(target.name,
-                                                                  record.kernel_id))
+            # Reaching the host is logged, not shown in JupyterLab as a kernel launch.
+            steps = LaunchSteps(target.name, record.kernel_id, log)
+            machine = await manager.machine(target, steps)
             agent = await machine.agent()
             await agent.call("shutdown_kernel", kernel_id=record.kernel_id, now=True)
             detail = "shut down"
