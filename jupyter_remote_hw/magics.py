@@ -339,5 +339,5 @@ def _show_error(shell: InteractiveShell, etype: type[BaseException], value: Base
         lines = value.traceback_lines
     else:
         lines = [f"{etype.__name__}: {value}"]
-    shell._showtraceback(etype, value, lines)  # type: ignore[arg-type]
+    shell._showtraceback(etype, value, lines)  # type: ignore[arg-type, unused-ignore]  # untyped before IPython 9
     return lines

@@ -137,7 +137,7 @@ def picker(shell: Any = None) -> HardwarePicker:
     if shell is None:
         from IPython.core.getipython import get_ipython
 
-        shell = get_ipython()  # type: ignore[no-untyped-call]
+        shell = get_ipython()  # type: ignore[no-untyped-call, unused-ignore]  # untyped before IPython 9
     if shell is None:
         raise RuntimeError("jupyter_remote_hw.picker() runs in a notebook's IPython kernel")
     return HardwarePicker(_remote_magics(shell))
