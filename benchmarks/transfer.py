@@ -254,7 +254,7 @@ def main() -> None:
             config_dir.mkdir()
             (config_dir / "jupyter_server_config.json").write_text(json.dumps({
                 "TransportManager": {"ssh_config_files": [str(host.ssh_config)]},
-                "SSHProvider": {"hosts": [{"host": host.alias, "name": "bench",
+                "SSHProvider": {"hosts": [{"host": host.alias, "python": sys.executable, "name": "bench",
                                            "hardware": "loopback", "root": str(work / "r")}]},
                 "LocalProvider": {"state_dir": str(work / "l")},
                 "MachineManager": {"ledger_path": str(work / "ledger.sqlite3")},

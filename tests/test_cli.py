@@ -46,7 +46,7 @@ def config(aws_env: str, ssh_host: SSHTestHost, short_tmp: Path,  # noqa: F811
         "TransportManager": {"ssh_config_files": [str(ssh_host.ssh_config)],
                              "connect_timeout": 5.0},
         "LocalProvider": {"state_dir": str(short_tmp / "l")},
-        "SSHProvider": {"hosts": [{"host": ssh_host.alias, "root": str(short_tmp / "s")}],
+        "SSHProvider": {"hosts": [{"host": ssh_host.alias, "python": sys.executable, "root": str(short_tmp / "s")}],
                         "include_ssh_config": False},
         "AWSProvider": {
             "endpoint_url": aws_env, "ami_ssm_parameter": AMI_PARAMETER,

@@ -5,6 +5,7 @@ nothing is half-assigned, interrupts reach the remote cell."""
 from __future__ import annotations
 
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ def env(ssh_host: SSHTestHost, short_tmp: Path) -> dict[str, str]:
     """A local kernel's environment: its Jupyter config offers the test host and ``local``."""
     config = {
         "TransportManager": {"ssh_config_files": [str(ssh_host.ssh_config)], **TEST_TRANSPORT},
-        "SSHProvider": {"hosts": [{"host": ssh_host.alias, "hardware": HARDWARE,
+        "SSHProvider": {"hosts": [{"host": ssh_host.alias, "python": sys.executable, "hardware": HARDWARE,
                                    "root": str(short_tmp / "r")}]},
         "LocalProvider": {"state_dir": str(short_tmp / "l")},
         "MachineManager": {"ledger_path": str(short_tmp / "ledger.sqlite3")},

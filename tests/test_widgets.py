@@ -7,6 +7,7 @@ import ast
 import getpass
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ def env(ssh_host: SSHTestHost, short_tmp: Path) -> dict[str, str]:
     """A local kernel whose Jupyter config offers the test host (a labelled GPU) and local."""
     config = {
         "TransportManager": {"ssh_config_files": [str(ssh_host.ssh_config)], **TEST_TRANSPORT},
-        "SSHProvider": {"hosts": [{"host": ssh_host.alias, "hardware": "Test GPU 24GB",
+        "SSHProvider": {"hosts": [{"host": ssh_host.alias, "python": sys.executable, "hardware": "Test GPU 24GB",
                                    "root": str(short_tmp / "r")}]},
         "LocalProvider": {"state_dir": str(short_tmp / "l")},
         "MachineManager": {"ledger_path": str(short_tmp / "ledger.sqlite3")},

@@ -1,6 +1,7 @@
 """JupyterLab for the UI tests (see serve.py, which sets the JRHW_UI_* variables)."""
 
 import os
+import sys
 from pathlib import Path
 
 from jupyterlab.galata import configure_jupyter_server
@@ -22,6 +23,8 @@ c.TransportManager.ssh_config_files = [os.environ["JRHW_UI_SSH_CONFIG"]]
 c.SSHProvider.hosts = [
     {"host": os.environ["JRHW_UI_SSH_ALIAS"], "hardware": "Test GPU 24GB",
      "root": str(tmp / "remote-root"),
+     # The test host is this machine: its python3 may lack ipykernel, this one has it.
+     "python": sys.executable,
      # Shares add their key lines to the file this host's sshd reads.
      "authorized_keys": os.environ["JRHW_UI_AUTHORIZED_KEYS"]},
     {"host": "deadhost", "hardware": "Gone GPU 80GB"},

@@ -59,7 +59,7 @@ def remote_root(short_tmp: Path) -> Path:
 @pytest.fixture
 def hosts(ssh_host: SSHTestHost, remote_root: Path) -> list[dict[str, Any]]:
     """The SSH hosts the server offers: the loopback test host, labelled."""
-    return [{"host": ssh_host.alias, "hardware": HARDWARE, "root": str(remote_root)}]
+    return [{"host": ssh_host.alias, "python": sys.executable, "hardware": HARDWARE, "root": str(remote_root)}]
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from .test_launch import OpenChannels, StartKernel, provisioner_of
 
 @pytest.fixture
 def jp_server_config(ns_host: NetnsTestHost, short_tmp: Path, remote_root: Path) -> dict[str, Any]:
-    hosts = [{"host": ns_host.alias, "hardware": "Far GPU", "root": str(remote_root)}]
+    hosts = [{"host": ns_host.alias, "python": sys.executable, "hardware": "Far GPU", "root": str(remote_root)}]
     return write_config(short_tmp / "config.json", ns_host.ssh_config, remote_root,
                         short_tmp / "l", hosts)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ def start_server(
     """Start servers sharing one config, data and runtime dir; all are killed afterwards."""
     write_config(
         dirs["config"] / "jupyter_server_config.json", ssh_host.ssh_config, remote_root,
-        short_tmp / "l", [{"host": ssh_host.alias, "hardware": HARDWARE,
+        short_tmp / "l", [{"host": ssh_host.alias, "python": sys.executable, "hardware": HARDWARE,
                            "root": str(remote_root)}],
     )
     servers: list[Server] = []

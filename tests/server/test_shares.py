@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,7 +23,7 @@ from .apiclient import API, Fetch, failure, get
 @pytest.fixture
 def hosts(ssh_host: SSHTestHost, remote_root: Path) -> list[dict[str, Any]]:
     """The test host, with share key lines going to the file its sshd reads."""
-    return [{"host": ssh_host.alias, "hardware": HARDWARE, "root": str(remote_root),
+    return [{"host": ssh_host.alias, "python": sys.executable, "hardware": HARDWARE, "root": str(remote_root),
              "authorized_keys": str(ssh_host.authorized_keys)}]
 
 

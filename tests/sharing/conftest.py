@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,7 +71,7 @@ async def own_kernel(host: SSHTestHost, state: Path) -> AsyncIterator[OwnedKerne
     config = Config({
         "MachineManager": {"ledger_path": str(state / "ledger.sqlite3")},
         "TransportManager": {"ssh_config_files": [str(host.ssh_config)], **TEST_TRANSPORT},
-        "SSHProvider": {"hosts": [{"host": host.alias, "root": str(state / "r")}],
+        "SSHProvider": {"hosts": [{"host": host.alias, "python": sys.executable, "root": str(state / "r")}],
                         "include_ssh_config": False},
     })
     manager = MachineManager(config=config)
