@@ -1,22 +1,38 @@
 #!/usr/bin/env bash
 # Install everything the tests need on a fresh Debian machine (as root), then run them.
 # This is the README's test command; .ci/run calls it too.
+#
+# The Python side runs in a virtual environment made from Debian's own /usr/bin/python3
+# (never whichever python3 is first on PATH), with the newest releases the package's
+# declared ranges allow, as a user installing today would get them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+venv=${JRHW_TEST_VENV:-$(pwd)/.venv-test}
+python=${JRHW_PYTHON:-/usr/bin/python3}
 
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    openssh-server openssh-client iproute2 procps chromium >/dev/null
+    openssh-server openssh-client iproute2 procps chromium python3-venv >/dev/null
 fi
 
-python3 -m pip install --quiet --disable-pip-version-check '.[test]'
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+# Everything below (pytest, the UI tests' JupyterLab, the test hosts' kernels) uses it.
+# shellcheck disable=SC1091
+. "$venv/bin/activate"
+echo "tests run on $(python --version) from $(readlink -f "$python") in $venv"
+pip=(python -m pip --quiet --disable-pip-version-check)
+"${pip[@]}" install --upgrade pip
+"${pip[@]}" install --upgrade --upgrade-strategy eager '.[test]'
 # The CPU build of torch (the tensor and module transfer tests use it).
-python3 -m pip install --quiet --disable-pip-version-check 'torch==2.13.0'
+"${pip[@]}" install 'torch==2.13.0'
+python -m pip list --disable-pip-version-check 2>/dev/null | grep -E -i \
+  '^(asyncssh|ipykernel|ipython|ipywidgets|jupyter_client|jupyter_server|jupyterlab|pyzmq|tornado) ' \
+  | tr -s ' ' | paste -sd ',' | sed 's/^/versions: /'
 # Static checks: lint, and full type hints in the package.
-python3 -m ruff check jupyter_remote_hw tests benchmarks ui-tests/serve.py
-python3 -m mypy jupyter_remote_hw
-python3 -m pytest "$@"
+python -m ruff check jupyter_remote_hw tests benchmarks ui-tests/serve.py
+python -m mypy jupyter_remote_hw
+python -m pytest "$@"
 # The front end: unit tests (jest), then UI tests in a real JupyterLab in Debian's Chromium.
 [ -d node_modules/jest ] || npm ci --no-audit --no-fund --loglevel=error
 npm test --silent

@@ -5,6 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+# The Python the tests run on: tests/run.sh's virtual environment unless one is active.
+if [ -z "${VIRTUAL_ENV:-}" ] && [ -x ../.venv-test/bin/python ]; then
+  # shellcheck disable=SC1091
+  . ../.venv-test/bin/activate
+fi
 export JRHW_UI_PORT="${JRHW_UI_PORT:-8888}"
 if [ ! -d node_modules/@jupyterlab/galata ]; then
   npm ci --no-audit --no-fund --loglevel=error
