@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Self, cast
 
 import asyncssh
 from asyncssh.forward import SSHForwarder
+
+from .errors import TransportError
 
 #: Receive window asked for on tunnelled channels: larger than asyncssh's
 #: default so that bulk downloads are not throttled by round trips. Packets stay
@@ -22,18 +24,33 @@ from asyncssh.forward import SSHForwarder
 CHANNEL_WINDOW = 8 * 1024 * 1024
 CHANNEL_MAX_PACKET = 32 * 1024
 
+#: Bytes kept from a client whose tunnel is not open yet; beyond this, reading
+#: from it pauses until the tunnel opens.
+EARLY_BYTES_LIMIT = 1024 * 1024
+
 ConnectionGetter = Callable[[], Awaitable[asyncssh.SSHClientConnection]]
 
 
 class _LocalSide(SSHForwarder):
-    """Protocol for one accepted local client; tunnels it once a connection is ready."""
+    """Protocol for one accepted local client; tunnels it once a connection is ready.
+
+    What the client sends before its tunnel is open is kept (up to
+    :data:`EARLY_BYTES_LIMIT`, then reading pauses) and handed to the tunnel,
+    end of file included, as soon as it opens, as asyncssh's own local
+    forwarder does.
+    """
 
     def __init__(self, forward: LocalForward) -> None:
         super().__init__()
         self._forward = forward
+        self._opening: asyncio.Task[None] | None = None
 
     def close(self) -> None:
         self._forward._clients.discard(self)
+        opening, self._opening = self._opening, None
+        if opening is not None and opening is not asyncio.current_task():
+            # The client left while its tunnel was being opened: stop opening it.
+            opening.cancel()
         super().close()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -43,9 +60,13 @@ class _LocalSide(SSHForwarder):
             self.close()
             return
         self._forward._clients.add(self)
-        # Hold the client's bytes in the kernel until the tunnel exists.
-        self.pause_reading()
-        self._forward._spawn(self._open_tunnel())
+        self._opening = self._forward._spawn(self._open_tunnel())
+
+    def data_received(self, data: bytes, datatype: int | None = None) -> None:
+        super().data_received(data, datatype)
+        if self._peer is None and len(self._inpbuf) > EARLY_BYTES_LIMIT:
+            # No tunnel yet and much already kept: leave the rest in the kernel.
+            self.pause_reading()
 
     async def _open_tunnel(self) -> None:
         fwd = self._forward
@@ -58,15 +79,26 @@ class _LocalSide(SSHForwarder):
                 window=CHANNEL_WINDOW,
                 max_pktsize=CHANNEL_MAX_PACKET,
             )
-        except (OSError, asyncssh.Error, TimeoutError) as exc:
+        except (OSError, asyncssh.Error, TransportError, TimeoutError) as exc:
             fwd.log.warning(
                 "forward 127.0.0.1:%d -> %s:%d on %s: dropped a client: %s",
                 fwd.local_port, fwd.remote_host, fwd.remote_port, fwd.destination, exc,
             )
             self.close()
             return
-        if self._transport is not None:
-            self.resume_reading()
+        finally:
+            self._opening = None
+        if self._transport is None or self._peer is None:
+            # The client or the channel went away while the tunnel opened.
+            self.close()
+            return
+        # Resume first: writing the kept bytes may pause us again (flow control).
+        self._transport.resume_reading()
+        if self._inpbuf:
+            self._peer.write(self._inpbuf)
+            self._inpbuf = b""
+        if self._eof_received:
+            self._peer.write_eof()
 
 
 class LocalForward:
@@ -119,10 +151,20 @@ class LocalForward:
         """Whether the local listener is open."""
         return self._server is not None
 
-    def _spawn(self, coro: Awaitable[None]) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+    def _spawn(self, coro: Coroutine[object, object, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            self.log.error(
+                "forward 127.0.0.1:%d -> %s:%d on %s: tunnel task failed",
+                self.local_port, self.remote_host, self.remote_port, self.destination,
+                exc_info=exc,
+            )
 
     async def close(self) -> None:
         """Stop listening and drop tunnels that are still being opened."""

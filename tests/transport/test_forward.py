@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from pathlib import Path
 
-from jupyter_remote_hw.transport import ConnectionState, SSHConnection, StateChange
+import asyncssh
+
+from jupyter_remote_hw.transport import ConnectionState, LocalForward, SSHConnection, StateChange
+from jupyter_remote_hw.transport.forward import ConnectionGetter
 
 from ..conftest import settings_for
 from ..testhosts import NetnsTestHost, SSHTestHost
+
+LOG = logging.getLogger(__name__)
 
 
 async def echo_roundtrip(port: int, payload: bytes, timeout: float = 10.0) -> bytes:
@@ -109,3 +115,68 @@ async def test_forward_keeps_its_port_across_a_cut_link(ns_host: NetnsTestHost) 
         assert states[-1] == ConnectionState.CONNECTED
         lost = next(c for c in changes if c.state == ConnectionState.RECONNECTING)
         assert lost.reason
+
+
+def _gated(conn: SSHConnection) -> tuple[asyncio.Event, ConnectionGetter]:
+    """A connection getter that waits for the returned event: the tunnel opens late."""
+    gate = asyncio.Event()
+
+    async def get_connection() -> asyncssh.SSHClientConnection:
+        await gate.wait()
+        return await conn.wait_connected()
+
+    return gate, get_connection
+
+
+async def test_bytes_sent_before_the_tunnel_opens_arrive(ssh_host: SSHTestHost) -> None:
+    # A kernel client writes as soon as it is connected, before the tunnel to
+    # the host is open (the connection getter still waits).
+    echo_port = ssh_host.start_echo_server()
+    async with SSHConnection(ssh_host.alias, settings_for(ssh_host.ssh_config)) as conn:
+        gate, get_connection = _gated(conn)
+        forward = LocalForward(ssh_host.alias, get_connection, echo_port, log=LOG)
+        async with await forward.start():
+            reader, writer = await asyncio.open_connection("127.0.0.1", forward.local_port)
+            try:
+                writer.write(b"sent at once")
+                await writer.drain()
+                await asyncio.sleep(0.3)  # the loop may read them now: nowhere to go yet
+                gate.set()
+                async with asyncio.timeout(10):
+                    assert await reader.readexactly(12) == b"sent at once"
+                writer.write(b" and later")
+                async with asyncio.timeout(10):
+                    assert await reader.readexactly(10) == b" and later"
+            finally:
+                writer.close()
+                await writer.wait_closed()
+
+
+async def test_bytes_and_eof_read_before_the_tunnel_opens_arrive(ssh_host: SSHTestHost) -> None:
+    # Some event loops (Python 3.11.2's) read from a socket whose protocol
+    # paused reading in connection_made; resuming here does the same on any
+    # Python: the bytes and the end of file reach the forward before its tunnel.
+    echo_port = ssh_host.start_echo_server()
+    async with SSHConnection(ssh_host.alias, settings_for(ssh_host.ssh_config)) as conn:
+        gate, get_connection = _gated(conn)
+        forward = LocalForward(ssh_host.alias, get_connection, echo_port, log=LOG)
+        async with await forward.start():
+            reader, writer = await asyncio.open_connection("127.0.0.1", forward.local_port)
+            try:
+                payload = os.urandom(200_000)
+                writer.write(payload)
+                writer.write_eof()
+                await writer.drain()
+                async with asyncio.timeout(5):
+                    while not forward._clients:
+                        await asyncio.sleep(0.01)
+                for client in forward._clients:
+                    client.resume_reading()
+                await asyncio.sleep(0.3)
+                gate.set()
+                async with asyncio.timeout(10):
+                    # The echo server closes once it saw the end of file.
+                    assert await reader.read() == payload
+            finally:
+                writer.close()
+                await writer.wait_closed()
