@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import time
 from pathlib import Path
 
 import asyncssh
+import pytest
 
 from jupyter_remote_hw.transport import ConnectionState, LocalForward, SSHConnection, StateChange
 from jupyter_remote_hw.transport.forward import ConnectionGetter
@@ -180,3 +182,69 @@ async def test_bytes_and_eof_read_before_the_tunnel_opens_arrive(ssh_host: SSHTe
             finally:
                 writer.close()
                 await writer.wait_closed()
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _close_wait_sockets(port: int) -> int:
+    """Sockets on 127.0.0.1:port that the other end closed and this one did not."""
+    table = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return sum(1 for line in table
+               if line.split()[3] == "08" and int(line.split()[1].split(":")[1], 16) == port)
+
+
+async def _wait_state(conn: SSHConnection, state: ConnectionState, timeout: float) -> None:
+    async with asyncio.timeout(timeout):
+        while conn.state != state:
+            await asyncio.sleep(0.05)
+
+
+async def test_cut_links_leave_no_socket_behind(
+    ns_host: NetnsTestHost, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert ns_host.link is not None
+    echo_port = ns_host.start_echo_server()
+    settings = settings_for(ns_host.ssh_config, forward_wait_timeout=2.0)
+    async with SSHConnection(ns_host.alias, settings) as conn:
+        forward = await conn.forward_local_port(echo_port)
+        port = forward.local_port
+        assert await echo_roundtrip(port, b"warm up") == b"warm up"
+        counts = [_open_fds()]
+        for _ in range(3):
+            # A client whose tunnel is open when the link is cut.
+            tunnelled = await asyncio.open_connection("127.0.0.1", port)
+            tunnelled[1].write(b"x")
+            assert await asyncio.wait_for(tunnelled[0].readexactly(1), 10) == b"x"
+            ns_host.link.cut()
+            try:
+                await _wait_state(conn, ConnectionState.RECONNECTING, 15)
+                # Clients that come while the host is unreachable: some give up
+                # at once, the others are dropped when the wait for a connection
+                # runs out.
+                for _ in range(3):
+                    _, quitter = await asyncio.open_connection("127.0.0.1", port)
+                    quitter.write(b"hello")
+                    quitter.close()
+                    await quitter.wait_closed()
+                waiters = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
+                for _, writer in waiters:
+                    writer.write(b"hello")
+                async with asyncio.timeout(settings.forward_wait_timeout + 10):
+                    for reader, _ in [*waiters, tunnelled]:
+                        assert await reader.read() == b""
+                for _, writer in [*waiters, tunnelled]:
+                    writer.close()
+                    await writer.wait_closed()
+            finally:
+                ns_host.link.restore()
+            await conn.wait_connected(timeout=20)
+            assert await echo_roundtrip(port, b"back") == b"back"
+            await asyncio.sleep(0.2)
+            counts.append(_open_fds())
+        assert _close_wait_sockets(port) == 0
+        assert counts[-1] <= counts[0] + 2, f"open file descriptors after each cut: {counts}"
+    gc.collect()
+    await asyncio.sleep(0)
+    assert not [r for r in caplog.records if r.name == "asyncio" and r.levelno >= logging.ERROR]
