@@ -515,15 +515,17 @@ class SSHConnection:
         if self._state == ConnectionState.CLOSED:
             return
         self._set_state(ConnectionState.CLOSED)
+        # The supervisor first: a reconnect finishing meanwhile would bring
+        # back a connection that nobody closes.
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            await asyncio.gather(self._supervisor, return_exceptions=True)
         for forward in list(self._forwards):
             await forward.close()
         self._forwards.clear()
         if self._conn is not None:
             self._conn.close()
             await self._conn.wait_closed()
-        if self._supervisor is not None:
-            self._supervisor.cancel()
-            await asyncio.gather(self._supervisor, return_exceptions=True)
 
     async def __aenter__(self) -> Self:
         return await self.open()

@@ -80,14 +80,12 @@ class _LocalSide(SSHForwarder):
                 max_pktsize=CHANNEL_MAX_PACKET,
             )
         except (OSError, asyncssh.Error, TransportError, TimeoutError) as exc:
-            fwd.log.warning(
-                "forward 127.0.0.1:%d -> %s:%d on %s: dropped a client: %s",
-                fwd.local_port, fwd.remote_host, fwd.remote_port, fwd.destination, exc,
-            )
+            fwd._dropped_a_client(exc)
             self.close()
             return
         finally:
             self._opening = None
+        fwd._failing = False
         if self._transport is None or self._peer is None:
             # The client or the channel went away while the tunnel opened.
             self.close()
@@ -131,6 +129,7 @@ class LocalForward:
         self._tasks: set[asyncio.Task[None]] = set()
         self._clients: set[_LocalSide] = set()
         self._closing = False
+        self._failing = False
 
     async def start(self) -> Self:
         """Bind the local listener (127.0.0.1 only) and start accepting."""
@@ -156,6 +155,19 @@ class LocalForward:
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
         return task
+
+    def _dropped_a_client(self, exc: BaseException) -> None:
+        """Log a client that could not be tunnelled: the first of a run as a warning.
+
+        A client of a kernel that stopped retries several times a second, so
+        the drops that follow are logged at debug level until a tunnel opens.
+        """
+        log = self.log.debug if self._failing or self._closing else self.log.warning
+        self._failing = True
+        log(
+            "forward 127.0.0.1:%d -> %s:%d on %s: dropped a client: %s",
+            self.local_port, self.remote_host, self.remote_port, self.destination, exc,
+        )
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
