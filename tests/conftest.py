@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -15,6 +16,35 @@ from .processes import kill_processes_mentioning
 from .testhosts import NetnsTestHost, SSHTestHost, is_root, loopback_host, netns_host
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture(autouse=True)
+def no_asyncio_errors() -> Iterator[None]:
+    """Fail a test during which asyncio reported an error nobody handled.
+
+    That is "Task exception was never retrieved", "Task was destroyed but it
+    is pending", "Exception in callback": each hides a bug.
+    """
+    handler = _Collect()
+    asyncio_log = logging.getLogger("asyncio")
+    asyncio_log.addHandler(handler)
+    try:
+        yield
+    finally:
+        asyncio_log.removeHandler(handler)
+    if handler.records:
+        pytest.fail("asyncio reported errors nobody handled:\n" + "\n".join(
+            logging.Formatter().format(record) for record in handler.records
+        ))
 
 
 @pytest.fixture(scope="session")

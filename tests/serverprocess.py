@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pty
 import secrets
 import subprocess
 import sys
@@ -32,6 +33,14 @@ class Server:
     port: int
     token: str
     log: Path
+    terminal: int | None = None
+    """The controlling side of the server's terminal, when it was given one."""
+
+    def close_terminal(self) -> None:
+        """Close the server's terminal, if it has one."""
+        if self.terminal is not None:
+            os.close(self.terminal)
+            self.terminal = None
 
     @property
     def url(self) -> str:
@@ -71,12 +80,14 @@ class Server:
                 await asyncio.sleep(0.2)
 
 
-def start_server(dirs: dict[str, Path], log: Path) -> Server:
+def start_server(dirs: dict[str, Path], log: Path, *, terminal: bool = False) -> Server:
     """Start ``python -m jupyter_server`` with its config, data, runtime and root dirs.
 
     Args:
         dirs: ``config``, ``data``, ``runtime`` and ``nb`` (the root dir).
         log: Where its output goes.
+        terminal: Give it a terminal on stdin and its own process group, as a
+            shell does, so that Ctrl-C (SIGINT to the group) works as for a user.
     """
     port, token = free_port(), secrets.token_hex(16)
     env = {
@@ -86,12 +97,18 @@ def start_server(dirs: dict[str, Path], log: Path) -> Server:
         "JUPYTER_RUNTIME_DIR": str(dirs["runtime"]),
         "PYTHONPATH": str(REPO),
     }
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "jupyter_server", "--ServerApp.ip=127.0.0.1",
-             f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-             "--ServerApp.open_browser=False", f"--IdentityProvider.token={token}",
-             f"--ServerApp.root_dir={dirs['nb']}", "--allow-root"],
-            env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        )
-    return Server(process, port, token, log)
+    controller, stdin = pty.openpty() if terminal else (None, subprocess.DEVNULL)
+    try:
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "jupyter_server", "--ServerApp.ip=127.0.0.1",
+                 f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+                 "--ServerApp.open_browser=False", f"--IdentityProvider.token={token}",
+                 f"--ServerApp.root_dir={dirs['nb']}", "--allow-root"],
+                env=env, stdout=out, stderr=subprocess.STDOUT, stdin=stdin,
+                start_new_session=terminal,
+            )
+    finally:
+        if controller is not None:
+            os.close(stdin)
+    return Server(process, port, token, log, controller)

@@ -127,6 +127,12 @@ class AgentClient:
                 message = await future
         finally:
             self._pending.pop(request_id, None)
+            if not future.done():
+                future.cancel()
+            elif not future.cancelled():
+                # Failed while this request was still being written: the
+                # caller got that error instead, so the future's is not news.
+                future.exception()
         return message
 
     async def call(self, op: str, wait: float | None = 120.0, **args: Any) -> dict[str, Any]:
