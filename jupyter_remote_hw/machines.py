@@ -3,17 +3,30 @@
 One :class:`MachineManager` per process (a traitlets singleton) is shared by
 the kernel spec manager, every kernel provisioner and the server extension:
 it owns the SSH connections, the providers, the open machines and the ledger.
+
+Those SSH connections and forwards live on one event loop, the manager's home
+loop, which must keep running while kernels run: the Jupyter server's loop
+(bound by the server extension), the loop of ``%%remote``'s thread (bound by
+:class:`~.remote_sessions.RemoteSessions`), or else a loop the manager runs in
+a daemon thread of its own. Kernels started through jupyter_client's
+synchronous API (``jupyter run``, ``jupyter console``, nbclient, papermill)
+thus keep answering while their caller blocks and runs no loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import os
+import threading
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from jupyter_core.paths import jupyter_data_dir
-from traitlets import Instance, List, Unicode
-from traitlets.config import SingletonConfigurable
+from jupyter_core.paths import jupyter_config_path, jupyter_data_dir
+from traitlets import Float, Instance, List, Unicode
+from traitlets.config import Config, SingletonConfigurable
+from traitlets.config.loader import ConfigFileNotFound, JSONFileConfigLoader, PyFileConfigLoader
 
 from .agent_client import AgentError, AgentUnavailableError
 from .launch_steps import LaunchListener, LaunchSteps
@@ -21,6 +34,31 @@ from .ledger import Ledger
 from .providers import LocalProvider, Machine, Provider, SSHProvider, Target, UnknownHardwareError
 from .providers.aws import AWSProvider
 from .transport import TransportError, TransportManager
+
+T = TypeVar("T")
+
+
+class HomeLoopClosedError(RuntimeError):
+    """The manager's own loop was stopped (at process exit); machines cannot be reached."""
+
+
+def server_config() -> Config:
+    """The Jupyter server's configuration (``jupyter_server_config.py``/``.json``).
+
+    Read from the same places the server reads it, so that ``%%remote`` and
+    kernels started outside a server (``jupyter run``, nbclient, papermill)
+    offer the hardware the notebook's kernel picker offers.
+    """
+    config = Config()
+    # jupyter_config_path() lists the highest priority first.
+    for directory in reversed([os.getcwd(), *jupyter_config_path()]):
+        for loader_class, name in ((PyFileConfigLoader, "jupyter_server_config.py"),
+                                   (JSONFileConfigLoader, "jupyter_server_config.json")):
+            try:
+                config.merge(loader_class(name, path=directory).load_config())
+            except ConfigFileNotFound:
+                continue
+    return config
 
 
 class MachineManager(SingletonConfigurable):
@@ -38,6 +76,12 @@ class MachineManager(SingletonConfigurable):
     )
     default_target = Unicode(
         "local", config=True, help="The target listed first (the default hardware)."
+    )
+    exit_timeout = Float(
+        10.0, config=True,
+        help="Seconds the manager's own loop may take at process exit to stop idle agents "
+        "and close SSH connections (only in processes without a Jupyter server, such as "
+        "`jupyter run` or papermill).",
     )
     launch_listeners: List[LaunchListener] = List(
         help="Called with every launch event (step started, progress, done, failed)."
@@ -59,6 +103,83 @@ class MachineManager(SingletonConfigurable):
                                             ledger=self.ledger)
         self._machines: dict[str, Machine] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._home: asyncio.AbstractEventLoop | None = None
+        self._home_thread: threading.Thread | None = None
+        self._home_guard = threading.Lock()
+        self._home_closed = False
+
+    # ------------------------------------------------------------------ home loop
+
+    def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Make ``loop`` the home loop: a loop its owner keeps running (the server's).
+
+        A manager that already started a loop of its own keeps it.
+        """
+        with self._home_guard:
+            if self._home_thread is not None and not self._home_closed:
+                # Machines already live there; callers on ``loop`` reach them through it.
+                self.log.debug("machines: keeping their own loop")
+                return
+            self._home = loop
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The home loop; started in a daemon thread on first use when none was bound.
+
+        Raises:
+            HomeLoopClosedError: The manager's own loop was stopped at exit.
+        """
+        with self._home_guard:
+            if self._home_closed:
+                raise HomeLoopClosedError(
+                    "the machine manager was closed at process exit; its machines cannot "
+                    "be reached any more")
+            if self._home is None or self._home.is_closed():
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, daemon=True,
+                                          name="jupyter-remote-hw-machines")
+                thread.start()
+                self._home, self._home_thread = loop, thread
+                # Registered after the client that started the first kernel registered
+                # its own exit handlers (``jupyter run`` shuts its kernel down there),
+                # so this runs after them.
+                atexit.register(self.stop_own_loop)
+                self.log.debug("machines: running on a loop of their own")
+            return self._home
+
+    async def on_home(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Await ``coroutine`` on the home loop, from whichever loop calls.
+
+        Cancelling the caller cancels the coroutine on the home loop.
+        """
+        try:
+            loop = self.loop
+        except HomeLoopClosedError:
+            coroutine.close()
+            raise
+        if asyncio.get_running_loop() is loop:
+            return await coroutine
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, loop))
+
+    def stop_own_loop(self) -> None:
+        """Close every machine on the manager's own loop and stop it (at process exit).
+
+        Does nothing when the home loop is a bound one: its owner closes the manager.
+        """
+        with self._home_guard:
+            loop, thread = self._home, self._home_thread
+            if thread is None or loop is None or self._home_closed:
+                return
+            self._home_closed = True
+        atexit.unregister(self.stop_own_loop)
+        try:
+            asyncio.run_coroutine_threadsafe(self._close(), loop).result(self.exit_timeout)
+        except Exception as exc:  # noqa: BLE001 (at exit: report, do not raise)
+            self.log.warning("machines: closing at exit failed: %s", exc or type(exc).__name__)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(self.exit_timeout)
+        if not thread.is_alive():
+            loop.close()
 
     # ------------------------------------------------------------------ targets
 
@@ -146,8 +267,16 @@ class MachineManager(SingletonConfigurable):
     async def close(self) -> None:
         """Stop agents that run no kernel; close every machine link and SSH connection.
 
-        Agents with kernels keep running, and so do their kernels.
+        Agents with kernels keep running, and so do their kernels. Runs on the
+        home loop when there is one.
         """
+        home = self._home
+        if home is None or home.is_closed() or self._home_closed or asyncio.get_running_loop() is home:
+            await self._close()
+        else:
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._close(), home))
+
+    async def _close(self) -> None:
         for name in list(self._machines):
             await self.release_if_idle(name)
         machines = list(self._machines.values())

@@ -29,13 +29,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from jupyter_client.manager import AsyncKernelManager
-from jupyter_core.paths import jupyter_config_path
 from traitlets.config import Config
-from traitlets.config.loader import ConfigFileNotFound, JSONFileConfigLoader, PyFileConfigLoader
 
 from .kernel_link import KernelLink
 from .kernelspecs import RemoteHWKernelSpecManager
-from .machines import MachineManager
+from .machines import MachineManager, server_config
 from .providers import Target, UnknownHardwareError
 from .transfer.client import TransferClient
 from .transfer.pickling import Pickled
@@ -66,24 +64,6 @@ def _quiet_logger() -> logging.Logger:
         log.addHandler(logging.NullHandler())
         log.propagate = False
     return log
-
-
-def server_config() -> Config:
-    """The Jupyter server's configuration (``jupyter_server_config.py``/``.json``).
-
-    Read from the same places the server reads it, so ``%%remote`` offers the
-    hardware the notebook's kernel picker offers.
-    """
-    config = Config()
-    # jupyter_config_path() lists the highest priority first.
-    for directory in reversed([os.getcwd(), *jupyter_config_path()]):
-        for loader_class, name in ((PyFileConfigLoader, "jupyter_server_config.py"),
-                                   (JSONFileConfigLoader, "jupyter_server_config.json")):
-            try:
-                config.merge(loader_class(name, path=directory).load_config())
-            except ConfigFileNotFound:
-                continue
-    return config
 
 
 def find_target(machines: MachineManager, name: str) -> Target:
@@ -156,6 +136,7 @@ class RemoteSessions:
         """This process's machine manager."""
         if self._manager is None:
             manager: MachineManager = MachineManager.instance(config=self.config)
+            manager.bind_loop(self._loop)
             self._manager = manager
         return self._manager
 

@@ -5,15 +5,22 @@ Each kernel runs under the host agent of its target (``local``: this machine;
 signal, restart and stop the kernel, and makes the kernel's ports reachable
 on 127.0.0.1 here. What it needs to find the kernel again is kept in the
 ledger, so a restarted Jupyter server reattaches to the running kernel.
+
+Everything that talks to the machine runs on the machine manager's home loop
+(see :mod:`..machines`), whichever loop jupyter_client calls from: the
+synchronous ``KernelManager`` runs a loop only during each of its calls, and
+the kernel's SSH forwards must keep running in between.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
-from typing import Any, cast
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar, cast
 
 from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
@@ -22,7 +29,7 @@ from traitlets import Float, Unicode
 from ..agent_client import AgentError, AgentUnavailableError
 from ..launch_steps import LaunchError, LaunchSteps
 from ..ledger.store import SERVER_OWNER
-from ..machines import MachineManager
+from ..machines import MachineManager, server_config
 from ..providers import Machine, Target
 from ..providers.base import PORT_NAMES
 from ..transport import TransportError
@@ -33,6 +40,22 @@ PASSED_ENV = ("JPY_SESSION_NAME",)
 
 #: Version of what get_provisioner_info returns.
 INFO_VERSION = 1
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def on_home_loop(
+    method: Callable[P, Coroutine[Any, Any, R]],
+) -> Callable[P, Coroutine[Any, Any, R]]:
+    """Run a provisioner method's coroutine on the machine manager's home loop."""
+
+    @functools.wraps(method)
+    async def on_home(*args: P.args, **kwargs: P.kwargs) -> R:
+        provisioner = cast(RemoteHWProvisioner, args[0])
+        return await provisioner.manager.on_home(method(*args, **kwargs))
+
+    return on_home
 
 
 class RemoteHWProvisioner(KernelProvisionerBase):
@@ -77,8 +100,17 @@ class RemoteHWProvisioner(KernelProvisionerBase):
 
     @property
     def manager(self) -> MachineManager:
-        """The process's machine manager."""
-        manager: MachineManager = MachineManager.instance(config=self.config)
+        """The process's machine manager.
+
+        Outside a Jupyter server (``jupyter run``, nbclient, papermill) this
+        provisioner creates it, from the server's configuration files
+        overridden by the client's own configuration.
+        """
+        if not MachineManager.initialized():
+            config = server_config()
+            config.merge(self.config)
+            MachineManager.instance(config=config)
+        manager: MachineManager = MachineManager.instance()
         return manager
 
     def _target(self) -> Target:
@@ -93,6 +125,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         client = await self._machine.agent()
         return await client.call(op, wait, kernel_id=self.kernel_id, **args)
 
+    @on_home_loop
     async def open_stream(self, port: int) -> tuple[Any, Any]:
         """Open a byte stream to ``port`` on the kernel's host's 127.0.0.1.
 
@@ -113,6 +146,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         """Whether a kernel was launched (or attached) and not cleaned up."""
         return self._remote is not None
 
+    @on_home_loop
     async def poll(self) -> int | None:
         """None while the kernel runs; its exit code once it has ended.
 
@@ -142,6 +176,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             await asyncio.sleep(0.1)
         return code
 
+    @on_home_loop
     async def send_signal(self, signum: int) -> None:
         """Signal the kernel's process group on its host (SIGINT interrupts)."""
         if self._remote is None:
@@ -192,6 +227,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         keep = set(self.kernel_spec.env or {}) | set(PASSED_ENV)
         return {key: value for key, value in (env or {}).items() if key in keep}
 
+    @on_home_loop
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
         """Start the kernel on its target (or reattach, or restart it) and connect its ports.
 
@@ -311,6 +347,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
 
     # ------------------------------------------------------------------ shutdown
 
+    @on_home_loop
     async def cleanup(self, restart: bool = False) -> None:
         """After the kernel ended: keep everything for a restart, else release it all."""
         if restart or self._remote is None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any
+from typing import Any, cast
 
 from jupyter_server.extension.application import ExtensionApp
 from tornado.ioloop import PeriodicCallback
+from tornado.platform.asyncio import BaseAsyncIOLoop
 from traitlets import Bool, Float
 
 from .. import __version__
@@ -97,6 +98,8 @@ class RemoteHWExtension(ExtensionApp):
         self.machines: MachineManager = MachineManager.instance(
             config=self.serverapp.config if self.serverapp else self.config
         )
+        if self.serverapp is not None:  # SSH links live on the server's loop
+            self.machines.bind_loop(cast(BaseAsyncIOLoop, self.serverapp.io_loop).asyncio_loop)
         self.settings.update({
             MACHINES_SETTING: self.machines,
             "jupyter_remote_hw_version": __version__,
