@@ -25,6 +25,9 @@ UNKNOWN = "unknown"
 # Subscribing to these prefixes keeps stream output off this socket (PUB filters).
 _TOPICS = (b"kernel.", b"status")
 
+# Stands for a request a re-adopted kernel was already running when the agent came.
+_EARLIER_REQUEST = "<running before the agent watched>"
+
 
 class ActivityTracker:
     """Execution state and last activity of one kernel, kept from its IOPub.
@@ -89,14 +92,27 @@ class ActivityTracker:
         self.last_activity = time.time()
 
     def mark_ready(self) -> None:
-        """Record that the kernel answered a request: idle unless a status said otherwise."""
+        """Record that the kernel answered a shell request: idle unless a status said otherwise."""
         self._ready = True
+        self._busy_parents.discard(_EARLIER_REQUEST)
         if (
             self._context is not None
-            and self.execution_state in (STARTING, UNKNOWN)
+            and self.execution_state in (STARTING, UNKNOWN, BUSY)
             and not self._busy_parents
         ):
             self.execution_state = IDLE
+
+    def mark_running(self) -> None:
+        """Record that the kernel's shell is running a request the agent never saw start.
+
+        A re-adopted kernel whose shell does not answer at once is running a
+        cell; it stays busy until :meth:`mark_ready`, whatever other requests
+        (on its control channel, say) report meanwhile.
+        """
+        if self._context is not None:
+            self._busy_parents.add(_EARLIER_REQUEST)
+            self.execution_state = BUSY
+            self.last_activity = time.time()
 
     def observe(self, message: Message) -> None:
         """Update the state from one IOPub message (non-status messages are ignored).

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from . import activity
@@ -25,6 +26,7 @@ from .connection import (
     read_connection_file,
     write_private_json,
 )
+from .holds import Hold, Owner
 from .launch import LaunchSpec, LoadedLaunch, default_argv
 from .paths import StatePaths
 from .processes import (
@@ -46,7 +48,7 @@ from .protocol import (
     UNKNOWN_KERNEL,
     AgentError,
 )
-from .readiness import DIED, READY, wait_until_ready
+from .readiness import DIED, READY, TIMEOUT, wait_until_ready
 
 if TYPE_CHECKING:
     import zmq.asyncio
@@ -58,6 +60,15 @@ DEFAULT_START_TIMEOUT = 60.0
 STOP_GRACE_SECONDS = 5.0
 _REAP_INTERVAL = 0.5
 _PORT_RETRIES = 3
+FORGET_DEAD_AFTER = 10.0
+"""Seconds a kernel whose process ended on its own stays listed (dead, restartable),
+so that its client can see its exit code and restart it on the same ports."""
+PROBE_BUSY_AFTER = 2.0
+"""Seconds a re-adopted kernel's shell has to answer kernel_info before it counts as busy."""
+STATE_WAIT = 3.0
+"""Seconds a status request waits for a re-adopted kernel's state to be known."""
+
+ForgetCallback = Callable[[str], Awaitable[None]]
 
 
 class Kernel:
@@ -86,7 +97,12 @@ class Kernel:
         self.start_time: int | None = None
         self.exit_code: int | None = None
         self.exited = False
+        self.died_at: float | None = None
+        self.retiring = False
         self.lock = asyncio.Lock()
+        self.hold = Hold(launch.orphan_grace, Owner.from_dict(launch.owner), time.time())
+        self.state_known = asyncio.Event()
+        """Set once the execution state is known (at once, but for re-adopted kernels)."""
 
     def attach(self, process: subprocess.Popen[bytes]) -> None:
         """Make ``process`` (our child) this kernel's process."""
@@ -95,6 +111,7 @@ class Kernel:
         self.start_time = process_start_time(process.pid)
         self.exit_code = None
         self.exited = False
+        self.died_at = None
 
     def adopt(self, pid: int, start_time: int | None) -> None:
         """Make a running process that is not our child this kernel's process."""
@@ -103,6 +120,7 @@ class Kernel:
         self.start_time = start_time
         self.exit_code = None
         self.exited = False
+        self.died_at = None
 
     def poll(self) -> bool:
         """Check whether the process is alive, reaping it and recording its exit code.
@@ -120,6 +138,7 @@ class Kernel:
         elif pid_alive(self.pid, self.start_time):
             return True
         self.exited = True
+        self.died_at = time.monotonic()
         self.tracker.reset(activity.DEAD)
         return False
 
@@ -134,11 +153,16 @@ class Kernel:
             "execution_state": self.tracker.execution_state if alive else activity.DEAD,
             "last_activity": self.tracker.last_activity,
             "connection": dict(self.connection),
+            "cwd": self.launch.cwd,
+            "orphan_grace": self.hold.grace,
+            "held": self.hold.held(),
+            "orphan_in": self.hold.orphan_in(time.time()) if alive else None,
         }
 
     def start_result(self) -> dict[str, Any]:
         """The start_kernel / restart_kernel result for this kernel."""
-        return {"kernel_id": self.kernel_id, "pid": self.pid, "connection": dict(self.connection)}
+        return {"kernel_id": self.kernel_id, "pid": self.pid, "connection": dict(self.connection),
+                "cwd": self.launch.cwd}
 
     async def wait_exit(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the process to exit.
@@ -160,11 +184,15 @@ class KernelManager:
     Args:
         paths: The agent's state directory layout.
         context: A zmq asyncio context, or None when pyzmq is unavailable.
+        on_forget: Awaited with a kernel's id after the agent ended or forgot it
+            on its own (an orphan, or a process that died), not on request.
     """
 
-    def __init__(self, paths: StatePaths, context: zmq.asyncio.Context | None) -> None:
+    def __init__(self, paths: StatePaths, context: zmq.asyncio.Context | None,
+                 on_forget: ForgetCallback | None = None) -> None:
         self.paths = paths
         self.context = context
+        self.on_forget = on_forget
         self.hostname = socket.gethostname()
         self.kernels: dict[str, Kernel] = {}
         self._reserved: set[str] = set()
@@ -206,10 +234,13 @@ class KernelManager:
         task.add_done_callback(self._background.discard)
 
     async def _reap_forever(self) -> None:
-        """Notice (and reap) kernels that exited on their own."""
+        """Notice (and reap) kernels that exited on their own, forget them after a while,
+        and shut down orphans."""
         while True:
             await asyncio.sleep(_REAP_INTERVAL)
             for kernel in list(self.kernels.values()):
+                if kernel.lock.locked() or kernel.retiring:
+                    continue  # being started, restarted or shut down
                 if not kernel.exited and not kernel.poll():
                     log.warning(
                         "kernel %s (pid %d) exited on its own with code %s",
@@ -217,6 +248,52 @@ class KernelManager:
                         kernel.pid,
                         kernel.exit_code,
                     )
+                if kernel.exited:
+                    assert kernel.died_at is not None
+                    if time.monotonic() - kernel.died_at >= FORGET_DEAD_AFTER:
+                        log.info("kernel %s: forgotten, %.0f s after its process ended and "
+                                 "no client restarted it", kernel.kernel_id, FORGET_DEAD_AFTER)
+                        self._retire(kernel)
+                    continue
+                unheld = kernel.hold.orphaned_for(time.time())
+                if unheld is not None and unheld >= kernel.hold.grace:
+                    owner = kernel.hold.owner
+                    log.warning(
+                        "kernel %s (pid %d): shutting it down, no client has held it for "
+                        "%.0f s (its orphan grace); it was started by %s",
+                        kernel.kernel_id, kernel.pid, unheld,
+                        owner.describe() if owner is not None else "an unnamed client",
+                    )
+                    self._retire(kernel)
+
+    def _retire(self, kernel: Kernel) -> None:
+        """Stop (if it runs) and forget a kernel in the background, then tell ``on_forget``."""
+        kernel.retiring = True
+
+        async def retire() -> None:
+            async with kernel.lock:
+                if self.kernels.get(kernel.kernel_id) is not kernel:
+                    return
+                await self._stop_process(kernel, now=False)
+                await self._forget(kernel)
+            if self.on_forget is not None:
+                await self.on_forget(kernel.kernel_id)
+
+        self._spawn_background(retire())
+
+    # ------------------------------------------------------------------ holds
+
+    def hold(self, kernel_id: str, connection: int) -> None:
+        """Record that a client connection holds a kernel (it started or named it)."""
+        kernel = self.kernels.get(kernel_id)
+        if kernel is not None:
+            kernel.hold.add(connection)
+
+    def release(self, connection: int) -> None:
+        """A client connection closed: it holds no kernel any more."""
+        now = time.time()
+        for kernel in list(self.kernels.values()):
+            kernel.hold.drop(connection, now)
 
     # ------------------------------------------------------------------ lookups
 
@@ -260,6 +337,11 @@ class KernelManager:
         env: dict[str, str] | None,
         cwd: str | None,
         timeout: float,
+        *,
+        cwd_fallback: str | None = None,
+        inherit_env: bool = True,
+        owner: dict[str, Any] | None = None,
+        orphan_grace: float = 0.0,
     ) -> dict[str, Any]:
         """Start a new kernel and wait until it answers.
 
@@ -267,12 +349,20 @@ class KernelManager:
             kernel_id: Id to use, or None for a new uuid4.
             argv: Command line with ``{connection_file}``, or None for ipykernel
                 under the agent's python.
-            env: Variables set over the agent's environment.
+            env: Variables set over the agent's environment (see
+                :func:`.launch.base_environment`), or the whole environment.
             cwd: Working directory, or None.
             timeout: Seconds to wait for the kernel to answer.
+            cwd_fallback: Working directory when ``cwd`` does not exist here
+                (or is None); ``~`` is expanded.
+            inherit_env: False: ``env`` is the kernel's whole environment.
+            owner: Who starts the kernel (:func:`.holds.process_identity`).
+            orphan_grace: Seconds the kernel may go without a holder before it
+                is shut down; 0: never.
 
         Returns:
-            ``{"kernel_id", "pid", "connection"}``.
+            ``{"kernel_id", "pid", "connection", "cwd"}``; ``cwd`` is where the
+            kernel runs (``cwd``, else ``cwd_fallback``, else the agent's own).
 
         Raises:
             AgentError: Bad arguments, missing ipykernel, or a kernel that died
@@ -295,15 +385,12 @@ class KernelManager:
         spec = LaunchSpec(
             argv=argv if argv is not None else default_argv(),
             env=env or {},
-            cwd=os.path.expanduser(cwd) if cwd else None,
+            cwd=self._working_directory(cwd, cwd_fallback),
             is_default=argv is None,
+            inherit_env=inherit_env,
+            owner=owner,
+            orphan_grace=orphan_grace,
         )
-        if spec.cwd is not None and not os.path.isdir(spec.cwd):
-            raise AgentError(
-                BAD_REQUEST,
-                f"working directory {spec.cwd} does not exist on {self.hostname}: "
-                "create it or pass another cwd",
-            )
         self._reserved.add(kernel_id)
         try:
             await self._check_ipykernel(spec)
@@ -319,11 +406,31 @@ class KernelManager:
                         log.warning("kernel %s lost a port race; retrying", kernel_id)
                         continue
                     raise
-                log.info("kernel %s started (pid %d)", kernel_id, kernel.pid)
+                log.info("kernel %s started (pid %d) in %s", kernel_id, kernel.pid,
+                         spec.cwd or os.getcwd())
+                kernel.hold.unheld_since = time.time()  # the grace counts from the start
                 return kernel.start_result()
             raise AssertionError("unreachable")  # pragma: no cover
         finally:
             self._reserved.discard(kernel_id)
+
+    def _working_directory(self, cwd: str | None, fallback: str | None) -> str | None:
+        """The first of ``cwd`` and ``fallback`` that is a directory here.
+
+        Raises:
+            AgentError: ``bad_request`` when neither is.
+        """
+        wanted = [os.path.expanduser(path) for path in (cwd, fallback) if path]
+        for path in wanted:
+            if os.path.isdir(path):
+                return os.path.abspath(path)
+        if not wanted:
+            return None
+        raise AgentError(
+            BAD_REQUEST,
+            f"working directory {' nor '.join(wanted)} does not exist on {self.hostname}: "
+            "create it or pass another cwd",
+        )
 
     def _new_kernel(self, kernel_id: str, spec: LaunchSpec) -> Kernel:
         """Register a kernel with fresh ports and key, and write its connection file."""
@@ -402,6 +509,7 @@ class KernelManager:
         outcome = await wait_until_ready(kernel.connection, self.context, kernel.poll, timeout)
         if outcome == READY:
             kernel.tracker.mark_ready()
+            kernel.state_known.set()
             return
         if outcome == DIED:
             tail = log_tail(log_path)
@@ -571,7 +679,20 @@ class KernelManager:
         log.info("kernel %s (pid %d) re-adopted", kernel_id, pid)
 
     async def _learn_state(self, kernel: Kernel) -> None:
-        """Find out whether a re-adopted kernel is idle: it answers on shell only then."""
-        outcome = await wait_until_ready(kernel.connection, self.context, kernel.poll, 24 * 3600)
-        if outcome == READY:
-            kernel.tracker.mark_ready()
+        """Find out whether a re-adopted kernel is idle or busy.
+
+        Its shell answers a kernel_info request at once when it is idle, and
+        only after the running cell when it is busy.
+        """
+        try:
+            outcome = await wait_until_ready(kernel.connection, self.context, kernel.poll,
+                                             PROBE_BUSY_AFTER)
+            if outcome == TIMEOUT:
+                kernel.tracker.mark_running()
+                kernel.state_known.set()
+                outcome = await wait_until_ready(kernel.connection, self.context, kernel.poll,
+                                                 24 * 3600)
+            if outcome == READY:
+                kernel.tracker.mark_ready()
+        finally:
+            kernel.state_known.set()

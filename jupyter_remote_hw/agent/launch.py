@@ -14,8 +14,24 @@ from .connection import StateFileError, write_private_json
 
 CONNECTION_FILE_PLACEHOLDER = "{connection_file}"
 
-# Variables that would tie the kernel's life to its parent process (the agent).
-_PARENT_LINK_VARIABLES = ("JPY_PARENT_PID", "JPY_INTERRUPT_EVENT")
+#: Variables never given to a kernel: with them ipykernel ends the kernel when its
+#: parent process (the agent) goes, so a replaced agent could not re-adopt it. A
+#: kernel's life is the agent's business (shutdown, orphan grace), not its parent's.
+PARENT_LINK_VARIABLES = ("JPY_PARENT_PID", "JPY_INTERRUPT_EVENT", "IPY_INTERRUPT_EVENT")
+
+#: Variables of the SSH session that started the agent: stale once it has ended.
+SESSION_VARIABLES = ("SSH_AUTH_SOCK", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY")
+
+
+def base_environment() -> dict[str, str]:
+    """What a kernel that inherits the agent's environment starts from.
+
+    That is the environment the agent got when it was started (on a remote
+    host, the login environment of a non-interactive SSH command: PATH, HOME,
+    USER, SHELL, ...), without the parent-link and SSH-session variables.
+    """
+    dropped = set(PARENT_LINK_VARIABLES) | set(SESSION_VARIABLES)
+    return {name: value for name, value in os.environ.items() if name not in dropped}
 
 
 #: Where the kernel side of transfers sits inside the agent zipapp, and its name there
@@ -56,15 +72,26 @@ class LaunchSpec:
     Attributes:
         argv: Command line; :data:`CONNECTION_FILE_PLACEHOLDER` stands for the
             connection file's path.
-        env: Variables set over the agent's environment.
+        env: Variables set over the agent's environment, or the kernel's whole
+            environment when ``inherit_env`` is false.
         cwd: Working directory, or None for the agent's.
         is_default: Whether ``argv`` is the agent's own default.
+        inherit_env: Whether the kernel starts from :func:`base_environment`;
+            false when the client sends a whole environment (a kernel on the
+            client's own machine gets the client's environment, as jupyter_client
+            gives it, never that of whichever process started the agent).
+        owner: Who started the kernel (see :class:`.holds.Owner`), as sent.
+        orphan_grace: Seconds the kernel may stay without a client before the
+            agent shuts it down; 0: never.
     """
 
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None
     is_default: bool = False
+    inherit_env: bool = True
+    owner: dict[str, Any] | None = None
+    orphan_grace: float = 0.0
 
     def ipykernel_python(self) -> str | None:
         """The python that must be able to import ipykernel, if this runs ipykernel.
@@ -97,15 +124,15 @@ class LaunchSpec:
         return argv
 
     def environment(self) -> dict[str, str]:
-        """The agent's environment with this spec's variables set over it.
+        """The kernel's environment: this spec's variables over the base environment.
 
         Returns:
             The kernel's full environment.
         """
-        env = dict(os.environ)
-        for name in _PARENT_LINK_VARIABLES:
-            env.pop(name, None)
+        env = base_environment() if self.inherit_env else {}
         env.update(self.env)
+        for name in PARENT_LINK_VARIABLES:
+            env.pop(name, None)
         if self.ipykernel_python() is not None:
             path = kernel_support()[0]
             env["PYTHONPATH"] = os.pathsep.join(p for p in (path, env.get("PYTHONPATH")) if p)
@@ -150,6 +177,9 @@ class LaunchSpec:
                 "env": self.env,
                 "cwd": self.cwd,
                 "is_default": self.is_default,
+                "inherit_env": self.inherit_env,
+                "owner": self.owner,
+                "orphan_grace": self.orphan_grace,
                 "pid": pid,
                 "start_time": start_time,
             },
@@ -181,11 +211,16 @@ class LaunchSpec:
         if not isinstance(env, dict):
             raise StateFileError(f"{path} has a malformed env")
         start_time = data.get("start_time")
+        owner = data.get("owner")
+        grace = data.get("orphan_grace")
         spec = cls(
             argv=argv,
             env={str(k): str(v) for k, v in env.items()},
             cwd=cwd if isinstance(cwd, str) else None,
             is_default=bool(data.get("is_default", False)),
+            inherit_env=bool(data.get("inherit_env", True)),
+            owner=owner if isinstance(owner, dict) else None,
+            orphan_grace=float(grace) if isinstance(grace, (int, float)) else 0.0,
         )
         return LoadedLaunch(spec, start_time if isinstance(start_time, int) else None)
 

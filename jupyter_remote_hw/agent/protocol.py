@@ -190,6 +190,22 @@ def arg_seconds(args: dict[str, Any], op: str, name: str, default: float) -> flo
     return default if value is None else float(value)
 
 
+def arg_duration(args: dict[str, Any], op: str, name: str, default: float) -> float:
+    """Read an optional duration in seconds, 0 or more; ``default`` when absent."""
+    value = _checked(
+        args, op, name,
+        lambda v: not isinstance(v, bool) and isinstance(v, (int, float)) and v >= 0,
+        "a number of seconds, 0 or more",
+    )
+    return default if value is None else float(value)
+
+
+def arg_dict(args: dict[str, Any], op: str, name: str) -> dict[str, Any] | None:
+    """Read an optional JSON object; None when absent."""
+    value = _checked(args, op, name, lambda v: isinstance(v, dict), "a JSON object")
+    return None if value is None else dict(value)
+
+
 def arg_number(args: dict[str, Any], op: str, name: str) -> float:
     """Read a required number (an epoch time, say)."""
     value = _checked(

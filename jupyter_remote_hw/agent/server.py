@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import itertools
 import logging
 import os
 import platform
@@ -14,7 +15,7 @@ from typing import Any, Awaitable, Callable, Dict
 
 from . import AGENT_VERSION
 from .hardware import HardwareReporter
-from .kernels import DEFAULT_START_TIMEOUT, KernelManager
+from .kernels import DEFAULT_START_TIMEOUT, STATE_WAIT, KernelManager
 from .lifetime import LifetimeWatch
 from .paths import StatePaths
 from .processes import write_pid_file
@@ -26,6 +27,8 @@ from .protocol import (
     Request,
     RequestParseError,
     arg_bool,
+    arg_dict,
+    arg_duration,
     arg_number,
     arg_seconds,
     arg_str,
@@ -69,12 +72,14 @@ class AgentServer:
         self.paths = paths
         self.idle_exit = idle_exit
         self.context = new_context()
-        self.kernels = KernelManager(paths, self.context)
+        self.kernels = KernelManager(paths, self.context, on_forget=self._kernel_forgotten)
         self.hardware = HardwareReporter()
         self.lifetime = LifetimeWatch(os.path.join(paths.root, "lifetime.json"), self.kernels)
         self.shares = ShareRelays(os.path.join(paths.root, "shares.json"), self._kernel_port)
         self._server: asyncio.AbstractServer | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._connection_ids = itertools.count(1)
+        self._open_connections: set[int] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stop = asyncio.Event()
         self._kill_kernels = False
@@ -203,6 +208,8 @@ class AgentServer:
         them (a kernel being started keeps starting).
         """
         self._writers.add(writer)
+        connection = next(self._connection_ids)
+        self._open_connections.add(connection)
         write_lock = asyncio.Lock()
         try:
             while True:
@@ -223,15 +230,20 @@ class AgentServer:
                     break
                 if not line.strip():
                     continue
-                task = asyncio.ensure_future(self._serve_request(line, writer, write_lock))
+                task = asyncio.ensure_future(
+                    self._serve_request(line, writer, write_lock, connection)
+                )
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
         finally:
             self._writers.discard(writer)
+            self._open_connections.discard(connection)
+            self.kernels.release(connection)
             writer.close()
 
     async def _serve_request(
-        self, line: bytes, writer: asyncio.StreamWriter, write_lock: asyncio.Lock
+        self, line: bytes, writer: asyncio.StreamWriter, write_lock: asyncio.Lock,
+        connection: int,
     ) -> None:
         request: Request | None = None
         try:
@@ -239,7 +251,10 @@ class AgentServer:
         except RequestParseError as exc:
             response = error_response(exc.request_id, exc.kind, exc.message)
         else:
+            self._hold(connection, request.args.get("kernel_id"))
             response = await self.dispatch(request)
+            if request.op == "start_kernel" and response["ok"]:
+                self._hold(connection, response["result"].get("kernel_id"))
         await self._send(writer, write_lock, response)
         if (
             request is not None
@@ -260,6 +275,15 @@ class AgentServer:
                 await writer.drain()
             except ConnectionError:
                 pass
+
+    def _hold(self, connection: int, kernel_id: Any) -> None:
+        """Let an open connection hold the kernel it started or named in a request."""
+        if connection in self._open_connections and isinstance(kernel_id, str):
+            self.kernels.hold(kernel_id, connection)
+
+    async def _kernel_forgotten(self, kernel_id: str) -> None:
+        """A kernel the agent ended or forgot on its own: its shares end with it."""
+        await self.shares.drop_kernel(kernel_id)
 
     async def dispatch(self, request: Request) -> dict[str, Any]:
         """Run one request's op and build its response.
@@ -328,6 +352,10 @@ class AgentServer:
             env=arg_str_dict(args, op, "env"),
             cwd=arg_str(args, op, "cwd"),
             timeout=arg_seconds(args, op, "timeout", DEFAULT_START_TIMEOUT),
+            cwd_fallback=arg_str(args, op, "cwd_fallback"),
+            inherit_env=arg_bool(args, op, "inherit_env", True),
+            owner=arg_dict(args, op, "owner"),
+            orphan_grace=arg_duration(args, op, "orphan_grace", 0.0),
         )
 
     async def _restart_kernel(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -362,10 +390,23 @@ class AgentServer:
 
     async def _kernel_status(self, args: dict[str, Any]) -> dict[str, Any]:
         kernel_id = arg_str(args, "kernel_status", "kernel_id", required=True)
-        return self.kernels.get(kernel_id).status()
+        kernel = self.kernels.get(kernel_id)
+        await self._state_known([kernel.state_known])
+        return kernel.status()
 
     async def _list_kernels(self, args: dict[str, Any]) -> dict[str, Any]:
+        await self._state_known([k.state_known for k in list(self.kernels.kernels.values())])
         return {"kernels": self.kernels.list_status()}
+
+    @staticmethod
+    async def _state_known(events: list[asyncio.Event]) -> None:
+        """Wait a little for re-adopted kernels to be found idle or busy."""
+        waiting = [asyncio.ensure_future(e.wait()) for e in events if not e.is_set()]
+        if waiting:
+            await asyncio.wait(waiting, timeout=STATE_WAIT)
+            for task in waiting:
+                task.cancel()
+            await asyncio.gather(*waiting, return_exceptions=True)
 
     async def _heartbeat(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"deadman_in": self.lifetime.status()["deadman_in"]}
