@@ -107,6 +107,8 @@ class LaunchSteps:
         self.log = log
         self.listeners = list(listeners or [])
         self.records: list[StepRecord] = []
+        self.notes: list[str] = []
+        """What :meth:`note` reported, in order (e.g. the kernel's working directory)."""
         self.current: str | None = None
         self._began = time.monotonic()
 
@@ -133,6 +135,7 @@ class LaunchSteps:
     def note(self, detail: str) -> None:
         """Report progress inside the current step (e.g. "uploading the agent")."""
         self.log.info("launch on %s: %s", self.where, detail)
+        self.notes.append(detail)
         self._emit(self.current or "", "progress", None, detail)
 
     @contextmanager

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 DEFAULT_HARDWARE = "SSH host"
 """Hardware label of a host nobody labelled."""
 
-_HOST_KEYS = {"host", "hardware", "python", "name", "root", "authorized_keys"}
+_HOST_KEYS = {"host", "hardware", "python", "name", "root", "authorized_keys", "workdir"}
 
 
 class SSHMachine(Machine):
@@ -119,7 +119,15 @@ class SSHProvider(Provider):
         "host's Python with ipykernel, default python3), 'name' (target name, default "
         "from the host), 'root' (directory on the host for the agent's files, default "
         "the login home), 'authorized_keys' (the file the host's sshd reads keys "
-        "from, where shares add their lines; default ~/.ssh/authorized_keys).",
+        "from, where shares add their lines; default ~/.ssh/authorized_keys), 'workdir' "
+        "(where kernels start when the notebook's directory does not exist on the host; "
+        "default SSHProvider.workdir).",
+    )
+    workdir = Unicode(
+        "~", config=True,
+        help="Where kernels on an SSH host start when the notebook's directory (the same "
+        "path) does not exist there; ~ is the login home. A host entry's 'workdir' "
+        "overrides it.",
     )
     include_ssh_config = Bool(
         True, config=True,
@@ -161,6 +169,7 @@ class SSHProvider(Provider):
                 root=str(entry["root"]) if entry.get("root") else None,
                 authorized_keys=(str(entry["authorized_keys"]) if entry.get("authorized_keys")
                                  else None),
+                workdir=str(entry.get("workdir") or self.workdir),
             )
         if self.include_ssh_config:
             configured = {t.host for t in found.values()}
@@ -169,7 +178,7 @@ class SSHProvider(Provider):
                 if alias in configured or alias in self.exclude_hosts or name in found:
                     continue
                 found[name] = Target(name=name, provider=self.name, where=alias,
-                                     hardware=DEFAULT_HARDWARE, host=alias)
+                                     hardware=DEFAULT_HARDWARE, host=alias, workdir=self.workdir)
         return list(found.values())
 
     async def open_machine(self, target: Target, steps: LaunchSteps) -> Machine:

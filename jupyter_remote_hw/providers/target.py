@@ -31,6 +31,8 @@ class Target:
             the login user's home.
         authorized_keys: The file the host's sshd reads keys from, where
             shares add their key lines; None for ``~/.ssh/authorized_keys``.
+        workdir: Where kernels start on the host when the notebook's directory
+            does not exist there; None for the login user's home.
     """
 
     name: str
@@ -41,6 +43,7 @@ class Target:
     python: str = "python3"
     root: str | None = None
     authorized_keys: str | None = None
+    workdir: str | None = None
 
     @property
     def display_name(self) -> str:

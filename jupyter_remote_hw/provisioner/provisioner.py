@@ -20,12 +20,15 @@ import functools
 import os
 import signal
 from collections.abc import Callable, Coroutine
+from fnmatch import fnmatchcase
 from typing import Any, ParamSpec, TypeVar, cast
 
 from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
 from traitlets import Float, Unicode
 
+from ..agent.holds import process_identity
+from ..agent.launch import PARENT_LINK_VARIABLES
 from ..agent_client import AgentError, AgentUnavailableError
 from ..launch_steps import LaunchError, LaunchSteps
 from ..ledger.store import SERVER_OWNER
@@ -35,8 +38,10 @@ from ..providers.base import PORT_NAMES
 from ..transport import TransportError
 from .errors import KernelLaunchError
 
-#: Environment variables of the server passed on to kernels besides the kernelspec's own.
-PASSED_ENV = ("JPY_SESSION_NAME",)
+#: Variables (``fnmatch`` patterns) of the launch environment that a kernel on another
+#: machine gets besides the kernelspec's env and those the launch set or changed over
+#: this process's environment; see :meth:`RemoteHWProvisioner._kernel_env`.
+PASSED_ENV = ("JPY_SESSION_NAME", "LANG", "LANGUAGE", "LC_*")
 
 #: Version of what get_provisioner_info returns.
 INFO_VERSION = 1
@@ -79,6 +84,12 @@ class RemoteHWProvisioner(KernelProvisionerBase):
     launch_timeout = Float(
         180.0, config=True,
         help="Seconds a launch may take, from connecting to the host to the kernel answering.",
+    )
+    orphan_grace = Float(
+        600.0, min=0.0, config=True,
+        help="Seconds a kernel whose starting process died (a killed Jupyter server, "
+        "%%remote kernel or `jupyter run`) keeps running on its host, for a Jupyter server "
+        "to reattach it; its agent then shuts it down. 0: it runs until shut down.",
     )
     poll_timeout = Float(
         5.0, config=True,
@@ -222,10 +233,35 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         kwargs["cmd"] = list(self.kernel_spec.argv)
         return kwargs
 
-    def _kernel_env(self, env: dict[str, str] | None) -> dict[str, str]:
-        """The part of the server's launch environment that goes to the kernel."""
-        keep = set(self.kernel_spec.env or {}) | set(PASSED_ENV)
-        return {key: value for key, value in (env or {}).items() if key in keep}
+    def _kernel_env(self, env: dict[str, str] | None, local: bool) -> dict[str, str]:
+        """The part of the launch environment that goes to the kernel.
+
+        jupyter_client's launch environment is this process's environment with
+        the kernelspec's env and the caller's ``start_kernel(env=...)`` over it.
+        A kernel on this machine gets all of it and nothing else, as with
+        jupyter_client's own kernels. A kernel on another machine gets the
+        kernelspec's env, what the launch set or changed (``JPY_SESSION_NAME``,
+        the caller's env), and the locale (:data:`PASSED_ENV`), over the host's
+        login environment: this process's PATH, HOME, credentials (``AWS_*``)
+        and Jupyter paths and token mean nothing there or must not leave here.
+        The parent-link variables go nowhere: the agent, not a parent process,
+        decides when a kernel ends (see ``orphan_grace``).
+
+        Args:
+            env: The launch environment (None: this process's).
+            local: Whether the kernel runs on this machine.
+        """
+        launch = dict(os.environ if env is None else env)
+        for name in PARENT_LINK_VARIABLES:
+            launch.pop(name, None)
+        if local:
+            return launch
+        spec = set(self.kernel_spec.env or {}) if self.kernel_spec is not None else set()
+        return {
+            key: value for key, value in launch.items()
+            if key in spec or os.environ.get(key) != value
+            or any(fnmatchcase(key, pattern) for pattern in PASSED_ENV)
+        }
 
     @on_home_loop
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
@@ -290,13 +326,31 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         return info
 
     async def _start_remote(self, kwargs: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Start the kernel: in the notebook's directory when the host has it (else in
+        the target's working directory), with its environment and its orphan grace."""
+        target = self._target()
+        local = target.provider == "local"
+        requested = kwargs.get("cwd")
+        cwd = os.path.abspath(os.path.expanduser(str(requested or os.getcwd())))
         started = await self._agent_call(
             "start_kernel",
             wait=timeout + 5,
-            env=self._kernel_env(kwargs.get("env")),
-            cwd=kwargs.get("cwd") if self._target().provider == "local" else None,
+            env=self._kernel_env(kwargs.get("env"), local),
+            inherit_env=not local,
+            cwd=cwd,
+            cwd_fallback=target.workdir or "~",
+            owner=process_identity(),
+            orphan_grace=self.orphan_grace,
             timeout=timeout,
         )
+        used = started.get("cwd")
+        if used and self.launch_steps is not None:
+            whose = "the notebook's" if requested else "this process's"
+            where = "this machine" if local else target.where
+            self.launch_steps.note(
+                f"working directory {used} ({whose})" if used == cwd else
+                f"working directory {used} ({whose} {cwd} does not exist on {where})"
+            )
         return dict(started["connection"])
 
     async def _restart_remote(self, kwargs: dict[str, Any], timeout: float) -> dict[str, Any]:

@@ -42,7 +42,7 @@ def test_configured_hosts_first_then_config_aliases(tmp_path: Path) -> None:
     ]
     assert targets[0] == Target(
         name="ssh-gpu-a", provider="ssh", where="gpu-a", hardware="A10G 24GB",
-        host="gpu-a", python="/opt/py/bin/python", root="/scratch/me",
+        host="gpu-a", python="/opt/py/bin/python", root="/scratch/me", workdir="~",
     )
     # A configured host without labels gets the defaults.
     assert targets[1].hardware == DEFAULT_HARDWARE == "SSH host"
@@ -51,7 +51,15 @@ def test_configured_hosts_first_then_config_aliases(tmp_path: Path) -> None:
     assert targets[1].root is None
     # SSH config aliases carry only the default label.
     assert targets[2] == Target(name="ssh-alias-one", provider="ssh", where="alias-one",
-                                hardware="SSH host", host="alias-one")
+                                hardware="SSH host", host="alias-one", workdir="~")
+
+
+def test_working_directory_per_host_and_for_all(tmp_path: Path) -> None:
+    ssh = provider(write_config(tmp_path, "Host alias-one\n"), [
+        {"host": "gpu-a", "workdir": "/scratch/me/notebooks"}, {"host": "gpu-b"},
+    ])
+    ssh.workdir = "~/work"
+    assert [t.workdir for t in ssh.targets()] == ["/scratch/me/notebooks", "~/work", "~/work"]
 
 
 def test_name_key_sets_the_target_name(tmp_path: Path) -> None:
@@ -151,7 +159,7 @@ def test_unknown_key_is_refused_and_named() -> None:
     message = str(err.value)
     assert "'gpu-a'" in message
     assert "['gpu', 'label']" in message
-    assert "['authorized_keys', 'hardware', 'host', 'name', 'python', 'root']" in message
+    assert "['authorized_keys', 'hardware', 'host', 'name', 'python', 'root', 'workdir']" in message
 
 
 def test_invalid_hosts_refused_on_assignment_too() -> None:
