@@ -106,6 +106,9 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         self._steps: LaunchSteps | None = None
         self.launch_steps: LaunchSteps | None = None
         """The steps of the last launch, with their timings."""
+        self.reattached_state: str | None = None
+        """The execution state (idle, busy) the host reported for a kernel taken over
+        from an earlier server, as of the takeover; None for a kernel started here."""
 
     # ------------------------------------------------------------------ helpers
 
@@ -377,6 +380,8 @@ class RemoteHWProvisioner(KernelProvisionerBase):
                 f"kernel {self.kernel_id} is no longer running on {self.target} "
                 f"(exit code {status.get('exit_code')})"
             )
+        state = status.get("execution_state")
+        self.reattached_state = state if state in ("idle", "busy") else None
         return dict(status["connection"])
 
     async def _abandon(self, maybe_starting: bool) -> None:

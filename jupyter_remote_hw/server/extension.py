@@ -165,8 +165,14 @@ class RemoteHWExtension(ExtensionApp):
                                  record.kernel_id, record.target, exc)
                 continue
             attached.append(record.kernel_id)
-            self.log.info("jupyter_remote_hw: reattached kernel %s on %s",
-                          record.kernel_id, record.target)
+            # jupyter_server marks every kernel it starts "starting" until its next
+            # status message; a kernel taken over has long started: say what it does.
+            kernel = kernel_manager.get_kernel(record.kernel_id)
+            state = getattr(kernel.provisioner, "reattached_state", None)
+            if state:
+                kernel.execution_state = state  # type: ignore[attr-defined]  # set by jupyter_server
+            self.log.info("jupyter_remote_hw: reattached kernel %s on %s (%s)",
+                          record.kernel_id, record.target, state or "state unknown")
         return attached
 
     async def stop_extension(self) -> None:

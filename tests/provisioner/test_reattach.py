@@ -86,6 +86,13 @@ async def test_new_server_reattaches_to_the_kernel_with_its_state(
             break
         await asyncio.sleep(0.2)
     assert listed == [kernel_id], second.log.read_text()[-4000:]
+    # Before any message to it, the taken-over kernel reads as what it is: idle.
+    for _ in range(50):
+        (model,) = await second.api("kernels")
+        if model["execution_state"] != "starting":
+            break
+        await asyncio.sleep(0.1)
+    assert model["execution_state"] == "idle"
     kc = await second.channels(kernel_id)
     assert (await kc.execute("x")).result == "42"
     assert (await kc.execute("pid")).result == pid
