@@ -83,6 +83,10 @@ class Machine(ABC):
     async def unexpose(self, kernel_id: str) -> None:
         """Stop making a kernel's ports reachable here."""
 
+    def expect_drops(self, kernel_id: str) -> None:
+        """The kernel is stopping or restarting: its clients' reconnects will fail for a
+        while, which is not worth a warning (only machines with forwards log them)."""
+
     async def open_stream(self, port: int) -> tuple[Any, Any]:
         """Open a byte stream to ``port`` on the host's 127.0.0.1 (a transfer's bulk stream).
 

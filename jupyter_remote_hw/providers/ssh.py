@@ -97,6 +97,10 @@ class SSHMachine(Machine):
         conn = await self._connection()
         return await conn.open_connection("127.0.0.1", port)
 
+    def expect_drops(self, kernel_id: str) -> None:
+        for fwd in self._forwards.get(kernel_id, {}).values():
+            fwd.expect_drops()
+
     async def unexpose(self, kernel_id: str) -> None:
         for fwd in self._forwards.pop(kernel_id, {}).values():
             await fwd.close()

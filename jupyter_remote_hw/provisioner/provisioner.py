@@ -208,6 +208,13 @@ class RemoteHWProvisioner(KernelProvisionerBase):
                 raise
             self.log.debug("kernel %s: signal %d not sent: %s", self.kernel_id, signum, exc)
 
+    @on_home_loop
+    async def shutdown_requested(self, restart: bool = False) -> None:
+        """The kernel was asked to stop (or restart): until it is gone (or back), its
+        clients' reconnects fail, as expected, so they are not logged as warnings."""
+        if self._machine is not None:
+            self._machine.expect_drops(self.kernel_id)
+
     async def kill(self, restart: bool = False) -> None:
         """SIGKILL the kernel's process group."""
         await self.send_signal(signal.SIGKILL)

@@ -156,6 +156,11 @@ class LocalForward:
         task.add_done_callback(self._task_done)
         return task
 
+    def expect_drops(self) -> None:
+        """The far end is going away (its kernel stops or restarts): log the clients
+        dropped from now until a tunnel opens again at debug level only."""
+        self._failing = True
+
     def _dropped_a_client(self, exc: BaseException) -> None:
         """Log a client that could not be tunnelled: the first of a run as a warning.
 
