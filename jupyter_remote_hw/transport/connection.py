@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shlex
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -47,6 +48,12 @@ _PREFERRED_CIPHERS = (
     "aes192-ctr",
     "aes256-ctr",
 )
+
+
+def _default_ssh_config() -> list[str]:
+    """``~/.ssh/config`` when it can be read, as OpenSSH's client uses it."""
+    path = Path("~", ".ssh", "config").expanduser()
+    return [str(path)] if os.access(path, os.R_OK) else []
 
 
 @dataclass(frozen=True)
@@ -204,8 +211,10 @@ class SSHConnection:
             "keepalive_interval": s.keepalive_interval,
             "keepalive_count_max": s.keepalive_count_max,
         }
-        if s.ssh_config_files:
-            kwargs["config"] = list(s.ssh_config_files)
+        # Named explicitly, ~/.ssh/config included: options built on their own do not
+        # read it (only asyncssh.connect does), and these options give the host name,
+        # port and known_hosts files that errors and the known_hosts check rely on.
+        kwargs["config"] = list(s.ssh_config_files) or _default_ssh_config()
         if s.known_hosts_files:
             kwargs["known_hosts"] = list(s.known_hosts_files)
         options = asyncssh.SSHClientConnectionOptions(**kwargs)

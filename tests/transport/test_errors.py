@@ -16,9 +16,10 @@ from jupyter_remote_hw.transport import (
     HostKeyError,
     HostUnreachableError,
     SSHConnection,
+    TransportSettings,
 )
 
-from ..conftest import settings_for
+from ..conftest import TEST_TRANSPORT, settings_for
 from ..testhosts import SSHTestHost, free_port, keygen
 
 
@@ -100,6 +101,28 @@ async def test_unknown_host_key_is_refused_with_fingerprint(
     assert ssh_host.fingerprint() in message
     assert f"ssh-keyscan -p {ssh_host.port} 127.0.0.1 >> {empty}" in message
     assert empty.read_text() == ""
+
+
+async def test_unknown_host_key_of_an_alias_in_the_default_config_names_its_real_address(
+    ssh_host: SSHTestHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The alias lives in ~/.ssh/config (no config files named in the settings), with a
+    # HostName and Port of its own: ssh-keyscan reads no ssh_config, so the hint must
+    # name the real address, not the alias and port 22.
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    (home / ".ssh" / "config").write_text(
+        ssh_host.config_block("ncbox", UserKnownHostsFile=str(empty)))
+    monkeypatch.setenv("HOME", str(home))
+    settings = TransportSettings(**TEST_TRANSPORT)  # type: ignore[arg-type]
+    assert settings.ssh_config_files == ()
+    with pytest.raises(HostKeyError) as err:
+        await SSHConnection("ncbox", settings).open()
+    message = str(err.value)
+    assert f"host key of ncbox (127.0.0.1:{ssh_host.port}) is not known" in message
+    assert f"ssh-keyscan -p {ssh_host.port} 127.0.0.1 >> {empty}" in message
 
 
 async def test_changed_host_key_is_refused_loudly(ssh_host: SSHTestHost, tmp_path: Path) -> None:
