@@ -32,6 +32,8 @@ from .providers.aws import AWSProvider, ReapCandidate
 from .providers.aws_errors import AWSError
 from .sharing import ShareError
 from .sharing import cli as sharing_cli
+from .transport import TransportError
+from .transport.host_keys import TRUSTED, fetch_presented_key, record_key, refuse_changed
 
 
 class CLIError(Exception):
@@ -207,6 +209,22 @@ class RemoteHWCommands:
         self.err.flush()
         return sys.stdin.readline().strip().lower() in ("y", "yes")
 
+    async def trust(self, host: str, yes: bool) -> None:
+        """Show the key ``host`` presents and, once confirmed, record it in known_hosts."""
+        presented = await fetch_presented_key(host, self.manager.transport.settings)
+        self._print(f"{host} ({presented.address}) presents {presented.algorithm} key "
+                    f"{presented.fingerprint}")
+        if presented.status == TRUSTED:
+            self._print(f"already trusted in {presented.known_hosts}")
+            return
+        refuse_changed(presented)
+        if not self._confirm(f"Trust this key for {presented.address} in "
+                             f"{presented.known_hosts}? Compare the fingerprint with the "
+                             "machine's own first.", yes):
+            raise CLIError("not trusted: nothing was written")
+        record_key(presented)
+        self._print(f"trusted: added to {presented.known_hosts}")
+
     async def reap(self, yes: bool, regions: list[str] | None) -> None:
         candidates: list[ReapCandidate] = await self.aws.reap_candidates(regions)
         if not candidates:
@@ -329,6 +347,11 @@ def build_parser() -> argparse.ArgumentParser:
     terminate.add_argument("machine", help="its name, ledger id or instance id")
     terminate.add_argument("--yes", action="store_true", help="do not ask")
 
+    trust = commands.add_parser(
+        "trust", help="show an SSH host's key fingerprint and trust it in known_hosts")
+    trust.add_argument("host", help="the host as you name it to ssh (an ssh_config alias too)")
+    trust.add_argument("--yes", action="store_true", help="do not ask")
+
     reap = commands.add_parser(
         "reap", help="terminate instances tagged as yours that no live session claims")
     reap.add_argument("--yes", action="store_true", help="do not ask (for scripts)")
@@ -366,6 +389,8 @@ async def run(args: argparse.Namespace, config: Config, out: TextIO, err: TextIO
             await commands.terminate(args.machine, args.yes)
         elif args.command == "reap":
             await commands.reap(args.yes, args.region)
+        elif args.command == "trust":
+            await commands.trust(args.host, args.yes)
         elif args.command in sharing_cli.COMMANDS:
             await sharing_cli.run(args, manager, out, err)
         elif args.command == "catalog":
@@ -394,7 +419,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         config = load_config(args.config)
         asyncio.run(run(args, config, out, err))
     except (CLIError, LaunchError, AWSError, BudgetExceededError, CatalogQueryError,
-            ShareError) as exc:
+            ShareError, TransportError) as exc:
         err.write(f"jupyter remote-hw {args.command}: {exc}\n")
         return 1
     return 0

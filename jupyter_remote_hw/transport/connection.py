@@ -232,6 +232,14 @@ class SSHConnection:
             options = asyncssh.SSHClientConnectionOptions(**kwargs, **overrides)
         return options
 
+    def resolved_address(self) -> tuple[str, int, list[str]]:
+        """The host name and port the destination resolves to, and its known_hosts files.
+
+        Read from the ssh_config files (``~/.ssh/config`` by default), as OpenSSH would.
+        """
+        options = self._options()
+        return str(options.host), int(options.port), self._known_hosts_files(options)
+
     def _known_hosts_files(self, options: asyncssh.SSHClientConnectionOptions) -> list[str]:
         known = options.known_hosts
         if isinstance(known, (str, Path)):
@@ -326,7 +334,8 @@ class SSHConnection:
         else:
             message = (
                 f"host key of {where} is not known: it presents {kind} key {shown}. "
-                "Nothing was trusted automatically. If that is your machine's key, add it "
+                "Nothing was trusted automatically. If that is your machine's key, trust "
+                f"it with `jupyter remote-hw trust {shlex.quote(self.destination)}`, or add it "
                 f"with `ssh-keyscan -p {port} {host} >> {target}` (or connect once with "
                 f"`ssh {shlex.quote(self.destination)}` and accept it), then retry."
             )

@@ -1,0 +1,127 @@
+"""Trusting a host's key on purpose: fetch it, show its fingerprint, record it as OpenSSH would.
+
+Connections never trust an unknown key by themselves (see ``connection.py``);
+this is the one step a user takes to trust one, after checking its fingerprint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+from .connection import SSHConnection
+from .errors import HostUnreachableError, TransportError
+from .settings import TransportSettings
+
+#: Whether known_hosts already records the presented key, another key, or none.
+TRUSTED, CHANGED, UNKNOWN = "trusted", "changed", "unknown"
+
+
+@dataclass(frozen=True)
+class PresentedKey:
+    """The key a host presents, and what the user's known_hosts says of it.
+
+    Attributes:
+        destination: The name the user gave (an ssh_config alias or a host name).
+        host: The host name the alias resolves to.
+        port: The port it resolves to.
+        algorithm: The key's type, such as ``ssh-ed25519``.
+        fingerprint: Its SHA256 fingerprint, as ``ssh-keygen -l`` prints it.
+        known_hosts: The file the key is recorded in (the first of the config's).
+        status: :data:`TRUSTED`, :data:`CHANGED` or :data:`UNKNOWN`.
+        line: The known_hosts line that records it.
+    """
+
+    destination: str
+    host: str
+    port: int
+    algorithm: str
+    fingerprint: str
+    known_hosts: str
+    status: str
+    line: str
+
+    @property
+    def address(self) -> str:
+        """``host:port``, the address the key belongs to."""
+        return f"{self.host}:{self.port}"
+
+
+def _known_hosts_name(host: str, port: int) -> str:
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+async def fetch_presented_key(destination: str, settings: TransportSettings) -> PresentedKey:
+    """Ask ``destination`` for its host key and compare it with known_hosts.
+
+    Raises:
+        HostUnreachableError: The host did not answer.
+    """
+    conn = SSHConnection(destination, settings)
+    host, port, files = conn.resolved_address()
+    try:
+        key = await asyncio.wait_for(
+            asyncssh.get_server_host_key(
+                destination, config=list(settings.ssh_config_files) or ()),
+            settings.connect_timeout,
+        )
+    except (OSError, TimeoutError, asyncssh.Error) as exc:
+        raise HostUnreachableError(
+            destination, f"cannot reach {destination} ({host}:{port}) to read its host key: "
+            f"{exc or type(exc).__name__}") from None
+    if key is None:
+        raise TransportError(destination, f"{destination} ({host}:{port}) sent no host key")
+    kind, data = key.export_public_key("openssh").decode().split()[:2]
+    status = UNKNOWN
+    for path in files:
+        try:
+            trusted = asyncssh.match_known_hosts(path, host, host, port)[0]
+        except (OSError, ValueError):
+            continue
+        if trusted:
+            same = any(k.public_data == key.public_data for k in trusted)
+            status = TRUSTED if same else (CHANGED if status == UNKNOWN else status)
+            if same:
+                break
+    return PresentedKey(
+        destination=destination, host=host, port=port, algorithm=kind,
+        fingerprint=key.get_fingerprint("sha256"), known_hosts=files[0], status=status,
+        line=f"{_known_hosts_name(host, port)} {kind} {data}\n",
+    )
+
+
+def refuse_changed(presented: PresentedKey) -> None:
+    """Refuse a key that differs from the one known_hosts records for its host.
+
+    Raises:
+        TransportError: known_hosts records another key for the host; it is not replaced.
+    """
+    if presented.status == CHANGED:
+        raise TransportError(
+            presented.destination,
+            f"{presented.known_hosts} records another key for {presented.address}; it is "
+            "not replaced. If the machine was reinstalled, remove the old key with "
+            f"`ssh-keygen -R '{_known_hosts_name(presented.host, presented.port)}' -f "
+            f"{presented.known_hosts}` and trust it again.")
+
+
+def record_key(presented: PresentedKey) -> None:
+    """Append the key's line to its known_hosts file (made 0600 in a 0700 folder if new).
+
+    Raises:
+        TransportError: known_hosts records another key for the host; it is not replaced.
+    """
+    if presented.status == TRUSTED:
+        return
+    refuse_changed(presented)
+    path = Path(presented.known_hosts).expanduser()
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a") as handle:
+        if handle.tell() and not path.read_bytes().endswith(b"\n"):
+            handle.write("\n")
+        handle.write(presented.line)
