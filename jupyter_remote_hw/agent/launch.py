@@ -28,10 +28,10 @@ def base_environment() -> dict[str, str]:
 
     That is the environment the agent got when it was started (on a remote
     host, the login environment of a non-interactive SSH command: PATH, HOME,
-    USER, SHELL, ...), without the parent-link and SSH-session variables.
+    USER, SHELL, ...), without the SSH session's variables. The parent-link
+    variables go in :meth:`LaunchSpec.environment`, whatever the environment's source.
     """
-    dropped = set(PARENT_LINK_VARIABLES) | set(SESSION_VARIABLES)
-    return {name: value for name, value in os.environ.items() if name not in dropped}
+    return {name: value for name, value in os.environ.items() if name not in SESSION_VARIABLES}
 
 
 #: Where the kernel side of transfers sits inside the agent zipapp, and its name there

@@ -28,7 +28,6 @@ from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
 from traitlets import Float, Unicode
 
 from ..agent.holds import process_identity
-from ..agent.launch import PARENT_LINK_VARIABLES
 from ..agent_client import AgentError, AgentUnavailableError
 from ..launch_steps import LaunchError, LaunchSteps
 from ..ledger.store import SERVER_OWNER
@@ -254,16 +253,15 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         the caller's env), and the locale (:data:`PASSED_ENV`), over the host's
         login environment: this process's PATH, HOME, credentials (``AWS_*``)
         and Jupyter paths and token mean nothing there or must not leave here.
-        The parent-link variables go nowhere: the agent, not a parent process,
-        decides when a kernel ends (see ``orphan_grace``).
+        The agent drops the parent-link variables (``JPY_PARENT_PID``...) from
+        every kernel's environment: it, not a parent process, decides when a
+        kernel ends (see ``orphan_grace``).
 
         Args:
             env: The launch environment (None: this process's).
             local: Whether the kernel runs on this machine.
         """
         launch = dict(os.environ if env is None else env)
-        for name in PARENT_LINK_VARIABLES:
-            launch.pop(name, None)
         if local:
             return launch
         spec = set(self.kernel_spec.env or {}) if self.kernel_spec is not None else set()
