@@ -271,10 +271,10 @@ class MachineManager(SingletonConfigurable):
         home loop when there is one.
         """
         home = self._home
-        if home is None or home.is_closed() or self._home_closed or asyncio.get_running_loop() is home:
-            await self._close()
+        if home is None or home.is_closed() or self._home_closed:
+            await self._close()  # nothing ever ran elsewhere: no loop to start for it
         else:
-            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._close(), home))
+            await self.on_home(self._close())
 
     async def _close(self) -> None:
         for name in list(self._machines):
