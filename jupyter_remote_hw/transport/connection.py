@@ -56,6 +56,22 @@ def _default_ssh_config() -> list[str]:
     return [str(path)] if os.access(path, os.R_OK) else []
 
 
+def known_hosts_name(host: str, port: int) -> str:
+    """How known_hosts names ``host:port``: the bare host on port 22, else ``[host]:port``."""
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+def recorded_host_keys(files: list[str], host: str, port: int) -> list[asyncssh.SSHKey]:
+    """The keys the known_hosts ``files`` record for ``host:port`` (unreadable files skipped)."""
+    keys: list[asyncssh.SSHKey] = []
+    for path in files:
+        try:
+            keys.extend(asyncssh.match_known_hosts(path, host, host, port)[0])
+        except (OSError, ValueError):
+            continue
+    return keys
+
+
 @dataclass(frozen=True)
 class CommandResult:
     """What a remote command did.
@@ -240,6 +256,18 @@ class SSHConnection:
         options = self._options()
         return str(options.host), int(options.port), self._known_hosts_files(options)
 
+    async def presented_key(self) -> asyncssh.SSHKey | None:
+        """The host key the destination presents, read without authenticating.
+
+        Raises:
+            OSError, TimeoutError, asyncssh.Error: It could not be read.
+        """
+        return await asyncio.wait_for(
+            asyncssh.get_server_host_key(
+                self.destination, config=list(self.settings.ssh_config_files) or ()),
+            self.settings.connect_timeout,
+        )
+
     def _known_hosts_files(self, options: asyncssh.SSHClientConnectionOptions) -> list[str]:
         known = options.known_hosts
         if isinstance(known, (str, Path)):
@@ -300,28 +328,16 @@ class SSHConnection:
         fingerprint: str | None = None
         kind = "host"
         try:
-            key = await asyncio.wait_for(
-                asyncssh.get_server_host_key(
-                    self.destination,
-                    config=list(self.settings.ssh_config_files) or (),
-                ),
-                self.settings.connect_timeout,
-            )
+            key = await self.presented_key()
             if key is not None:
                 fingerprint = key.get_fingerprint("sha256")
                 kind = key.get_algorithm()
         except (OSError, TimeoutError, asyncssh.Error) as probe_exc:
             self.log.debug("ssh %s: could not read host key: %s", self.destination, probe_exc)
         files = self._known_hosts_files(options)
-        changed = False
-        for path in files:
-            try:
-                trusted = asyncssh.match_known_hosts(path, host, host, port)[0]
-            except (OSError, ValueError):
-                continue
-            changed = changed or bool(trusted)
+        changed = bool(recorded_host_keys(files, host, port))
         shown = fingerprint or "(could not be read)"
-        name = host if port == 22 else f"[{host}]:{port}"
+        name = known_hosts_name(host, port)
         target = files[0] if files else str(_DEFAULT_KNOWN_HOSTS)
         if changed:
             message = (

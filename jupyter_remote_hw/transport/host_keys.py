@@ -6,14 +6,13 @@ this is the one step a user takes to trust one, after checking its fingerprint.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import asyncssh
 
-from .connection import SSHConnection
+from .connection import SSHConnection, known_hosts_name, recorded_host_keys
 from .errors import HostUnreachableError, TransportError
 from .settings import TransportSettings
 
@@ -51,10 +50,6 @@ class PresentedKey:
         return f"{self.host}:{self.port}"
 
 
-def _known_hosts_name(host: str, port: int) -> str:
-    return host if port == 22 else f"[{host}]:{port}"
-
-
 async def fetch_presented_key(destination: str, settings: TransportSettings) -> PresentedKey:
     """Ask ``destination`` for its host key and compare it with known_hosts.
 
@@ -64,11 +59,7 @@ async def fetch_presented_key(destination: str, settings: TransportSettings) -> 
     conn = SSHConnection(destination, settings)
     host, port, files = conn.resolved_address()
     try:
-        key = await asyncio.wait_for(
-            asyncssh.get_server_host_key(
-                destination, config=list(settings.ssh_config_files) or ()),
-            settings.connect_timeout,
-        )
+        key = await conn.presented_key()
     except (OSError, TimeoutError, asyncssh.Error) as exc:
         raise HostUnreachableError(
             destination, f"cannot reach {destination} ({host}:{port}) to read its host key: "
@@ -76,21 +67,13 @@ async def fetch_presented_key(destination: str, settings: TransportSettings) -> 
     if key is None:
         raise TransportError(destination, f"{destination} ({host}:{port}) sent no host key")
     kind, data = key.export_public_key("openssh").decode().split()[:2]
-    status = UNKNOWN
-    for path in files:
-        try:
-            trusted = asyncssh.match_known_hosts(path, host, host, port)[0]
-        except (OSError, ValueError):
-            continue
-        if trusted:
-            same = any(k.public_data == key.public_data for k in trusted)
-            status = TRUSTED if same else (CHANGED if status == UNKNOWN else status)
-            if same:
-                break
+    recorded = recorded_host_keys(files, host, port)
+    status = (UNKNOWN if not recorded else TRUSTED
+              if any(k.public_data == key.public_data for k in recorded) else CHANGED)
     return PresentedKey(
         destination=destination, host=host, port=port, algorithm=kind,
         fingerprint=key.get_fingerprint("sha256"), known_hosts=files[0], status=status,
-        line=f"{_known_hosts_name(host, port)} {kind} {data}\n",
+        line=f"{known_hosts_name(host, port)} {kind} {data}\n",
     )
 
 
@@ -105,7 +88,7 @@ def refuse_changed(presented: PresentedKey) -> None:
             presented.destination,
             f"{presented.known_hosts} records another key for {presented.address}; it is "
             "not replaced. If the machine was reinstalled, remove the old key with "
-            f"`ssh-keygen -R '{_known_hosts_name(presented.host, presented.port)}' -f "
+            f"`ssh-keygen -R '{known_hosts_name(presented.host, presented.port)}' -f "
             f"{presented.known_hosts}` and trust it again.")
 
 
