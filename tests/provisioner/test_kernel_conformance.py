@@ -59,8 +59,15 @@ class IPythonSamples(jkt.KernelTests):
         pass
 
 
-def _started(cls: type[jkt.KernelTests]) -> Iterator[None]:
-    cls.km, cls.kc = start_new_kernel(kernel_name=cls.kernel_name, startup_timeout=90)
+def _started(cls: Any) -> Iterator[None]:
+    """Start the class's kernel; with its channels open, unless the class tests what a
+    client that connects later sees (``connect_channels = False``)."""
+    if getattr(cls, "connect_channels", True):
+        cls.km, cls.kc = start_new_kernel(kernel_name=cls.kernel_name, startup_timeout=90)
+    else:
+        cls.km = KernelManager(kernel_name=cls.kernel_name)
+        cls.km.start_kernel()
+        cls.kc = cls.km.client()
     try:
         yield
     finally:
@@ -113,6 +120,7 @@ class IopubWelcome(jkt.IopubWelcomeTests):
 
     __test__ = False
     support_iopub_welcome = True
+    connect_channels = False  # the welcome is for a client that subscribes after the start
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -123,40 +131,14 @@ class IopubWelcome(jkt.IopubWelcomeTests):
         pass
 
 
-def _started_unconnected(cls: type[jkt.IopubWelcomeTests]) -> Iterator[None]:
-    cls.km = KernelManager(kernel_name=cls.kernel_name)
-    cls.km.start_kernel()
-    cls.kc = cls.km.client()
-    try:
-        yield
-    finally:
-        cls.kc.stop_channels()
-        cls.km.shutdown_kernel()
-
-
-@pytest.fixture(scope="class")
-def stock_kernel_unconnected(request: pytest.FixtureRequest) -> Iterator[None]:
-    """The stock ``python3`` kernel for the class, no channels open yet."""
-    yield from _started_unconnected(request.cls)
-
-
-@pytest.fixture(scope="class")
-def hardware_kernel_unconnected(request: pytest.FixtureRequest,
-                                ssh_host: SSHTestHost) -> Iterator[None]:
-    """The class's hardware kernel, no channels open yet; gone from the host afterwards."""
-    with client_env(ssh_host) as setup:
-        yield from _started_unconnected(request.cls)
-        assert setup.kernels() == []
-
-
-@pytest.mark.usefixtures("stock_kernel_unconnected")
+@pytest.mark.usefixtures("stock_kernel")
 class TestStockPythonWelcome(IopubWelcome):
     """Baseline."""
 
     __test__ = True
 
 
-@pytest.mark.usefixtures("hardware_kernel_unconnected")
+@pytest.mark.usefixtures("hardware_kernel")
 class TestLocalTargetWelcome(IopubWelcome):
     """On this machine."""
 
@@ -164,7 +146,7 @@ class TestLocalTargetWelcome(IopubWelcome):
     kernel_name = LOCAL_KERNEL
 
 
-@pytest.mark.usefixtures("hardware_kernel_unconnected")
+@pytest.mark.usefixtures("hardware_kernel")
 class TestSSHTargetWelcome(IopubWelcome):
     """On an SSH host."""
 
