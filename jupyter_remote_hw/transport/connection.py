@@ -444,7 +444,13 @@ class SSHConnection:
         # sshd makes the command a session leader; `exec` keeps that pid for sh,
         # which reports it first so that a timeout can kill the whole group.
         wrapped = "exec sh -c " + shlex.quote(f"echo {_PGID_MARK}$$ >&2; {command}")
-        process = await conn.create_process(wrapped, errors="replace")
+        try:
+            process = await conn.create_process(wrapped, errors="replace")
+        except asyncssh.ChannelOpenError as exc:  # the link dropped after wait_connected
+            raise ConnectionFailedError(
+                self.destination,
+                f"ssh {self.destination}: could not start `{command}`: {exc.reason}",
+            ) from None
         pgid: str | None = None
         try:
             async with asyncio.timeout(limit):
