@@ -23,6 +23,7 @@ from .ledger.store import ACTIVE_STATES, FINAL_STATES, SERVER_OWNER, MachineReco
 from .machines import MachineManager
 from .providers import KERNEL_NAME_PREFIX, Target, UnknownHardwareError
 from .transfer import TransferError
+from .user_errors import commands_in, host_key_details
 from .variables import transfer_client
 
 CARRY_ALL = "all"
@@ -48,22 +49,27 @@ class HardwareRequestError(Exception):
         field: The request field at fault, when one is.
         step: The launch step that failed, for launch failures.
         hint: What to try, for launch failures.
+        host_key: For a host whose key is not trusted: its destination, real host
+            and port, and the key's fingerprint (see :func:`.user_errors.host_key_details`).
     """
 
     def __init__(self, status: int, message: str, field: str | None = None,
-                 step: str | None = None, hint: str | None = None) -> None:
+                 step: str | None = None, hint: str | None = None,
+                 host_key: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.field = field
         self.step = step
         self.hint = hint
+        self.host_key = host_key
 
     def to_json(self) -> dict[str, Any]:
-        """The error as the REST API sends it."""
+        """The error as the REST API sends it, with the commands its text quotes."""
         body: dict[str, Any] = {"message": str(self)}
-        for key in ("field", "step", "hint"):
+        for key in ("field", "step", "hint", "host_key"):
             if getattr(self, key):
                 body[key] = getattr(self, key)
+        body["commands"] = commands_in(str(self), self.hint)
         return body
 
 
@@ -73,7 +79,7 @@ def _launch_failure(exc: BaseException) -> HardwareRequestError | None:
     if not isinstance(error, LaunchError):
         return None
     return HardwareRequestError(error.status, str(error), step=error.step,
-                                hint=error.hint or None)
+                                hint=error.hint or None, host_key=host_key_details(exc))
 
 
 @dataclass

@@ -24,6 +24,7 @@ from ..providers.aws_upkeep import CloudUpkeep
 from ..provisioner import RemoteHWProvisioner
 from ..share_actions import ShareActions
 from ..transport import TransportManager
+from ..user_errors import install_filter
 from .handlers import api_handlers
 
 #: Key under which the shared :class:`MachineManager` sits in the tornado settings.
@@ -100,6 +101,9 @@ class RemoteHWExtension(ExtensionApp):
         )
         if self.serverapp is not None:  # SSH links live on the server's loop
             self.machines.bind_loop(cast(BaseAsyncIOLoop, self.serverapp.io_loop).asyncio_loop)
+            # A user error (unknown host key, no credentials...) is one WARNING line,
+            # also where jupyter_client logs a failed kernel start with its traceback.
+            install_filter(self.serverapp.log)
         self.settings.update({
             MACHINES_SETTING: self.machines,
             "jupyter_remote_hw_version": __version__,

@@ -11,6 +11,7 @@ Routes (under the server's base URL; documented in docs/rest-api.yaml):
 - ``GET|POST /jupyter-remote-hw/api/shares``: the user's shares; share a kernel.
 - ``DELETE /jupyter-remote-hw/api/shares/<share id>``: revoke a share.
 - ``POST /jupyter-remote-hw/api/join``: attach a kernel here to one a teammate shared.
+- ``POST /jupyter-remote-hw/api/hosts/<host>/trust``: trust the host key the user was shown.
 
 No path contains ``/api/kernels`` or ``/api/sessions``: tools that watch Jupyter's own
 kernel and session routes by pattern (test harnesses, proxies) would take ours for them.
@@ -24,12 +25,16 @@ from typing import Any
 
 from jupyter_server.auth.decorator import authorized, ws_authenticated
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from jupyter_server.utils import url_path_join
 from tornado import web, websocket
+from tornado.escape import url_escape
 
 from ..hardware import list_hardware
 from ..hardware_actions import HardwareActions, HardwareRequestError
 from ..hardware_events import EventHub
+from ..host_key_actions import trust_host_key
 from ..share_actions import ShareActions
+from ..user_errors import is_expected, launch_logged
 
 #: URL prefix of every route.
 API_PREFIX = "/jupyter-remote-hw/api"
@@ -75,9 +80,11 @@ class HardwareAPIHandler(APIHandler):
         self.finish(json.dumps(value, default=str))
 
     def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
-        """Request errors are answers, not server faults: log them in one line."""
-        if isinstance(value, HardwareRequestError):
-            self.log.warning("%s %s: %s", self.request.method, self.request.path, value)
+        """Request errors are answers, not server faults: log them in one line (a failed
+        launch step was logged by its steps already)."""
+        if isinstance(value, HardwareRequestError) or is_expected(value):
+            log = self.log.debug if launch_logged(value) else self.log.warning
+            log("%s %s: %s", self.request.method, self.request.path, value)
             return
         super().log_exception(typ, value, tb)
 
@@ -85,10 +92,18 @@ class HardwareAPIHandler(APIHandler):
         """Request errors as ``{"message", "field", "step", "hint"}`` with their status."""
         exc = kwargs.get("exc_info", (None, None, None))[1]
         if isinstance(exc, HardwareRequestError):
+            body = exc.to_json()
+            host_key = body.get("host_key")
+            if host_key and host_key.get("fingerprint") and not host_key.get("changed"):
+                host_key["trust"] = {
+                    "method": "POST", "body": {"fingerprint": host_key["fingerprint"]},
+                    "url": url_path_join(self.base_url, API_PREFIX, "hosts",
+                                         url_escape(host_key["destination"], plus=False),
+                                         "trust")}
             self.clear()
             self.set_status(exc.status)
             self.set_header("Content-Type", "application/json")
-            self.finish(json.dumps(exc.to_json()))
+            self.finish(json.dumps(body))
             return
         super().write_error(status_code, **kwargs)
 
@@ -224,6 +239,18 @@ class JoinHandler(HardwareAPIHandler):
         self.write_json({**joined, "kernel": model}, status=201)
 
 
+class HostTrustHandler(HardwareAPIHandler):
+    """``POST {"fingerprint"}``: record the key a host presents in known_hosts, as
+    OpenSSH would, if it is the key whose fingerprint the user was shown (else 409)."""
+
+    @web.authenticated
+    @authorized
+    async def post(self, host: str) -> None:
+        body = self.json_body("fingerprint")
+        self.write_json(await trust_host_key(self.actions.machines.transport.settings, host,
+                                             body.get("fingerprint"), self.log))
+
+
 class EventsHandler(JupyterHandler, websocket.WebSocketHandler):
     """Websocket: every launch, machine and switch event, one JSON text message each."""
 
@@ -284,6 +311,7 @@ def api_handlers(actions: HardwareActions,
         (f"{API_PREFIX}/shares", SharesHandler, kwargs),
         (f"{API_PREFIX}/shares/(?P<share_id>[^/]+)", ShareHandler, kwargs),
         (f"{API_PREFIX}/join", JoinHandler, kwargs),
+        (f"{API_PREFIX}/hosts/(?P<host>[^/]+)/trust", HostTrustHandler, kwargs),
         (f"{API_PREFIX}/events", EventsHandler, {"events": actions.events}),
     ]
 

@@ -61,6 +61,12 @@ def known_hosts_name(host: str, port: int) -> str:
     return host if port == 22 else f"[{host}]:{port}"
 
 
+def _as_typed(path: str) -> str:
+    """``path`` as a user types it: the home folder as ``~``."""
+    home = str(Path.home())
+    return "~" + path[len(home):] if path == home or path.startswith(home + "/") else path
+
+
 def recorded_host_keys(files: list[str], host: str, port: int) -> list[asyncssh.SSHKey]:
     """The keys the known_hosts ``files`` record for ``host:port`` (unreadable files skipped)."""
     keys: list[asyncssh.SSHKey] = []
@@ -174,13 +180,17 @@ class SSHConnection:
         finally:
             remove()
 
-    def _set_state(self, state: ConnectionState, reason: str | None = None) -> None:
+    def _set_state(self, state: ConnectionState, reason: str | None = None, *,
+                   raised: bool = False) -> None:
+        """Enter ``state``; ``raised``: the failure is raised to the caller, who reports it
+        (so it is logged here at INFO, not a second time at WARNING)."""
         if state == self._state and reason == self._last_change.reason:
             return
         self._state = state
         self._last_change = StateChange(self.destination, state, reason)
         log = self.log.warning if state in (ConnectionState.RECONNECTING,
-                                            ConnectionState.FAILED) else self.log.info
+                                            ConnectionState.FAILED) and not raised \
+            else self.log.info
         log("ssh %s: %s%s", self.destination, state.value, f" ({reason})" if reason else "")
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
@@ -272,7 +282,7 @@ class SSHConnection:
         known = options.known_hosts
         if isinstance(known, (str, Path)):
             return [str(known)]
-        if isinstance(known, list) and all(isinstance(k, (str, Path)) for k in known):
+        if isinstance(known, list) and known and all(isinstance(k, (str, Path)) for k in known):
             return [str(k) for k in known]
         return [str(_DEFAULT_KNOWN_HOSTS.expanduser())]
 
@@ -338,7 +348,7 @@ class SSHConnection:
         changed = bool(recorded_host_keys(files, host, port))
         shown = fingerprint or "(could not be read)"
         name = known_hosts_name(host, port)
-        target = files[0] if files else str(_DEFAULT_KNOWN_HOSTS)
+        target = _as_typed(files[0]) if files else str(_DEFAULT_KNOWN_HOSTS)
         if changed:
             message = (
                 f"HOST KEY CHANGED for {where}: it now presents {kind} key {shown}, which "
@@ -356,7 +366,8 @@ class SSHConnection:
                 f"`ssh {shlex.quote(self.destination)}` and accept it), then retry."
             )
         self.log.debug("ssh %s: host key rejected: %s", self.destination, exc)
-        return HostKeyError(self.destination, message, fingerprint=fingerprint, changed=changed)
+        return HostKeyError(self.destination, message, fingerprint=fingerprint, changed=changed,
+                            host=host, port=port)
 
     async def open(self) -> Self:
         """Connect for the first time and start watching the connection.
@@ -374,7 +385,7 @@ class SSHConnection:
         try:
             self._conn = await self._connect_once()
         except TransportError as exc:
-            self._set_state(ConnectionState.FAILED, str(exc))
+            self._set_state(ConnectionState.FAILED, str(exc), raised=True)
             raise
         self._set_state(ConnectionState.CONNECTED)
         self._supervisor = asyncio.create_task(self._supervise())

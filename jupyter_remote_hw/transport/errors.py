@@ -31,14 +31,19 @@ class HostKeyError(TransportError):
         fingerprint: SHA256 fingerprint of the key the host presented, when it
             could be read.
         changed: True when known_hosts lists a different key for this host.
+        host: The host name the destination resolves to (ssh_config's HostName).
+        port: The port it resolves to (ssh_config's Port).
     """
 
     def __init__(
-        self, destination: str, message: str, *, fingerprint: str | None, changed: bool
+        self, destination: str, message: str, *, fingerprint: str | None, changed: bool,
+        host: str | None = None, port: int | None = None,
     ) -> None:
         super().__init__(destination, message)
         self.fingerprint = fingerprint
         self.changed = changed
+        self.host = host or destination
+        self.port = port or 22
 
 
 class ConnectionFailedError(TransportError):

@@ -7,6 +7,7 @@ this is the one step a user takes to trust one, after checking its fingerprint.
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,14 +78,19 @@ async def fetch_presented_key(destination: str, settings: TransportSettings) -> 
     )
 
 
+class KeyMismatchError(TransportError):
+    """The key presented is not the one expected (by the user, or by known_hosts);
+    nothing was trusted."""
+
+
 def refuse_changed(presented: PresentedKey) -> None:
     """Refuse a key that differs from the one known_hosts records for its host.
 
     Raises:
-        TransportError: known_hosts records another key for the host; it is not replaced.
+        KeyMismatchError: known_hosts records another key for the host; it is not replaced.
     """
     if presented.status == CHANGED:
-        raise TransportError(
+        raise KeyMismatchError(
             presented.destination,
             f"{presented.known_hosts} records another key for {presented.address}; it is "
             "not replaced. If the machine was reinstalled, remove the old key with "
@@ -96,7 +102,7 @@ def record_key(presented: PresentedKey) -> None:
     """Append the key's line to its known_hosts file (made 0600 in a 0700 folder if new).
 
     Raises:
-        TransportError: known_hosts records another key for the host; it is not replaced.
+        KeyMismatchError: known_hosts records another key for the host; it is not replaced.
     """
     if presented.status == TRUSTED:
         return
@@ -108,3 +114,30 @@ def record_key(presented: PresentedKey) -> None:
         if handle.tell() and not path.read_bytes().endswith(b"\n"):
             handle.write("\n")
         handle.write(presented.line)
+
+
+async def trust_seen_key(destination: str, settings: TransportSettings,
+                         fingerprint: str) -> PresentedKey:
+    """Record the key ``destination`` presents, if it is the one the user saw.
+
+    The key is fetched again and compared with ``fingerprint`` (what the user was
+    shown), so that a key nobody saw is never trusted.
+
+    Returns:
+        The key, now recorded (or already recorded before).
+
+    Raises:
+        HostUnreachableError: The host did not answer.
+        KeyMismatchError: The host now presents another key than ``fingerprint``, or
+            known_hosts records another key for it; nothing was written.
+    """
+    presented = await fetch_presented_key(destination, settings)
+    if presented.fingerprint != fingerprint.strip():
+        raise KeyMismatchError(
+            destination,
+            f"{destination} ({presented.address}) now presents {presented.algorithm} key "
+            f"{presented.fingerprint}, not the key {fingerprint.strip()} you were shown. "
+            "Nothing was trusted. Check with the machine's owner which key is right, then "
+            f"try again (`jupyter remote-hw trust {shlex.quote(destination)}`).")
+    record_key(presented)
+    return presented
