@@ -22,18 +22,16 @@ from jupyter_core.application import JupyterApp
 from tabulate import tabulate
 from traitlets.config import Config
 
-from .budget import BudgetExceededError
-from .catalog import CatalogEntry, CatalogQueryError, user_catalog_path, write_catalog
+from .catalog import CatalogEntry, user_catalog_path, write_catalog
 from .catalog.refresh import refresh_entries
 from .launch_steps import LaunchError, LaunchSteps
 from .ledger import FINAL_STATES, MachineRecord
 from .machines import MachineManager
 from .providers.aws import AWSProvider, ReapCandidate
 from .providers.aws_errors import AWSError
-from .sharing import ShareError
 from .sharing import cli as sharing_cli
-from .transport import TransportError
 from .transport.host_keys import TRUSTED, fetch_presented_key, record_key, refuse_changed
+from .user_errors import is_expected, one_line
 
 
 class CLIError(Exception):
@@ -418,9 +416,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     try:
         config = load_config(args.config)
         asyncio.run(run(args, config, out, err))
-    except (CLIError, LaunchError, AWSError, BudgetExceededError, CatalogQueryError,
-            ShareError, TransportError) as exc:
-        err.write(f"jupyter remote-hw {args.command}: {exc}\n")
+    except Exception as exc:
+        # The user's to fix (no host, no credentials, over budget...): one line, no
+        # traceback. Anything else is a bug: its traceback is shown.
+        if not isinstance(exc, CLIError | LaunchError) and not is_expected(exc):
+            raise
+        err.write(f"jupyter remote-hw {args.command}: {one_line(str(exc))}\n")
         return 1
     return 0
 

@@ -116,3 +116,19 @@ def test_cli_trust_of_an_unreachable_host_says_so_in_one_line(
     assert code == 1 and out == ""
     assert err.startswith("jupyter remote-hw trust: cannot reach gone (127.0.0.1:")
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_cli_trust_of_a_changed_key_refuses_in_one_line(
+    ssh_host: SSHTestHost, tmp_path: Path
+) -> None:
+    keygen(tmp_path / "impostor")
+    kind, data = (tmp_path / "impostor.pub").read_text().split()[:2]
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{ssh_host.port} {kind} {data}\n")
+    code, out, err = _cli(tmp_path, _config(tmp_path, ssh_host, known), "trust", "stranger",
+                          "--yes")
+    assert code == 1
+    assert f"presents ssh-ed25519 key {ssh_host.fingerprint()}" in out
+    assert err.startswith("jupyter remote-hw trust: ") and "records another key" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert known.read_text() == f"[127.0.0.1]:{ssh_host.port} {kind} {data}\n"
