@@ -18,7 +18,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
 from ..provisioner.conftest import HARDWARE, write_config
 from ..serverprocess import Server, start_server
-from ..testhosts import SSHTestHost, keygen
+from ..testhosts import SSHTestHost, free_port, keygen
 
 
 @pytest.fixture
@@ -49,14 +49,15 @@ def fingerprint_of(public_key: Path) -> str:
 async def server(ssh_host: SSHTestHost, short_tmp: Path, monkeypatch: pytest.MonkeyPatch,
                  http_client: None) -> AsyncIterator[Server]:
     """A server whose user's ~/.ssh/config names "newhost": the test host, whose key
-    the user's ~/.ssh/known_hosts does not have yet."""
+    the user's ~/.ssh/known_hosts does not have yet; and "gone", where nothing listens."""
     home = short_tmp / "home"
     (home / ".ssh").mkdir(parents=True, mode=0o700)
     (home / ".ssh" / "config").write_text(
         "Host newhost\n"
         f"    HostName {ssh_host.address}\n    Port {ssh_host.port}\n"
         f"    User {ssh_host.user}\n    IdentityFile {ssh_host.user_key}\n"
-        "    IdentitiesOnly yes\n")
+        "    IdentitiesOnly yes\n"
+        f"Host gone\n    HostName 127.0.0.1\n    Port {free_port()}\n")
     monkeypatch.setenv("HOME", str(home))
     dirs = {name: short_tmp / name for name in ("config", "data", "runtime", "nb")}
     for path in dirs.values():
@@ -65,7 +66,7 @@ async def server(ssh_host: SSHTestHost, short_tmp: Path, monkeypatch: pytest.Mon
     write_config(dirs["config"] / "jupyter_server_config.json", home / ".ssh" / "config",
                  remote_root, short_tmp / "l",
                  [{"host": "newhost", "python": sys.executable, "hardware": HARDWARE,
-                   "root": str(remote_root)}])
+                   "root": str(remote_root)}, {"host": "gone", "hardware": "Gone GPU 80GB"}])
     server = start_server(dirs, short_tmp / "server.log")
     try:
         await server.ready()
@@ -138,16 +139,37 @@ async def test_an_unknown_host_key_is_named_then_trusted_in_one_step(
 async def test_a_kernel_start_through_jupyters_api_logs_no_error_nor_traceback(
     server: Server, ssh_host: SSHTestHost
 ) -> None:
-    """jupyter_client logs a failed start with its traceback at ERROR, twice; not ours."""
+    """Through Jupyter's own kernel and session routes: jupyter_client logs a failed start
+    with its traceback at ERROR, twice; the extension's log filter leaves our one line."""
     code, error = await call(server, "api/kernels", {"name": "remote-hw-ssh-newhost"})
     assert code == 502, error
     assert ssh_host.fingerprint() in error["message"]
+    code, error = await call(server, "api/sessions", {
+        "path": "a.ipynb", "type": "notebook", "kernel": {"name": "remote-hw-ssh-newhost"}})
+    assert code == 500, error  # jupyter_server makes any failed session start a 500
+    assert ssh_host.fingerprint() in error["message"]
     log = server.log.read_text()
     assert "Traceback" not in log, log[-6000:]
-    assert not log_lines(server, r"^\[E "), log[-6000:]
+    # jupyter_server answers a failed session start 500 whatever the cause, and logs any
+    # 500's access line (with the request's headers) at ERROR: its policy, not a traceback.
+    assert [line.split("ServerApp] ")[1][:22] for line in log_lines(server, r"^\[E ")] == [
+        "{", "500 POST /api/sessions"], log[-6000:]
     lines = log_lines(server, r"^\[[WE] .*host key of newhost .* is not known")
     assert all(line.startswith("[W ") for line in lines), lines
     # Ours, once; then jupyter_server's own two lines for any HTTP error of its kernel API.
     assert [re.sub(r"^\[W [\d:. -]+ServerApp\] ", "", line)[:26] for line in lines] == [
-        "launch on ssh-newhost: con", "502 POST /api/kernels (127", 'wrote error: "Launching a '
+        "launch on ssh-newhost: con", "502 POST /api/kernels (127", 'wrote error: "Launching a ',
+        "launch on ssh-newhost: con", "500 POST /api/sessions (12", 'wrote error: "Launching a ',
     ], lines
+
+
+async def test_an_unreachable_host_is_one_warning_line(server: Server) -> None:
+    code, error = await call(server, "jupyter-remote-hw/api/launch", {"hardware": "ssh-gone"})
+    assert code == 502, error
+    assert error["message"].startswith(
+        "Launching a kernel on ssh-gone failed at step 'connect'"), error
+    assert "host_key" not in error
+    log = server.log.read_text()
+    assert "Traceback" not in log, log[-6000:]
+    assert not log_lines(server, r"^\[E "), log[-6000:]
+    assert len(log_lines(server, r"^\[W .*cannot reach gone")) == 1, log[-6000:]
