@@ -38,6 +38,7 @@ from ..budget import BudgetGuard
 from ..catalog import Catalog, CatalogEntry
 from ..ledger import ACTIVE_STATES, FINAL_STATES, Ledger, MachineExistsError, MachineRecord
 from ..transport import SSHConnection, TransportError, TransportManager
+from ..user_errors import log_failure
 from .aws_errors import AUTH_CODES, AWSError, credentials_error, error_code, launch_error
 from .ssh import SSHMachine
 from .target import Target, slug
@@ -512,9 +513,10 @@ class AWSProvider(Provider):
                          record.resource_id)
         try:
             await self.terminate(record, detail=f"launch failed: {exc}")
-        except Exception:
-            self.log.exception("could not terminate %s after a failed launch; "
-                               "`jupyter remote-hw reap` will find it", record.resource_id)
+        except Exception as terminate_exc:  # noqa: BLE001 (logged, traceback if a bug)
+            log_failure(self.log, terminate_exc,
+                        f"could not terminate {record.resource_id} after a failed launch; "
+                        "`jupyter remote-hw reap` will find it")
 
     async def _ami(self, region: str) -> str:
         ssm = self.client("ssm", region)

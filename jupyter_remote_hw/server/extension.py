@@ -24,7 +24,7 @@ from ..providers.aws_upkeep import CloudUpkeep
 from ..provisioner import RemoteHWProvisioner
 from ..share_actions import ShareActions
 from ..transport import TransportManager
-from ..user_errors import install_filter
+from ..user_errors import install_filter, log_failure
 from .handlers import api_handlers
 
 #: Key under which the shared :class:`MachineManager` sits in the tornado settings.
@@ -140,8 +140,8 @@ class RemoteHWExtension(ExtensionApp):
         :mod:`..orphans`); never raises."""
         try:
             return await reap_orphans(self.machines, self.log)
-        except Exception:
-            self.log.exception("jupyter_remote_hw: looking for orphaned kernels failed")
+        except Exception as exc:  # noqa: BLE001 (a host away: one line; a bug: traceback)
+            log_failure(self.log, exc, "jupyter_remote_hw: looking for orphaned kernels failed")
             return []
 
     async def reattach_kernels(self) -> list[str]:
