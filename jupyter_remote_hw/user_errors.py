@@ -33,6 +33,8 @@ EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
 EXPECTED_AGENT_KINDS = frozenset({"no_ipykernel"})
 
 _COMMAND = re.compile(r"`([^`\n]+)`")
+#: A command with a part to fill in (``ssh <host>``) is an example, not one to copy.
+_PLACEHOLDER = re.compile(r"<[A-Za-z][\w -]*>")
 
 
 def causes(exc: BaseException) -> Iterator[BaseException]:
@@ -69,11 +71,12 @@ def is_expected(exc: BaseException) -> bool:
 
 
 def commands_in(*texts: str | None) -> list[str]:
-    """The commands quoted in backticks in ``texts``, each once, in order."""
+    """The commands quoted in backticks in ``texts``, each once, in order; examples with
+    a part to fill in (``ssh <host>``) are left out."""
     found: list[str] = []
     for text in texts:
         for command in _COMMAND.findall(text or ""):
-            if command not in found:
+            if command not in found and not _PLACEHOLDER.search(command):
                 found.append(command)
     return found
 

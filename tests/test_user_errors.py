@@ -44,8 +44,8 @@ def raised(exc: BaseException) -> BaseException:
 
 def test_commands_are_the_quoted_ones_each_once() -> None:
     assert commands_in("trust it with `jupyter remote-hw trust gpu`, or `ssh gpu`",
-                       "then `ssh gpu` again", None) == ["jupyter remote-hw trust gpu",
-                                                         "ssh gpu"]
+                       "then `ssh gpu` again; check that `ssh <host>` works", None) == [
+        "jupyter remote-hw trust gpu", "ssh gpu"]
 
 
 def test_a_user_error_is_one_warning_line_once_and_a_bug_keeps_its_traceback(
