@@ -28,6 +28,9 @@ c.SSHProvider.hosts = [
      # Shares add their key lines to the file this host's sshd reads.
      "authorized_keys": os.environ["JRHW_UI_AUTHORIZED_KEYS"]},
     {"host": "deadhost", "hardware": "Gone GPU 80GB"},
+    # Its key is not in the known_hosts file its alias names: trusted from the dialog.
+    {"host": "newbox", "hardware": "New GPU 48GB", "root": str(tmp / "remote-root-newbox"),
+     "python": sys.executable},
 ]
 c.TransportManager.connect_timeout = 5.0
 c.SSHProvider.include_ssh_config = False

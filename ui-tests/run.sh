@@ -18,6 +18,8 @@ fi
 # The sharing tests' teammate key pair (serve.py generates it; the tests read it).
 teammate=$(mktemp -d /tmp/jrhw-ui-teammate-XXXXXX)
 export JRHW_UI_TEAMMATE_KEY="$teammate/id_ed25519"
+# The untrusted host's address, fingerprint and known_hosts file (errors.spec.ts).
+export JRHW_UI_NEWBOX="$teammate/newbox.json"
 
 python3 serve.py > server.log 2>&1 &
 server=$!

@@ -6,6 +6,7 @@ receives SIGTERM or SIGINT. Everything lives in one temporary directory.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -36,10 +37,21 @@ def main() -> int:
         teammate_key.parent.mkdir(parents=True, exist_ok=True)
         keygen(teammate_key, comment="ada@laptop")
         with loopback_host(tmp / "host") as host:
-            # The test host, and "deadhost": the same host on a port nothing listens on.
+            # The test host; "deadhost": the same host on a port nothing listens on;
+            # "newbox": the same host under an alias whose known_hosts file does not list
+            # its key yet, as for a machine the user never connected to.
             ssh_config = tmp / "ssh_config"
+            newbox_known_hosts = tmp / "newbox_known_hosts"
             ssh_config.write_text(host.ssh_config.read_text()
-                                  + host.config_block("deadhost", Port=free_port()))
+                                  + host.config_block("deadhost", Port=free_port())
+                                  + host.config_block("newbox",
+                                                      UserKnownHostsFile=newbox_known_hosts))
+            # What the host-key tests compare the dialog and known_hosts with.
+            facts = {"address": host.address, "port": host.port,
+                     "fingerprint": host.fingerprint(), "known_hosts": str(newbox_known_hosts),
+                     "known_hosts_line": host.known_hosts_line()}
+            if os.environ.get("JRHW_UI_NEWBOX"):
+                Path(os.environ["JRHW_UI_NEWBOX"]).write_text(json.dumps(facts))
             env = {
                 **os.environ,
                 "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),

@@ -141,6 +141,7 @@ class SSHConnection:
         self.settings = settings or TransportSettings()
         self.log = log or logging.getLogger(__name__)
         self._conn: asyncssh.SSHClientConnection | None = None
+        self._known_files: list[str] = []
         self._state = ConnectionState.CONNECTING
         self._last_change = StateChange(destination, self._state)
         self._changed = asyncio.Event()
@@ -254,6 +255,13 @@ class SSHConnection:
                 self.destination, _DEFAULT_KNOWN_HOSTS,
             )
             overrides["known_hosts"] = b""
+        # The files that record host keys, and the first, where a trusted key is written.
+        self._known_files = self._known_hosts_files(options)
+        present = [f for f in self._known_files if Path(f).expanduser().exists()]
+        if "known_hosts" not in overrides and present != self._known_files:
+            # A known_hosts file that does not exist yet records no key, as for OpenSSH
+            # (asyncssh would fail on it): verify against the others, or against none.
+            overrides["known_hosts"] = present or b""
         if overrides:
             options = asyncssh.SSHClientConnectionOptions(**kwargs, **overrides)
         return options
@@ -264,7 +272,7 @@ class SSHConnection:
         Read from the ssh_config files (``~/.ssh/config`` by default), as OpenSSH would.
         """
         options = self._options()
-        return str(options.host), int(options.port), self._known_hosts_files(options)
+        return str(options.host), int(options.port), self._known_files
 
     async def presented_key(self) -> asyncssh.SSHKey | None:
         """The host key the destination presents, read without authenticating.
@@ -344,7 +352,7 @@ class SSHConnection:
                 kind = key.get_algorithm()
         except (OSError, TimeoutError, asyncssh.Error) as probe_exc:
             self.log.debug("ssh %s: could not read host key: %s", self.destination, probe_exc)
-        files = self._known_hosts_files(options)
+        files = self._known_files
         changed = bool(recorded_host_keys(files, host, port))
         shown = fingerprint or "(could not be read)"
         name = known_hosts_name(host, port)

@@ -22,14 +22,18 @@ import {
 /** The API's path under the server's base URL. */
 export const API_PATH = 'jupyter-remote-hw/api';
 
-/** A request the server refused; carries the server's message, field, step and hint. */
+/**
+ * A request the server refused; carries the server's message, field, step and hint, and
+ * its whole answer (`body`: the commands it quotes, the host key to trust).
+ */
 export class HardwareAPIError extends Error {
   constructor(
     message: string,
     readonly status: number,
     readonly field?: string,
     readonly step?: string,
-    readonly hint?: string
+    readonly hint?: string,
+    readonly body: { [key: string]: any } = {}
   ) {
     super(message);
   }
@@ -66,7 +70,8 @@ export class HardwareAPI {
         response.status,
         body.field,
         body.step,
-        body.hint
+        body.hint,
+        body
       );
     }
     return body as T;

@@ -11,8 +11,7 @@ import {
 import {
   ICommandPalette,
   ISessionContext,
-  MainAreaWidget,
-  showErrorMessage
+  MainAreaWidget
 } from '@jupyterlab/apputils';
 import { DocumentRegistry, IDocumentWidget } from '@jupyterlab/docregistry';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
@@ -22,6 +21,7 @@ import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { HardwareAPI, HardwareEvents } from './api';
+import { showError } from './errors';
 import { MachinesPanel } from './panel';
 import { HardwareStore, HardwareToolbarItem, IPickerSettings } from './picker';
 import { SharedOutputsView } from './sharedoutputs';
@@ -112,7 +112,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
           kernel
         });
       } catch (error) {
-        await showErrorMessage(
+        await showError(
           'Opening a notebook on the shared kernel failed',
           `${error}\nThe kernel "${result.display_name}" is attached: pick it in a notebook's kernel menu.`
         );

@@ -4,16 +4,16 @@
  * button per kernel of a shareable machine, and the user's active shares with
  * "Revoke".
  */
-import { Dialog, Notification, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
-import { HardwareAPI, HardwareAPIError, HardwareEvents } from './api';
+import { HardwareAPI, HardwareEvents } from './api';
+import { showError } from './errors';
 import {
   IHardwareEvent,
   IMachine,
   IShare,
   activeShares,
-  errorText,
   formatCost,
   formatDuration,
   formatPrice,
@@ -173,8 +173,7 @@ export class MachinesPanel extends Widget {
         { autoClose: 5000 }
       );
     } catch (error) {
-      const failure = error instanceof HardwareAPIError ? error : { message: String(error) };
-      await showErrorMessage(`Revoking the share with ${share.teammate} failed`, errorText(failure));
+      await showError(`Revoking the share with ${share.teammate} failed`, error);
     }
     await this.refreshShares();
   }
@@ -296,8 +295,10 @@ export class MachinesPanel extends Widget {
     try {
       await this.api.machineAction(machine.name, action);
     } catch (error) {
-      const failure = error instanceof HardwareAPIError ? error : { message: String(error) };
-      await showErrorMessage(`${action} ${machine.name} failed`, errorText(failure));
+      await showError(`${action} ${machine.name} failed`, error, {
+        api: this.api,
+        retry: () => this.api.machineAction(machine.name, action)
+      });
     }
     await this.refresh();
   }

@@ -2,11 +2,12 @@
  * The notebook toolbar item: shows the notebook's hardware, opens the picker,
  * offers to carry variables, and shows launch progress in place.
  */
-import { Dialog, ISessionContext, Notification, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import { Dialog, ISessionContext, Notification, showDialog } from '@jupyterlab/apputils';
 import { ServiceManager } from '@jupyterlab/services';
 import { Widget } from '@lumino/widgets';
 
 import { HardwareAPI, HardwareAPIError, HardwareEvents } from './api';
+import { showError } from './errors';
 import {
   ILaunchProgress,
   IHardware,
@@ -253,7 +254,7 @@ export class HardwareToolbarItem extends Widget {
     try {
       options = await this.store.options(true);
     } catch (error) {
-      await showErrorMessage('Hardware cannot be listed', errorText(asError(error)));
+      await showError('Hardware cannot be listed', error);
       return;
     }
     const body = new HardwareListBody(options, this.currentTarget);
@@ -347,7 +348,10 @@ export class HardwareToolbarItem extends Widget {
       const step = failure.step || this.progress?.step || '';
       this.progress = null;
       this.display(`${option.name}: failed${step ? ` at ${step}` : ''}`, errorText(failure), 'error');
-      await showErrorMessage(`Switching to ${option.label} failed`, errorText(failure));
+      await showError(`Switching to ${option.label} failed`, error, {
+        api: this.store.api,
+        retry: () => this.switchTo(option, carry)
+      });
       await this.refresh();
     } finally {
       window.clearInterval(timer);

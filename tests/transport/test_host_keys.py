@@ -61,6 +61,16 @@ async def test_a_connection_refuses_the_key_until_it_is_trusted(
         assert (await conn.run("echo ok")).stdout.strip() == "ok"
 
 
+async def test_a_known_hosts_file_not_yet_created_is_an_unknown_key_not_an_unreachable_host(
+    ssh_host: SSHTestHost, tmp_path: Path
+) -> None:
+    known = tmp_path / "missing" / "known_hosts"  # UserKnownHostsFile names it; OpenSSH
+    settings = settings_for(_config(tmp_path, ssh_host, known))  # reads it as empty
+    with pytest.raises(HostKeyError, match=f">> {known}`") as raised:
+        await SSHConnection("stranger", settings).open()
+    assert raised.value.fingerprint == ssh_host.fingerprint() and not raised.value.changed
+
+
 async def test_a_changed_key_is_refused_and_the_recorded_one_kept(
     ssh_host: SSHTestHost, tmp_path: Path
 ) -> None:

@@ -1,0 +1,83 @@
+import { HardwareAPIError } from '../src/api';
+import { commandsIn, errorDetails, hostKeyIn } from '../src/errordetails';
+
+const FINGERPRINT = 'SHA256:ROv2lbSq13PnELtUMKtQJ8qzZ+VpjGOl9+aMdrWhXFo';
+const UNKNOWN =
+  "Launching a kernel on ssh-newbox failed at step 'connect' after 0.0 s: host key of " +
+  `newbox (127.0.0.1:2222) is not known: it presents ssh-ed25519 key ${FINGERPRINT}. ` +
+  'Nothing was trusted automatically. If that is your machine\'s key, trust it with ' +
+  '`jupyter remote-hw trust newbox`, or add it with ' +
+  '`ssh-keyscan -p 2222 127.0.0.1 >> ~/.ssh/known_hosts` (or connect once with ' +
+  '`ssh newbox` and accept it), then retry.';
+
+describe('commandsIn', () => {
+  it('lists each quoted command once, in order', () => {
+    expect(commandsIn('run `a b` then `c`', undefined, 'or `a b`')).toEqual(['a b', 'c']);
+    expect(commandsIn('nothing to run')).toEqual([]);
+    expect(commandsIn('check that `ssh <host>` works')).toEqual([]);
+  });
+});
+
+describe('hostKeyIn', () => {
+  it('reads the alias, its real address and the fingerprint', () => {
+    expect(hostKeyIn(UNKNOWN)).toEqual({
+      destination: 'newbox',
+      host: '127.0.0.1',
+      port: 2222,
+      fingerprint: FINGERPRINT
+    });
+  });
+
+  it('reads a host named by its address', () => {
+    const message = `host key of 10.0.0.5:22 is not known: it presents ssh-rsa key ${FINGERPRINT}.`;
+    expect(hostKeyIn(message)).toEqual({
+      destination: '10.0.0.5',
+      host: '10.0.0.5',
+      port: 22,
+      fingerprint: FINGERPRINT
+    });
+  });
+
+  it('offers nothing to trust for a changed key or another error', () => {
+    expect(hostKeyIn(`HOST KEY CHANGED for newbox (127.0.0.1:2222): it now presents ${FINGERPRINT}`)).toBeUndefined();
+    expect(hostKeyIn('cannot reach deadhost (127.0.0.1:1): Connection refused')).toBeUndefined();
+  });
+});
+
+describe('errorDetails', () => {
+  it("takes the server's fields when it sends them", () => {
+    const error = new HardwareAPIError(UNKNOWN, 502, undefined, 'connect', undefined, {
+      commands: ['jupyter remote-hw trust newbox'],
+      host_key: {
+        destination: 'newbox',
+        host: 'box.example.org',
+        port: 2222,
+        fingerprint: FINGERPRINT,
+        changed: false
+      }
+    });
+    const details = errorDetails(error);
+    expect(details.commands).toEqual(['jupyter remote-hw trust newbox']);
+    expect(details.hostKey).toEqual({
+      destination: 'newbox',
+      host: 'box.example.org',
+      port: 2222,
+      fingerprint: FINGERPRINT
+    });
+    expect(details.step).toBe('connect');
+  });
+
+  it('never offers to trust a changed key', () => {
+    const error = new HardwareAPIError('HOST KEY CHANGED', 502, undefined, 'connect', undefined, {
+      host_key: { destination: 'a', host: 'a', port: 22, fingerprint: FINGERPRINT, changed: true }
+    });
+    expect(errorDetails(error).hostKey).toBeUndefined();
+  });
+
+  it('reads any other error from its message', () => {
+    const details = errorDetails(new Error(UNKNOWN));
+    expect(details.commands).toHaveLength(3);
+    expect(details.hostKey?.port).toBe(2222);
+    expect(errorDetails('plain').message).toBe('plain');
+  });
+});
