@@ -83,6 +83,8 @@ class SSHTestHost:
         user: The login user (the user running the tests).
         root: Directory holding this host's keys, config and logs.
         netns: Network namespace name, when the host lives in one.
+        env: Variables every session on the host gets (sshd's ``SetEnv``), such as
+            a ``PATH`` with a stand-in ``nvidia-smi`` first.
     """
 
     alias: str
@@ -92,6 +94,7 @@ class SSHTestHost:
     root: Path
     netns: str | None = None
     extra_listen: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
     _sshd: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _children: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
 
@@ -192,6 +195,7 @@ class SSHTestHost:
             "MaxSessions 100\n"
             "LogLevel VERBOSE\n"
             f"Subsystem sftp {sftp}\n"
+            + "".join(f"SetEnv {key}={value}\n" for key, value in self.env.items())
         )
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
@@ -277,10 +281,11 @@ class NetnsTestHost(SSHTestHost):
 
 
 @contextlib.contextmanager
-def loopback_host(root: Path, alias: str = "testhost") -> Iterator[SSHTestHost]:
-    """Run an sshd on 127.0.0.1 for the duration of the block."""
+def loopback_host(root: Path, alias: str = "testhost",
+                  env: dict[str, str] | None = None) -> Iterator[SSHTestHost]:
+    """Run an sshd on 127.0.0.1 for the duration of the block (sessions get ``env``)."""
     host = SSHTestHost(alias=alias, address="127.0.0.1", port=free_port(),
-                       user=getpass.getuser(), root=root)
+                       user=getpass.getuser(), root=root, env=dict(env or {}))
     host.prepare()
     host.start()
     try:

@@ -17,6 +17,7 @@ from . import AGENT_VERSION
 from .hardware import HardwareReporter
 from .kernels import DEFAULT_START_TIMEOUT, STATE_WAIT, KernelManager
 from .lifetime import LifetimeWatch
+from .metrics import MetricsSampler
 from .paths import StatePaths
 from .processes import write_pid_file
 from .protocol import (
@@ -74,6 +75,7 @@ class AgentServer:
         self.context = new_context()
         self.kernels = KernelManager(paths, self.context, on_forget=self._kernel_forgotten)
         self.hardware = HardwareReporter()
+        self.metrics = MetricsSampler()
         self.lifetime = LifetimeWatch(os.path.join(paths.root, "lifetime.json"), self.kernels)
         self.shares = ShareRelays(os.path.join(paths.root, "shares.json"), self._kernel_port)
         self._server: asyncio.AbstractServer | None = None
@@ -87,6 +89,7 @@ class AgentServer:
         self._handlers: dict[str, Handler] = {
             "hello": self._hello,
             "hardware": self._hardware,
+            "metrics": self._metrics,
             "start_kernel": self._start_kernel,
             "restart_kernel": self._restart_kernel,
             "interrupt_kernel": self._interrupt_kernel,
@@ -343,6 +346,11 @@ class AgentServer:
             python=arg_str(args, "hardware", "python"),
             refresh=arg_bool(args, "hardware", "refresh", False),
         )
+
+    async def _metrics(self, args: dict[str, Any]) -> dict[str, Any]:
+        kernel_id = arg_str(args, "metrics", "kernel_id")
+        pid = self.kernels.get(kernel_id).pid if kernel_id is not None else None
+        return await self.metrics.sample(pid or None)
 
     async def _start_kernel(self, args: dict[str, Any]) -> dict[str, Any]:
         op = "start_kernel"

@@ -8,6 +8,7 @@ Routes (under the server's base URL; documented in docs/rest-api.yaml):
 - ``POST /jupyter-remote-hw/api/launch``: start a kernel on hardware.
 - ``GET  /jupyter-remote-hw/api/variables/<session id>``: what could be carried.
 - ``POST /jupyter-remote-hw/api/switch/<session id>``: switch a notebook's hardware.
+- ``GET  /jupyter-remote-hw/api/metrics/<kernel id>``: live use of a kernel's hardware.
 - ``GET|POST /jupyter-remote-hw/api/shares``: the user's shares; share a kernel.
 - ``DELETE /jupyter-remote-hw/api/shares/<share id>``: revoke a share.
 - ``POST /jupyter-remote-hw/api/join``: attach a kernel here to one a teammate shared.
@@ -33,6 +34,7 @@ from ..hardware import list_hardware
 from ..hardware_actions import HardwareActions, HardwareRequestError
 from ..hardware_events import EventHub
 from ..host_key_actions import trust_host_key
+from ..kernel_metrics import KernelMetrics
 from ..share_actions import ShareActions
 from ..user_errors import is_expected, launch_logged
 
@@ -191,6 +193,23 @@ class SessionSwitchHandler(HardwareAPIHandler):
         self.write_json(report)
 
 
+class KernelMetricsHandler(HardwareAPIHandler):
+    """``GET``: the live use of the hardware a kernel runs on (CPU, memory, GPUs, cost)."""
+
+    auth_resource = KERNELS_RESOURCE
+
+    def initialize(self, actions: HardwareActions, shares: ShareActions,  # type: ignore[override]
+                   metrics: KernelMetrics) -> None:
+        """Keep the actions and the metrics (handler kwargs)."""
+        super().initialize(actions, shares)
+        self.metrics = metrics
+
+    @web.authenticated
+    @authorized
+    async def get(self, kernel_id: str) -> None:
+        self.write_json(await self.metrics.metrics(kernel_id))
+
+
 class SharesHandler(HardwareAPIHandler):
     """``GET``: the user's shares (``?all=1``: revoked and expired ones too).
     ``POST {"kernel", "public_key", "role", "expires"?, "address"?}``: share a kernel;
@@ -308,6 +327,8 @@ def api_handlers(actions: HardwareActions,
         (f"{API_PREFIX}/launch", KernelsHandler, kwargs),
         (f"{API_PREFIX}/variables/{session}", SessionVariablesHandler, kwargs),
         (f"{API_PREFIX}/switch/{session}", SessionSwitchHandler, kwargs),
+        (f"{API_PREFIX}/metrics/(?P<kernel_id>[^/]+)", KernelMetricsHandler,
+         {**kwargs, "metrics": KernelMetrics(actions)}),
         (f"{API_PREFIX}/shares", SharesHandler, kwargs),
         (f"{API_PREFIX}/shares/(?P<share_id>[^/]+)", ShareHandler, kwargs),
         (f"{API_PREFIX}/join", JoinHandler, kwargs),
