@@ -11,6 +11,8 @@ import * as path from 'path';
 const IMAGES = path.resolve(__dirname, '..', '..', 'docs', 'images');
 const TOOLBAR = '.jp-RemoteHW-toolbarItem';
 const ERROR_DIALOG = '.jp-RemoteHW-errorDialog';
+/** JupyterLab's log (run.sh writes it). */
+const SERVER_LOG = path.resolve(__dirname, '..', 'server.log');
 
 /** What serve.py wrote of the untrusted host (run.sh names the file). */
 interface INewbox {
@@ -98,4 +100,12 @@ test('an unknown host key is shown in full and trusted in one step', async ({ pa
   await page.notebook.setCell(0, 'code', "print('on', 'newbox')");
   await page.notebook.runCell(0, true);
   expect((await page.notebook.getCellTextOutput(0))?.join('').trim()).toBe('on newbox');
+
+  // The server reported the user's error in one WARNING line (the rest is INFO or
+  // below), without a traceback.
+  const log = fs.readFileSync(SERVER_LOG, 'utf-8').split('\n');
+  const first = log.findIndex(line => line.includes('host key of newbox'));
+  const reported = log.filter(line => /^\[[WEC] /.test(line) && line.includes('host key of newbox'));
+  expect(reported).toEqual([expect.stringMatching(/^\[W .*launch on ssh-newbox: connect failed/)]);
+  expect(log.slice(first).filter(line => line.includes('Traceback'))).toEqual([]);
 });
