@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,22 +20,12 @@ from .launch_steps import LaunchError
 from .ledger.store import ACTIVE_STATES, FINAL_STATES, SERVER_OWNER, MachineRecord
 from .machines import MachineManager
 from .providers import KERNEL_NAME_PREFIX, Target, UnknownHardwareError
+from .switching import CARRY_ALL, carry, kernel_namespace
 from .transfer import TransferError
 from .user_errors import commands_in, host_key_details
-from .variables import transfer_client
-
-CARRY_ALL = "all"
-"""``carry`` value meaning every variable the old kernel has that can be carried."""
 
 #: Seconds the machines listing waits for an agent's lifetime status.
 LIFETIME_WAIT = 3.0
-
-#: Names the kernel itself puts in the user's namespace: never offered for carrying.
-KERNEL_NAMES = frozenset({"open", "exit", "quit", "get_ipython"})
-
-
-def _user_variables(variables: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [v for v in variables if v["name"] not in KERNEL_NAMES]
 
 
 class HardwareRequestError(Exception):
@@ -353,41 +341,45 @@ class HardwareActions:
         self._publish_machine(target.name, target)
         return kernel_id
 
-    async def kernel_variables(self, kernel_id: str) -> list[dict[str, Any]]:
-        """A kernel's variables (name, type, nbytes), for the carry dialog.
+    async def kernel_variables(self, kernel_id: str) -> dict[str, Any]:
+        """What a switch could carry from a kernel, for the carry dialog: its
+        ``variables`` (name, type, nbytes, whether carriable and why not) and the
+        ``modules`` bound to names (re-imported in the new kernel).
 
         Raises:
-            HardwareRequestError: 409 when the kernel does not answer transfers.
+            HardwareRequestError: 409 at once when the kernel cannot answer (it is
+                running a cell, or cannot load the transfer handler).
         """
         try:
-            async with transfer_client(self.kernel_manager, kernel_id) as client:
-                await client.hello()
-                return _user_variables(await client.variables())
+            return await kernel_namespace(self.kernel_manager, kernel_id)
         except TransferError as exc:
             raise HardwareRequestError(409, str(exc)) from None
 
     # ------------------------------------------------------------------ switching
 
-    async def switch_session(self, session_id: str, hardware: Any, carry: Any = None,
+    async def switch_session(self, session_id: str, hardware: Any, carry_names: Any = None,
                              device: Any = None, keep_old: Any = False) -> dict[str, Any]:
         """Give a notebook's session a kernel on other hardware, carrying variables over.
 
-        A new kernel starts on ``hardware``; the variables are copied into it;
+        A new kernel starts on ``hardware``; the modules bound to names in
+        ``carry_names`` are imported in it and the variables copied into it;
         the session then uses it and the old kernel is shut down (unless
-        ``keep_old``). A failed launch leaves the session as it was.
+        ``keep_old``). A failed launch leaves the session as it was. Each step
+        is published as a ``switch`` event (the copy with bytes and rate).
 
         Args:
             session_id: The notebook's session.
             hardware: The target's name.
-            carry: Variable names, :data:`CARRY_ALL`, or None/[] for none.
+            carry_names: Variable and module names, :data:`CARRY_ALL`, or None/[] for none.
             device: Where arriving tensors go (``cuda``), or None.
             keep_old: Keep the old kernel running.
 
         Returns:
             ``session_id``, ``kernel_id``, ``previous_kernel_id``, ``hardware``,
-            ``carried`` (name, type) and ``not_carried`` (name, reason).
+            ``carried`` (name, type), ``imported`` (name, module) and
+            ``not_carried`` (name, reason).
         """
-        names = self._carry_names(carry)
+        names = self._carry_names(carry_names)
         if device is not None and not isinstance(device, str):
             raise HardwareRequestError(400, "'device' must be a string such as 'cuda'", "device")
         if not isinstance(keep_old, bool):
@@ -407,18 +399,23 @@ class HardwareActions:
             progress("failed", message=str(exc), step=exc.step, hint=exc.hint)
             raise
         try:
-            carried, not_carried = await self._carry(old_id, new_id, names, device, progress)
+            carried = await carry(self.kernel_manager, old_id, new_id, names, device, progress)
+            progress("switching session", kernel_id=new_id)
             await self.session_manager.update_session(session_id, kernel_id=new_id)
-        except BaseException:
+        except BaseException as exc:
+            progress("failed", message=str(exc) or type(exc).__name__)
             with contextlib.suppress(Exception):
                 await self.kernel_manager.shutdown_kernel(new_id)
             raise
         if not keep_old:
+            progress("stopping the old kernel", kernel_id=old_id)
             await self.kernel_manager.shutdown_kernel(old_id)
-        progress("done", kernel_id=new_id, carried=[c["name"] for c in carried],
-                 not_carried=not_carried)
+        progress("done", kernel_id=new_id, carried=[c["name"] for c in carried.carried],
+                 imported=[m["name"] for m in carried.imported],
+                 not_carried=carried.not_carried)
         return {"session_id": session_id, "kernel_id": new_id, "previous_kernel_id": old_id,
-                "hardware": target.name, "carried": carried, "not_carried": not_carried}
+                "hardware": target.name, "carried": carried.carried,
+                "imported": carried.imported, "not_carried": carried.not_carried}
 
     @staticmethod
     def _carry_names(carry: Any) -> list[str] | str:
@@ -429,58 +426,8 @@ class HardwareActions:
         if not isinstance(carry, list) or not all(
                 isinstance(n, str) and n.isidentifier() for n in carry):
             raise HardwareRequestError(
-                400, "'carry' must be a list of variable names or \"all\"", "carry")
+                400, "'carry' must be a list of variable and module names, or \"all\"", "carry")
         return list(dict.fromkeys(carry))
-
-    async def _carry(self, source_id: str, destination_id: str, names: list[str] | str,
-                     device: str | None, progress: Callable[..., None],
-                     ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
-        """Copy what can be copied; each variable that cannot is reported with the reason.
-
-        A copy is all or nothing, so a variable that fails is left out and the
-        copy tried again with the others, over the same two kernel links.
-        """
-        if not names:
-            return [], []
-        not_carried: list[dict[str, str]] = []
-        try:
-            async with transfer_client(self.kernel_manager, source_id) as source, \
-                    transfer_client(self.kernel_manager, destination_id) as destination:
-                await source.hello()
-                await destination.hello()
-                remaining = ([v["name"] for v in _user_variables(await source.variables())]
-                             if names == CARRY_ALL else list(names))
-                throttle = _Throttle(progress)
-                while remaining:
-                    progress("carrying variables", names=remaining)
-                    try:
-                        carried = await source.copy_to(destination, remaining, device, throttle)
-                        return carried, not_carried
-                    except TransferError as exc:
-                        if exc.name is None or exc.name not in remaining:
-                            raise
-                        remaining.remove(exc.name)
-                        not_carried.append({"name": exc.name, "reason": str(exc)})
-        except TransferError as exc:
-            left = [n for n in ([] if names == CARRY_ALL else names)
-                    if n not in {c["name"] for c in not_carried}]
-            not_carried.extend({"name": n, "reason": str(exc)} for n in left or ["*"])
-        return [], not_carried
-
-
-class _Throttle:
-    """Passes copy progress on as ``carrying variables`` events, at most 4 a second."""
-
-    def __init__(self, progress: Callable[..., None], interval: float = 0.25) -> None:
-        self.progress = progress
-        self.interval = interval
-        self._last = 0.0
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if done >= total or now - self._last >= self.interval:
-            self._last = now
-            self.progress("carrying variables", done=done, total=total)
 
 
 __all__ = ["CARRY_ALL", "HardwareActions", "HardwareRequestError"]

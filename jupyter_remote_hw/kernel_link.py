@@ -128,6 +128,51 @@ class KernelLink:
         """Send a shell request and wait for its reply message."""
         return await self.send(msg_type, content, buffers)
 
+    async def request_or_ignored(self, msg_type: str, content: dict[str, Any],
+                                 grace: float = 0.5) -> dict[str, Any] | None:
+        """Send a shell request; its reply, or None when the kernel ignored it.
+
+        A kernel that does not know ``msg_type`` goes busy and idle again
+        without replying (ipykernel logs "Unknown message type"): once it is
+        idle and no reply has come within ``grace`` seconds, the answer is None.
+        """
+        idle = asyncio.get_running_loop().create_future()
+
+        def route(output: dict[str, Any]) -> None:
+            if (output["msg_type"] == "status" and not idle.done()
+                    and output["content"].get("execution_state") == "idle"):
+                idle.set_result(None)
+
+        msg = self.client.session.msg(msg_type, content)
+        msg_id = msg["header"]["msg_id"]
+        reply = self._send(msg, on_output=route)
+        try:
+            await asyncio.wait([reply, idle], return_when=asyncio.FIRST_COMPLETED)
+            if not reply.done():
+                await asyncio.wait([reply], timeout=grace)
+            return reply.result() if reply.done() else None
+        finally:
+            self._outputs.pop(msg_id, None)
+            if not reply.done():
+                self._replies.pop(msg_id, None)
+                reply.cancel()
+
+    async def evaluate(self, expressions: dict[str, str]) -> dict[str, Any]:
+        """Evaluate expressions in the kernel quietly: no execution count, no
+        outputs to other clients, nothing left in the namespace.
+
+        Returns:
+            The ``user_expressions`` of the reply: per name, ``{"status": "ok",
+            "data": {...}}`` or ``{"status": "error", "ename", "evalue"}``.
+        """
+        msg = self.client.session.msg("execute_request", {
+            "code": "", "silent": True, "store_history": False,
+            "user_expressions": expressions, "allow_stdin": False, "stop_on_error": False,
+        })
+        reply = await self._send(msg)
+        result: dict[str, Any] = reply["content"].get("user_expressions") or {}
+        return result
+
     async def execute(self, code: str, on_output: OutputHandler,
                       user_expressions: dict[str, str] | None = None) -> dict[str, Any]:
         """Run ``code``; every IOPub message it causes goes to ``on_output`` as it arrives.

@@ -20,6 +20,11 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
 from .kernel_link import KernelLink
 from .transfer.client import Progress, StreamOpener, TransferClient, open_local_stream
+from .transfer.errors import NoTransferHandlerError
+
+#: The expression that makes a plain IPython kernel answer transfer requests.
+_LOAD_HANDLER = ("__import__('jupyter_remote_hw.transfer.kernel_handler', fromlist=['_'])"
+                 ".load_ipython_extension(get_ipython())")
 
 
 def stream_opener(manager: Any) -> StreamOpener | None:
@@ -63,6 +68,32 @@ async def transfer_client(kernel_manager: MultiKernelManager,
         client.stop_channels()
 
 
+async def answering(client: TransferClient, timeout: float = 10.0) -> dict[str, Any]:
+    """Make sure the kernel answers transfer requests; its ``hello``.
+
+    A plain IPython kernel (``python3``, started without our extension) ignores
+    them: the transfer handler is then loaded into it with one quiet request
+    (nothing shows in the notebook, nothing is added to its namespace).
+
+    Raises:
+        NoTransferHandlerError: It cannot be loaded there (the package is not
+            importable in that kernel's Python); the message says what to do.
+        TransferError: The kernel did not answer within ``timeout`` seconds.
+    """
+    try:
+        return await client.hello(timeout)
+    except NoTransferHandlerError:
+        pass
+    loaded = (await client.link.evaluate({"load": _LOAD_HANDLER})).get("load") or {}
+    if loaded.get("status") != "ok":
+        why = f"{loaded.get('ename', 'error')}: {loaded.get('evalue', 'no answer')}"
+        raise NoTransferHandlerError(
+            f"the kernel on {client.where} cannot hand over its variables: jupyter-remote-hw "
+            f"cannot be loaded in it ({why}). Install jupyter-remote-hw in that kernel's "
+            "Python, or switch without carrying variables.")
+    return await client.hello(timeout)
+
+
 async def copy_variables(kernel_manager: MultiKernelManager, source_id: str,
                          destination_id: str, names: list[str], device: str | None = None,
                          progress: Progress | None = None) -> list[dict[str, Any]]:
@@ -87,6 +118,6 @@ async def copy_variables(kernel_manager: MultiKernelManager, source_id: str,
     """
     async with transfer_client(kernel_manager, source_id) as source, \
             transfer_client(kernel_manager, destination_id) as destination:
-        await source.hello()
-        await destination.hello()
+        await answering(source)
+        await answering(destination)
         return await source.copy_to(destination, names, device, progress)

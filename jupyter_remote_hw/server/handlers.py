@@ -166,7 +166,8 @@ class KernelsHandler(HardwareAPIHandler):
 
 
 class SessionVariablesHandler(HardwareAPIHandler):
-    """``GET``: the variables of a session's kernel (name, type, nbytes)."""
+    """``GET``: what a switch could carry from a session's kernel: its variables (name,
+    type, nbytes, carriable, reason) and the modules bound to names."""
 
     auth_resource = KERNELS_RESOURCE
 
@@ -174,8 +175,7 @@ class SessionVariablesHandler(HardwareAPIHandler):
     @authorized
     async def get(self, session_id: str) -> None:
         session = await self.actions.session(session_id)
-        variables = await self.actions.kernel_variables(session["kernel"]["id"])
-        self.write_json({"variables": variables})
+        self.write_json(await self.actions.kernel_variables(session["kernel"]["id"]))
 
 
 class SessionSwitchHandler(HardwareAPIHandler):

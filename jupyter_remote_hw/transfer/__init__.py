@@ -1,10 +1,16 @@
 """Moving variables between kernels: serialization, all-or-nothing."""
 
-from .errors import MissingVariableError, NotSerializableError, TransferError
+from .errors import (
+    MissingVariableError,
+    NoTransferHandlerError,
+    NotSerializableError,
+    TransferError,
+)
 from .pickling import Pickled, dump_variable, dump_variables, load_variables, type_name
 
 __all__ = [
     "MissingVariableError",
+    "NoTransferHandlerError",
     "NotSerializableError",
     "Pickled",
     "TransferError",

@@ -20,6 +20,7 @@ class NotSerializableError(TransferError):
 
     Attributes:
         type_name: The variable's type, as ``module.Qualname``.
+        reason: Why, in words (``it is a lock (TypeError: ...)``).
     """
 
     def __init__(self, name: str, type_name: str, reason: str) -> None:
@@ -29,6 +30,7 @@ class NotSerializableError(TransferError):
             name,
         )
         self.type_name = type_name
+        self.reason = reason
 
 
 class MissingVariableError(TransferError):
@@ -36,3 +38,8 @@ class MissingVariableError(TransferError):
 
     def __init__(self, name: str) -> None:
         super().__init__(f"no variable named {name!r} to send. Nothing was sent.", name)
+
+
+class NoTransferHandlerError(TransferError):
+    """The kernel ignored a transfer request: nothing in it answers them (a plain
+    kernel, without ``%load_ext jupyter_remote_hw``)."""

@@ -8,6 +8,7 @@ cloudpickle only.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 import time
@@ -18,8 +19,9 @@ from . import protocol
 from .buffers import empty_segment
 from .bulk import BulkStream
 from .devices import check_device, to_device
-from .errors import TransferError
+from .errors import NotSerializableError, TransferError
 from .pickling import (
+    dump_variable,
     dump_variables,
     from_segments,
     load_variables,
@@ -32,6 +34,10 @@ log = logging.getLogger(__name__)
 
 #: Names IPython puts in every namespace.
 _HIDDEN = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
+
+#: Seconds a ``list`` with ``check`` spends trial-pickling variables; those left
+#: unchecked when it runs out are listed with ``checked: false``.
+CHECK_BUDGET = 2.0
 
 
 @dataclass
@@ -62,6 +68,27 @@ def _sizeof(value: Any) -> int:
         return sys.getsizeof(value)
     except TypeError:
         return 0
+
+
+def _module_entry(name: str, module: Any) -> dict[str, Any]:
+    """A module bound to ``name``: its import name and whether another kernel can import it."""
+    module_name = getattr(module, "__name__", None) or name
+    entry: dict[str, Any] = {"name": name, "module": module_name, "importable": True}
+    if module_name == "__main__" or getattr(module, "__spec__", None) is None:
+        entry.update(importable=False, reason="it was not imported from a file or package "
+                     "(made at run time), so it cannot be imported by name")
+    return entry
+
+
+def _trial(name: str, value: Any, check: bool) -> dict[str, Any]:
+    """Whether ``value`` can be carried: pickled on trial (its buffers are not copied)."""
+    if not check:
+        return {"carriable": True, "checked": False}
+    try:
+        pickled = dump_variable(name, value)
+    except NotSerializableError as exc:  # whatever pickling raised, with its reason
+        return {"carriable": False, "checked": True, "reason": exc.reason}
+    return {"carriable": True, "checked": True, "nbytes": pickled.nbytes}
 
 
 class TransferHandler:
@@ -153,19 +180,56 @@ class TransferHandler:
         return {"version": protocol.VERSION, "python": sys.executable,
                 "python_version": sys.version.split()[0]}, []
 
-    def _op_list(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
-        # What IPython put in the namespace itself (In, Out, exit, ipykernel's
-        # open ...) is not the user's, unless the user has since assigned the name.
+    def _user_names(self) -> list[tuple[str, Any]]:
+        """The user's names and values: not IPython's own (In, Out, exit, ipykernel's
+        open ...) unless the user has since assigned the name, nor ``_`` names."""
         shell_hidden = getattr(getattr(self.kernel, "shell", None), "user_ns_hidden", None) or {}
         unset = object()
-        variables = [
-            {"name": name, "type": type_name(value), "nbytes": _sizeof(value)}
-            for name, value in list(self.namespace.items())
-            if not name.startswith("_") and name not in _HIDDEN
-            and shell_hidden.get(name, unset) is not value
-            and type(value).__name__ != "module"
-        ]
-        return {"variables": variables}, []
+        return [(name, value) for name, value in list(self.namespace.items())
+                if not name.startswith("_") and name not in _HIDDEN
+                and shell_hidden.get(name, unset) is not value]
+
+    def _op_list(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+        """The variables (name, type, nbytes) and the modules bound to names.
+
+        With ``check``, each variable is also pickled on trial (within
+        :data:`CHECK_BUDGET` seconds in all): ``carriable``, the ``reason`` when
+        not, and ``nbytes`` as sent. Each module says whether it can be
+        re-imported by name elsewhere (``importable``, ``reason``).
+        """
+        check = bool(content.get("check"))
+        deadline = time.monotonic() + CHECK_BUDGET
+        variables: list[dict[str, Any]] = []
+        modules: list[dict[str, Any]] = []
+        for name, value in self._user_names():
+            if type(value).__name__ == "module":
+                modules.append(_module_entry(name, value))
+                continue
+            entry: dict[str, Any] = {"name": name, "type": type_name(value),
+                                     "nbytes": _sizeof(value)}
+            if check:
+                entry.update(_trial(name, value, time.monotonic() < deadline))
+            variables.append(entry)
+        return {"variables": variables, "modules": modules}, []
+
+    def _op_import(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+        """Import modules by name and bind each to its name here (``np`` for numpy).
+
+        Content: ``modules``, a list of ``{"name", "module"}``. Answers
+        ``imported`` (those bound) and ``failed`` (with the ``reason``).
+        """
+        imported: list[dict[str, str]] = []
+        failed: list[dict[str, str]] = []
+        for item in content.get("modules") or []:
+            name, module = str(item["name"]), str(item["module"])
+            try:
+                self.namespace[name] = importlib.import_module(module)
+            except Exception as exc:  # noqa: BLE001 (an import can raise anything; named)
+                failed.append({"name": name, "module": module,
+                               "reason": f"{type(exc).__name__}: {exc}"})
+            else:
+                imported.append({"name": name, "module": module})
+        return {"imported": imported, "failed": failed}, []
 
     def _op_receive(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
         device = content.get("device") or None

@@ -14,8 +14,14 @@ Ops (client to kernel):
 
 ``hello``
     Protocol version and the kernel's Python.
-``list``
-    The kernel's variables with their types and sizes.
+``list`` (check)
+    The kernel's variables with their types and sizes, and the modules bound
+    to names (``{"name": "np", "module": "numpy", "importable"}``). With
+    ``check``, each variable is pickled on trial: ``carriable`` and, when
+    not, the ``reason``.
+``import`` (modules)
+    Import each ``{"name", "module"}`` and bind it to its name; answers
+    ``imported`` and ``failed`` (with the ``reason``).
 ``receive`` (id, variables, device, commit, stream)
     Announce an incoming transfer; buffers carry whole segments in order
     when it is small. With ``commit`` it is assigned at once. With

@@ -3,7 +3,6 @@ and on the loopback sshd test host."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import time
@@ -15,38 +14,9 @@ from tornado.websocket import websocket_connect
 
 from jupyter_remote_hw.machines import MachineManager
 
-from ..kernelws import KernelChannels
 from ..provisioner.conftest import HARDWARE, LOCAL_KERNEL, SSH_TARGET, OpenChannels
 from ..testhosts import SSHTestHost
 from .apiclient import Events, Fetch, failure, get, post
-
-
-@pytest.fixture
-async def events(jp_ws_fetch: Fetch) -> Any:
-    """The event socket, open for the whole test."""
-    ws = await jp_ws_fetch("jupyter-remote-hw", "api", "events")
-    yield Events(ws)
-    await KernelChannels(ws).close()  # and wait until the server closed it too
-
-
-async def new_session(jp_fetch: Fetch, kernel_name: str, path: str = "work.ipynb") -> dict[str, Any]:
-    """A notebook session with a kernel, as JupyterLab opens one."""
-    response = await jp_fetch("api", "sessions", method="POST", body=json.dumps({
-        "path": path, "name": path, "type": "notebook", "kernel": {"name": kernel_name},
-    }))
-    return dict(json.loads(response.body))
-
-
-@pytest.fixture
-async def sessions(jp_fetch: Fetch, jp_serverapp: Any) -> Any:
-    """Start sessions; every kernel is shut down afterwards."""
-    async def start(kernel_name: str) -> dict[str, Any]:
-        return await new_session(jp_fetch, kernel_name)
-
-    yield start
-    km = jp_serverapp.kernel_manager
-    await asyncio.gather(*(km.shutdown_kernel(k) for k in km.list_kernel_ids()),
-                         return_exceptions=True)
 
 
 @pytest.mark.parametrize(("method", "path"), [
@@ -101,7 +71,7 @@ async def test_hardware_lists_local_and_the_ssh_host(jp_fetch: Fetch,
     ("switch/no-such-session", {"hardware": "local"}, 404, "session_id",
      "no session 'no-such-session'"),
     ("switch/s", {"hardware": "local", "carry": "x,y"}, 400, "carry",
-     "'carry' must be a list of variable names or \"all\""),
+     "'carry' must be a list of variable and module names"),
     ("switch/s", {"hardware": "local", "carry": ["ok", "not ok"]}, 400, "carry",
      "'carry' must be"),
     ("switch/s", {"hardware": "local", "keep_old": "yes"}, 400, "keep_old",
@@ -228,15 +198,6 @@ async def test_switch_carries_named_variables_and_reports_missing_ones(
     new = await channels(report["kernel_id"])
     ran = await new.execute("print(a, 'b' in globals())")
     assert ran.stdout.split() == ["1", "False"]
-
-
-async def test_a_kernel_that_does_not_answer_transfers_is_409_for_variables(
-    jp_fetch: Fetch, sessions: Any
-) -> None:
-    session = await sessions("python3")
-    code, error = await failure(jp_fetch, "variables", session["id"], method="GET")
-    assert code == 409
-    assert "%load_ext jupyter_remote_hw" in error["message"]
 
 
 async def test_cloud_machines_show_their_ledger_state_price_and_cost(

@@ -1,0 +1,190 @@
+"""What a hardware switch carries from the old kernel to the new one: the listing
+the user confirms first, then the modules re-imported and the variables copied.
+
+Free of HTTP; :class:`..hardware_actions.HardwareActions` runs a switch's steps
+and turns the errors raised here into request errors.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from jupyter_client.multikernelmanager import MultiKernelManager
+
+from .transfer import TransferError
+from .transfer.client import TransferClient
+from .variables import answering, transfer_client
+
+CARRY_ALL = "all"
+"""``carry`` value meaning every variable and module the old kernel has that can be carried."""
+
+#: Names the kernel itself puts in the user's namespace: never offered for carrying.
+KERNEL_NAMES = frozenset({"open", "exit", "quit", "get_ipython"})
+
+#: Seconds to wait for a kernel's first answer when it is idle (a remote one may be slow).
+ANSWER_WAIT = 10.0
+#: Seconds to wait when it is running a cell: it answers only once the cell ends.
+BUSY_ANSWER_WAIT = 1.0
+
+#: Called with a switch step's name and its fields (see :class:`.hardware_events.EventHub`).
+StepReporter = Callable[..., None]
+
+
+def user_names(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Entries of a kernel's listing without the names the kernel itself defines."""
+    return [e for e in entries if e["name"] not in KERNEL_NAMES]
+
+
+def mebibytes(count: float) -> str:
+    """A byte count as the progress line shows it: ``12.3 MiB``, ``512 KiB``, ``40 B``."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count:.0f} B"
+
+
+def transfer_detail(done: int, total: int, rate: float | None) -> str:
+    """``12.3 MiB of 40.0 MiB · 8.1 MiB/s`` (no rate until one is known)."""
+    text = f"{mebibytes(done)} of {mebibytes(total)}"
+    return f"{text} · {mebibytes(rate)}/s" if rate else text
+
+
+class BusyKernelError(TransferError):
+    """The kernel is running a cell, so it cannot list its variables now."""
+
+
+async def kernel_namespace(kernel_manager: MultiKernelManager,
+                           kernel_id: str) -> dict[str, Any]:
+    """What a switch could carry from a kernel: each variable with whether it can be
+    carried (and why not), and each module bound to a name.
+
+    A plain IPython kernel is made to answer first (see :func:`.variables.answering`).
+
+    Returns:
+        ``variables`` (``name``, ``type``, ``nbytes``, ``carriable``, ``reason``)
+        and ``modules`` (``name``, ``module``, ``importable``, ``reason``).
+
+    Raises:
+        BusyKernelError: It is running a cell and did not answer at once.
+        TransferError: It cannot answer (the message says why and what to do).
+    """
+    busy = getattr(kernel_manager.get_kernel(kernel_id), "execution_state", None) == "busy"
+    try:
+        async with transfer_client(kernel_manager, kernel_id) as client:
+            await answering(client, BUSY_ANSWER_WAIT if busy else ANSWER_WAIT)
+            listing = await client.namespace(check=True)
+    except TransferError as exc:
+        if busy and not exc.name:
+            raise BusyKernelError(
+                "the kernel is running a cell: its variables can be listed when the cell "
+                "ends. Wait for it or interrupt it, or switch without carrying variables."
+            ) from None
+        raise
+    return {"variables": user_names(listing["variables"]),
+            "modules": user_names(listing["modules"])}
+
+
+@dataclass
+class CarryReport:
+    """What a switch carried: variables assigned, modules imported, and what did not
+    come across with the reason."""
+
+    carried: list[dict[str, Any]] = field(default_factory=list)
+    imported: list[dict[str, str]] = field(default_factory=list)
+    not_carried: list[dict[str, str]] = field(default_factory=list)
+
+
+class _Throttle:
+    """Passes copy progress on as ``carrying variables`` steps with bytes and rate,
+    at most 4 a second."""
+
+    def __init__(self, report: StepReporter, names: list[str], interval: float = 0.25) -> None:
+        self.report = report
+        self.names = names
+        self.interval = interval
+        self._began = time.monotonic()
+        self._last = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done >= total or now - self._last >= self.interval:
+            self._last = now
+            elapsed = now - self._began
+            rate = done / elapsed if elapsed > 0 and done else None
+            self.report("carrying variables", names=self.names, done=done, total=total,
+                        rate=rate, detail=transfer_detail(done, total, rate))
+
+
+async def carry(kernel_manager: MultiKernelManager, source_id: str, destination_id: str,
+                names: list[str] | str, device: str | None,
+                report: StepReporter) -> CarryReport:
+    """Re-import the named modules in the new kernel and copy the named variables.
+
+    A name bound to a module in the old kernel (``np`` after ``import numpy as
+    np``) is imported there by the module's name and bound to the same name. A
+    copy is all or nothing, so a variable that fails is left out and the copy
+    tried again with the others, over the same two kernel links. What does not
+    come across is in ``not_carried`` with the reason.
+    """
+    result = CarryReport()
+    if not names:
+        return result
+    try:
+        async with transfer_client(kernel_manager, source_id) as source, \
+                transfer_client(kernel_manager, destination_id) as destination:
+            await answering(source)
+            await answering(destination)
+            listing = await source.namespace()
+            modules = {m["name"]: m for m in user_names(listing["modules"])}
+            wanted = ([v["name"] for v in user_names(listing["variables"])] + list(modules)
+                      if names == CARRY_ALL else list(names))
+            await _import(destination, [modules[n] for n in wanted if n in modules], result,
+                          report)
+            await _copy(source, destination, [n for n in wanted if n not in modules], device,
+                        result, report)
+    except TransferError as exc:
+        done = {c["name"] for c in result.carried} | {n["name"] for n in result.not_carried}
+        left = [n for n in ([] if names == CARRY_ALL else names) if n not in done]
+        result.not_carried.extend({"name": n, "reason": str(exc)} for n in left or ["*"])
+    return result
+
+
+async def _import(destination: TransferClient, modules: list[dict[str, Any]],
+                  result: CarryReport, report: StepReporter) -> None:
+    for module in modules:
+        if not module.get("importable", True):
+            result.not_carried.append({"name": module["name"], "reason": module["reason"]})
+    wanted = [{"name": m["name"], "module": m["module"]} for m in modules
+              if m.get("importable", True)]
+    if not wanted:
+        return
+    report("importing modules", modules=[m["module"] for m in wanted])
+    answer = await destination.import_modules(wanted)
+    result.imported.extend(answer["imported"])
+    result.not_carried.extend(
+        {"name": f["name"], "module": f["module"],
+         "reason": f"module {f['module']} cannot be imported there ({f['reason']})"}
+        for f in answer["failed"])
+
+
+async def _copy(source: TransferClient, destination: TransferClient, names: list[str],
+                device: str | None, result: CarryReport, report: StepReporter) -> None:
+    remaining = list(names)
+    while remaining:
+        report("carrying variables", names=remaining)
+        try:
+            result.carried.extend(await source.copy_to(
+                destination, remaining, device, _Throttle(report, remaining)))
+            return
+        except TransferError as exc:
+            if exc.name is None or exc.name not in remaining:
+                raise
+            remaining.remove(exc.name)
+            result.not_carried.append({"name": exc.name, "reason": str(exc)})
+
+
+__all__ = ["CARRY_ALL", "BusyKernelError", "CarryReport", "carry", "kernel_namespace",
+           "transfer_detail"]
