@@ -127,6 +127,8 @@ class RemoteHWCommands:
         total = sum(r.price_per_hour for r in records if r.active)
         spent = sum(r.cost(now) for r in self.manager.ledger.machines())
         self._print(f"\nrunning now: {_money(total)}/h · spent in all: {_money(spent)}")
+        if (blocked := self.aws.usability()) is not None:
+            self._print(f"AWS: {blocked.text}")
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -241,20 +243,29 @@ class RemoteHWCommands:
     # ------------------------------------------------------------------ catalog
 
     async def catalog(self, query: str, region: str | None, targets: bool,
-                      probe: bool) -> None:
+                      probe: bool, show_all: bool = False) -> None:
         catalog = self.aws.catalog
         entries: list[CatalogEntry] = catalog.search(query, region)
         spot = "spot" in query.lower().split()
-        rows: list[list[Any]] = [
+        # Without credentials the AWS rows fold into one line, as in the pickers; a
+        # query or --all shows them anyway (their specs and prices are worth reading).
+        blocked = self.aws.usability()
+        folded = blocked is not None and not query.strip() and not show_all
+        rows: list[list[Any]] = [] if folded else [
             [e.instance_type, "aws", e.region, e.hardware, e.gpu_count,
              f"{e.gpu_memory_gib:g}" if e.gpu_count else "-", e.vcpus, f"{e.memory_gib:g}",
-             _money(e.price(spot)), _money(e.spot_usd_per_hour) if e.spot_usd_per_hour
-             is not None else "-", e.price_date or "-"] for e in entries]
+             _money(e.price(spot)) if e.price(spot) is not None else "price unknown",
+             _money(e.spot_usd_per_hour) if e.spot_usd_per_hour is not None else "-",
+             e.price_date or "-"] for e in entries]
         if targets and not query.strip():
             rows = await self._target_rows(probe) + rows
         headers = ["NAME", "PROVIDER", "REGION/WHERE", "HARDWARE", "GPUS", "GPU GIB", "VCPUS",
                    "MEM GIB", "$/H", "SPOT $/H", "PRICES OF"]
         self._print(tabulate(rows, headers=headers))
+        if blocked is not None:
+            more = (f" ({len(entries)} types folded; `jupyter remote-hw catalog --all` "
+                    "lists them)") if folded else ""
+            self._print(f"\nAWS: {blocked.text}{more}")
         self._print(f"\n{len(entries)} of {len(catalog.entries)} catalog rows "
                     f"({catalog.source})")
 
@@ -365,6 +376,8 @@ def build_parser() -> argparse.ArgumentParser:
     catalog.add_argument("--probe", action="store_true",
                          help="ask each SSH host's agent what hardware it has")
     catalog.add_argument("--output", help="refresh: write here instead of the user catalog")
+    catalog.add_argument("--all", action="store_true", dest="show_all",
+                         help="list the AWS rows even when AWS cannot be used now")
     sharing_cli.add_parsers(commands)
     return parser
 
@@ -397,7 +410,7 @@ async def run(args: argparse.Namespace, config: Config, out: TextIO, err: TextIO
             else:
                 region = args.region[0] if args.region else None
                 await commands.catalog(" ".join(args.query), region, not args.no_targets,
-                                       args.probe)
+                                       args.probe, args.show_all)
     finally:
         await manager.close()
         MachineManager.clear_instance()

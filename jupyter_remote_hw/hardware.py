@@ -15,10 +15,15 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from .agent.hardware import cpu_count, memory_mib
+from .providers.usability import Unusable
 
 if TYPE_CHECKING:
     from .machines import MachineManager
     from .providers import Target
+
+#: How the pickers name each provider (``AWS: no credentials — …``).
+PROVIDER_TITLES = {"local": "This machine", "ssh": "SSH", "aws": "AWS", "slurm": "SLURM",
+                   "kubernetes": "Kubernetes"}
 
 #: "A10G 24GB", "2 × A100 80 GB", "Test GPU 24GB": a GPU label with its memory.
 _GPU_LABEL = re.compile(
@@ -41,12 +46,18 @@ class HardwareOption:
         where: Where it runs, for people.
         gpu: GPU model, or None for CPU only or unknown.
         gpu_count: Number of GPUs (0 for CPU only), None when unknown.
-        gpu_memory_gb: Memory of one GPU in GB, None when unknown.
+        gpu_memory_gib: Memory of one GPU in GiB, None when unknown.
         vcpus: Virtual CPUs, None when unknown.
-        memory_gb: RAM in GB, None when unknown.
-        price_per_hour: US dollars per hour; 0 for hardware already owned, None when unknown.
+        memory_gib: RAM in GiB, None when unknown.
+        price_per_hour: US dollars per hour; 0 for hardware already owned, None when unknown
+            (the pickers then say "price unknown").
         usable: Whether a kernel can be started there now.
-        why_not: Why not, and what to do (``no AWS credentials: ...``), when not usable.
+        why_not: Why not and what to do, one line for people
+            (``no credentials — set AWS_PROFILE or run `aws configure```), when not usable.
+        reason: The ``why_not``'s first part (``no credentials``): unusable rows of one
+            provider with the same reason fold into one line in the pickers.
+        hint: What to do, the same for every row of that fold (commands in backticks).
+        provider_title: The provider as people name it (``AWS``, ``SSH``).
         machine_state: The state of its machine when one is open (``running``,
             ``reconnecting``), else None.
         source: ``target`` (a provider offers it) or ``catalog``.
@@ -60,12 +71,15 @@ class HardwareOption:
     where: str
     gpu: str | None = None
     gpu_count: int | None = None
-    gpu_memory_gb: float | None = None
+    gpu_memory_gib: float | None = None
     vcpus: int | None = None
-    memory_gb: float | None = None
+    memory_gib: float | None = None
     price_per_hour: float | None = None
     usable: bool = True
     why_not: str | None = None
+    reason: str | None = None
+    hint: str | None = None
+    provider_title: str = ""
     machine_state: str | None = None
     source: str = "target"
 
@@ -81,21 +95,21 @@ def parse_hardware_label(label: str) -> dict[str, Any]:
         label: e.g. ``A10G 24GB``, ``2 × A100 80GB``, ``4 CPUs``, ``SSH host``.
 
     Returns:
-        ``gpu``, ``gpu_count`` and ``gpu_memory_gb`` where the label gives them.
+        ``gpu``, ``gpu_count`` and ``gpu_memory_gib`` where the label gives them.
     """
     if _CPU_LABEL.match(label.strip()):
-        return {"gpu": None, "gpu_count": 0, "gpu_memory_gb": None}
+        return {"gpu": None, "gpu_count": 0, "gpu_memory_gib": None}
     found = _GPU_LABEL.match(label.strip())
     if found is None:
         return {}
     return {
         "gpu": found["name"].strip(),
         "gpu_count": int(found["count"] or 1),
-        "gpu_memory_gb": float(found["mem"]),
+        "gpu_memory_gib": float(found["mem"]),
     }
 
 
-def _local_memory_gb() -> float | None:
+def _local_memory_gib() -> float | None:
     mib = memory_mib()
     return None if mib is None else round(mib / 1024, 1)
 
@@ -114,22 +128,80 @@ def target_option(manager: MachineManager, target: Target) -> HardwareOption:
     state = machine_state(manager, target.name)
     extra: dict[str, Any] = {}
     if target.provider == "local":
-        extra = {"vcpus": cpu_count(), "memory_gb": _local_memory_gb(), "price_per_hour": 0.0}
+        extra = {"vcpus": cpu_count(), "memory_gib": _local_memory_gib(), "price_per_hour": 0.0}
         short = "CPU" if parsed.get("gpu_count", 0) == 0 else target.hardware
         label = f"{short} · local"
     else:
         if target.provider == "ssh":
             extra = {"price_per_hour": 0.0}
         label = f"{target.hardware} · {target.where}"
-    usable, why_not = True, None
+    provider = manager.providers.get(target.provider)
+    unusable = provider.usability() if provider is not None else None
     if state == "reconnecting":
-        usable, why_not = False, (f"the link to {target.where} is down and being "
-                                  "re-established; try again in a moment")
+        unusable = Unusable("link down",
+                            "it is being re-established; try again in a moment")
     return HardwareOption(
         name=target.name, kernel_name=target.kernel_name, provider=target.provider,
-        label=label, hardware=target.hardware, where=target.where,
-        usable=usable, why_not=why_not, machine_state=state, **parsed, **extra,
+        label=label, hardware=target.hardware, where=target.where, machine_state=state,
+        provider_title=provider_title(target.provider), **unusable_fields(unusable),
+        **parsed, **extra,
     )
+
+
+def provider_title(provider: str) -> str:
+    """The provider as people name it: ``AWS``, ``SSH``."""
+    return PROVIDER_TITLES.get(provider, provider.upper())
+
+
+def unusable_fields(unusable: Unusable | None, why_not: str | None = None) -> dict[str, Any]:
+    """``usable``, ``why_not``, ``reason`` and ``hint`` of a row, from why it is unusable.
+
+    Args:
+        unusable: Why not, or None for a usable row.
+        why_not: The row's own line when it says more than ``unusable.text``.
+    """
+    if unusable is None:
+        return {"usable": True, "why_not": None, "reason": None, "hint": None}
+    return {"usable": False, "why_not": why_not or unusable.text,
+            "reason": unusable.reason, "hint": unusable.hint}
+
+
+@dataclass(frozen=True)
+class ProviderStatus:
+    """Whether one provider can start machines now, for the pickers and the CLI.
+
+    Attributes:
+        name: ``aws``, ``ssh``...
+        title: ``AWS``, ``SSH``...
+        usable: Whether it can.
+        reason: Why not, in words (``no credentials``), or None.
+        hint: What to do, or None.
+        commands: Commands the hint names.
+    """
+
+    name: str
+    title: str
+    usable: bool
+    reason: str | None = None
+    hint: str | None = None
+    commands: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The status as the REST API sends it."""
+        return {**asdict(self), "commands": list(self.commands)}
+
+
+def provider_statuses(manager: MachineManager) -> list[ProviderStatus]:
+    """Every provider of ``manager`` with whether it can start machines now."""
+    statuses = []
+    for name, provider in manager.providers.items():
+        unusable = provider.usability()
+        statuses.append(ProviderStatus(
+            name=name, title=provider_title(name), usable=unusable is None,
+            reason=unusable.reason if unusable else None,
+            hint=unusable.hint if unusable else None,
+            commands=unusable.commands if unusable else ()))
+    return statuses
 
 
 def catalog_options(manager: MachineManager) -> list[HardwareOption]:
@@ -166,4 +238,5 @@ def list_hardware(manager: MachineManager) -> list[HardwareOption]:
     return options
 
 
-__all__ = ["HardwareOption", "catalog_options", "list_hardware", "parse_hardware_label"]
+__all__ = ["HardwareOption", "ProviderStatus", "catalog_options", "list_hardware",
+           "parse_hardware_label", "provider_statuses", "provider_title", "unusable_fields"]

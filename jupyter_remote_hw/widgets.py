@@ -3,7 +3,9 @@
 ``jupyter_remote_hw.picker()`` in a cell shows the hardware listing (the same
 as JupyterLab's toolbar picker) with a search box; choosing a row makes it the
 default target of ``%%remote``, ``%remote_push`` and ``%remote_pull`` in this
-kernel.
+kernel. The list is one grid, header and rows sharing its columns, that fits
+the cell's width (text wraps; nothing has a fixed width). Unusable hardware is
+folded into one line per provider and reason, which expands to its rows.
 """
 
 from __future__ import annotations
@@ -12,24 +14,41 @@ import html
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
-from tabulate import tabulate
 
 from .hardware import HardwareOption, list_hardware
+from .hardware_folds import Fold, fold_hardware
 
 if TYPE_CHECKING:
     from .magics import RemoteMagics
 
-HEADERS = ["hardware", "GPU", "GPU mem", "vCPU", "RAM", "$/h", "where", "availability"]
+HEADERS = ["Hardware", "GPU", "GPU mem", "vCPU", "RAM", "$/h", "Where", "Availability"]
+#: The grid's columns: shares of the cell's width, none below 0, so nothing overflows.
+GRID_COLUMNS = ("minmax(0, 3fr) minmax(0, 1.3fr) minmax(0, 1.2fr) minmax(0, 0.7fr) "
+                "minmax(0, 1.1fr) minmax(0, 1.3fr) minmax(0, 2fr) minmax(0, 2.4fr)")
+#: Lets the cells' text wrap inside the grid (ipywidgets keeps labels on one line).
+STYLE = """<style>
+.jp-RemoteHW-widgetGrid > .jupyter-widgets { margin: 0; min-width: 0; width: auto; }
+.jp-RemoteHW-widgetGrid .widget-html-content, .jp-RemoteHW-widgetGrid button {
+  white-space: normal; overflow-wrap: anywhere; line-height: 1.3; height: auto;
+  text-overflow: clip; overflow: visible; text-align: left; }
+.jp-RemoteHW-widgetGrid button { min-height: var(--jp-widgets-inline-height, 28px);
+  padding: 2px 6px; width: 100%; }
+.jp-RemoteHW-widgetGrid .jp-RemoteHW-unusable { opacity: 0.55; }
+</style>"""
 
 
 def _price(value: float | None) -> str:
     if value is None:
-        return ""
+        return "price unknown"
     return "free" if value == 0 else f"${value:.2f}/h"
 
 
+def _gib(value: float | None) -> str:
+    return f"{value:g} GiB" if value else ""
+
+
 def columns(option: HardwareOption) -> list[str]:
-    """The picker's columns for one option (blank where unknown)."""
+    """The picker's columns for one option (blank where unknown; a price or "price unknown")."""
     if option.gpu_count == 0:
         gpu = "CPU"
     else:
@@ -37,11 +56,9 @@ def columns(option: HardwareOption) -> list[str]:
     availability = (option.why_not or "not available") if not option.usable else (
         "running" if option.machine_state == "running" else "ready")
     return [
-        option.label, gpu,
-        f"{option.gpu_memory_gb:g} GB" if option.gpu_memory_gb else "",
+        option.label, gpu, _gib(option.gpu_memory_gib),
         str(option.vcpus) if option.vcpus is not None else "",
-        f"{option.memory_gb:g} GB" if option.memory_gb is not None else "",
-        _price(option.price_per_hour), option.where, availability,
+        _gib(option.memory_gib), _price(option.price_per_hour), option.where, availability,
     ]
 
 
@@ -52,8 +69,13 @@ def matches(option: HardwareOption, query: str) -> bool:
     return all(word in text for word in query.lower().split())
 
 
+def _cell(text: str, title: str = "") -> widgets.HTML:
+    return widgets.HTML(f"<span title='{html.escape(title or text)}'>{html.escape(text)}</span>",
+                        layout=widgets.Layout(width="auto", min_width="0"))
+
+
 class HardwarePicker:
-    """A search box, the hardware list and a status line, bound to one kernel's magics.
+    """A search box, the hardware grid and a status line, bound to one kernel's magics.
 
     Args:
         magics: The ``%%remote`` magics of the kernel, whose default target is set.
@@ -64,41 +86,50 @@ class HardwarePicker:
         self.magics = magics
         self.options = options if options is not None else list_hardware(
             magics.sessions.machines)
-        lines = tabulate([columns(o) for o in self.options], headers=HEADERS,
-                         tablefmt="plain").splitlines()
-        self._rows = dict(zip((o.name for o in self.options), lines[1:], strict=True))
-        self.header = widgets.HTML(f"<pre style='margin:0 0 0 4px'>{html.escape(lines[0])}</pre>")
+        self.expanded: set[str] = set()
+        self._row_cells: dict[str, list[widgets.Widget]] = {}
+        self._fold_buttons: dict[str, widgets.Button] = {}
         self.search = widgets.Text(placeholder="Search: a10g, ssh, local …",
-                                   description="Search", continuous_update=True)
-        self.select = widgets.Select(rows=min(10, max(3, len(self.options))),
-                                     layout=widgets.Layout(width="100%"),
-                                     style={"font_family": "monospace"})
+                                   description="Search", continuous_update=True,
+                                   layout=widgets.Layout(width="auto", max_width="100%"))
+        self.header = [widgets.HTML(f"<b>{html.escape(title)}</b>",
+                                    layout=widgets.Layout(width="auto", min_width="0"))
+                       for title in HEADERS]
+        self.grid = widgets.GridBox(layout=widgets.Layout(
+            grid_template_columns=GRID_COLUMNS, grid_gap="2px 10px", width="100%",
+            align_items="center"))
+        self.grid.add_class("jp-RemoteHW-widgetGrid")
         self.status = widgets.HTML()
-        self.widget = widgets.VBox([self.search, self.header, self.select, self.status])
+        self.widget = widgets.VBox([widgets.HTML(STYLE), self.search, self.grid, self.status],
+                                   layout=widgets.Layout(width="100%"))
         self.widget.add_class("jp-RemoteHW-picker-widget")
-        self._fill("")
-        current = self.magics.sessions.default_target
-        if current in self._rows:
-            self.select.value = current
+        self.shown: list[HardwareOption | Fold] = []
+        self._render()
         self._show_default()
-        self.search.observe(lambda change: self._fill(change["new"]), names="value")
-        self.select.observe(self._chosen, names="value")
+        self.search.observe(lambda change: self._render(), names="value")
 
     @property
     def value(self) -> str | None:
         """The default ``%%remote`` target now."""
         return self.magics.sessions.default_target
 
-    def _fill(self, query: str) -> None:
-        shown = [o for o in self.options if matches(o, query)]
-        chosen = self.select.value
-        self.select.options = [(self._rows[o.name], o.name) for o in shown]
-        self.select.value = chosen if chosen in {o.name for o in shown} else None
+    @property
+    def shown_names(self) -> list[str]:
+        """Names of the rows shown now (folded rows are not)."""
+        return [entry.name for entry in self.shown if isinstance(entry, HardwareOption)]
 
-    def _chosen(self, change: dict[str, Any]) -> None:
-        name = change["new"]
-        if name is None:
-            return
+    @property
+    def folds(self) -> list[Fold]:
+        """The folded lines shown now."""
+        return [entry for entry in self.shown if isinstance(entry, Fold)]
+
+    def toggle(self, key: str) -> None:
+        """Expand a fold (by its key, ``aws:no credentials``) to its rows, or fold it again."""
+        self.expanded.symmetric_difference_update({key})
+        self._render()
+
+    def choose(self, name: str) -> None:
+        """Make the row ``name`` the default ``%%remote`` target, or say why it cannot be."""
         option = next(o for o in self.options if o.name == name)
         if not option.usable:
             self.status.value = (f"<b>{html.escape(option.name)}</b> cannot be used now: "
@@ -106,6 +137,53 @@ class HardwarePicker:
             return
         self.magics.sessions.default_target = option.name
         self._show_default()
+        self._render()
+
+    def _render(self) -> None:
+        matching = [o for o in self.options if matches(o, self.search.value)]
+        self.shown = fold_hardware(matching, self.expanded)
+        children: list[widgets.Widget] = list(self.header)
+        for entry in self.shown:
+            if isinstance(entry, Fold):
+                children.append(self._fold_button(entry))
+            else:
+                children.extend(self._cells(entry))
+        if not matching:
+            children.append(widgets.HTML("No hardware matches the search.",
+                                         layout=widgets.Layout(grid_column="1 / -1")))
+        self.grid.children = tuple(children)
+
+    def _fold_button(self, fold: Fold) -> widgets.Button:
+        button = self._fold_buttons.get(fold.key)
+        if button is None:
+            button = widgets.Button(layout=widgets.Layout(grid_column="1 / -1", width="auto"))
+            button.add_class("jp-RemoteHW-fold")
+            button.on_click(lambda _: self.toggle(fold.key))
+            self._fold_buttons[fold.key] = button
+        arrow = "▾" if fold.key in self.expanded else "▸"
+        button.description = f"{arrow} {fold.text} ({fold.count_text})"
+        button.tooltip = ("Fold these rows again" if fold.key in self.expanded
+                          else "Show these rows")
+        return button
+
+    def _cells(self, option: HardwareOption) -> list[widgets.Widget]:
+        cells = self._row_cells.get(option.name)
+        if cells is None:
+            texts = columns(option)
+            choose = widgets.Button(description=texts[0], disabled=not option.usable,
+                                    tooltip=option.why_not or f"Run %%remote on {option.name}",
+                                    layout=widgets.Layout(width="auto", min_width="0"))
+            choose.on_click(lambda _: self.choose(option.name))
+            cells = [choose, *(_cell(text) for text in texts[1:])]
+            for cell in cells:
+                cell.add_class("jp-RemoteHW-cell")
+                if not option.usable:
+                    cell.add_class("jp-RemoteHW-unusable")
+            self._row_cells[option.name] = cells
+        chooser = cells[0]
+        assert isinstance(chooser, widgets.Button)
+        chooser.button_style = "info" if option.name == self.value else ""
+        return cells
 
     def _show_default(self) -> None:
         name = self.magics.sessions.default_target

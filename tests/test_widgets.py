@@ -30,16 +30,25 @@ def env(ssh_host: SSHTestHost, short_tmp: Path) -> dict[str, str]:
         "MachineManager": {"ledger_path": str(short_tmp / "ledger.sqlite3")},
         "RemoteHWProvisioner": {"launch_timeout": 90.0},
     }
-    return kernel_env(config, short_tmp)
+    env = kernel_env(config, short_tmp)
+    # No AWS credentials anywhere: the catalog's AWS rows fold into one line.
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        env.pop(name, None)
+    env.update(AWS_SHARED_CREDENTIALS_FILE=str(short_tmp / "none"),
+               AWS_CONFIG_FILE=str(short_tmp / "none"), AWS_EC2_METADATA_DISABLED="true")
+    return env
 
 
 def test_the_row_chosen_is_where_remote_cells_run(env: dict[str, str], short_tmp: Path,
                                                   ssh_host: SSHTestHost) -> None:
     cells = [
         "import jupyter_remote_hw, os\npick = jupyter_remote_hw.picker()\npick",
-        "print(pick.value, [name for _, name in pick.select.options])",
-        "pick.search.value = 'test gpu'\nprint([name for _, name in pick.select.options])",
-        f"pick.select.value = {TARGET!r}\nprint(pick.value)\nprint(pick.status.value)",
+        "print(pick.value, pick.shown_names)",
+        ("print([f.text for f in pick.folds], len(pick.grid.children))\n"
+        "pick.toggle(pick.folds[0].key)\nprint(len(pick.shown_names), len(pick.grid.children))\n"
+        "pick.toggle(pick.folds[0].key)"),
+        "pick.search.value = 'test gpu'\nprint(pick.shown_names)",
+        f"pick.choose({TARGET!r})\nprint(pick.value)\nprint(pick.status.value)",
         "%%remote\nimport os, getpass\nprint(os.getpid(), getpass.getuser())",
         "print(os.getpid())",
     ]
@@ -48,13 +57,19 @@ def test_the_row_chosen_is_where_remote_cells_run(env: dict[str, str], short_tmp
     assert "application/vnd.jupyter.widget-view+json" in shown
     default, listed = text_of(nb.cells[1]).split(" ", 1)
     assert default == "None"  # nothing chosen yet
-    assert ast.literal_eval(listed)[:2] == ["local", TARGET]  # then any catalog rows
-    assert ast.literal_eval(text_of(nb.cells[2])) == [TARGET]  # only the test host matches
-    chosen, status = text_of(nb.cells[3]).splitlines()
+    assert ast.literal_eval(listed) == ["local", TARGET]  # the AWS rows are folded
+    # One line for the 44 AWS rows of the region, in words with what to do; a header of
+    # 8 columns, 2 rows of 8 cells and the fold line share one grid; the fold expands.
+    folds, expanded = text_of(nb.cells[2]).splitlines()
+    assert folds == ("['AWS: no credentials — set AWS_PROFILE or run `aws configure`'] "
+                     f"{8 + 2 * 8 + 1}")
+    assert expanded == f"{2 + 44} {8 + 2 * 8 + 1 + 44 * 8}"
+    assert ast.literal_eval(text_of(nb.cells[3])) == [TARGET]  # only the test host matches
+    chosen, status = text_of(nb.cells[4]).splitlines()
     assert chosen == TARGET and f"<b>{TARGET}</b>" in status
     # The cell's own output follows the launch steps.
-    found = re.search(r"(\d+) (\S+)\n$", text_of(nb.cells[4]))
+    found = re.search(r"(\d+) (\S+)\n$", text_of(nb.cells[5]))
     assert found is not None
     remote_pid, user = found.groups()
     assert user == ssh_host.user == getpass.getuser()
-    assert remote_pid != text_of(nb.cells[5]).strip() and int(remote_pid) != os.getpid()
+    assert remote_pid != text_of(nb.cells[6]).strip() and int(remote_pid) != os.getpid()

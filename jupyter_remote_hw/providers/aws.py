@@ -39,9 +39,11 @@ from ..catalog import Catalog, CatalogEntry
 from ..ledger import ACTIVE_STATES, FINAL_STATES, Ledger, MachineExistsError, MachineRecord
 from ..transport import SSHConnection, TransportError, TransportManager
 from ..user_errors import log_failure
+from .aws_credentials import credentials_status
 from .aws_errors import AUTH_CODES, AWSError, credentials_error, error_code, launch_error
 from .ssh import SSHMachine
 from .target import Target, slug
+from .usability import Unusable
 
 if TYPE_CHECKING:
     from ..launch_steps import LaunchSteps
@@ -398,6 +400,10 @@ class AWSProvider(Provider):
                     continue
                 found[record.name] = self._target(record.name, entry)
         return list(found.values())
+
+    def usability(self) -> Unusable | None:
+        """No credentials in the AWS chain, said in words; None when there are some."""
+        return credentials_status()
 
     def _spec(self, name: str) -> dict[str, Any] | None:
         for spec in self.machines:

@@ -13,6 +13,7 @@ from traitlets.config import LoggingConfigurable
 from ..agent_client import AgentClient, Progress
 from ..agent_client.bootstrap import DEFAULT_IDLE_EXIT
 from .target import Target
+from .usability import Unusable
 
 if TYPE_CHECKING:
     from ..launch_steps import LaunchSteps
@@ -124,6 +125,10 @@ class Provider(LoggingConfigurable):
     def targets(self) -> list[Target]:
         """The targets this provider offers now."""
         raise NotImplementedError
+
+    def usability(self) -> Unusable | None:
+        """None when this provider can start machines now, else why not and what to do."""
+        return None
 
     async def open_machine(self, target: Target, steps: LaunchSteps) -> Machine:
         """Reach ``target``'s host and make sure its agent runs.

@@ -30,7 +30,7 @@ from jupyter_server.utils import url_path_join
 from tornado import web, websocket
 from tornado.escape import url_escape
 
-from ..hardware import list_hardware
+from ..hardware import list_hardware, provider_statuses
 from ..hardware_actions import HardwareActions, HardwareRequestError
 from ..hardware_events import EventHub
 from ..host_key_actions import trust_host_key
@@ -123,7 +123,9 @@ class HardwareHandler(HardwareAPIHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.write_json({"hardware": [o.to_json() for o in list_hardware(self.actions.machines)]})
+        machines = self.actions.machines
+        self.write_json({"hardware": [o.to_json() for o in list_hardware(machines)],
+                         "providers": [p.to_json() for p in provider_statuses(machines)]})
 
 
 class MachinesHandler(HardwareAPIHandler):

@@ -14,12 +14,15 @@ export interface IHardware {
   where: string;
   gpu: string | null;
   gpu_count: number | null;
-  gpu_memory_gb: number | null;
+  gpu_memory_gib: number | null;
   vcpus: number | null;
-  memory_gb: number | null;
+  memory_gib: number | null;
   price_per_hour: number | null;
   usable: boolean;
   why_not: string | null;
+  reason?: string | null;
+  hint?: string | null;
+  provider_title?: string;
   machine_state: string | null;
   source: string;
 }
@@ -157,10 +160,10 @@ export function pickerColumns(option: IHardware): string[] {
   return [
     option.label,
     gpuText(option),
-    option.gpu_memory_gb ? `${option.gpu_memory_gb} GB` : '',
+    option.gpu_memory_gib ? `${option.gpu_memory_gib} GiB` : '',
     option.vcpus !== null ? String(option.vcpus) : '',
-    option.memory_gb !== null ? `${option.memory_gb} GB` : '',
-    formatPrice(option.price_per_hour),
+    option.memory_gib !== null ? `${option.memory_gib} GiB` : '',
+    option.price_per_hour === null ? 'price unknown' : formatPrice(option.price_per_hour),
     option.where,
     availabilityText(option)
   ];
@@ -198,10 +201,10 @@ export function filterHardware(options: IHardware[], query: string): IHardware[]
 }
 
 const NUMERIC: Record<string, (o: IHardware) => number | null> = {
-  gpu_mem: o => o.gpu_memory_gb,
+  gpu_mem: o => o.gpu_memory_gib,
   gpus: o => o.gpu_count,
   vcpu: o => o.vcpus,
-  ram: o => o.memory_gb,
+  ram: o => o.memory_gib,
   price: o => o.price_per_hour
 };
 

@@ -27,9 +27,9 @@ function option(overrides: Partial<IHardware>): IHardware {
     where: 'this machine',
     gpu: null,
     gpu_count: 0,
-    gpu_memory_gb: null,
+    gpu_memory_gib: null,
     vcpus: 2,
-    memory_gb: 8,
+    memory_gib: 8,
     price_per_hour: 0,
     usable: true,
     why_not: null,
@@ -47,9 +47,9 @@ const a10g = option({
   label: 'A10G 24 GB · g5.xlarge',
   gpu: 'A10G',
   gpu_count: 1,
-  gpu_memory_gb: 24,
+  gpu_memory_gib: 24,
   vcpus: 4,
-  memory_gb: 16,
+  memory_gib: 16,
   price_per_hour: 1.006,
   where: 'us-east-1',
   usable: false,
@@ -61,9 +61,9 @@ const a100 = option({
   label: 'A100 40 GB · p4d.24xlarge',
   gpu: 'A100',
   gpu_count: 8,
-  gpu_memory_gb: 40,
+  gpu_memory_gib: 40,
   vcpus: 96,
-  memory_gb: 1152,
+  memory_gib: 1152,
   price_per_hour: 32.77,
   where: 'us-east-1'
 });
@@ -74,7 +74,7 @@ const sshBox = option({
   gpu: null,
   gpu_count: null,
   vcpus: null,
-  memory_gb: null,
+  memory_gib: null,
   where: 'box',
   machine_state: 'running'
 });
@@ -106,7 +106,7 @@ describe('labels', () => {
 
   it('fills the picker columns, with blanks for what is unknown', () => {
     expect(pickerColumns(a100)).toEqual([
-      'A100 40 GB · p4d.24xlarge', '8 × A100', '40 GB', '96', '1152 GB', '$32.77/h',
+      'A100 40 GB · p4d.24xlarge', '8 × A100', '40 GiB', '96', '1152 GiB', '$32.77/h',
       'us-east-1', 'ready'
     ]);
     expect(pickerColumns(sshBox)).toEqual([

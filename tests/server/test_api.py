@@ -46,19 +46,24 @@ async def test_event_socket_needs_authentication(jp_fetch: Fetch, jp_http_port: 
 
 async def test_hardware_lists_local_and_the_ssh_host(jp_fetch: Fetch,
                                                      ssh_host: SSHTestHost) -> None:
-    hardware = (await get(jp_fetch, "hardware"))["hardware"]
+    listing = await get(jp_fetch, "hardware")
+    hardware = listing["hardware"]
     by_name = {h["name"]: h for h in hardware}
+    providers = {p["name"]: p for p in listing["providers"]}
+    assert providers["local"] == {"name": "local", "title": "This machine", "usable": True,
+                                  "reason": None, "hint": None, "commands": []}
+    assert providers["ssh"]["usable"] is True and providers["ssh"]["title"] == "SSH"
     assert hardware[0]["name"] == "local"  # the default first
     local = by_name["local"]
     assert local["kernel_name"] == LOCAL_KERNEL and local["provider"] == "local"
     assert local["vcpus"] == len(os.sched_getaffinity(0))
-    assert local["memory_gb"] > 0 and local["price_per_hour"] == 0.0
+    assert local["memory_gib"] > 0 and local["price_per_hour"] == 0.0
     assert local["usable"] is True and local["why_not"] is None
     if local["gpu_count"] == 0:
         assert local["label"] == "CPU · local"
     ssh = by_name[SSH_TARGET]
     assert ssh["label"] == f"{HARDWARE} · {ssh_host.alias}"
-    assert (ssh["gpu"], ssh["gpu_count"], ssh["gpu_memory_gb"]) == ("Test GPU", 1, 24.0)
+    assert (ssh["gpu"], ssh["gpu_count"], ssh["gpu_memory_gib"]) == ("Test GPU", 1, 24.0)
     assert ssh["where"] == ssh_host.alias and ssh["usable"] is True
     assert ssh["machine_state"] is None  # nothing connected yet
 

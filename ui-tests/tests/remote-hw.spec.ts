@@ -24,7 +24,7 @@ test('pick the SSH host, run there, switch back carrying a variable, terminate',
   const dialog = page.locator(DIALOG);
   await expect(dialog.locator('tr[data-name="local"]')).toContainText('CPU · local');
   await expect(dialog.locator('tr[data-name="ssh-testhost"]')).toContainText('1 × Test GPU');
-  await expect(dialog.locator('tr[data-name="ssh-testhost"]')).toContainText('24 GB');
+  await expect(dialog.locator('tr[data-name="ssh-testhost"]')).toContainText('24 GiB');
   await dialog.screenshot({ path: path.join(IMAGES, 'picker.png') });
   await dialog.locator('input[type=search]').fill('test gpu');
   await expect(dialog.locator('.jp-RemoteHW-option')).toHaveCount(1);
