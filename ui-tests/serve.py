@@ -53,7 +53,11 @@ def main() -> int:
             if os.environ.get("JRHW_UI_NEWBOX"):
                 Path(os.environ["JRHW_UI_NEWBOX"]).write_text(json.dumps(facts))
             env = {
-                **os.environ,
+                # No AWS credentials: the picker folds the AWS rows into one line.
+                **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+                "AWS_SHARED_CREDENTIALS_FILE": str(tmp / "no-aws-credentials"),
+                "AWS_CONFIG_FILE": str(tmp / "no-aws-config"),
+                "AWS_EC2_METADATA_DISABLED": "true",
                 "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
                                                             os.environ.get("PYTHONPATH")])),
                 "JUPYTER_CONFIG_DIR": str(tmp / "config"),

@@ -119,7 +119,7 @@ class SSHProvider(Provider):
     hosts = List(
         Dict(), config=True,
         help="SSH hosts to offer, each a dict: 'host' (an ssh_config alias or [user@]host, "
-        "required), 'hardware' (label for the picker, e.g. 'A10G 24GB'), 'python' (the "
+        "required), 'hardware' (label for the picker, e.g. 'A10G 24GiB'), 'python' (the "
         "host's Python with ipykernel, default python3), 'name' (target name, default "
         "from the host), 'root' (directory on the host for the agent's files, default "
         "the login home), 'authorized_keys' (the file the host's sshd reads keys "

@@ -24,7 +24,7 @@ class Target:
         name: Unique, kernelspec-safe name (``local``, ``ssh-gpu-box``).
         provider: The provider that owns it (``local`` or ``ssh``).
         where: Where it runs, for people (``this machine``, the SSH host alias).
-        hardware: What it runs on, for people (``A10G 24GB``, ``2 CPUs``).
+        hardware: What it runs on, for people (``A10G 24GiB``, ``2 CPUs``).
         host: The SSH destination (alias or ``[user@]host``); None for ``local``.
         python: The host's Python, which runs the agent and the kernels.
         root: Directory on the host for the agent's cache and state; None for

@@ -8,6 +8,7 @@ import { Widget } from '@lumino/widgets';
 
 import { HardwareAPI, HardwareAPIError, HardwareEvents } from './api';
 import { showError } from './errors';
+import { IHardwareFold, codeParts, foldCount, foldHardware, foldText } from './folding';
 import {
   ILaunchProgress,
   IHardware,
@@ -111,7 +112,12 @@ export class HardwareListBody extends Widget implements Dialog.IBodyWidget<IHard
       head.appendChild(th);
     }
     const body = this.table.createTBody();
-    for (const option of shown) {
+    for (const entry of foldHardware(shown, this.expanded)) {
+      if (entry.kind === 'fold') {
+        this.foldRow(body, entry.fold, entry.expanded);
+        continue;
+      }
+      const option = entry.option;
       const row = body.insertRow();
       row.className = 'jp-RemoteHW-option';
       row.dataset.name = option.name;
@@ -140,6 +146,39 @@ export class HardwareListBody extends Widget implements Dialog.IBodyWidget<IHard
       empty.textContent = 'No hardware matches the search.';
     }
   }
+
+  /** One line for unusable rows of a provider: why, what to do; a click shows its rows. */
+  private foldRow(body: HTMLTableSectionElement, fold: IHardwareFold, expanded: boolean): void {
+    const row = body.insertRow();
+    row.className = 'jp-RemoteHW-fold';
+    row.dataset.fold = fold.key;
+    row.setAttribute('aria-expanded', String(expanded));
+    row.title = expanded ? 'Fold these rows again' : 'Show these rows';
+    const cell = row.insertCell();
+    cell.colSpan = PICKER_HEADERS.length;
+    const arrow = document.createElement('span');
+    arrow.className = 'jp-RemoteHW-foldArrow';
+    arrow.textContent = expanded ? '▾' : '▸';
+    cell.appendChild(arrow);
+    for (const part of codeParts(foldText(fold))) {
+      const node = document.createElement(part.code ? 'code' : 'span');
+      node.textContent = part.text;
+      cell.appendChild(node);
+    }
+    const count = document.createElement('span');
+    count.className = 'jp-RemoteHW-foldCount';
+    count.textContent = ` (${foldCount(fold)})`;
+    cell.appendChild(count);
+    row.addEventListener('click', () => {
+      if (!this.expanded.delete(fold.key)) {
+        this.expanded.add(fold.key);
+      }
+      this.render();
+    });
+  }
+
+  /** Keys of the folds open now. */
+  readonly expanded = new Set<string>();
 }
 
 /** The carry dialog's body: the variables with checkboxes; its value is the names ticked. */

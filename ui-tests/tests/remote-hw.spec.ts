@@ -25,7 +25,23 @@ test('pick the SSH host, run there, switch back carrying a variable, terminate',
   await expect(dialog.locator('tr[data-name="local"]')).toContainText('CPU · local');
   await expect(dialog.locator('tr[data-name="ssh-testhost"]')).toContainText('1 × Test GPU');
   await expect(dialog.locator('tr[data-name="ssh-testhost"]')).toContainText('24 GiB');
+  // Without AWS credentials, the catalog's AWS rows are one line saying why and what to
+  // do; a click shows them greyed, each with a price or "price unknown"; another folds them.
+  const fold = dialog.locator('tr.jp-RemoteHW-fold');
+  await expect(fold).toHaveCount(1);
+  await expect(fold).toContainText('AWS: no credentials — set AWS_PROFILE or run aws configure (44 types)');
+  await expect(fold.locator('code')).toHaveText('aws configure');
+  await expect(dialog.locator('tr[data-name^="aws-"]')).toHaveCount(0);
   await dialog.screenshot({ path: path.join(IMAGES, 'picker.png') });
+  await fold.click();
+  const awsRows = dialog.locator('tr.jp-mod-disabled[data-name^="aws-"]');
+  await expect(awsRows).toHaveCount(44);
+  await expect(dialog.locator('tr[data-name="aws-p5e-48xlarge"]')).toContainText('price unknown');
+  await expect(dialog.locator('tr[data-name="aws-p5en-48xlarge"]')).toContainText('$63.30/h');
+  await expect(dialog.locator('tr[data-name="aws-g5-xlarge"]')).toHaveAttribute(
+    'title', 'no credentials — set AWS_PROFILE or run `aws configure`');
+  await fold.click();
+  await expect(awsRows).toHaveCount(0);
   await dialog.locator('input[type=search]').fill('test gpu');
   await expect(dialog.locator('.jp-RemoteHW-option')).toHaveCount(1);
   await dialog.locator('tr[data-name="ssh-testhost"]').click();
