@@ -14,10 +14,9 @@ import {
   IRevokeResult,
   IShare,
   IShareRequest,
-  IShareResult,
-  ISwitchReport,
-  IVariable
+  IShareResult
 } from './model';
+import { ISwitchReport, IVariable } from './switchmodel';
 
 /** The API's path under the server's base URL. */
 export const API_PATH = 'jupyter-remote-hw/api';

@@ -50,23 +50,6 @@ export interface IMachine {
   shareable?: boolean;
 }
 
-/** A variable of a kernel, for the carry dialog. */
-export interface IVariable {
-  name: string;
-  type: string;
-  nbytes: number;
-}
-
-/** What a switch did. */
-export interface ISwitchReport {
-  session_id: string;
-  kernel_id: string;
-  previous_kernel_id: string;
-  hardware: string;
-  carried: { name: string; type: string }[];
-  not_carried: { name: string; reason: string }[];
-}
-
 /** An event of the event socket. */
 export interface IHardwareEvent {
   type: 'launch' | 'machine' | 'switch' | 'share';
