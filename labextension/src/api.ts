@@ -16,7 +16,7 @@ import {
   IShareRequest,
   IShareResult
 } from './model';
-import { ISwitchReport, IVariable } from './switchmodel';
+import { ICarryListing, ISwitchReport } from './switchmodel';
 
 /** The API's path under the server's base URL. */
 export const API_PATH = 'jupyter-remote-hw/api';
@@ -99,10 +99,11 @@ export class HardwareAPI {
     return (await this.post<{ machine: IMachine }>(path)).machine;
   }
 
-  /** The variables of a session's kernel. */
-  async variables(sessionId: string): Promise<IVariable[]> {
+  /** What a switch could carry from a session's kernel: variables and modules. */
+  async variables(sessionId: string): Promise<ICarryListing> {
     const path = `variables/${encodeURIComponent(sessionId)}`;
-    return (await this.request<{ variables: IVariable[] }>(path)).variables;
+    const listing = await this.request<Partial<ICarryListing>>(path);
+    return { variables: listing.variables ?? [], modules: listing.modules ?? [] };
   }
 
   /** Switch a session's kernel to other hardware, carrying `carry`. */

@@ -9,8 +9,8 @@ import { Widget } from '@lumino/widgets';
 import { HardwareAPI, HardwareAPIError, HardwareEvents } from './api';
 import { showError } from './errors';
 import { IHardwareFold, codeParts, foldCount, foldHardware, foldText } from './folding';
-import { CarryBody } from './switch';
-import { IVariable } from './switchmodel';
+import { askCarry } from './switch';
+import { applySwitchEvent, switchSummary } from './switchmodel';
 import {
   ILaunchProgress,
   IHardware,
@@ -282,27 +282,13 @@ export class HardwareToolbarItem extends Widget {
     await this.switchTo(chosen, carry);
   }
 
-  /** Ask which variables to carry; null when the user cancelled. */
+  /** Ask which variables and modules to carry; null when the user cancelled. */
   async askCarry(): Promise<string[] | null> {
     const session = this.sessionContext.session;
     if (!session) {
       return [];
     }
-    let variables: IVariable[];
-    try {
-      variables = await this.store.api.variables(session.id);
-    } catch {
-      return []; // a kernel that does not answer transfers: nothing to carry
-    }
-    if (!variables.length) {
-      return [];
-    }
-    const result = await showDialog({
-      title: 'Carry variables?',
-      body: new CarryBody(variables, this.settings().carryByDefault),
-      buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Switch' })]
-    });
-    return result.button.accept ? result.value ?? [] : null;
+    return askCarry(this.store.api, session.id, this.settings().carryByDefault);
   }
 
   /** Switch the notebook's kernel to `option`, showing progress here. */
@@ -310,7 +296,7 @@ export class HardwareToolbarItem extends Widget {
     const session = this.sessionContext.session;
     this.progress = {
       target: option.name,
-      step: 'starting',
+      step: session ? 'starting kernel' : 'starting',
       detail: '',
       startedAt: Date.now(),
       failed: false,
@@ -336,18 +322,11 @@ export class HardwareToolbarItem extends Widget {
         console.warn('jupyter-remote-hw: the previous kernel did not shut down', reason)
       );
       await this.refresh();
-      if (report.not_carried.length) {
-        Notification.warning(
-          `Switched to ${option.label}; not carried: ` +
-            report.not_carried.map(n => `${n.name} (${n.reason})`).join('; '),
-          { autoClose: false }
-        );
+      const summary = switchSummary(option.label, report);
+      if (summary.level === 'warning') {
+        Notification.warning(summary.text, { autoClose: false });
       } else {
-        Notification.success(
-          `Switched to ${option.label}` +
-            (report.carried.length ? `, carried ${report.carried.map(c => c.name).join(', ')}` : ''),
-          { autoClose: 5000 }
-        );
+        Notification.success(summary.text, { autoClose: 5000 });
       }
     } catch (error) {
       const failure = asError(error);
@@ -367,13 +346,14 @@ export class HardwareToolbarItem extends Widget {
   private showProgress(): void {
     if (this.progress) {
       const text = progressText(this.progress, Date.now());
-      this.display(text, `Starting a kernel on ${this.progress.target}: ${text}`, this.progress.failed ? 'error' : 'busy');
+      this.display(text, `Changing hardware: ${text}`, this.progress.failed ? 'error' : 'busy');
     }
   }
 
   private onEvent(_: HardwareEvents, event: IHardwareEvent): void {
     if (this.progress) {
-      this.progress = applyLaunchEvent(this.progress, event);
+      const sessionId = this.sessionContext.session?.id;
+      this.progress = applySwitchEvent(applyLaunchEvent(this.progress, event), event, sessionId);
       this.showProgress();
     }
   }

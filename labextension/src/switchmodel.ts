@@ -1,13 +1,35 @@
 /**
- * What the switch routes send and receive. Free of DOM and of JupyterLab, so it
- * is unit tested on its own.
+ * What the switch routes send and receive, and the logic of the carry dialog and
+ * of the switch's progress over it. Free of DOM and of JupyterLab, so it is unit
+ * tested on its own.
  */
+import { IHardwareEvent, ILaunchProgress } from './model';
 
 /** A variable of a kernel, for the carry dialog. */
 export interface IVariable {
   name: string;
   type: string;
   nbytes: number;
+  /** Whether it can be carried (pickled on trial in the kernel); absent: not checked. */
+  carriable?: boolean;
+  /** False when the kernel ran out of time to check it. */
+  checked?: boolean;
+  /** Why it cannot be carried. */
+  reason?: string;
+}
+
+/** A module bound to a name in a kernel (`np` for `import numpy as np`). */
+export interface IModule {
+  name: string;
+  module: string;
+  importable: boolean;
+  reason?: string;
+}
+
+/** `GET /jupyter-remote-hw/api/variables/<session>`: what a switch could carry. */
+export interface ICarryListing {
+  variables: IVariable[];
+  modules: IModule[];
 }
 
 /** What a switch did. */
@@ -17,5 +39,70 @@ export interface ISwitchReport {
   previous_kernel_id: string;
   hardware: string;
   carried: { name: string; type: string }[];
-  not_carried: { name: string; reason: string }[];
+  imported?: { name: string; module: string }[];
+  not_carried: { name: string; reason: string; module?: string }[];
+}
+
+/** The import statement that binds a module to its name: `import numpy as np`. */
+export function importText(module: IModule): string {
+  if (module.name === module.module) {
+    return `import ${module.name}`;
+  }
+  if (module.module.endsWith(`.${module.name}`)) {
+    const parent = module.module.slice(0, -module.name.length - 1);
+    return `from ${parent} import ${module.name}`;
+  }
+  return `import ${module.module} as ${module.name}`;
+}
+
+/** Whether a variable can be carried (one not checked is offered as carriable). */
+export function isCarriable(variable: IVariable): boolean {
+  return variable.carriable !== false;
+}
+
+/** Whether the listing has nothing to offer. */
+export function nothingToCarry(listing: ICarryListing): boolean {
+  return !listing.variables.length && !listing.modules.length;
+}
+
+/**
+ * The progress after an event: a `switch` event of `sessionId` sets the step
+ * (and the copy's bytes and rate as the detail); others leave it as it is.
+ */
+export function applySwitchEvent(
+  progress: ILaunchProgress,
+  event: IHardwareEvent,
+  sessionId: string | undefined
+): ILaunchProgress {
+  if (event.type !== 'switch' || !sessionId || event.session_id !== sessionId) {
+    return progress;
+  }
+  if (event.state === 'failed') {
+    return { ...progress, failed: true, detail: event.message || '' };
+  }
+  return {
+    ...progress,
+    step: event.state,
+    detail: event.detail || '',
+    done: event.state === 'done'
+  };
+}
+
+/** The notification after a switch: what came across, and what did not and why. */
+export function switchSummary(
+  label: string,
+  report: ISwitchReport
+): { level: 'success' | 'warning'; text: string } {
+  const parts = [`Switched to ${label}`];
+  if (report.carried.length) {
+    parts.push(`carried ${report.carried.map(c => c.name).join(', ')}`);
+  }
+  if (report.imported?.length) {
+    parts.push(`re-imported ${report.imported.map(m => m.name).join(', ')}`);
+  }
+  if (!report.not_carried.length) {
+    return { level: 'success', text: parts.join('; ') };
+  }
+  const missing = report.not_carried.map(n => `${n.name} (${n.reason})`).join('; ');
+  return { level: 'warning', text: `${parts.join('; ')}; not carried: ${missing}` };
 }
