@@ -9,21 +9,19 @@ import { Widget } from '@lumino/widgets';
 import { HardwareAPI, HardwareAPIError, HardwareEvents } from './api';
 import { showError } from './errors';
 import { IHardwareFold, codeParts, foldCount, foldHardware, foldText } from './folding';
+import { ILaunchProgress, applyLaunchEvent, progressText } from './progress';
 import { askCarry } from './switch';
 import { applySwitchEvent, switchSummary } from './switchmodel';
 import {
-  ILaunchProgress,
   IHardware,
   IHardwareEvent,
   PICKER_HEADERS,
   SHARED_SESSION_LABEL,
-  applyLaunchEvent,
   errorText,
   filterHardware,
   isSharedKernel,
   nextSelection,
   pickerColumns,
-  progressText,
   targetOfKernel,
   toolbarLabel
 } from './model';

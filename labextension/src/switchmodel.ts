@@ -3,7 +3,8 @@
  * of the switch's progress over it. Free of DOM and of JupyterLab, so it is unit
  * tested on its own.
  */
-import { IHardwareEvent, ILaunchProgress } from './model';
+import { IHardwareEvent } from './model';
+import { ILaunchProgress } from './progress';
 
 /** A variable of a kernel, for the carry dialog. */
 export interface IVariable {

@@ -1,7 +1,6 @@
 import {
   IHardware,
   IMachine,
-  applyLaunchEvent,
   availabilityText,
   errorText,
   filterHardware,
@@ -12,7 +11,6 @@ import {
   machineStatusText,
   nextSelection,
   pickerColumns,
-  progressText,
   targetOfKernel,
   toolbarLabel
 } from '../src/model';
@@ -154,43 +152,6 @@ describe('keyboard selection', () => {
     expect(nextSelection(shown, null, 'ArrowDown')?.name).toBe('local');
     expect(nextSelection(shown, null, 'ArrowUp')?.name).toBe('ssh-box');
     expect(nextSelection([a10g], null, 'ArrowDown')).toBeNull();
-  });
-});
-
-describe('launch progress', () => {
-  const start = {
-    target: 'ssh-box', step: 'starting', detail: '', startedAt: 0, failed: false, done: false
-  };
-
-  it('follows the steps of its own target', () => {
-    let progress = applyLaunchEvent(start, {
-      type: 'launch', time: 1, target: 'ssh-box', step: 'connect', state: 'started'
-    });
-    expect(progress.step).toBe('connect');
-    progress = applyLaunchEvent(progress, {
-      type: 'launch', time: 2, target: 'ssh-box', step: 'prepare host', state: 'progress',
-      detail: 'prepare host: uploading the agent'
-    });
-    expect(progressText(progress, 3400)).toBe(
-      'ssh-box: prepare host (uploading the agent) · 3 s'
-    );
-    const other = applyLaunchEvent(progress, {
-      type: 'launch', time: 3, target: 'local', step: 'start kernel', state: 'started'
-    });
-    expect(other).toBe(progress);
-    progress = applyLaunchEvent(progress, {
-      type: 'launch', time: 4, target: 'ssh-box', step: 'start kernel', state: 'failed',
-      detail: 'no ipykernel'
-    });
-    expect(progress.failed).toBe(true);
-    expect(progress.step).toBe('start kernel');
-  });
-
-  it('ends when the channels are connected', () => {
-    const progress = applyLaunchEvent(start, {
-      type: 'launch', time: 1, target: 'ssh-box', step: 'connect channels', state: 'done'
-    });
-    expect(progress.done).toBe(true);
   });
 });
 

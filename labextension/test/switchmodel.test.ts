@@ -1,4 +1,4 @@
-import { progressText } from '../src/model';
+import { progressText } from '../src/progress';
 import {
   ISwitchReport,
   applySwitchEvent,

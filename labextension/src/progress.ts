@@ -1,0 +1,50 @@
+/**
+ * The progress of a launch as the notebook toolbar shows it, step by step. Free
+ * of DOM and of JupyterLab, so it is unit tested on its own.
+ */
+import { IHardwareEvent, formatDuration } from './model';
+
+/** The state of one launch, as the toolbar shows it while a kernel starts. */
+export interface ILaunchProgress {
+  target: string;
+  step: string;
+  detail: string;
+  startedAt: number;
+  failed: boolean;
+  done: boolean;
+}
+
+/**
+ * The launch progress after an event: a `launch` event for `target` updates the
+ * current step; others leave it as it is.
+ */
+export function applyLaunchEvent(
+  progress: ILaunchProgress,
+  event: IHardwareEvent
+): ILaunchProgress {
+  if (event.type !== 'launch' || event.target !== progress.target) {
+    return progress;
+  }
+  const next = { ...progress, step: event.step || progress.step };
+  if (event.state === 'progress') {
+    const detail: string = event.detail || '';
+    const prefix = `${next.step}: `;
+    next.detail = detail.startsWith(prefix) ? detail.slice(prefix.length) : detail;
+  } else if (event.state === 'started') {
+    next.detail = '';
+  } else if (event.state === 'failed') {
+    next.failed = true;
+    next.detail = event.detail || '';
+  } else if (event.state === 'done' && event.step === 'connect channels') {
+    next.done = true;
+  }
+  return next;
+}
+
+/** The toolbar's text during a launch: `ssh-box: connect · 3 s`. */
+export function progressText(progress: ILaunchProgress, now: number): string {
+  const elapsed = formatDuration((now - progress.startedAt) / 1000);
+  const step = progress.step || 'starting';
+  const detail = progress.detail ? ` (${progress.detail})` : '';
+  return `${progress.target}: ${step}${detail} · ${elapsed}`;
+}
