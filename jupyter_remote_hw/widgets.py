@@ -34,6 +34,8 @@ STYLE = """<style>
 .jp-RemoteHW-widgetGrid button { min-height: var(--jp-widgets-inline-height, 28px);
   padding: 2px 6px; width: 100%; }
 .jp-RemoteHW-widgetGrid .jp-RemoteHW-unusable { opacity: 0.55; }
+.jp-RemoteHW-widgetGrid > .jp-RemoteHW-span { grid-column: 1 / -1; }
+.jp-RemoteHW-widgetGrid > .jp-RemoteHW-header:first-child { padding-left: 6px; }
 </style>"""
 
 
@@ -95,6 +97,8 @@ class HardwarePicker:
         self.header = [widgets.HTML(f"<b>{html.escape(title)}</b>",
                                     layout=widgets.Layout(width="auto", min_width="0"))
                        for title in HEADERS]
+        for cell in self.header:
+            cell.add_class("jp-RemoteHW-header")
         self.grid = widgets.GridBox(layout=widgets.Layout(
             grid_template_columns=GRID_COLUMNS, grid_gap="2px 10px", width="100%",
             align_items="center"))
@@ -149,15 +153,17 @@ class HardwarePicker:
             else:
                 children.extend(self._cells(entry))
         if not matching:
-            children.append(widgets.HTML("No hardware matches the search.",
-                                         layout=widgets.Layout(grid_column="1 / -1")))
+            empty = widgets.HTML("No hardware matches the search.")
+            empty.add_class("jp-RemoteHW-span")
+            children.append(empty)
         self.grid.children = tuple(children)
 
     def _fold_button(self, fold: Fold) -> widgets.Button:
         button = self._fold_buttons.get(fold.key)
         if button is None:
-            button = widgets.Button(layout=widgets.Layout(grid_column="1 / -1", width="auto"))
+            button = widgets.Button(layout=widgets.Layout(width="auto"))
             button.add_class("jp-RemoteHW-fold")
+            button.add_class("jp-RemoteHW-span")
             button.on_click(lambda _: self.toggle(fold.key))
             self._fold_buttons[fold.key] = button
         arrow = "▾" if fold.key in self.expanded else "▸"
