@@ -1,7 +1,7 @@
 """The live view of the hardware under a notebook's kernel: its host's CPU, memory and
 GPUs, read by the host's agent, with the machine's price and cost so far.
 
-Free of HTTP: ``GET /jupyter-remote-hw/api/metrics/<kernel id>`` (see
+Free of HTTP: ``GET /jupyter-remote-hw/api/usage/<kernel id>`` (see
 :mod:`.server.handlers`) calls :meth:`KernelMetrics.metrics`. Answers are kept a
 couple of seconds, so that several browser tabs polling one kernel cost the host
 one reading, not one each.

@@ -195,7 +195,9 @@ class SSHTestHost:
             "MaxSessions 100\n"
             "LogLevel VERBOSE\n"
             f"Subsystem sftp {sftp}\n"
-            + "".join(f"SetEnv {key}={value}\n" for key, value in self.env.items())
+            # One SetEnv line: sshd uses the first one it reads.
+            + ("SetEnv " + " ".join(f'"{key}={value}"' for key, value in self.env.items()) + "\n"
+               if self.env else "")
         )
 
     def wrap(self, argv: Sequence[str]) -> list[str]:

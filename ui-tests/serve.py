@@ -20,6 +20,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
+from tests.fakegpu import path_with_fake_gpu
 from tests.processes import kill_processes_mentioning
 from tests.testhosts import free_port, keygen, loopback_host
 
@@ -36,7 +37,11 @@ def main() -> int:
     try:
         teammate_key.parent.mkdir(parents=True, exist_ok=True)
         keygen(teammate_key, comment="ada@laptop")
-        with loopback_host(tmp / "host") as host:
+        # nvidia-smi on the test host is a stand-in ("Test GPU", 24 GiB), so that the live
+        # hardware view of its kernels shows GPU numbers.
+        gpu = {"PATH": path_with_fake_gpu(), "FAKE_NVIDIA_SMI_NAME": "Test GPU",
+               "FAKE_NVIDIA_SMI_MEMORY_MIB": "24576"}
+        with loopback_host(tmp / "host", env=gpu) as host:
             # The test host; "deadhost": the same host on a port nothing listens on;
             # "newbox": the same host under an alias whose known_hosts file does not list
             # its key yet, as for a machine the user never connected to.

@@ -8,7 +8,7 @@ Routes (under the server's base URL; documented in docs/rest-api.yaml):
 - ``POST /jupyter-remote-hw/api/launch``: start a kernel on hardware.
 - ``GET  /jupyter-remote-hw/api/variables/<session id>``: what could be carried.
 - ``POST /jupyter-remote-hw/api/switch/<session id>``: switch a notebook's hardware.
-- ``GET  /jupyter-remote-hw/api/metrics/<kernel id>``: live use of a kernel's hardware.
+- ``GET  /jupyter-remote-hw/api/usage/<kernel id>``: live use of a kernel's hardware.
 - ``GET|POST /jupyter-remote-hw/api/shares``: the user's shares; share a kernel.
 - ``DELETE /jupyter-remote-hw/api/shares/<share id>``: revoke a share.
 - ``POST /jupyter-remote-hw/api/join``: attach a kernel here to one a teammate shared.
@@ -329,7 +329,7 @@ def api_handlers(actions: HardwareActions,
         (f"{API_PREFIX}/launch", KernelsHandler, kwargs),
         (f"{API_PREFIX}/variables/{session}", SessionVariablesHandler, kwargs),
         (f"{API_PREFIX}/switch/{session}", SessionSwitchHandler, kwargs),
-        (f"{API_PREFIX}/metrics/(?P<kernel_id>[^/]+)", KernelMetricsHandler,
+        (f"{API_PREFIX}/usage/(?P<kernel_id>[^/]+)", KernelMetricsHandler,
          {**kwargs, "metrics": KernelMetrics(actions)}),
         (f"{API_PREFIX}/shares", SharesHandler, kwargs),
         (f"{API_PREFIX}/shares/(?P<share_id>[^/]+)", ShareHandler, kwargs),

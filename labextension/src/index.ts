@@ -27,6 +27,7 @@ import { HardwareStore, HardwareToolbarItem, IPickerSettings } from './picker';
 import { SharedOutputsView } from './sharedoutputs';
 import { joinShare } from './sharing';
 import { joinedKernel } from './model';
+import { addHardwareMonitor } from './monitor';
 import { MachineStatus } from './statusbar';
 
 /** Unique id of the main plugin, as listed by JupyterLab's plugin manager. */
@@ -142,6 +143,19 @@ const plugin: JupyterFrontEndPlugin<void> = {
     };
     labShell?.currentChanged.connect(follow);
     follow();
+
+    // The live hardware view of the current notebook's kernel (status bar and panel).
+    addHardwareMonitor({
+      api,
+      statusBar,
+      labShell,
+      panel: machines,
+      currentSession: () => sessionOf(app.shell.currentWidget),
+      currentPath: () =>
+        sessionOf(app.shell.currentWidget)
+          ? (app.shell.currentWidget as IDocumentWidget).context.path
+          : null
+    });
 
     const currentItem = (): HardwareToolbarItem | null => {
       const widget = app.shell.currentWidget;

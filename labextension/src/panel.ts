@@ -75,6 +75,12 @@ export class MachinesPanel extends Widget {
 
   readonly list: HTMLUListElement;
   readonly shareList: HTMLUListElement;
+
+  /** Put a section (the live hardware view) between the header and the machines. */
+  addSection(node: HTMLElement): void {
+    this.node.insertBefore(node, this.list);
+  }
+
   machines: IMachine[] = [];
   shares: IShare[] = [];
 

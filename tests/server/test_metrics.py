@@ -71,7 +71,7 @@ def no_gpu_here() -> None:
 async def test_local_target_kernel(jp_fetch: Fetch, start_kernel: StartKernel) -> None:
     no_gpu_here()
     kernel_id = await start_kernel(LOCAL_KERNEL)
-    metrics = await get(jp_fetch, "metrics", kernel_id)
+    metrics = await get(jp_fetch, "usage", kernel_id)
     check_this_machine(metrics)
     assert metrics["kernel_id"] == kernel_id
     assert metrics["target"] == "local"
@@ -84,10 +84,10 @@ async def test_local_target_kernel(jp_fetch: Fetch, start_kernel: StartKernel) -
     assert f"{kernel_id}" in Path(f"/proc/{metrics['kernel']['pid']}/cmdline").read_text()
 
     # Tabs polling together share one reading for 2 s; then the host is read again.
-    again = await asyncio.gather(*(get(jp_fetch, "metrics", kernel_id) for _ in range(3)))
+    again = await asyncio.gather(*(get(jp_fetch, "usage", kernel_id) for _ in range(3)))
     assert {m["time"] for m in again} == {metrics["time"]}
     await asyncio.sleep(2.1)
-    later = await get(jp_fetch, "metrics", kernel_id)
+    later = await get(jp_fetch, "usage", kernel_id)
     assert later["time"] > metrics["time"]
 
 
@@ -95,7 +95,7 @@ async def test_ssh_host_without_nvidia_smi_reports_no_gpu(jp_fetch: Fetch,
                                                           start_kernel: StartKernel) -> None:
     no_gpu_here()
     kernel_id = await start_kernel(SSH_KERNEL)
-    metrics = await get(jp_fetch, "metrics", kernel_id)
+    metrics = await get(jp_fetch, "usage", kernel_id)
     check_this_machine(metrics)
     assert metrics["target"] == "ssh-testhost"
     assert metrics["hardware"] == HARDWARE
@@ -106,7 +106,7 @@ async def test_ssh_host_without_nvidia_smi_reports_no_gpu(jp_fetch: Fetch,
 async def test_ssh_host_with_nvidia_smi_reports_its_gpu(jp_fetch: Fetch,
                                                         start_kernel: StartKernel) -> None:
     kernel_id = await start_kernel(f"remote-hw-{GPU_TARGET}")
-    metrics = await get(jp_fetch, "metrics", kernel_id)
+    metrics = await get(jp_fetch, "usage", kernel_id)
     check_this_machine(metrics)
     assert metrics["target"] == GPU_TARGET
     assert metrics["where"] == "gpuhost"
@@ -122,7 +122,7 @@ async def test_plain_python3_kernel_reads_this_machine(jp_fetch: Fetch, jp_serve
                                                        start_kernel: StartKernel) -> None:
     no_gpu_here()
     kernel_id = await start_kernel("python3")
-    metrics = await get(jp_fetch, "metrics", kernel_id)
+    metrics = await get(jp_fetch, "usage", kernel_id)
     check_this_machine(metrics)
     assert metrics["target"] is None
     assert metrics["where"] == "this machine"
@@ -133,7 +133,7 @@ async def test_plain_python3_kernel_reads_this_machine(jp_fetch: Fetch, jp_serve
 
 
 async def test_unknown_kernel_is_404(jp_fetch: Fetch) -> None:
-    status, body = await failure(jp_fetch, "metrics", "no-such-kernel", method="GET")
+    status, body = await failure(jp_fetch, "usage", "no-such-kernel", method="GET")
     assert status == 404
     assert body["field"] == "kernel_id"
     assert "no-such-kernel" in body["message"]
@@ -141,7 +141,7 @@ async def test_unknown_kernel_is_404(jp_fetch: Fetch) -> None:
 
 async def test_metrics_need_authentication(jp_fetch: Fetch, jp_http_port: int,
                                            jp_base_url: str) -> None:
-    url = f"http://127.0.0.1:{jp_http_port}{jp_base_url}jupyter-remote-hw/api/metrics/x"
+    url = f"http://127.0.0.1:{jp_http_port}{jp_base_url}jupyter-remote-hw/api/usage/x"
     with pytest.raises(HTTPClientError) as caught:
         await AsyncHTTPClient().fetch(url)
     assert caught.value.code == 403

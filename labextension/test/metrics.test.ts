@@ -1,0 +1,110 @@
+import {
+  IKernelMetrics,
+  costLine,
+  costSummary,
+  formatGiB,
+  gpuSummary,
+  meters,
+  metricsText,
+  metricsTooltip
+} from '../src/metrics';
+
+function reading(overrides: Partial<IKernelMetrics> = {}): IKernelMetrics {
+  return {
+    kernel_id: 'k1',
+    target: 'ssh-gpu-box',
+    hardware: 'H100 80GB',
+    where: 'gpu-box',
+    time: 1000,
+    cpu: { percent: 14.2, count: 8 },
+    load: [0.5, 0.42, 0.3],
+    memory: { used_gib: 6.21, total_gib: 31.2, percent: 19.9 },
+    gpus: [
+      {
+        index: 0,
+        name: 'NVIDIA H100 80GB HBM3',
+        utilization: 37,
+        memory_used_gib: 12.1,
+        memory_total_gib: 79.65
+      }
+    ],
+    kernel: { pid: 4242, cpu_percent: 3.4, memory_gib: 0.25 },
+    warnings: [],
+    price_per_hour: 4.1,
+    cost_so_far: 1.234,
+    ...overrides
+  };
+}
+
+describe('the status bar text', () => {
+  it('reads like Colab: GPU, RAM, CPU, then $/h and cost so far', () => {
+    expect(metricsText(reading())).toBe(
+      'GPU 37% · 12.1/80 GiB | RAM 6.2/31 GiB | CPU 14% | $4.10/h · $1.23'
+    );
+  });
+
+  it('says no GPU and free on hardware the user owns', () => {
+    expect(metricsText(reading({ gpus: [], price_per_hour: 0, cost_so_far: 0 }))).toBe(
+      'no GPU | RAM 6.2/31 GiB | CPU 14% | free'
+    );
+  });
+
+  it('sums several GPUs with their mean use', () => {
+    const gpu = reading().gpus[0];
+    const gpus = [gpu, { ...gpu, index: 1, utilization: 63, memory_used_gib: 30 }];
+    expect(gpuSummary(gpus)).toBe('2 GPUs 50% · 42.1/159 GiB');
+  });
+
+  it('marks what nvidia-smi does not know', () => {
+    const gpu = { ...reading().gpus[0], utilization: null, memory_total_gib: null };
+    expect(gpuSummary([gpu])).toBe('GPU ?% · 12.1/? GiB');
+  });
+
+  it('says when no price is known', () => {
+    expect(costSummary(reading({ price_per_hour: null, cost_so_far: null }))).toBe('price unknown');
+    expect(costLine(reading({ price_per_hour: null }))).toBe('Cost: no price known for this hardware');
+    expect(costLine(reading())).toBe('Cost: $4.10/h, $1.23 so far');
+  });
+
+  it('keeps a decimal for small sizes', () => {
+    expect(formatGiB(7.81, true)).toBe('7.8');
+    expect(formatGiB(79.65, true)).toBe('80');
+    expect(formatGiB(null)).toBe('?');
+  });
+});
+
+describe('the tooltip', () => {
+  it('details every GPU, memory, CPU, the kernel, the cost and warnings', () => {
+    const text = metricsTooltip(
+      reading({ warnings: ['nvidia-smi failed: driver'] }),
+      new Date(1003000)
+    );
+    expect(text.split('\n')).toEqual([
+      "Hardware of this notebook's kernel: H100 80GB · gpu-box (ssh-gpu-box)",
+      'GPU 0 NVIDIA H100 80GB HBM3: 37% busy, 12.1 of 79.7 GiB in use',
+      'RAM: 6.2 of 31.2 GiB in use (20%)',
+      'CPU: 14% of 8 CPUs; load 0.50 0.42 0.30',
+      'Kernel process 4242: 3% of a CPU, 0.3 GiB',
+      'Cost: $4.10/h, $1.23 so far',
+      '⚠ nvidia-smi failed: driver',
+      'Read 3 s ago'
+    ]);
+  });
+});
+
+describe('the panel bars', () => {
+  it('has GPU use and memory, RAM and CPU', () => {
+    const bars = meters(reading());
+    expect(bars.map(b => [b.label, b.text])).toEqual([
+      ['GPU', '37%'],
+      ['GPU memory', '12.1 / 80 GiB'],
+      ['RAM', '6.2 / 31 GiB'],
+      ['CPU', '14%']
+    ]);
+    expect(bars[1].percent).toBeCloseTo(15.19, 1);
+  });
+
+  it('has only RAM and CPU without a GPU', () => {
+    expect(meters(reading({ gpus: [] })).map(b => b.label)).toEqual(['RAM', 'CPU']);
+  });
+});
