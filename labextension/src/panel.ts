@@ -298,9 +298,20 @@ export class MachinesPanel extends Widget {
     if (!answer.button.accept) {
       return;
     }
+    const verb = action === 'terminate' ? 'Terminating' : 'Stopping';
+    const pending = Notification.emit(`${verb} ${machine.name}…`, 'in-progress', {
+      autoClose: false
+    });
     try {
       await this.api.machineAction(machine.name, action);
+      Notification.update({
+        id: pending,
+        message: `${machine.name}: ${action === 'terminate' ? 'terminated' : 'stopped'}`,
+        type: 'success',
+        autoClose: 4000
+      });
     } catch (error) {
+      Notification.dismiss(pending);
       await showError(`${action} ${machine.name} failed`, error, {
         api: this.api,
         retry: () => this.api.machineAction(machine.name, action)

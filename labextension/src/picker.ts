@@ -255,11 +255,20 @@ export class HardwareToolbarItem extends Widget {
       return;
     }
     let options: IHardware[];
+    // A listing slower than a blink (hosts being probed) shows in the toolbar.
+    const slow = this.progress
+      ? 0
+      : window.setTimeout(() => this.display('Listing hardware…', 'Listing hardware…', 'busy'), 300);
     try {
       options = await this.store.options(true);
     } catch (error) {
       await showError('Hardware cannot be listed', error);
       return;
+    } finally {
+      window.clearTimeout(slow);
+      if (!this.progress) {
+        void this.refresh();
+      }
     }
     const body = new HardwareListBody(options, this.currentTarget);
     const choice = await showDialog({
