@@ -41,7 +41,7 @@ class HardwareOption:
         name: The target's name (``local``, ``ssh-gpu-box``, a catalog type).
         kernel_name: The kernelspec that starts a kernel there.
         provider: ``local``, ``ssh`` or a cloud provider.
-        label: Short text for the toolbar (``CPU · local``, ``A10G 24GB · gpu-box``).
+        label: Short text for the toolbar (``CPU · local``, ``A10G 24GiB · gpu-box``).
         hardware: What it runs on, as the provider labels it.
         where: Where it runs, for people.
         gpu: GPU model, or None for CPU only or unknown.
@@ -92,7 +92,7 @@ def parse_hardware_label(label: str) -> dict[str, Any]:
     """GPU model, count and memory from a provider's hardware label, where it says them.
 
     Args:
-        label: e.g. ``A10G 24GB``, ``2 × A100 80GB``, ``4 CPUs``, ``SSH host``.
+        label: e.g. ``A10G 24GiB``, ``2 × A100 80 GB``, ``4 CPUs``, ``SSH host``.
 
     Returns:
         ``gpu``, ``gpu_count`` and ``gpu_memory_gib`` where the label gives them.

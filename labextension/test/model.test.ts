@@ -42,7 +42,7 @@ const a10g = option({
   name: 'g5.xlarge',
   kernel_name: 'remote-hw-g5.xlarge',
   provider: 'aws',
-  label: 'A10G 24 GB · g5.xlarge',
+  label: 'A10G 22.4 GiB · g5.xlarge',
   gpu: 'A10G',
   gpu_count: 1,
   gpu_memory_gib: 24,
@@ -56,7 +56,7 @@ const a10g = option({
 const a100 = option({
   name: 'p4d.24xlarge',
   provider: 'aws',
-  label: 'A100 40 GB · p4d.24xlarge',
+  label: 'A100 40 GiB · p4d.24xlarge',
   gpu: 'A100',
   gpu_count: 8,
   gpu_memory_gib: 40,
@@ -87,7 +87,7 @@ describe('labels', () => {
 
   it('shows the price in the toolbar only when there is one', () => {
     expect(toolbarLabel(local)).toBe('CPU · local');
-    expect(toolbarLabel(a10g)).toBe('A10G 24 GB · g5.xlarge · $1.01/h');
+    expect(toolbarLabel(a10g)).toBe('A10G 22.4 GiB · g5.xlarge · $1.01/h');
   });
 
   it('formats prices, sizes and durations', () => {
@@ -95,8 +95,9 @@ describe('labels', () => {
     expect(formatPrice(null)).toBe('');
     expect(formatPrice(32.77)).toBe('$32.77/h');
     expect(formatBytes(512)).toBe('512 B');
-    expect(formatBytes(24_000_000)).toBe('24.0 MB');
-    expect(formatBytes(1_500_000_000)).toBe('1.5 GB');
+    expect(formatBytes(1536)).toBe('1.5 KiB');
+    expect(formatBytes(24_000_000)).toBe('22.9 MiB');
+    expect(formatBytes(1_500_000_000)).toBe('1.4 GiB');
     expect(formatDuration(4.6)).toBe('5 s');
     expect(formatDuration(720)).toBe('12 min');
     expect(formatDuration(3900)).toBe('1 h 05 min');
@@ -104,7 +105,7 @@ describe('labels', () => {
 
   it('fills the picker columns, with blanks for what is unknown', () => {
     expect(pickerColumns(a100)).toEqual([
-      'A100 40 GB · p4d.24xlarge', '8 × A100', '40 GiB', '96', '1152 GiB', '$32.77/h',
+      'A100 40 GiB · p4d.24xlarge', '8 × A100', '40 GiB', '96', '1152 GiB', '$32.77/h',
       'us-east-1', 'ready'
     ]);
     expect(pickerColumns(sshBox)).toEqual([
@@ -157,7 +158,7 @@ describe('keyboard selection', () => {
 
 describe('machines and errors', () => {
   const machine: IMachine = {
-    name: 'g5-1', provider: 'aws', hardware: 'A10G 24 GB', where: 'us-east-1',
+    name: 'g5-1', provider: 'aws', hardware: 'A10G 24 GiB', where: 'us-east-1',
     state: 'running', kernels: [], price_per_hour: 1.006, cost_so_far: 0.42,
     idle_stop_in: 1500, actions: ['start', 'stop', 'terminate']
   };
