@@ -26,13 +26,11 @@ test('switch to the SSH host: a lock stays behind with its reason, json is re-im
   const picker = page.locator(DIALOG);
   await picker.locator('input[type=search]').fill('test gpu');
   await picker.locator('tr[data-name="ssh-testhost"]').click();
-  let clicked = Date.now();
   await picker.locator('.jp-Dialog-button.jp-mod-accept').click();
 
   // The carry dialog is there within a second, then lists what will come across.
   const carry = page.locator(CARRY);
   await expect(carry).toBeVisible({ timeout: 1000 });
-  expect(Date.now() - clicked).toBeLessThan(1000);
   const lock = carry.locator('li[data-name="lk"]');
   await expect(lock).toContainText("cannot pickle '_thread.lock'");
   await expect(lock).toHaveClass(/jp-mod-disabled/);
@@ -46,11 +44,9 @@ test('switch to the SSH host: a lock stays behind with its reason, json is re-im
   await page.locator(DIALOG).screenshot({ path: path.join(IMAGES, 'switch-dialog.png') });
 
   // Confirmed: progress shows in the toolbar within a second.
-  clicked = Date.now();
   await page.locator(`${DIALOG} .jp-Dialog-button.jp-mod-accept`).click();
   const busy = page.locator(`${TOOLBAR}.jp-mod-busy`);
   await expect(busy).toBeVisible({ timeout: 1000 });
-  expect(Date.now() - clicked).toBeLessThan(1000);
   await expect(busy).toContainText(/^ssh-testhost: /);
   await expect(item).toHaveText('Test GPU 24GB · testhost', { timeout: 90000 });
   await expect(page.locator('.jp-Notification-Toast-warning, .Toastify__toast')).toContainText(
@@ -66,10 +62,8 @@ test('switch to the SSH host: a lock stays behind with its reason, json is re-im
   await page.sidebar.openTab('jp-RemoteHW-machines');
   const ssh = page.locator('#jp-RemoteHW-machines li[data-name="ssh-testhost"]');
   await ssh.locator('button.jp-RemoteHW-terminate').click();
-  clicked = Date.now();
   await page.locator(`${DIALOG} .jp-Dialog-button.jp-mod-accept`).click();
   await expect(page.getByText('Terminating ssh-testhost…')).toBeVisible({ timeout: 1000 });
-  expect(Date.now() - clicked).toBeLessThan(1000);
   await expect(page.getByText('ssh-testhost: terminated')).toBeVisible({ timeout: 30000 });
   await expect(ssh).toHaveCount(0);
 });
@@ -81,12 +75,10 @@ test('a plain python3 kernel lists its variables at once', async ({ page }) => {
   await page.locator(TOOLBAR).click();
   const picker = page.locator(DIALOG);
   await picker.locator('tr[data-name="local"]').click();
-  const clicked = Date.now();
   await picker.locator('.jp-Dialog-button.jp-mod-accept').click();
   // The dialog is there within a second (reading, or already filled in) ...
   const carry = page.locator(CARRY);
   await expect(carry).toBeVisible({ timeout: 1000 });
-  expect(Date.now() - clicked).toBeLessThan(1000);
   // ... and lists the plain kernel's variables and modules (the server answers
   // in well under a second; the margin is for a loaded test machine).
   await expect(carry.locator('li[data-name="rows"] input')).toBeChecked();
