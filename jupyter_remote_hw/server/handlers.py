@@ -21,6 +21,7 @@ kernel and session routes by pattern (test harnesses, proxies) would take ours f
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -124,8 +125,10 @@ class HardwareHandler(HardwareAPIHandler):
     @authorized
     async def get(self) -> None:
         machines = self.actions.machines
+        # Checking credentials may wait on an instance-metadata lookup: not on this loop.
+        providers = await asyncio.to_thread(provider_statuses, machines)
         self.write_json({"hardware": [o.to_json() for o in list_hardware(machines)],
-                         "providers": [p.to_json() for p in provider_statuses(machines)]})
+                         "providers": [p.to_json() for p in providers]})
 
 
 class MachinesHandler(HardwareAPIHandler):

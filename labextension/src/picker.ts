@@ -167,11 +167,20 @@ export class HardwareListBody extends Widget implements Dialog.IBodyWidget<IHard
     count.className = 'jp-RemoteHW-foldCount';
     count.textContent = ` (${foldCount(fold)})`;
     cell.appendChild(count);
-    row.addEventListener('click', () => {
+    row.tabIndex = 0;
+    const toggle = (): void => {
       if (!this.expanded.delete(fold.key)) {
         this.expanded.add(fold.key);
       }
       this.render();
+      (this.table.querySelector(`tr[data-fold="${CSS.escape(fold.key)}"]`) as HTMLElement | null)?.focus();
+    };
+    row.addEventListener('click', toggle);
+    row.addEventListener('keydown', event => {
+      if (event.key === 'Enter' || event.key === ' ') {
+        event.preventDefault();
+        toggle();
+      }
     });
   }
 

@@ -42,6 +42,12 @@ test('pick the SSH host, run there, switch back carrying a variable, terminate',
     'title', 'no credentials — set AWS_PROFILE or run `aws configure`');
   await fold.click();
   await expect(awsRows).toHaveCount(0);
+  // From the keyboard too: Enter on the line opens it (and does not switch).
+  await fold.focus();
+  await page.keyboard.press('Enter');
+  await expect(awsRows).toHaveCount(44);
+  await page.keyboard.press('Enter');
+  await expect(awsRows).toHaveCount(0);
   await dialog.locator('input[type=search]').fill('test gpu');
   await expect(dialog.locator('.jp-RemoteHW-option')).toHaveCount(1);
   await dialog.locator('tr[data-name="ssh-testhost"]').click();
