@@ -132,6 +132,11 @@ class RemoteHWCommands:
 
     # ------------------------------------------------------------------ lifecycle
 
+    def _note(self, text: str) -> None:
+        """Say on stderr, at once, what a command is waiting for."""
+        self.err.write(text + "\n")
+        self.err.flush()
+
     def _steps(self, name: str) -> LaunchSteps:
         began = time.monotonic()
 
@@ -171,6 +176,7 @@ class RemoteHWCommands:
     async def stop(self, key: str) -> None:
         record = self._machine(key)
         self._require_aws(record)
+        self._note(f"Stopping {record.name} ({record.resource_id})…")
         record = await self.aws.stop(record)
         self._print(f"{record.name} ({record.resource_id}): {record.state}; "
                     f"cost so far {_money(record.cost())}")
@@ -189,6 +195,7 @@ class RemoteHWCommands:
                              f"{record.instance_type})? Its disk is deleted.", yes):
             self._print("nothing terminated")
             return
+        self._note(f"Terminating {record.name} ({record.resource_id})…")
         record = await self.aws.terminate(record)
         self._print(f"{record.name} ({record.resource_id}): {record.state}; it cost "
                     f"{_money(record.cost())} over {_duration(record.running_seconds())}")
@@ -226,6 +233,8 @@ class RemoteHWCommands:
         self._print(f"trusted: added to {presented.known_hosts}")
 
     async def reap(self, yes: bool, regions: list[str] | None) -> None:
+        self._note(f"Looking for instances tagged as yours in "
+                   f"{', '.join(regions) if regions else 'the configured regions'}…")
         candidates: list[ReapCandidate] = await self.aws.reap_candidates(regions)
         if not candidates:
             self._print("nothing to reap: every instance tagged as yours has a live owner")
@@ -237,6 +246,7 @@ class RemoteHWCommands:
         if not self._confirm(f"Terminate these {len(candidates)} instance(s)?", yes):
             self._print("nothing terminated")
             return
+        self._note(f"Terminating {len(candidates)} instance(s)…")
         ended = await self.aws.reap(candidates)
         self._print(f"terminated {len(ended)}: {', '.join(ended)}")
 

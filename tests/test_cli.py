@@ -111,8 +111,9 @@ def test_launch_list_stop_start_terminate(config: dict[str, Any], tmp_path: Path
     assert "running" in row and "$1.01" in row
     assert any(line.startswith("ssh-testhost") for line in out.splitlines())
     assert "running now: $1.01/h" in out
-    code, out, _ = cli(config, tmp_path, "stop", "box")
+    code, out, err = cli(config, tmp_path, "stop", "box")
     assert code == 0 and ("stopping" in out or "stopped" in out)
+    assert err.startswith("Stopping box (i-")  # said before waiting on EC2
     code, out, _ = cli(config, tmp_path, "start", "box")
     assert code == 0 and "running at $1.01/h" in out
     # The instance stops itself (its agent's idle stop): `list` asks EC2 and shows it.
@@ -123,8 +124,9 @@ def test_launch_list_stop_start_terminate(config: dict[str, Any], tmp_path: Path
     code, out, _ = cli(config, tmp_path, "list")
     row = next(line for line in out.splitlines() if line.startswith("box "))
     assert "stopp" in row and "running now: $0/h" in out
-    code, out, _ = cli(config, tmp_path, "terminate", "box", "--yes")
+    code, out, err = cli(config, tmp_path, "terminate", "box", "--yes")
     assert code == 0 and "terminated; it cost $0.0" in out
+    assert err.startswith(f"Terminating box ({instance_id})…")
     ledger = Ledger(Path(config["MachineManager"]["ledger_path"]))
     [record] = ledger.machines()
     ledger.close()
@@ -165,8 +167,10 @@ def test_reap_lists_with_cost_and_asks(config: dict[str, Any], tmp_path: Path,
     code, out, err = cli(config, tmp_path, "reap")
     assert code == 1 and "Pass --yes" in err
     assert orphan in out and "not in this ledger" in out and "g5.xlarge" in out
-    code, out, _ = cli(config, tmp_path, "reap", "--yes")
+    code, out, err = cli(config, tmp_path, "reap", "--yes")
     assert code == 0 and f"terminated 1: {orphan}" in out
+    looking = "Looking for instances tagged as yours in the configured regions…"
+    assert err.splitlines() == [looking, "Terminating 1 instance(s)…"]
     states = {i["InstanceId"]: i["State"]["Name"] for r in
               ec2.describe_instances()["Reservations"] for i in r["Instances"]}
     assert states[other] == "running" and states[orphan] in ("shutting-down", "terminated")
