@@ -9,7 +9,7 @@ import { Widget } from '@lumino/widgets';
 import { HardwareAPI, HardwareAPIError, HardwareEvents } from './api';
 import { showError } from './errors';
 import { IHardwareFold, codeParts, foldCount, foldHardware, foldText } from './folding';
-import { ILaunchProgress, applyLaunchEvent, progressText } from './progress';
+import { ILaunchProgress, applyLaunchEvent, progressText, startsNotebookKernel } from './progress';
 import { askCarry } from './switch';
 import { applySwitchEvent, switchSummary } from './switchmodel';
 import {
@@ -367,14 +367,53 @@ export class HardwareToolbarItem extends Widget {
   }
 
   private onEvent(_: HardwareEvents, event: IHardwareEvent): void {
+    if (!this.progress) {
+      this.follow(event);
+    }
     if (this.progress) {
       const sessionId = this.sessionContext.session?.id;
       this.progress = applySwitchEvent(applyLaunchEvent(this.progress, event), event, sessionId);
       this.showProgress();
+      if (this._following && (this.progress.done || this.progress.failed)) {
+        this.stopFollowing();
+      }
     }
   }
 
+  /** Follow the launch of this notebook's kernel when it began outside the picker. */
+  private follow(event: IHardwareEvent): void {
+    const context = this.sessionContext;
+    const name = context.session?.kernel?.name ?? context.kernelPreference.name;
+    if (!startsNotebookKernel(event, name, context.kernelDisplayStatus)) {
+      return;
+    }
+    this.progress = {
+      target: event.target,
+      step: event.step || 'starting',
+      detail: '',
+      startedAt: Date.now(),
+      failed: false,
+      done: false
+    };
+    this._following = window.setInterval(() => this.showProgress(), 1000);
+  }
+
+  private stopFollowing(): void {
+    window.clearInterval(this._following);
+    this._following = 0;
+    const progress = this.progress;
+    this.progress = null;
+    if (progress?.failed) {
+      this.display(`${progress.target}: failed at ${progress.step}`, progress.detail, 'error');
+    } else {
+      void this.refresh();
+    }
+  }
+
+  private _following = 0;
+
   dispose(): void {
+    window.clearInterval(this._following);
     this.events.received.disconnect(this.onEvent, this);
     super.dispose();
   }

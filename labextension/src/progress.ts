@@ -2,7 +2,7 @@
  * The progress of a launch as the notebook toolbar shows it, step by step. Free
  * of DOM and of JupyterLab, so it is unit tested on its own.
  */
-import { IHardwareEvent, formatDuration } from './model';
+import { IHardwareEvent, formatDuration, targetOfKernel } from './model';
 
 /** The state of one launch, as the toolbar shows it while a kernel starts. */
 export interface ILaunchProgress {
@@ -47,4 +47,26 @@ export function progressText(progress: ILaunchProgress, now: number): string {
   const step = progress.step || 'starting';
   const detail = progress.detail ? ` (${progress.detail})` : '';
   return `${progress.target}: ${step}${detail} · ${elapsed}`;
+}
+
+/** Kernel states in which a notebook waits for its kernel to start. */
+const STARTING = ['starting', 'initializing', 'restarting', 'autorestarting', 'unknown'];
+
+/**
+ * Whether a launch event is the start of a notebook's own kernel that began
+ * outside the picker (opening a notebook on hardware, JupyterLab's kernel menu,
+ * a restart), so its toolbar follows the launch steps too.
+ */
+export function startsNotebookKernel(
+  event: IHardwareEvent,
+  kernelName: string | null | undefined,
+  kernelStatus: string
+): boolean {
+  return (
+    event.type === 'launch' &&
+    event.state === 'started' &&
+    !!event.target &&
+    targetOfKernel(kernelName) === event.target &&
+    STARTING.includes(kernelStatus)
+  );
 }

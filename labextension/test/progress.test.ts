@@ -1,4 +1,4 @@
-import { applyLaunchEvent, progressText } from '../src/progress';
+import { applyLaunchEvent, progressText, startsNotebookKernel } from '../src/progress';
 
 describe('launch progress', () => {
   const start = {
@@ -34,5 +34,25 @@ describe('launch progress', () => {
       type: 'launch', time: 1, target: 'ssh-box', step: 'connect channels', state: 'done'
     });
     expect(progress.done).toBe(true);
+  });
+});
+
+describe('a launch begun outside the picker', () => {
+  const started = {
+    type: 'launch' as const, time: 1, target: 'ssh-box', step: 'connect', state: 'started'
+  };
+
+  it('is followed by the notebook whose kernel is starting there', () => {
+    expect(startsNotebookKernel(started, 'remote-hw-ssh-box', 'initializing')).toBe(true);
+    expect(startsNotebookKernel(started, 'remote-hw-ssh-box', 'restarting')).toBe(true);
+  });
+
+  it('is not followed by other notebooks, nor by one whose kernel runs', () => {
+    expect(startsNotebookKernel(started, 'remote-hw-local', 'initializing')).toBe(false);
+    expect(startsNotebookKernel(started, 'python3', 'initializing')).toBe(false);
+    expect(startsNotebookKernel(started, 'remote-hw-ssh-box', 'idle')).toBe(false);
+    expect(
+      startsNotebookKernel({ ...started, state: 'progress' }, 'remote-hw-ssh-box', 'starting')
+    ).toBe(false);
   });
 });

@@ -86,3 +86,25 @@ test('a plain python3 kernel lists its variables at once', async ({ page }) => {
   await page.locator(`${DIALOG} .jp-Dialog-button.jp-mod-reject`).click();
   await expect(carry).toHaveCount(0);
 });
+
+test('a notebook opened on the SSH host shows the launch steps in its toolbar', async ({
+  page,
+  tmpPath
+}) => {
+  const file = 'opened.ipynb';
+  const notebook = {
+    cells: [{ cell_type: 'code', execution_count: null, metadata: {}, outputs: [], source: 'x = 1' }],
+    metadata: {
+      kernelspec: { name: 'remote-hw-ssh-testhost', display_name: 'Test GPU', language: 'python' }
+    },
+    nbformat: 4,
+    nbformat_minor: 5
+  };
+  expect(await page.contents.uploadContent(JSON.stringify(notebook), 'text', `${tmpPath}/${file}`)).toBe(true);
+  await page.filebrowser.refresh();
+  await page.notebook.open(file);
+  const item = page.locator(TOOLBAR);
+  await expect(page.locator(`${TOOLBAR}.jp-mod-busy`)).toContainText(/^ssh-testhost: /);
+  await expect(item).toHaveText('Test GPU 24GB · testhost', { timeout: 90000 });
+  await expect(item).not.toHaveClass(/jp-mod-busy/);
+});
