@@ -129,7 +129,7 @@ class KernelLink:
         return await self.send(msg_type, content, buffers)
 
     async def request_or_ignored(self, msg_type: str, content: dict[str, Any],
-                                 grace: float = 0.5) -> dict[str, Any] | None:
+                                 grace: float = 0.1) -> dict[str, Any] | None:
         """Send a shell request; its reply, or None when the kernel ignored it.
 
         A kernel that does not know ``msg_type`` goes busy and idle again

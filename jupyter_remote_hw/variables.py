@@ -10,6 +10,7 @@ IPython kernel does after ``%load_ext jupyter_remote_hw``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any, cast
@@ -20,7 +21,7 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
 from .kernel_link import KernelLink
 from .transfer.client import Progress, StreamOpener, TransferClient, open_local_stream
-from .transfer.errors import NoTransferHandlerError
+from .transfer.errors import NoTransferHandlerError, TransferError
 
 #: The expression that makes a plain IPython kernel answer transfer requests.
 _LOAD_HANDLER = ("__import__('jupyter_remote_hw.transfer.kernel_handler', fromlist=['_'])"
@@ -84,14 +85,24 @@ async def answering(client: TransferClient, timeout: float = 10.0) -> dict[str, 
         return await client.hello(timeout)
     except NoTransferHandlerError:
         pass
-    loaded = (await client.link.evaluate({"load": _LOAD_HANDLER})).get("load") or {}
-    if loaded.get("status") != "ok":
-        why = f"{loaded.get('ename', 'error')}: {loaded.get('evalue', 'no answer')}"
-        raise NoTransferHandlerError(
-            f"the kernel on {client.where} cannot hand over its variables: jupyter-remote-hw "
-            f"cannot be loaded in it ({why}). Install jupyter-remote-hw in that kernel's "
-            "Python, or switch without carrying variables.")
-    return await client.hello(timeout)
+    try:
+        async with asyncio.timeout(timeout):
+            answer = await client.link.evaluate({"load": _LOAD_HANDLER})
+    except TimeoutError:
+        raise TransferError(f"the kernel on {client.where} did not answer within "
+                            f"{timeout:g} s: it may be busy running a cell") from None
+    loaded = answer.get("load") or {}
+    try:
+        # Also when the load failed: a reply that came late the first time counts.
+        return await client.hello(timeout)
+    except NoTransferHandlerError:
+        if loaded.get("status") == "ok":
+            raise
+    why = f"{loaded.get('ename', 'error')}: {loaded.get('evalue', 'no answer')}"
+    raise NoTransferHandlerError(
+        f"the kernel on {client.where} cannot hand over its variables: jupyter-remote-hw "
+        f"cannot be loaded in it ({why}). Install jupyter-remote-hw in that kernel's "
+        "Python, or switch without carrying variables.")
 
 
 async def copy_variables(kernel_manager: MultiKernelManager, source_id: str,
