@@ -21,10 +21,10 @@ from .bulk import BulkStream
 from .devices import check_device, to_device
 from .errors import NotSerializableError, TransferError
 from .pickling import (
-    dump_variable,
     dump_variables,
     from_segments,
     load_variables,
+    probe_variable,
     segment_sizes,
     to_segments,
     type_name,
@@ -81,14 +81,14 @@ def _module_entry(name: str, module: Any) -> dict[str, Any]:
 
 
 def _trial(name: str, value: Any, check: bool) -> dict[str, Any]:
-    """Whether ``value`` can be carried: pickled on trial (its buffers are not copied)."""
+    """Whether ``value`` can be carried: pickled on trial into a byte counter."""
     if not check:
         return {"carriable": True, "checked": False}
     try:
-        pickled = dump_variable(name, value)
+        nbytes = probe_variable(name, value)
     except NotSerializableError as exc:  # whatever pickling raised, with its reason
         return {"carriable": False, "checked": True, "reason": exc.reason}
-    return {"carriable": True, "checked": True, "nbytes": pickled.nbytes}
+    return {"carriable": True, "checked": True, "nbytes": nbytes}
 
 
 class TransferHandler:

@@ -134,18 +134,51 @@ def dumps(value: object, buffers: list[pickle.PickleBuffer]) -> bytes:
     return stream.getvalue()
 
 
-def dump_variable(name: str, value: object) -> Pickled:
-    """Serialize one variable.
-
-    Raises:
-        NotSerializableError: It cannot be pickled, even by cloudpickle.
-    """
+def _refuse_open_file(name: str, value: object) -> None:
     if isinstance(value, _OPEN_FILES):
         # cloudpickle would read a file opened for reading into the pickle:
         # a handle is not its contents, and may be huge.
         raise NotSerializableError(
             name, type_name(value), "it is an open file; send its contents or its path instead"
         )
+
+
+class _Counter:
+    """A write-only stream that keeps only how many bytes went through it."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def write(self, data: Any) -> int:
+        size = memoryview(data).nbytes
+        self.count += size
+        return size
+
+
+def probe_variable(name: str, value: object) -> int:
+    """Pickle one variable on trial without keeping the pickle (its out-of-band
+    buffers are not copied); the bytes it would take to send.
+
+    Raises:
+        NotSerializableError: It cannot be pickled, even by cloudpickle.
+    """
+    _refuse_open_file(name, value)
+    counter = _Counter()
+    buffers: list[pickle.PickleBuffer] = []
+    try:
+        _Pickler(counter, protocol=PROTOCOL, buffer_callback=buffers.append).dump(value)
+    except Exception as exc:  # pickling raises TypeError, PicklingError, AttributeError ...
+        raise NotSerializableError(name, type_name(value), _reason(value, exc)) from exc
+    return counter.count + sum(memoryview(b).nbytes for b in buffers)
+
+
+def dump_variable(name: str, value: object) -> Pickled:
+    """Serialize one variable.
+
+    Raises:
+        NotSerializableError: It cannot be pickled, even by cloudpickle.
+    """
+    _refuse_open_file(name, value)
     buffers: list[pickle.PickleBuffer] = []
     try:
         data = dumps(value, buffers)

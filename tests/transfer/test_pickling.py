@@ -15,10 +15,11 @@ from jupyter_remote_hw.transfer import (
     MissingVariableError,
     NotSerializableError,
     TransferError,
+    dump_variable,
     dump_variables,
     load_variables,
 )
-from jupyter_remote_hw.transfer.pickling import Pickled
+from jupyter_remote_hw.transfer.pickling import Pickled, probe_variable
 
 NOTEBOOK_CODE = '''
 def scale(x, factor=3):
@@ -178,3 +179,17 @@ def test_cuda_tensors_come_back_on_the_cpu() -> None:
     back = load_variables(dump_variables(value, ["t", "m"]))
     assert back["t"].device.type == "cpu" and back["m"].weight.device.type == "cpu"
     assert torch.equal(back["t"], value["t"].cpu())
+
+
+def test_a_trial_pickle_counts_the_bytes_a_transfer_takes_or_says_why_not(tmp_path: Path) -> None:
+    frame = pd.DataFrame({"a": np.arange(1000), "b": ["x"] * 1000})
+    for name, value in (("n", 3), ("arr", np.ones((300, 300))), ("frame", frame),
+                        ("scale", notebook_namespace()["scale"])):
+        assert probe_variable(name, value) == dump_variable(name, value).nbytes
+    with pytest.raises(NotSerializableError) as caught:
+        probe_variable("lk", threading.Lock())
+    assert caught.value.name == "lk"
+    assert "cannot pickle '_thread.lock'" in caught.value.reason
+    with open(tmp_path / "f.txt", "w") as handle, pytest.raises(NotSerializableError) as caught:
+        probe_variable("handle", handle)
+    assert "it is an open file" in caught.value.reason
