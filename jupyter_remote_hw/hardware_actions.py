@@ -20,7 +20,7 @@ from .launch_steps import LaunchError
 from .ledger.store import ACTIVE_STATES, FINAL_STATES, SERVER_OWNER, MachineRecord
 from .machines import MachineManager
 from .providers import KERNEL_NAME_PREFIX, Target, UnknownHardwareError
-from .switching import CARRY_ALL, carry, kernel_namespace
+from .switching import CARRY_ALL, carry, kernel_namespace, mark_missing_modules
 from .transfer import TransferError
 from .user_errors import commands_in, host_key_details
 
@@ -341,19 +341,26 @@ class HardwareActions:
         self._publish_machine(target.name, target)
         return kernel_id
 
-    async def kernel_variables(self, kernel_id: str) -> dict[str, Any]:
+    async def kernel_variables(self, kernel_id: str, hardware: Any = None) -> dict[str, Any]:
         """What a switch could carry from a kernel, for the carry dialog: its
         ``variables`` (name, type, nbytes, whether carriable and why not) and the
-        ``modules`` bound to names (re-imported in the new kernel).
+        ``modules`` bound to names (re-imported in the new kernel). With the
+        ``hardware`` switched to, when its machine is open, each module also says
+        whether it is installed there.
 
         Raises:
-            HardwareRequestError: 409 at once when the kernel cannot answer (it is
-                running a cell, or cannot load the transfer handler).
+            HardwareRequestError: 400/404 for a bad ``hardware``; 409 at once when
+                the kernel cannot answer (it is running a cell, or cannot load the
+                transfer handler).
         """
+        target = self.target(hardware) if hardware is not None else None
         try:
-            return await kernel_namespace(self.kernel_manager, kernel_id)
+            listing = await kernel_namespace(self.kernel_manager, kernel_id)
         except TransferError as exc:
             raise HardwareRequestError(409, str(exc)) from None
+        if target is not None:
+            await mark_missing_modules(self.machines, target.name, listing["modules"])
+        return listing
 
     # ------------------------------------------------------------------ switching
 

@@ -14,6 +14,8 @@ from typing import Any
 
 from jupyter_client.multikernelmanager import MultiKernelManager
 
+from .agent_client import AgentError, AgentUnavailableError
+from .machines import MachineManager
 from .transfer import TransferError
 from .transfer.client import TransferClient
 from .variables import answering, transfer_client
@@ -28,6 +30,9 @@ KERNEL_NAMES = frozenset({"open", "exit", "quit", "get_ipython"})
 ANSWER_WAIT = 10.0
 #: Seconds to wait when it is running a cell: it answers only once the cell ends.
 BUSY_ANSWER_WAIT = 1.0
+
+#: Seconds to wait for the new hardware's agent to say which modules it lacks.
+FIND_MODULES_WAIT = 5.0
 
 #: Called with a switch step's name and its fields (see :class:`.hardware_events.EventHub`).
 StepReporter = Callable[..., None]
@@ -85,6 +90,34 @@ async def kernel_namespace(kernel_manager: MultiKernelManager,
         raise
     return {"variables": user_names(listing["variables"]),
             "modules": user_names(listing["modules"])}
+
+
+async def mark_missing_modules(machines: MachineManager, target_name: str,
+                               modules: list[dict[str, Any]]) -> None:
+    """Say of each module whether the new hardware's Python has it (``installed_there``
+    true or false, with ``missing_reason``), when that machine is open now; left
+    out when it is not (its kernel then tries, and names what failed after).
+    """
+    machine = machines.cached(target_name)
+    wanted = sorted({m["module"] for m in modules if m.get("importable", True)})
+    if machine is None or not machine.link_up or not wanted:
+        return
+    try:
+        client = await machine.agent()
+        answer = await client.call("find_modules", wait=FIND_MODULES_WAIT, modules=wanted)
+    except (AgentError, AgentUnavailableError, TimeoutError) as exc:
+        machines.log.info("%s cannot say which modules it has: %s", target_name, exc)
+        return
+    missing = answer.get("missing")
+    if not isinstance(missing, dict):
+        machines.log.info("%s cannot say which modules it has: %s", target_name,
+                          answer.get("error"))
+        return
+    for module in modules:
+        if module["module"] in missing:
+            module.update(installed_there=False, missing_reason=str(missing[module["module"]]))
+        elif module["module"] in wanted:
+            module["installed_there"] = True
 
 
 @dataclass
@@ -187,4 +220,4 @@ async def _copy(source: TransferClient, destination: TransferClient, names: list
 
 
 __all__ = ["CARRY_ALL", "BusyKernelError", "CarryReport", "carry", "kernel_namespace",
-           "transfer_detail"]
+           "mark_missing_modules", "transfer_detail"]

@@ -18,6 +18,7 @@ from .hardware import HardwareReporter
 from .kernels import DEFAULT_START_TIMEOUT, STATE_WAIT, KernelManager
 from .lifetime import LifetimeWatch
 from .metrics import MetricsSampler
+from .modules import find_modules
 from .paths import StatePaths
 from .processes import write_pid_file
 from .protocol import (
@@ -90,6 +91,7 @@ class AgentServer:
             "hello": self._hello,
             "hardware": self._hardware,
             "metrics": self._metrics,
+            "find_modules": self._find_modules,
             "start_kernel": self._start_kernel,
             "restart_kernel": self._restart_kernel,
             "interrupt_kernel": self._interrupt_kernel,
@@ -351,6 +353,11 @@ class AgentServer:
         kernel_id = arg_str(args, "metrics", "kernel_id")
         pid = self.kernels.get(kernel_id).pid if kernel_id is not None else None
         return await self.metrics.sample(pid or None)
+
+    async def _find_modules(self, args: dict[str, Any]) -> dict[str, Any]:
+        op = "find_modules"
+        return await find_modules(arg_str_list(args, op, "modules") or [],
+                                  arg_str(args, op, "python"))
 
     async def _start_kernel(self, args: dict[str, Any]) -> dict[str, Any]:
         op = "start_kernel"

@@ -172,7 +172,8 @@ class KernelsHandler(HardwareAPIHandler):
 
 class SessionVariablesHandler(HardwareAPIHandler):
     """``GET``: what a switch could carry from a session's kernel: its variables (name,
-    type, nbytes, carriable, reason) and the modules bound to names."""
+    type, nbytes, carriable, reason) and the modules bound to names; ``?hardware=``
+    also says which modules that hardware lacks, when its machine is open."""
 
     auth_resource = KERNELS_RESOURCE
 
@@ -180,7 +181,8 @@ class SessionVariablesHandler(HardwareAPIHandler):
     @authorized
     async def get(self, session_id: str) -> None:
         session = await self.actions.session(session_id)
-        self.write_json(await self.actions.kernel_variables(session["kernel"]["id"]))
+        hardware = self.get_argument("hardware", None)
+        self.write_json(await self.actions.kernel_variables(session["kernel"]["id"], hardware))
 
 
 class SessionSwitchHandler(HardwareAPIHandler):

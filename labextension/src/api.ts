@@ -99,9 +99,13 @@ export class HardwareAPI {
     return (await this.post<{ machine: IMachine }>(path)).machine;
   }
 
-  /** What a switch could carry from a session's kernel: variables and modules. */
-  async variables(sessionId: string): Promise<ICarryListing> {
-    const path = `variables/${encodeURIComponent(sessionId)}`;
+  /**
+   * What a switch could carry from a session's kernel: variables and modules (with
+   * whether `hardware`, the target switched to, has each module, when known).
+   */
+  async variables(sessionId: string, hardware?: string): Promise<ICarryListing> {
+    const query = hardware ? `?hardware=${encodeURIComponent(hardware)}` : '';
+    const path = `variables/${encodeURIComponent(sessionId)}${query}`;
     const listing = await this.request<Partial<ICarryListing>>(path);
     return { variables: listing.variables ?? [], modules: listing.modules ?? [] };
   }

@@ -291,7 +291,7 @@ export class HardwareToolbarItem extends Widget {
     if (!chosen || chosen.name === this.currentTarget) {
       return;
     }
-    const carry = await this.askCarry();
+    const carry = await this.askCarry(chosen.name);
     if (carry === null) {
       return;
     }
@@ -299,12 +299,12 @@ export class HardwareToolbarItem extends Widget {
   }
 
   /** Ask which variables and modules to carry; null when the user cancelled. */
-  async askCarry(): Promise<string[] | null> {
+  async askCarry(hardware: string): Promise<string[] | null> {
     const session = this.sessionContext.session;
     if (!session) {
       return [];
     }
-    return askCarry(this.store.api, session.id, this.settings().carryByDefault);
+    return askCarry(this.store.api, session.id, hardware, this.settings().carryByDefault);
   }
 
   /** Switch the notebook's kernel to `option`, showing progress here. */

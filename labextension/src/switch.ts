@@ -14,6 +14,8 @@ import {
   IVariable,
   importText,
   isCarriable,
+  moduleProblem,
+  modulesIntro,
   nothingToCarry
 } from './switchmodel';
 
@@ -26,7 +28,10 @@ const QUIET_WAIT = 300;
  * is the names ticked.
  */
 export class CarryBody extends Widget implements Dialog.IBodyWidget<string[]> {
-  constructor(readonly ticked: boolean) {
+  constructor(
+    readonly ticked: boolean,
+    readonly hardware: string
+  ) {
     super();
     this.addClass('jp-RemoteHW-carry');
     this.node.setAttribute('aria-busy', 'true');
@@ -53,9 +58,7 @@ export class CarryBody extends Widget implements Dialog.IBodyWidget<string[]> {
       this.node.appendChild(this.list(listing.variables.map(v => this.variableItem(v))));
     }
     if (listing.modules.length) {
-      this.paragraph(
-        'Re-import these modules in the new kernel (where installed; any missing there are named after the switch):'
-      );
+      this.paragraph(modulesIntro(listing.modules));
       const list = this.list(listing.modules.map(m => this.moduleItem(m)));
       list.classList.add('jp-RemoteHW-carryModules');
       this.node.appendChild(list);
@@ -138,22 +141,23 @@ export class CarryBody extends Widget implements Dialog.IBodyWidget<string[]> {
   }
 
   private moduleItem(module: IModule): HTMLLIElement {
-    const reason = module.importable ? undefined : module.reason || 'it cannot be imported by name';
-    return this.item(module.name, importText(module), true, reason);
+    return this.item(module.name, importText(module), true, moduleProblem(module, this.hardware));
   }
 }
 
 /**
- * Ask which variables and modules to carry to the new kernel: the names ticked,
+ * Ask which variables and modules to carry to the new kernel on `hardware` (a
+ * target's name): the names ticked,
  * [] when there is nothing to carry, null when the user cancelled. The dialog
  * opens at once (within QUIET_WAIT ms) and fills in when the listing arrives.
  */
 export async function askCarry(
   api: HardwareAPI,
   sessionId: string,
+  hardware: string,
   ticked: boolean
 ): Promise<string[] | null> {
-  const listing = api.variables(sessionId);
+  const listing = api.variables(sessionId, hardware);
   listing.catch(() => undefined);
   const early = await Promise.race([
     listing.then(
@@ -165,7 +169,7 @@ export async function askCarry(
   if (early && nothingToCarry(early)) {
     return [];
   }
-  const body = new CarryBody(ticked);
+  const body = new CarryBody(ticked, hardware);
   const dialog = showDialog({
     title: 'Carry to the new kernel',
     body,

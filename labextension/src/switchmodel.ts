@@ -25,6 +25,9 @@ export interface IModule {
   module: string;
   importable: boolean;
   reason?: string;
+  /** Whether the hardware switched to has it (known when its machine is open). */
+  installed_there?: boolean;
+  missing_reason?: string;
 }
 
 /** `GET /jupyter-remote-hw/api/variables/<session>`: what a switch could carry. */
@@ -54,6 +57,25 @@ export function importText(module: IModule): string {
     return `from ${parent} import ${module.name}`;
   }
   return `import ${module.module} as ${module.name}`;
+}
+
+/** Why a module cannot be re-imported on `hardware`, or undefined when it can (or may). */
+export function moduleProblem(module: IModule, hardware: string): string | undefined {
+  if (!module.importable) {
+    return module.reason || 'it cannot be imported by name';
+  }
+  if (module.installed_there === false) {
+    return `not installed on ${hardware} (${module.missing_reason || 'not found'})`;
+  }
+  return undefined;
+}
+
+/** The line above the modules: whether it is known that the new hardware has them. */
+export function modulesIntro(modules: IModule[]): string {
+  const known = modules.every(m => !m.importable || m.installed_there !== undefined);
+  return known
+    ? 'Re-import these modules in the new kernel:'
+    : 'Re-import these modules in the new kernel (where installed; any missing there are named after the switch):';
 }
 
 /** Whether a variable can be carried (one not checked is offered as carriable). */

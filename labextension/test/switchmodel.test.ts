@@ -4,6 +4,8 @@ import {
   applySwitchEvent,
   importText,
   isCarriable,
+  moduleProblem,
+  modulesIntro,
   nothingToCarry,
   switchSummary
 } from '../src/switchmodel';
@@ -29,6 +31,32 @@ describe('the carry dialog', () => {
     expect(
       nothingToCarry({ variables: [], modules: [{ name: 'os', module: 'os', importable: true }] })
     ).toBe(false);
+  });
+});
+
+describe('modules in the carry dialog', () => {
+  const json = { name: 'json', module: 'json', importable: true };
+
+  it('names a module the new hardware lacks, and one made at run time', () => {
+    expect(moduleProblem(json, 'gpu-box')).toBeUndefined();
+    expect(moduleProblem({ ...json, installed_there: true }, 'gpu-box')).toBeUndefined();
+    expect(
+      moduleProblem(
+        { name: 'torch', module: 'torch', importable: true, installed_there: false,
+          missing_reason: "No module named 'torch'" },
+        'gpu-box'
+      )
+    ).toBe("not installed on gpu-box (No module named 'torch')");
+    expect(
+      moduleProblem({ name: 'm', module: '__main__', importable: false, reason: 'made at run time' }, 'gpu-box')
+    ).toBe('made at run time');
+  });
+
+  it('says whether the new hardware was asked', () => {
+    expect(modulesIntro([{ ...json, installed_there: true }])).toBe(
+      'Re-import these modules in the new kernel:'
+    );
+    expect(modulesIntro([json])).toContain('any missing there are named after the switch');
   });
 });
 

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tornado.httpclient import HTTPClientError
 
 from ..provisioner.conftest import LOCAL_KERNEL, OpenChannels
-from .apiclient import Events, Fetch, failure, get, post
+from .apiclient import API, Events, Fetch, failure, get, post
 
 #: A kernel in whose Python jupyter_remote_hw cannot be imported.
 NO_PACKAGE_KERNEL = "python3-without-remote-hw"
@@ -33,6 +34,12 @@ def kernel_without_package(jp_kernel_dir: Path) -> str:
         "display_name": "Python 3 without jupyter-remote-hw", "language": "python",
     }))
     return NO_PACKAGE_KERNEL
+
+
+async def listed(jp_fetch: Fetch, session_id: str, hardware: str) -> Any:
+    """The carry listing of a session for a switch to ``hardware``."""
+    response = await jp_fetch(*API, "variables", session_id, params={"hardware": hardware})
+    return json.loads(response.body)
 
 
 async def timed_get(jp_fetch: Fetch, *path: str) -> tuple[float, Any]:
@@ -157,3 +164,28 @@ async def test_a_switch_carrying_all_takes_the_modules_too_and_names_what_cannot
     new = await channels(report["kernel_id"])
     ran = await new.execute("print(osp.join('a', str(n)))")
     assert ran.stdout.strip() == "a/3"
+
+
+async def test_the_listing_names_modules_the_open_new_hardware_lacks(
+    jp_fetch: Fetch, sessions: Any, channels: OpenChannels, tmp_path: Path,
+) -> None:
+    (tmp_path / "only_here.py").write_text("VALUE = 7\n")
+    session = await sessions(LOCAL_KERNEL)  # the local machine (its agent) is open now
+    kc = await channels(session["kernel"]["id"])
+    ran = await kc.execute(f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n"
+                           "import json, only_here")
+    assert ran.status == "ok", ran
+    began = time.monotonic()
+    listing = await listed(jp_fetch, session["id"], "local")
+    assert time.monotonic() - began < 1.0
+    modules = {m["name"]: m for m in listing["modules"]}
+    assert modules["json"]["installed_there"] is True
+    assert modules["only_here"]["installed_there"] is False
+    assert modules["only_here"]["missing_reason"] == "No module named 'only_here'"
+    # Hardware whose machine is not open: nothing is known before the switch.
+    listing = await listed(jp_fetch, session["id"], "ssh-testhost")
+    assert all("installed_there" not in m for m in listing["modules"])
+    with pytest.raises(HTTPClientError) as caught:
+        await listed(jp_fetch, session["id"], "nowhere")
+    assert caught.value.code == 404 and caught.value.response is not None
+    assert json.loads(caught.value.response.body)["field"] == "hardware"
