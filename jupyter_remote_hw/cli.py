@@ -286,9 +286,9 @@ class RemoteHWCommands:
                 continue
             report: dict[str, Any] = {}
             if probe:
+                self._note(f"Asking {target.name} for its hardware…")
                 try:
-                    machine = await self.manager.machine(
-                        target, self.manager.steps(target.name, "-"))
+                    machine = await self.manager.machine(target, self._steps(target.name))
                     report = await (await machine.agent()).call("hardware")
                 except Exception as exc:  # noqa: BLE001 (listed as unreachable, not fatal)
                     report = {"summary": f"unreachable: {exc}"}

@@ -79,8 +79,11 @@ def test_catalog_query_table(config: dict[str, Any], tmp_path: Path) -> None:
 
 def test_catalog_lists_local_and_ssh_hosts_with_their_agents_report(
         config: dict[str, Any], tmp_path: Path) -> None:
-    code, out, _ = cli(config, tmp_path, "catalog", "--probe", "--region", "us-west-2")
+    code, out, err = cli(config, tmp_path, "catalog", "--probe", "--region", "us-west-2")
     assert code == 0, out
+    # Each host is named before it is asked, and its launch steps show as they happen.
+    assert "Asking ssh-testhost for its hardware…" in err
+    assert re.search(r"^\[ *\d+\.\d s\] ✓ connect \(\d+\.\d s\)$", err, re.MULTILINE), err
     rows = {line.split()[0]: line for line in out.splitlines()[2:] if line.strip()}
     assert "local" in rows and "ssh-testhost" in rows and "g5.xlarge" in rows
     import os
