@@ -129,12 +129,17 @@ class KernelLink:
         return await self.send(msg_type, content, buffers)
 
     async def request_or_ignored(self, msg_type: str, content: dict[str, Any],
-                                 grace: float = 0.1) -> dict[str, Any] | None:
+                                 grace: float = 0.1, resend: float = 0.5,
+                                 ) -> dict[str, Any] | None:
         """Send a shell request; its reply, or None when the kernel ignored it.
 
         A kernel that does not know ``msg_type`` goes busy and idle again
         without replying (ipykernel logs "Unknown message type"): once it is
         idle and no reply has come within ``grace`` seconds, the answer is None.
+        Channels just opened may miss that status (IOPub subscriptions take a
+        moment), so with neither a reply nor the status after ``resend``
+        seconds the request is sent again; the first reply to any copy counts.
+        Bound the wait with a timeout: a kernel running a cell answers after it.
         """
         idle = asyncio.get_running_loop().create_future()
 
@@ -143,19 +148,28 @@ class KernelLink:
                     and output["content"].get("execution_state") == "idle"):
                 idle.set_result(None)
 
-        msg = self.client.session.msg(msg_type, content)
-        msg_id = msg["header"]["msg_id"]
-        reply = self._send(msg, on_output=route)
+        sent: dict[str, asyncio.Future[dict[str, Any]]] = {}
         try:
-            await asyncio.wait([reply, idle], return_when=asyncio.FIRST_COMPLETED)
-            if not reply.done():
-                await asyncio.wait([reply], timeout=grace)
-            return reply.result() if reply.done() else None
+            while True:
+                msg = self.client.session.msg(msg_type, content)
+                sent[msg["header"]["msg_id"]] = self._send(msg, on_output=route)
+                waiting: list[asyncio.Future[Any]] = [*sent.values(), idle]
+                await asyncio.wait(waiting, timeout=resend,
+                                   return_when=asyncio.FIRST_COMPLETED)
+                if idle.done() and not any(r.done() for r in sent.values()):
+                    await asyncio.wait(list(sent.values()), timeout=grace,
+                                       return_when=asyncio.FIRST_COMPLETED)
+                for reply in sent.values():
+                    if reply.done():
+                        return reply.result()
+                if idle.done():
+                    return None
         finally:
-            self._outputs.pop(msg_id, None)
-            if not reply.done():
-                self._replies.pop(msg_id, None)
-                reply.cancel()
+            for msg_id, reply in sent.items():
+                self._outputs.pop(msg_id, None)
+                if not reply.done():
+                    self._replies.pop(msg_id, None)
+                    reply.cancel()
 
     async def evaluate(self, expressions: dict[str, str]) -> dict[str, Any]:
         """Evaluate expressions in the kernel quietly: no execution count, no
