@@ -22,11 +22,13 @@ from jupyter_core.application import JupyterApp
 from tabulate import tabulate
 from traitlets.config import Config
 
+from . import cli_machines
 from .catalog import CatalogEntry, user_catalog_path, write_catalog
 from .catalog.refresh import refresh_entries
 from .launch_steps import LaunchError, LaunchSteps
 from .ledger import FINAL_STATES, MachineRecord
 from .machines import MachineManager
+from .providers import Target
 from .providers.aws import AWSProvider, ReapCandidate
 from .providers.aws_errors import AWSError
 from .sharing import cli as sharing_cli
@@ -112,18 +114,18 @@ class RemoteHWCommands:
                 await self.aws.sync_all()
             except (AWSError, ClientError, BotoCoreError) as exc:
                 self.err.write(f"warning: states as last recorded; EC2 did not answer: {exc}\n")
+        models, servers = await cli_machines.machine_models(self.manager, show_all)
+        if models:
+            self._print(tabulate(
+                cli_machines.render_rows(models, _money, _duration),
+                headers=cli_machines.HEADERS))
+        else:
+            self._print("no machines: pick hardware as a notebook's kernel in JupyterLab, or "
+                        "`jupyter remote-hw launch HARDWARE`")
+        if not servers:
+            self.err.write("no Jupyter server is running: kernels and states as the ledger "
+                           f"has them ({self.manager.ledger.path})\n")
         records = self.manager.ledger.machines()
-        if not show_all:
-            records = [r for r in records if r.state not in FINAL_STATES]
-        rows = [[r.name, r.provider, r.instance_type, r.region, r.state,
-                 _money(r.price_per_hour), _money(r.cost(now)),
-                 _duration(r.running_seconds(now)), r.resource_id or "-",
-                 _ago(r.last_seen, now)] for r in records]
-        targets = [[t.name, t.provider, t.hardware, t.where, "ready", "$0", "-", "-", "-", "-"]
-                   for t in self.manager.targets() if t.provider in ("local", "ssh")]
-        headers = ["NAME", "PROVIDER", "TYPE", "REGION", "STATE", "$/H", "COST", "RAN",
-                   "INSTANCE", "LAST CLIENT"]
-        self._print(tabulate(rows + targets, headers=headers))
         total = sum(r.price_per_hour for r in records if r.active)
         spent = sum(r.cost(now) for r in self.manager.ledger.machines())
         self._print(f"\nrunning now: {_money(total)}/h · spent in all: {_money(spent)}")
@@ -156,6 +158,9 @@ class RemoteHWCommands:
 
     async def launch(self, hardware: str, name: str | None, region: str | None,
                      spot: bool | None, prepare: bool) -> None:
+        owned = cli_machines.owned_target(self.manager, hardware)
+        if owned is not None:
+            raise CLIError(cli_machines.no_launch(owned))
         self.err.write(f"Launching {hardware}:\n")
         steps = self._steps(name or hardware)
         began = time.monotonic()
@@ -174,6 +179,9 @@ class RemoteHWCommands:
                         f"(c.AWSProvider.idle_stop, c.AWSProvider.deadman).")
 
     async def stop(self, key: str) -> None:
+        owned = cli_machines.owned_target(self.manager, key)
+        if owned is not None:
+            raise CLIError(cli_machines.no_stop(owned))
         record = self._machine(key)
         self._require_aws(record)
         self._note(f"Stopping {record.name} ({record.resource_id})…")
@@ -182,6 +190,12 @@ class RemoteHWCommands:
                     f"cost so far {_money(record.cost())}")
 
     async def start(self, key: str) -> None:
+        owned = cli_machines.owned_target(self.manager, key)
+        if owned is not None:
+            machine = await self._ask_server(owned, "start")
+            self._print(f"{machine['name']} ({machine['where']}): {machine['state']}, its "
+                        f"agent started by the Jupyter server")
+            return
         record = self._machine(key)
         self._require_aws(record)
         record = await self.aws.start(record, steps=self._steps(record.name))
@@ -189,6 +203,10 @@ class RemoteHWCommands:
                     f"{_money(record.price_per_hour)}/h")
 
     async def terminate(self, key: str, yes: bool) -> None:
+        owned = cli_machines.owned_target(self.manager, key)
+        if owned is not None:
+            await self._terminate_owned(owned, yes)
+            return
         record = self._machine(key)
         self._require_aws(record)
         if not self._confirm(f"Terminate {record.name} ({record.resource_id}, "
@@ -199,6 +217,36 @@ class RemoteHWCommands:
         record = await self.aws.terminate(record)
         self._print(f"{record.name} ({record.resource_id}): {record.state}; it cost "
                     f"{_money(record.cost())} over {_duration(record.running_seconds())}")
+
+    async def _ask_server(self, target: Target, action: str) -> dict[str, Any]:
+        """``action`` on a local or SSH target, done by the running Jupyter server."""
+        servers = cli_machines.running_servers()
+        if not servers:
+            raise CLIError(cli_machines.no_server(target, action))
+        try:
+            answer = await servers[0].call(f"{cli_machines.MACHINES_ROUTE}/{target.name}/"
+                                           f"{action}", "POST")
+        except cli_machines.ServerRequestError as exc:
+            raise CLIError(str(exc)) from None
+        except OSError as exc:
+            raise CLIError(f"the Jupyter server at {servers[0].url} did not answer: {exc}"
+                           ) from None
+        machine: dict[str, Any] = answer["machine"]
+        return machine
+
+    async def _terminate_owned(self, target: Target, yes: bool) -> None:
+        if not cli_machines.running_servers():
+            raise CLIError(cli_machines.no_server(target, "terminate"))
+        if not self._confirm(f"Shut down the Jupyter server's kernels on {target.name} "
+                             f"({target.where}) and stop its agent? Unsaved variables are "
+                             "lost.", yes):
+            self._print("nothing terminated")
+            return
+        ended = await self._ask_server(target, "terminate")
+        count = len(ended["kernels_shut_down"])
+        self._print(f"{target.name} ({target.where}): shut down {count} "
+                    f"kernel{'' if count == 1 else 's'}; agent "
+                    f"{'stopped' if ended['agent_stopped'] else 'still running other kernels'}")
 
     def _require_aws(self, record: MachineRecord) -> None:
         if record.provider != "aws":
@@ -218,6 +266,10 @@ class RemoteHWCommands:
 
     async def trust(self, host: str, yes: bool) -> None:
         """Show the key ``host`` presents and, once confirmed, record it in known_hosts."""
+        owned = cli_machines.owned_target(self.manager, host)
+        if owned is not None and owned.provider == "local":
+            raise CLIError(f"{host} is {owned.where}: it is reached without SSH, so there is "
+                           "no host key to trust")
         presented = await fetch_presented_key(host, self.manager.transport.settings)
         self._print(f"{host} ({presented.address}) presents {presented.algorithm} key "
                     f"{presented.fingerprint}")

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .agent_client import AgentError, AgentUnavailableError
-from .hardware import machine_state
 from .hardware_events import EventHub
 from .launch_steps import LaunchError
-from .ledger.store import ACTIVE_STATES, FINAL_STATES, SERVER_OWNER, MachineRecord
+from .ledger.store import ACTIVE_STATES, FINAL_STATES, MachineRecord
+from .machine_view import KernelFacts, MachineView, link_states, owned_hardware_note
 from .machines import MachineManager
 from .providers import KERNEL_NAME_PREFIX, Target, UnknownHardwareError
 from .switching import CARRY_ALL, carry, kernel_namespace, mark_missing_modules
@@ -130,23 +130,6 @@ class HardwareActions:
 
     # ------------------------------------------------------------------ machines
 
-    def _kernels_on(self, target_name: str) -> list[dict[str, Any]]:
-        kernels = []
-        for kernel_id in self.kernel_manager.list_kernel_ids():
-            if self.kernel_target(kernel_id) != target_name:
-                continue
-            kernel = self.kernel_manager.get_kernel(kernel_id)
-            kernels.append({
-                "id": kernel_id, "owner": SERVER_OWNER,
-                "execution_state": getattr(kernel, "execution_state", None),
-            })
-        known = {k["id"] for k in kernels}
-        for record in self.machines.ledger.kernels():
-            if record.target == target_name and record.kernel_id not in known:
-                kernels.append({"id": record.kernel_id, "owner": record.owner,
-                                "execution_state": None})
-        return kernels
-
     def _record(self, name: str) -> MachineRecord | None:
         """The ledger's machine for a target (a cloud machine), unless it has ended."""
         record = self.machines.ledger.find_machine(name)
@@ -154,44 +137,36 @@ class HardwareActions:
             return None
         return record
 
-    def machine_model(self, name: str, target: Target | None = None) -> dict[str, Any]:
-        """One machine as the machines panel shows it.
+    async def _paths(self) -> dict[str, str]:
+        """The notebook each kernel of a session serves, by kernel id."""
+        sessions = await self.session_manager.list_sessions()
+        return {s["kernel"]["id"]: s["path"] for s in sessions
+                if s.get("kernel") and s.get("path")}
 
-        Hardware already owned (local, SSH hosts) is free; a cloud machine has
-        its ledger state, price and cost so far.
+    def view(self, paths: dict[str, str] | None = None) -> MachineView:
+        """The machines as the panel and ``jupyter remote-hw list`` show them, now."""
+        paths = paths or {}
+        kernels = []
+        for kernel_id in self.kernel_manager.list_kernel_ids():
+            target = self.kernel_target(kernel_id)
+            if target is None:
+                continue
+            kernel = self.kernel_manager.get_kernel(kernel_id)
+            kernels.append(KernelFacts(
+                kernel_id, target, str(getattr(kernel, "kernel_name", "") or ""),
+                getattr(kernel, "execution_state", None), paths.get(kernel_id)))
+        return MachineView({t.name: t for t in self.machines.targets()}, self.machines.ledger,
+                           link_states(self.machines.open_machines()), kernels)
+
+    def machine_model(self, name: str, target: Target | None = None) -> dict[str, Any]:
+        """One machine as the machines panel shows it (see :class:`.MachineView`).
+
+        ``target`` stands in for a target no provider lists any more.
         """
-        kernels = self._kernels_on(name)
-        record = self._record(name)
-        if record is not None:
-            open_state = machine_state(self.machines, name)
-            state = record.state if record.state != "running" else (open_state or "running")
-            actions = (["stop", "terminate"] if record.state in ACTIVE_STATES
-                       else ["start", "terminate"])
-            return {
-                "name": name, "provider": record.provider,
-                "hardware": target.hardware if target else record.instance_type,
-                "where": target.where if target else f"{record.instance_type} · {record.region}",
-                "state": state, "kernels": kernels,
-                "price_per_hour": record.price_per_hour,
-                "cost_so_far": round(record.cost(), 4),
-                "idle_stop_in": None, "actions": actions, "shareable": True,
-            }
-        assert target is not None
-        state = machine_state(self.machines, name) or ("unknown" if kernels else "idle")
-        owned = target.provider in ("local", "ssh")
-        return {
-            "name": name,
-            "provider": target.provider,
-            "hardware": target.hardware,
-            "where": target.where,
-            "state": state,
-            "kernels": kernels,
-            "price_per_hour": 0.0 if owned else None,
-            "cost_so_far": 0.0 if owned else None,
-            "idle_stop_in": None,
-            "actions": ["start", "terminate"],
-            "shareable": target.provider != "local",
-        }
+        view = self.view()
+        if target is not None:
+            view.targets.setdefault(target.name, target)
+        return view.model(name)
 
     async def idle_stop_in(self, name: str) -> float | None:
         """Seconds until the agent of an open machine stops it for idleness, when its
@@ -211,22 +186,11 @@ class HardwareActions:
     async def list_machines(self) -> list[dict[str, Any]]:
         """The machines this user has (open ones, cloud machines that have not
         ended, and targets with kernels), with their idle-stop countdowns."""
-        models = self._machine_models()
+        models = self.view(await self._paths()).models()
         countdowns = await asyncio.gather(*(self.idle_stop_in(m["name"]) for m in models))
         for model, remaining in zip(models, countdowns, strict=True):
             model["idle_stop_in"] = remaining
         return models
-
-    def _machine_models(self) -> list[dict[str, Any]]:
-        targets = {t.name: t for t in self.machines.targets()}
-        names = {m.target.name for m in self.machines.open_machines()}
-        names |= {r.target for r in self.machines.ledger.kernels()}
-        names |= {t for k in self.kernel_manager.list_kernel_ids()
-                  if (t := self.kernel_target(k)) is not None}
-        names |= {r.name for r in self.machines.ledger.machines()
-                  if r.state not in FINAL_STATES}
-        return [self.machine_model(name, targets.get(name)) for name in sorted(names)
-                if name in targets or self._record(name) is not None]
 
     def _publish_machine(self, name: str, target: Target | None = None) -> dict[str, Any]:
         model = self.machine_model(name, target)
@@ -282,10 +246,7 @@ class HardwareActions:
         target = self.target(name, "name")
         record = self._record(target.name)
         if record is None or not hasattr(self.machines.providers.get(record.provider), "stop"):
-            raise HardwareRequestError(
-                409, f"{target.name} ({target.provider} provider) cannot be stopped from "
-                "here: it is not a machine this server started. Terminate it to shut down its "
-                "kernels and its agent.", "name")
+            raise HardwareRequestError(409, owned_hardware_note(target), "name")
         await self._cloud("stop", record)
         return self._publish_machine(target.name, target)
 

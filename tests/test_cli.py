@@ -112,7 +112,7 @@ def test_launch_list_stop_start_terminate(config: dict[str, Any], tmp_path: Path
     assert code == 0
     row = next(line for line in out.splitlines() if line.startswith("box "))
     assert "running" in row and "$1.01" in row
-    assert any(line.startswith("ssh-testhost") for line in out.splitlines())
+    assert "ready" not in out  # hardware without kernels is not a machine (`catalog` lists it)
     assert "running now: $1.01/h" in out
     code, out, err = cli(config, tmp_path, "stop", "box")
     assert code == 0 and ("stopping" in out or "stopped" in out)

@@ -1,0 +1,203 @@
+"""The one view of a user's machines and their kernels, in the words the UI shows.
+
+The REST route ``GET /jupyter-remote-hw/api/machines`` (the "Remote hardware" panel)
+and ``jupyter remote-hw list`` both build their rows with :class:`MachineView`, so
+they say the same state for the same machine or kernel. A Jupyter server knows more
+than the ledger (its open SSH links, its kernels' execution state, the notebooks
+its sessions opened); a process without one (the CLI when no server runs) builds
+the view from the ledger alone, with the same code and words.
+
+Machine states: ``running`` (its link is up), ``reconnecting`` (the link dropped and
+is being re-established), ``idle`` (nothing open, no kernel), ``unknown`` (kernels are
+recorded on it, but no process here holds its link), and for cloud machines their
+ledger states (``requested``, ``pending``, ``stopping``, ``stopped``, ...).
+Kernel states: the kernel's execution state (``idle``, ``busy``, ``starting``,
+``restarting``, ``dead``), ``reconnecting`` while its machine's link is down, and
+``unknown`` when no process here talks to it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .ledger.store import ACTIVE_STATES, FINAL_STATES, SERVER_OWNER, Ledger, MachineRecord
+from .providers import Target
+
+#: What every hardware target runs: ipykernel's Python 3, as its own kernelspec names it.
+KERNEL_DISPLAY_NAME = "Python 3 (ipykernel)"
+
+#: Providers whose hardware the user already has: nothing is billed, nothing to stop.
+OWNED_PROVIDERS = frozenset({"local", "ssh"})
+
+
+def owned_hardware_note(target: Target) -> str:
+    """Why hardware the user already has cannot be stopped, and what does what they want."""
+    return (f"{target.name} ({target.provider} provider) cannot be stopped: it is "
+            f"{target.where}, hardware you already have, not a machine launched for you. "
+            "Terminate it to shut down its kernels and its agent.")
+
+
+def link_states(open_machines: Iterable[Any]) -> dict[str, bool]:
+    """Whether each open machine's link is up, by target name."""
+    return {m.target.name: bool(m.link_up) for m in open_machines}
+
+
+def machine_state(record: MachineRecord | None, link: bool | None, has_kernels: bool) -> str:
+    """A machine's state word.
+
+    Args:
+        record: The ledger's machine (cloud machines), or None for owned hardware.
+        link: True when this process holds an open link that is up, False when it is
+            down, None when it holds none.
+        has_kernels: Whether kernels are known on it.
+    """
+    if record is not None and record.state != "running":
+        return record.state
+    if link is not None:
+        return "running" if link else "reconnecting"
+    if record is not None:
+        return "running"
+    return "unknown" if has_kernels else "idle"
+
+
+def kernel_state(execution_state: str | None, machine: str) -> str:
+    """A kernel's state word, given its machine's state word."""
+    if machine == "reconnecting":
+        return "reconnecting"
+    return execution_state or "unknown"
+
+
+@dataclass(frozen=True)
+class KernelFacts:
+    """What the process building the view knows of one of its own kernels.
+
+    Attributes:
+        id: Jupyter's kernel id.
+        target: The target it runs on.
+        kernel_name: Its kernelspec (``remote-hw-<target>``).
+        execution_state: ``idle``, ``busy``, ... as its kernel manager says.
+        path: The notebook (or file) whose session uses it, relative to the server root.
+    """
+
+    id: str
+    target: str
+    kernel_name: str
+    execution_state: str | None = None
+    path: str | None = None
+
+
+@dataclass
+class MachineView:
+    """Machines and kernels as the panel and the CLI show them.
+
+    Args:
+        targets: The providers' targets, by name.
+        ledger: The ledger (cloud machines, every recorded kernel and its start time).
+        links: Open machines' link states, by target name (see :func:`link_states`).
+        kernels: This process's own kernels (a server's); the ledger adds the others.
+        now: The time the view is of (epoch seconds).
+    """
+
+    targets: dict[str, Target]
+    ledger: Ledger
+    links: dict[str, bool] = field(default_factory=dict)
+    kernels: list[KernelFacts] = field(default_factory=list)
+    now: float = field(default_factory=time.time)
+
+    def __post_init__(self) -> None:
+        self._recorded = {r.kernel_id: r for r in self.ledger.kernels()}
+
+    def record(self, name: str) -> MachineRecord | None:
+        """The ledger's machine for a target (a cloud machine), unless it has ended."""
+        record = self.ledger.find_machine(name)
+        if record is None or record.state in FINAL_STATES:
+            return None
+        return record
+
+    def names(self) -> list[str]:
+        """Every machine to show: open ones, ones with kernels, cloud ones not ended."""
+        names = set(self.links) | {k.target for k in self.kernels}
+        names |= {r.target for r in self._recorded.values()}
+        names |= {r.name for r in self.ledger.machines() if r.state not in FINAL_STATES}
+        return sorted(n for n in names if n in self.targets or self.record(n) is not None)
+
+    def models(self, include_ended: bool = False) -> list[dict[str, Any]]:
+        """Every machine's model (and ended cloud machines', when asked), by name."""
+        models = [self.model(name) for name in self.names()]
+        if include_ended:
+            models += [self._cloud_model(r, [], None) for r in self.ledger.machines()
+                       if r.state in FINAL_STATES]
+        return models
+
+    def model(self, name: str) -> dict[str, Any]:
+        """One machine: state, hardware, price, cost, uptime, actions and its kernels."""
+        record = self.record(name)
+        target = self.targets.get(name)
+        link = self.links.get(name)
+        raw = self._kernels_on(name)
+        state = machine_state(record, link, bool(raw))
+        price = (record.price_per_hour if record is not None
+                 else 0.0 if target is not None and target.provider in OWNED_PROVIDERS else None)
+        kernels = [self._kernel_model(k, state, price) for k in raw]
+        if record is not None:
+            return self._cloud_model(record, kernels, target, state)
+        assert target is not None
+        started = [k["started"] for k in kernels if k["started"] is not None]
+        return {
+            "name": name, "provider": target.provider, "hardware": target.hardware,
+            "where": target.where, "state": state, "kernels": kernels,
+            "price_per_hour": price, "cost_so_far": 0.0 if price == 0.0 else None,
+            "uptime_seconds": round(self.now - min(started), 1) if started else None,
+            "resource_id": None, "last_seen": None, "idle_stop_in": None,
+            "actions": ["start", "terminate"], "shareable": target.provider != "local",
+        }
+
+    def _cloud_model(self, record: MachineRecord, kernels: list[dict[str, Any]],
+                     target: Target | None, state: str | None = None) -> dict[str, Any]:
+        ended = record.state in FINAL_STATES
+        return {
+            "name": record.name, "provider": record.provider,
+            "hardware": target.hardware if target else record.instance_type,
+            "where": target.where if target else f"{record.instance_type} · {record.region}",
+            "state": state or record.state, "kernels": kernels,
+            "price_per_hour": record.price_per_hour,
+            "cost_so_far": round(record.cost(self.now), 4),
+            "uptime_seconds": round(record.running_seconds(self.now), 1),
+            "resource_id": record.resource_id or None, "last_seen": record.last_seen,
+            "idle_stop_in": None,
+            "actions": ([] if ended else ["stop", "terminate"] if record.state in ACTIVE_STATES
+                        else ["start", "terminate"]),
+            "shareable": not ended,
+        }
+
+    def _kernels_on(self, name: str) -> list[tuple[KernelFacts, str]]:
+        """The kernels on a target, each with its owner: this process's, then the ledger's."""
+        own = [(k, SERVER_OWNER) for k in self.kernels if k.target == name]
+        known = {k.id for k, _ in own}
+        others = [(KernelFacts(r.kernel_id, r.target, r.kernel_name), r.owner)
+                  for r in self._recorded.values() if r.target == name and r.kernel_id not in known]
+        return own + others
+
+    def _kernel_model(self, kernel: tuple[KernelFacts, str], machine: str,
+                      price: float | None) -> dict[str, Any]:
+        facts, owner = kernel
+        record = self._recorded.get(facts.id)
+        started = record.created if record is not None else None
+        uptime = max(0.0, self.now - started) if started is not None else None
+        return {
+            "id": facts.id, "owner": owner, "kernel_name": facts.kernel_name,
+            "display_name": KERNEL_DISPLAY_NAME, "path": facts.path,
+            "execution_state": facts.execution_state,
+            "state": kernel_state(facts.execution_state, machine),
+            "started": started,
+            "uptime_seconds": None if uptime is None else round(uptime, 1),
+            "cost_so_far": (None if price is None or uptime is None
+                            else round(price * uptime / 3600.0, 4)),
+        }
+
+
+__all__ = ["KERNEL_DISPLAY_NAME", "KernelFacts", "MachineView", "kernel_state", "link_states",
+           "machine_state", "owned_hardware_note"]

@@ -1,0 +1,131 @@
+"""``jupyter remote-hw`` and the "Remote hardware" panel agree: against a real Jupyter
+server with a kernel on this machine and one on a loopback SSH host, ``list`` shows
+each machine and kernel (by its notebook) in the state the REST model gives, and each
+command on hardware the user already has does what it says or says why not."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+
+from jupyter_remote_hw.cli import main
+
+from ..provisioner.conftest import HARDWARE, LOCAL_KERNEL, SSH_KERNEL, SSH_TARGET, write_config
+from ..serverprocess import Server, start_server
+from ..testhosts import SSHTestHost
+
+
+async def machines(server: Server) -> dict[str, dict[str, Any]]:
+    """``GET /jupyter-remote-hw/api/machines``, by machine name."""
+    response = await AsyncHTTPClient().fetch(HTTPRequest(
+        f"{server.url}/jupyter-remote-hw/api/machines",
+        headers={"Authorization": f"token {server.token}"}))
+    return {m["name"]: m for m in json.loads(response.body)["machines"]}
+
+
+async def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = await asyncio.to_thread(main, list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def row(out: str, start: str) -> list[str]:
+    """The cells of the table row that begins with ``start`` (split on 2+ spaces)."""
+    import re
+
+    line = next(line for line in out.splitlines() if line.strip().startswith(start))
+    return re.split(r"\s{2,}", line.strip())
+
+
+@pytest.fixture
+async def server(ssh_host: SSHTestHost, short_tmp: Path,
+                 monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Server]:
+    dirs = {name: short_tmp / name for name in ("config", "data", "runtime", "nb")}
+    for path in dirs.values():
+        path.mkdir()
+    (dirs["nb"] / "analysis").mkdir()
+    remote_root = short_tmp / "r"
+    write_config(
+        dirs["config"] / "jupyter_server_config.json", ssh_host.ssh_config, remote_root,
+        short_tmp / "l", [{"host": ssh_host.alias, "python": sys.executable,
+                           "hardware": HARDWARE, "root": str(remote_root)}],
+    )
+    for name, key in (("config", "CONFIG"), ("data", "DATA"), ("runtime", "RUNTIME")):
+        monkeypatch.setenv(f"JUPYTER_{key}_DIR", str(dirs[name]))
+    server = start_server(dirs, short_tmp / "server.log")
+    try:
+        await server.ready()
+        yield server
+    finally:
+        if server.process.poll() is None:
+            server.process.terminate()
+            await asyncio.to_thread(server.process.wait, 30)
+        AsyncHTTPClient().close()
+
+
+async def test_list_shows_what_the_panel_shows_and_commands_say_what_they_do(
+        server: Server) -> None:
+    sockets = []
+    for path, kernel in (("analysis/train.ipynb", LOCAL_KERNEL), ("ssh.ipynb", SSH_KERNEL)):
+        session = await server.api("sessions", method="POST", body={
+            "path": path, "name": path, "type": "notebook", "kernel": {"name": kernel}})
+        sockets.append(kc := await server.channels(session["kernel"]["id"]))
+        assert (await kc.execute("1 + 1")).result == "2"
+    await asyncio.sleep(0.5)
+    model = await machines(server)
+    code, out, err = await cli("list")
+    assert code == 0, err
+    assert "no Jupyter server is running" not in err
+    assert set(model) == {"local", SSH_TARGET}
+    for name, machine in model.items():
+        assert machine["state"] == "running"
+        cells = row(out, name)
+        assert cells[:4] == [name, machine["provider"], machine["hardware"], machine["state"]]
+        [kernel] = machine["kernels"]
+        assert kernel["path"] in ("analysis/train.ipynb", "ssh.ipynb")
+        assert kernel["display_name"] == "Python 3 (ipykernel)"
+        assert kernel["state"] == kernel["execution_state"] == "idle"
+        assert 0 < kernel["uptime_seconds"] < 120 and kernel["cost_so_far"] == 0
+        cells = row(out, f"└ {kernel['path']} · Python 3 (ipykernel)")
+        assert cells[1:3] == [machine["hardware"], "idle"] and cells[-1] == kernel["id"]
+    assert "ready" not in out
+
+    # Hardware the user already has: no machine to stop or launch, said in one line.
+    for name in ("local", SSH_TARGET):
+        code, _, err = await cli("stop", name)
+        assert code == 1 and f"{name} (" in err and "cannot be stopped" in err
+        assert f"`jupyter remote-hw terminate {name}`" in err and err.count("\n") == 1
+        code, _, err = await cli("launch", name)
+        assert code == 1 and "nothing to launch" in err and err.count("\n") == 1
+    code, out, err = await cli("start", SSH_TARGET)
+    assert code == 0 and f"{SSH_TARGET} (" in out and "running" in out, err
+    code, out, err = await cli("terminate", SSH_TARGET, "--yes")
+    assert code == 0 and "shut down 1 kernel;" in out and "agent stopped" in out, err
+    assert set(await machines(server)) == {"local"}
+    code, out, _ = await cli("list")
+    assert SSH_TARGET not in out and row(out, "local")[3] == "running"
+
+    for kc in sockets:
+        kc.ws.close()
+
+    # Without a server: the ledger's view, in the same words, and why nothing is done.
+    server.process.terminate()
+    await asyncio.to_thread(server.process.wait, 30)
+    code, out, err = await cli("list")
+    assert code == 0 and "no Jupyter server is running" in err
+    table = out.split("\n\n")[0]
+    assert "running" not in table and "ready" not in table
+    code, _, err = await cli("start", "local")
+    assert code == 1 and "no Jupyter server is running" in err and "start JupyterLab" in err
+    code, _, err = await cli("terminate", "local", "--yes")
+    assert code == 1 and "nothing to terminate on local" in err
+    code, _, err = await cli("trust", "local")
+    assert code == 1 and "no host key to trust" in err
