@@ -3,6 +3,9 @@
  * search, sizes, prices, costs and launch progress. Free of DOM and of
  * JupyterLab, so it is unit tested on its own.
  */
+import type { IMachineKernel } from './kernelrows';
+
+export type { IMachineKernel } from './kernelrows';
 
 /** One row of `GET /jupyter-remote-hw/api/hardware`. */
 export interface IHardware {
@@ -27,13 +30,6 @@ export interface IHardware {
   source: string;
 }
 
-/** A kernel on a machine. */
-export interface IMachineKernel {
-  id: string;
-  owner: string;
-  execution_state: string | null;
-}
-
 /** One row of `GET /jupyter-remote-hw/api/machines`. */
 export interface IMachine {
   name: string;
@@ -44,6 +40,7 @@ export interface IMachine {
   kernels: IMachineKernel[];
   price_per_hour: number | null;
   cost_so_far: number | null;
+  uptime_seconds?: number | null;
   idle_stop_in: number | null;
   actions: string[];
   /** Whether its kernels can be shared with teammates (SSH and cloud machines). */

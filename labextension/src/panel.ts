@@ -1,7 +1,8 @@
 /**
  * The left sidebar panel "Remote hardware": the user's machines with state and
- * cost, buttons to stop or terminate them (after confirmation), a "Share…"
- * button per kernel of a shareable machine, and the user's active shares with
+ * cost, each kernel under its machine by its notebook (kernelrows.ts), buttons to
+ * stop or terminate them (after confirmation), a "Share…" button per kernel of a
+ * shareable machine, and the user's active shares with
  * "Revoke".
  */
 import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
@@ -21,6 +22,7 @@ import {
   shareFacts,
   shortKernelId
 } from './model';
+import { KERNEL_TICK_MS, kernelRow, tickKernelRows } from './kernelrows';
 import { shareKernel } from './sharing';
 
 /** How often the shares' time left is redrawn while the panel shows. */
@@ -87,10 +89,12 @@ export class MachinesPanel extends Widget {
   protected onAfterShow(): void {
     void this.refresh();
     this._tick = window.setInterval(() => this.renderShares(), SHARES_TICK_MS);
+    this._kernelTick = window.setInterval(() => tickKernelRows(this.list), KERNEL_TICK_MS);
   }
 
   protected onAfterHide(): void {
     window.clearInterval(this._tick);
+    window.clearInterval(this._kernelTick);
   }
 
   private onEvent(_: HardwareEvents, event: IHardwareEvent): void {
@@ -196,6 +200,7 @@ export class MachinesPanel extends Widget {
   async refreshMachines(): Promise<void> {
     try {
       this.machines = await this.api.machines();
+      this._fetched = Date.now();
     } catch (error) {
       showNotice(this.list, 'jp-RemoteHW-error', `Machines cannot be listed: ${error}`);
       return;
@@ -240,26 +245,13 @@ export class MachinesPanel extends Widget {
     }
     facts.textContent = parts.join(' · ');
     item.appendChild(facts);
-    if (machine.shareable && machine.kernels.length) {
+    if (machine.kernels.length) {
       const kernels = document.createElement('ul');
       kernels.className = 'jp-RemoteHW-kernelList';
       kernels.setAttribute('aria-label', `Kernels on ${machine.name}`);
       for (const kernel of machine.kernels) {
-        const row = document.createElement('li');
-        row.className = 'jp-RemoteHW-kernel';
-        row.dataset.kernelId = kernel.id;
-        const text = document.createElement('span');
-        text.textContent =
-          `kernel ${shortKernelId(kernel.id)}` +
-          (kernel.execution_state ? ` · ${kernel.execution_state}` : '');
-        row.appendChild(text);
-        const share = document.createElement('button');
-        share.className = 'jp-mod-styled jp-RemoteHW-shareKernel';
-        share.textContent = 'Share…';
-        share.setAttribute('aria-label', `Share kernel ${shortKernelId(kernel.id)} on ${machine.name}`);
-        share.addEventListener('click', () => void this.share(machine, kernel.id));
-        row.appendChild(share);
-        kernels.appendChild(row);
+        const share = machine.shareable ? () => void this.share(machine, kernel.id) : null;
+        kernels.appendChild(kernelRow(kernel, machine, this._fetched, share));
       }
       item.appendChild(kernels);
     }
@@ -322,11 +314,14 @@ export class MachinesPanel extends Widget {
 
   dispose(): void {
     window.clearInterval(this._tick);
+    window.clearInterval(this._kernelTick);
     this.events.received.disconnect(this.onEvent, this);
     super.dispose();
   }
 
   private _tick = 0;
+  private _kernelTick = 0;
+  private _fetched = Date.now();
 }
 
 /** Replace a list's items with one line saying why it is empty (an error or nothing yet). */

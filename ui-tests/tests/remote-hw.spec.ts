@@ -94,7 +94,6 @@ test('pick the SSH host, run there, switch back carrying a variable, terminate',
   const ssh = panel.locator('li[data-name="ssh-testhost"]');
   await expect(ssh).toContainText('0 kernels');
   await expect(panel.locator('li[data-name="local"]')).toContainText('1 kernel');
-  await panel.screenshot({ path: path.join(IMAGES, 'machines-panel.png') });
   await ssh.locator('button.jp-RemoteHW-terminate').click();
   await expect(page.locator(DIALOG)).toContainText('Terminate ssh-testhost?');
   await page.locator(`${DIALOG} .jp-Dialog-button.jp-mod-accept`).click();

@@ -1,0 +1,122 @@
+/**
+ * The kernel rows of the "Remote hardware" panel: each kernel named by its notebook
+ * and kernel name (`analysis/train.ipynb · Python 3 (ipykernel)`), with its hardware,
+ * state, uptime (ticking) and cost so far; its id only as a tooltip. The words are
+ * the server's (jupyter_remote_hw/machine_view.py), the ones `jupyter remote-hw list`
+ * shows too.
+ */
+import { formatPrice, type IMachine } from './model';
+
+/** A kernel on a machine, as `GET /jupyter-remote-hw/api/machines` lists it. */
+export interface IMachineKernel {
+  id: string;
+  owner: string;
+  execution_state: string | null;
+  /** `idle`, `busy`, ..., `reconnecting` while the link is down, `unknown`. */
+  state?: string;
+  /** The kernelspec, `remote-hw-<target>`. */
+  kernel_name?: string;
+  /** `Python 3 (ipykernel)`. */
+  display_name?: string;
+  /** The notebook whose session uses it, or null. */
+  path?: string | null;
+  started?: number | null;
+  uptime_seconds?: number | null;
+  cost_so_far?: number | null;
+}
+
+/** How often the rows' uptime and cost are redrawn while the panel shows. */
+export const KERNEL_TICK_MS = 1000;
+
+/** `analysis/train.ipynb · Python 3 (ipykernel)`; `%%remote` kernels have no notebook. */
+export function kernelTitle(kernel: IMachineKernel): string {
+  const name = kernel.display_name || kernel.kernel_name || 'kernel';
+  const where = kernel.path || (kernel.owner.startsWith('magic:') ? '%%remote' : 'no notebook');
+  return `${where} · ${name}`;
+}
+
+/** Uptime as a running clock: `45 s`, `12 min 03 s`, `2 h 05 min`. */
+export function formatUptime(seconds: number): string {
+  const s = Math.max(0, Math.floor(seconds));
+  if (s < 60) {
+    return `${s} s`;
+  }
+  const minutes = Math.floor(s / 60);
+  if (minutes < 60) {
+    return `${minutes} min ${String(s % 60).padStart(2, '0')} s`;
+  }
+  return `${Math.floor(minutes / 60)} h ${String(minutes % 60).padStart(2, '0')} min`;
+}
+
+/** Dollars so far with cents, or fractions of a cent while small: `$0.0042`, `$1.20`. */
+export function formatKernelCost(cost: number): string {
+  return cost < 1 && cost > 0 ? `$${cost.toFixed(4)}` : `$${cost.toFixed(2)}`;
+}
+
+/**
+ * The facts after a kernel's title, `elapsed` seconds after the listing was fetched:
+ * hardware, state, uptime and cost (`free` on hardware the user owns).
+ */
+export function kernelFacts(kernel: IMachineKernel, machine: IMachine, elapsed: number): string[] {
+  const facts = [machine.hardware, kernel.state || kernel.execution_state || 'unknown'];
+  const base = kernel.uptime_seconds;
+  if (base === null || base === undefined) {
+    return [...facts, 'uptime unknown'];
+  }
+  const uptime = base + Math.max(0, elapsed);
+  facts.push(`up ${formatUptime(uptime)}`);
+  const price = machine.price_per_hour;
+  if (price === 0) {
+    facts.push(formatPrice(0));
+  } else if (price !== null && price !== undefined) {
+    facts.push(`${formatKernelCost((price * uptime) / 3600)} so far`);
+  } else {
+    facts.push('cost unknown');
+  }
+  return facts;
+}
+
+/**
+ * One kernel's row: title, facts and, on shareable machines, a "Share…" button.
+ *
+ * @param fetched - When the listing was fetched (ms, `Date.now()`), for the ticking uptime.
+ */
+export function kernelRow(
+  kernel: IMachineKernel,
+  machine: IMachine,
+  fetched: number,
+  share: (() => void) | null
+): HTMLLIElement {
+  const row = document.createElement('li');
+  row.className = 'jp-RemoteHW-kernel';
+  row.dataset.kernelId = kernel.id;
+  row.title = `kernel ${kernel.id}` + (kernel.kernel_name ? ` (${kernel.kernel_name})` : '');
+  const title = document.createElement('div');
+  title.className = 'jp-RemoteHW-kernelTitle';
+  title.textContent = kernelTitle(kernel);
+  row.appendChild(title);
+  const facts = document.createElement('div');
+  facts.className = 'jp-RemoteHW-kernelFacts';
+  row.appendChild(facts);
+  const tick = (now: number): void => {
+    facts.textContent = kernelFacts(kernel, machine, (now - fetched) / 1000).join(' · ');
+  };
+  tick(fetched);
+  ticks.set(row, tick);
+  if (share) {
+    const button = document.createElement('button');
+    button.className = 'jp-mod-styled jp-RemoteHW-shareKernel';
+    button.textContent = 'Share…';
+    button.setAttribute('aria-label', `Share ${kernelTitle(kernel)} on ${machine.name}`);
+    button.addEventListener('click', share);
+    row.appendChild(button);
+  }
+  return row;
+}
+
+/** Redraw the uptime and cost of every kernel row under `root`. */
+export function tickKernelRows(root: HTMLElement, now: number = Date.now()): void {
+  root.querySelectorAll<HTMLLIElement>('.jp-RemoteHW-kernel').forEach(row => ticks.get(row)?.(now));
+}
+
+const ticks = new WeakMap<HTMLLIElement, (now: number) => void>();

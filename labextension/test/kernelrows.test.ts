@@ -1,0 +1,66 @@
+import { IMachineKernel, formatUptime, kernelFacts, kernelRow, kernelTitle, tickKernelRows } from '../src/kernelrows';
+import { IMachine } from '../src/model';
+
+function machine(overrides: Partial<IMachine> = {}): IMachine {
+  return {
+    name: 'gpu-box',
+    provider: 'ssh',
+    hardware: 'A10G 24GB',
+    where: 'gpu-box',
+    state: 'running',
+    kernels: [],
+    price_per_hour: 0,
+    cost_so_far: 0,
+    idle_stop_in: null,
+    actions: ['start', 'terminate'],
+    shareable: true,
+    ...overrides
+  };
+}
+
+const kernel: IMachineKernel = {
+  id: '5f46cffa-8194-4208-adaa-5ea21f5a0980',
+  owner: 'server',
+  execution_state: 'busy',
+  state: 'busy',
+  kernel_name: 'remote-hw-gpu-box',
+  display_name: 'Python 3 (ipykernel)',
+  path: 'analysis/train.ipynb',
+  started: 1000,
+  uptime_seconds: 59,
+  cost_so_far: 0
+};
+
+describe('kernel rows', () => {
+  it('name a kernel by its notebook and kernel name', () => {
+    expect(kernelTitle(kernel)).toBe('analysis/train.ipynb · Python 3 (ipykernel)');
+    expect(kernelTitle({ ...kernel, path: null, owner: 'magic:host:12' })).toBe('%%remote · Python 3 (ipykernel)');
+    expect(kernelTitle({ ...kernel, path: null })).toBe('no notebook · Python 3 (ipykernel)');
+  });
+
+  it('count uptime on from the listing and price it by the machine', () => {
+    expect(kernelFacts(kernel, machine(), 0)).toEqual(['A10G 24GB', 'busy', 'up 59 s', 'free']);
+    expect(kernelFacts(kernel, machine(), 2)).toEqual(['A10G 24GB', 'busy', 'up 1 min 01 s', 'free']);
+    const cloud = machine({ price_per_hour: 3.6, state: 'reconnecting' });
+    expect(kernelFacts({ ...kernel, state: 'reconnecting', uptime_seconds: 3600 }, cloud, 0)).toEqual([
+      'A10G 24GB',
+      'reconnecting',
+      'up 1 h 00 min',
+      '$3.60 so far'
+    ]);
+    expect(kernelFacts({ ...kernel, uptime_seconds: 1 }, cloud, 0)[3]).toBe('$0.0010 so far');
+    expect(kernelFacts({ ...kernel, uptime_seconds: null }, cloud, 0)).toEqual(['A10G 24GB', 'busy', 'uptime unknown']);
+    expect(formatUptime(7325)).toBe('2 h 02 min');
+  });
+
+  it('show the id only as a tooltip, and tick', () => {
+    const list = document.createElement('ul');
+    const row = kernelRow(kernel, machine(), 10000, null);
+    list.appendChild(row);
+    expect(row.textContent).not.toContain('5f46cffa');
+    expect(row.title).toContain(kernel.id);
+    expect(row.querySelector('button')).toBeNull();
+    tickKernelRows(list, 15000);
+    expect(row.querySelector('.jp-RemoteHW-kernelFacts')!.textContent).toBe('A10G 24GB · busy · up 1 min 04 s · free');
+  });
+});
