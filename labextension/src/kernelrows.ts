@@ -28,6 +28,20 @@ export interface IMachineKernel {
 /** How often the rows' uptime and cost are redrawn while the panel shows. */
 export const KERNEL_TICK_MS = 1000;
 
+/** How often the listing is fetched again while the panel shows (kernel states change). */
+export const LISTING_POLL_MS = 5000;
+
+/** Redraw a polled listing at least this often, though only times moved on (costs, countdowns). */
+export const LISTING_REDRAW_MS = 30000;
+
+/** Fields that change with every listing by time alone; the rows count them on themselves. */
+const MOVING = new Set(['uptime_seconds', 'cost_so_far', 'idle_stop_in', 'last_seen']);
+
+/** What a listing says apart from times moving on: equal keys need no redraw. */
+export function listingKey(machines: IMachine[]): string {
+  return JSON.stringify(machines, (key, value) => (MOVING.has(key) ? undefined : value));
+}
+
 /** `analysis/train.ipynb · Python 3 (ipykernel)`; `%%remote` kernels have no notebook. */
 export function kernelTitle(kernel: IMachineKernel): string {
   const name = kernel.display_name || kernel.kernel_name || 'kernel';

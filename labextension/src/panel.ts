@@ -22,7 +22,14 @@ import {
   shareFacts,
   shortKernelId
 } from './model';
-import { KERNEL_TICK_MS, kernelRow, tickKernelRows } from './kernelrows';
+import {
+  KERNEL_TICK_MS,
+  LISTING_POLL_MS,
+  LISTING_REDRAW_MS,
+  kernelRow,
+  listingKey,
+  tickKernelRows
+} from './kernelrows';
 import { shareKernel } from './sharing';
 
 /** How often the shares' time left is redrawn while the panel shows. */
@@ -89,7 +96,7 @@ export class MachinesPanel extends Widget {
   protected onAfterShow(): void {
     void this.refresh();
     this._tick = window.setInterval(() => this.renderShares(), SHARES_TICK_MS);
-    this._kernelTick = window.setInterval(() => tickKernelRows(this.list), KERNEL_TICK_MS);
+    this._kernelTick = window.setInterval(() => this.tickKernels(), KERNEL_TICK_MS);
   }
 
   protected onAfterHide(): void {
@@ -197,15 +204,32 @@ export class MachinesPanel extends Widget {
   }
 
   /** Fetch and show the machines. */
-  async refreshMachines(): Promise<void> {
+  async refreshMachines(quiet = false): Promise<void> {
+    let machines: IMachine[];
     try {
-      this.machines = await this.api.machines();
-      this._fetched = Date.now();
+      this._polled = Date.now();
+      machines = await this.api.machines();
     } catch (error) {
-      showNotice(this.list, 'jp-RemoteHW-error', `Machines cannot be listed: ${error}`);
+      if (!quiet) {
+        showNotice(this.list, 'jp-RemoteHW-error', `Machines cannot be listed: ${error}`);
+      }
       return;
     }
+    const same = listingKey(machines) === listingKey(this.machines);
+    if (quiet && same && Date.now() - this._fetched < LISTING_REDRAW_MS) {
+      return;
+    }
+    this.machines = machines;
+    this._fetched = Date.now();
     this.render();
+  }
+
+  /** Count the kernels' uptime on; now and then fetch the listing again for their states. */
+  private tickKernels(): void {
+    tickKernelRows(this.list);
+    if (Date.now() - this._polled >= LISTING_POLL_MS) {
+      void this.refreshMachines(true);
+    }
   }
 
   private render(): void {
@@ -322,6 +346,7 @@ export class MachinesPanel extends Widget {
   private _tick = 0;
   private _kernelTick = 0;
   private _fetched = Date.now();
+  private _polled = Date.now();
 }
 
 /** Replace a list's items with one line saying why it is empty (an error or nothing yet). */

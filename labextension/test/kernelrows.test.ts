@@ -1,4 +1,12 @@
-import { IMachineKernel, formatUptime, kernelFacts, kernelRow, kernelTitle, tickKernelRows } from '../src/kernelrows';
+import {
+  IMachineKernel,
+  formatUptime,
+  kernelFacts,
+  kernelRow,
+  kernelTitle,
+  listingKey,
+  tickKernelRows
+} from '../src/kernelrows';
 import { IMachine } from '../src/model';
 
 function machine(overrides: Partial<IMachine> = {}): IMachine {
@@ -62,5 +70,15 @@ describe('kernel rows', () => {
     expect(row.querySelector('button')).toBeNull();
     tickKernelRows(list, 15000);
     expect(row.querySelector('.jp-RemoteHW-kernelFacts')!.textContent).toBe('A10G 24GB · busy · up 1 min 04 s · free');
+  });
+});
+
+describe('listing key', () => {
+  it('changes with states, not with time moving on', () => {
+    const one = [machine({ kernels: [kernel] })];
+    const later = [machine({ cost_so_far: 1, kernels: [{ ...kernel, uptime_seconds: 99, cost_so_far: 2 }] })];
+    expect(listingKey(later)).toBe(listingKey(one));
+    expect(listingKey([machine({ kernels: [{ ...kernel, state: 'idle' }] })])).not.toBe(listingKey(one));
+    expect(listingKey([])).not.toBe(listingKey(one));
   });
 });
