@@ -159,6 +159,13 @@ def no_server(target: Target, action: str) -> str:
             "kernel; kernels a stopped server left behind end after the agent's orphan grace)")
 
 
+def kernel_title(kernel: dict[str, Any]) -> str:
+    """``analysis/train.ipynb · Python 3 (ipykernel)``, as the panel titles a kernel."""
+    where = kernel.get("path") or ("%%remote" if str(kernel.get("owner", "")).startswith(
+        "magic:") else "no notebook")
+    return f"{where} · {kernel.get('display_name') or kernel.get('kernel_name') or 'kernel'}"
+
+
 def render_rows(models: list[dict[str, Any]], money: Any, duration: Any) -> list[list[str]]:
     """Table rows: each machine, then each of its kernels indented under it.
 
@@ -177,7 +184,7 @@ def render_rows(models: list[dict[str, Any]], money: Any, duration: Any) -> list
                      m.get("resource_id") or "-"])
         for k in m["kernels"]:
             uptime = k.get("uptime_seconds")
-            rows.append([f"└ {k.get('path') or '(no notebook)'} · {k['display_name']}", "",
+            rows.append([f"└ {kernel_title(k)}", "",
                          m["hardware"], k["state"], "", money(k.get("cost_so_far")),
                          duration(uptime) if uptime is not None else "-", k["id"]])
     return rows
@@ -187,6 +194,7 @@ def render_rows(models: list[dict[str, Any]], money: Any, duration: Any) -> list
 HEADERS = ["MACHINE / NOTEBOOK · KERNEL", "PROVIDER", "HARDWARE", "STATE", "$/H", "COST",
            "UPTIME", "INSTANCE / KERNEL ID"]
 
-__all__ = ["HEADERS", "RunningServer", "ServerRequestError", "machine_models", "merge",
+__all__ = ["HEADERS", "RunningServer", "ServerRequestError", "kernel_title", "machine_models",
+           "merge",
            "no_launch", "no_server", "no_stop", "owned_target", "render_rows",
            "running_servers"]

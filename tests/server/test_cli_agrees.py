@@ -17,6 +17,7 @@ import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
 from jupyter_remote_hw.cli import main
+from jupyter_remote_hw.cli_machines import kernel_title
 
 from ..provisioner.conftest import HARDWARE, LOCAL_KERNEL, SSH_KERNEL, SSH_TARGET, write_config
 from ..serverprocess import Server, start_server
@@ -123,9 +124,21 @@ async def test_list_shows_what_the_panel_shows_and_commands_say_what_they_do(
     assert code == 0 and "no Jupyter server is running" in err
     table = out.split("\n\n")[0]
     assert "running" not in table and "ready" not in table
-    code, _, err = await cli("start", "local")
-    assert code == 1 and "no Jupyter server is running" in err and "start JupyterLab" in err
-    code, _, err = await cli("terminate", "local", "--yes")
-    assert code == 1 and "nothing to terminate on local" in err
+    for name in ("local", SSH_TARGET):
+        code, _, err = await cli("start", name)
+        assert code == 1 and "no Jupyter server is running" in err and "start JupyterLab" in err
+        code, _, err = await cli("terminate", name, "--yes")
+        assert code == 1 and f"nothing to terminate on {name}" in err
+        code, _, err = await cli("stop", name)
+        assert code == 1 and "cannot be stopped" in err
+        code, _, err = await cli("launch", name)
+        assert code == 1 and "nothing to launch" in err
     code, _, err = await cli("trust", "local")
     assert code == 1 and "no host key to trust" in err
+
+
+def test_a_remote_kernel_is_titled_as_the_panel_titles_it() -> None:
+    kernel = {"path": None, "owner": "magic:host:12", "display_name": "Python 3 (ipykernel)"}
+    assert kernel_title(kernel) == "%%remote · Python 3 (ipykernel)"
+    assert kernel_title({**kernel, "owner": "server"}) == "no notebook · Python 3 (ipykernel)"
+    assert kernel_title({**kernel, "path": "a/b.ipynb"}) == "a/b.ipynb · Python 3 (ipykernel)"
