@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from .agent.hardware import cpu_count, memory_mib
+from .machine_view import machine_state as view_state
 from .providers.usability import Unusable
 
 if TYPE_CHECKING:
@@ -115,11 +116,13 @@ def _local_memory_gib() -> float | None:
 
 
 def machine_state(manager: MachineManager, target_name: str) -> str | None:
-    """``running`` or ``reconnecting`` for a target with an open machine, else None."""
+    """``running`` or ``reconnecting`` for a target with an open machine, else None
+    (the word the machines panel and ``jupyter remote-hw list`` say, from
+    :func:`.machine_view.machine_state`)."""
     machine = manager.cached(target_name)
     if machine is None:
         return None
-    return "running" if machine.link_up else "reconnecting"
+    return view_state(None, bool(machine.link_up), True)
 
 
 def target_option(manager: MachineManager, target: Target) -> HardwareOption:
