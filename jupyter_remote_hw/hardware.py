@@ -42,7 +42,7 @@ class HardwareOption:
         name: The target's name (``local``, ``ssh-gpu-box``, a catalog type).
         kernel_name: The kernelspec that starts a kernel there.
         provider: ``local``, ``ssh`` or a cloud provider.
-        label: Short text for the toolbar (``CPU · local``, ``A10G 24GiB · gpu-box``).
+        label: Short text for the toolbar (``CPU · local``, ``A10G 24 GiB · gpu-box``).
         hardware: What it runs on, as the provider labels it.
         where: Where it runs, for people.
         gpu: GPU model, or None for CPU only or unknown.

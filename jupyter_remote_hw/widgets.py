@@ -55,7 +55,8 @@ def columns(option: HardwareOption) -> list[str]:
         gpu = "CPU"
     else:
         gpu = f"{option.gpu_count or 1} × {option.gpu}" if option.gpu else ""
-    availability = (option.why_not or "not available") if not option.usable else (
+    # Why not, in a few words; the fold line and the row's tooltip say what to do.
+    availability = (option.reason or option.why_not or "not available") if not option.usable else (
         "running" if option.machine_state == "running" else "ready")
     return [
         option.label, gpu, _gib(option.gpu_memory_gib),
@@ -180,7 +181,8 @@ class HardwarePicker:
                                     tooltip=option.why_not or f"Run %%remote on {option.name}",
                                     layout=widgets.Layout(width="auto", min_width="0"))
             choose.on_click(lambda _: self.choose(option.name))
-            cells = [choose, *(_cell(text) for text in texts[1:])]
+            cells = [choose, *(_cell(text) for text in texts[1:-1]),
+                     _cell(texts[-1], option.why_not or "")]
             for cell in cells:
                 cell.add_class("jp-RemoteHW-cell")
                 if not option.usable:

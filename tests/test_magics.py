@@ -21,6 +21,8 @@ from .transfer.test_pickling import NOTEBOOK_CODE
 
 TARGET = "ssh-testhost"
 HARDWARE = "Test GPU 24GB"
+#: How the listing and the launch steps name it: memory in GiB.
+SHOWN = "Test GPU 24 GiB"
 
 
 @pytest.fixture
@@ -80,7 +82,7 @@ def test_push_and_pull_through_an_ssh_host_give_equal_values(
     local_pid = text_of(nb.cells[4]).split()[-1]
     assert remote_pid != local_pid
     # The first use showed its launch steps, in the cell that started the kernel.
-    assert f"Starting a kernel on {TARGET} ({HARDWARE})" in text_of(nb.cells[1])
+    assert f"Starting a kernel on {TARGET} ({SHOWN})" in text_of(nb.cells[1])
     assert "✓ connect channels" in text_of(nb.cells[1])
     # The local kernel has exited: its remote kernel was stopped with it.
     assert not [p for p in processes_under(str(short_tmp / "r")) if "ipykernel" in p]
@@ -201,7 +203,7 @@ def test_remote_hw_lists_targets_and_sets_the_default(
     ]
     nb, _ = run_notebook(cells, env, short_tmp)
     listing = text_of(nb.cells[0])
-    assert TARGET in listing and HARDWARE in listing and "this machine" in listing
+    assert TARGET in listing and SHOWN in listing and "this machine" in listing
     assert f"default hardware: {TARGET}" in text_of(nb.cells[1])
     after = text_of(nb.cells[3])
     (row,) = [line for line in after.splitlines() if TARGET in line]

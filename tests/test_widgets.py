@@ -46,7 +46,7 @@ def test_the_row_chosen_is_where_remote_cells_run(env: dict[str, str], short_tmp
         "print(pick.value, pick.shown_names)",
         ("print([f.text for f in pick.folds], len(pick.grid.children))\n"
         "pick.toggle(pick.folds[0].key)\nprint(len(pick.shown_names), len(pick.grid.children))\n"
-        "pick.toggle(pick.folds[0].key)"),
+        "print(pick.grid.children[-1].value)\npick.toggle(pick.folds[0].key)"),
         "pick.search.value = 'test gpu'\nprint(pick.shown_names)",
         f"pick.choose({TARGET!r})\nprint(pick.value)\nprint(pick.status.value)",
         "%%remote\nimport os, getpass\nprint(os.getpid(), getpass.getuser())",
@@ -60,10 +60,13 @@ def test_the_row_chosen_is_where_remote_cells_run(env: dict[str, str], short_tmp
     assert ast.literal_eval(listed) == ["local", TARGET]  # the AWS rows are folded
     # One line for the 44 AWS rows of the region, in words with what to do; a header of
     # 8 columns, 2 rows of 8 cells and the fold line share one grid; the fold expands.
-    folds, expanded = text_of(nb.cells[2]).splitlines()
+    folds, expanded, availability = text_of(nb.cells[2]).splitlines()
     assert folds == ("['AWS: no credentials — set AWS_PROFILE or run `aws configure`'] "
                      f"{8 + 2 * 8 + 1}")
     assert expanded == f"{2 + 44} {8 + 2 * 8 + 1 + 44 * 8}"
+    # A folded row's availability says why in a few words, what to do in its tooltip.
+    assert availability == ("<span title='no credentials — set AWS_PROFILE or run "
+                            "`aws configure`'>no credentials</span>")
     assert ast.literal_eval(text_of(nb.cells[3])) == [TARGET]  # only the test host matches
     chosen, status = text_of(nb.cells[4]).splitlines()
     assert chosen == TARGET and f"<b>{TARGET}</b>" in status
@@ -73,3 +76,19 @@ def test_the_row_chosen_is_where_remote_cells_run(env: dict[str, str], short_tmp
     remote_pid, user = found.groups()
     assert user == ssh_host.user == getpass.getuser()
     assert remote_pid != text_of(nb.cells[6]).strip() and int(remote_pid) != os.getpid()
+
+
+def test_an_unusable_row_says_why_in_a_few_words_and_its_price() -> None:
+    from jupyter_remote_hw.hardware import HardwareOption
+    from jupyter_remote_hw.widgets import columns
+
+    p5e = HardwareOption(
+        name="p5e.48xlarge", kernel_name="remote-hw-p5e.48xlarge", provider="aws",
+        label="8 × H200 141 GiB · p5e.48xlarge", hardware="8 × H200 141 GiB",
+        where="p5e.48xlarge · us-east-1", gpu="H200", gpu_count=8, gpu_memory_gib=141.0,
+        vcpus=192, memory_gib=2048.0, price_per_hour=None, usable=False,
+        why_not="no credentials — set AWS_PROFILE or run `aws configure`",
+        reason="no credentials", hint="set AWS_PROFILE or run `aws configure`")
+    assert columns(p5e) == ["8 × H200 141 GiB · p5e.48xlarge", "8 × H200", "141 GiB", "192",
+                            "2048 GiB", "price unknown", "p5e.48xlarge · us-east-1",
+                            "no credentials"]

@@ -22,7 +22,7 @@ from ..agent.hardware import (
 from ..agent_client import AgentClient, Progress, start_local_agent
 from ..transfer.client import open_local_stream
 from .base import Machine, Provider
-from .target import Target
+from .target import Target, gib_label
 
 if TYPE_CHECKING:
     from ..launch_steps import LaunchSteps
@@ -87,7 +87,8 @@ class LocalProvider(Provider):
     enabled = Bool(True, config=True, help="Offer this machine as a target.")
     hardware = Unicode(
         "", config=True,
-        help="Hardware label shown in the kernel picker; empty: detected (GPUs, else CPUs).",
+        help="Hardware label shown in the kernel picker (memory reads in GiB); empty: "
+        "detected (GPUs, else CPUs).",
     )
     state_dir = Unicode(
         DEFAULT_STATE_DIR, config=True,
@@ -99,7 +100,7 @@ class LocalProvider(Provider):
             return []
         return [Target(
             name="local", provider=self.name, where="this machine",
-            hardware=self.hardware or detect_hardware(), python=sys.executable,
+            hardware=gib_label(self.hardware) or detect_hardware(), python=sys.executable,
         )]
 
     async def open_machine(self, target: Target, steps: LaunchSteps) -> Machine:

@@ -13,7 +13,7 @@ from ..transport import LocalForward, SSHConnection, TransportManager
 from ..transport.state import ConnectionState
 from .base import PORT_NAMES, Machine, Provider
 from .ssh_config import host_aliases
-from .target import Target, slug
+from .target import Target, gib_label, slug
 
 if TYPE_CHECKING:
     from ..launch_steps import LaunchSteps
@@ -119,13 +119,13 @@ class SSHProvider(Provider):
     hosts = List(
         Dict(), config=True,
         help="SSH hosts to offer, each a dict: 'host' (an ssh_config alias or [user@]host, "
-        "required), 'hardware' (label for the picker, e.g. 'A10G 24GiB'), 'python' (the "
-        "host's Python with ipykernel, default python3), 'name' (target name, default "
-        "from the host), 'root' (directory on the host for the agent's files, default "
-        "the login home), 'authorized_keys' (the file the host's sshd reads keys "
-        "from, where shares add their lines; default ~/.ssh/authorized_keys), 'workdir' "
-        "(where kernels start when the notebook's directory does not exist on the host; "
-        "default SSHProvider.workdir).",
+        "required), 'hardware' (label for the picker, e.g. 'A10G 24GiB'; memory reads in "
+        "GiB), 'python' (the host's Python with ipykernel, default python3), 'name' "
+        "(target name, default from the host), 'root' (directory on the host for the "
+        "agent's files, default the login home), 'authorized_keys' (the file the host's "
+        "sshd reads keys from, where shares add their lines; default "
+        "~/.ssh/authorized_keys), 'workdir' (where kernels start when the notebook's "
+        "directory does not exist on the host; default SSHProvider.workdir).",
     )
     workdir = Unicode(
         "~", config=True,
@@ -168,7 +168,7 @@ class SSHProvider(Provider):
             name = "ssh-" + slug(str(entry.get("name") or host))
             found[name] = Target(
                 name=name, provider=self.name, where=host,
-                hardware=str(entry.get("hardware") or DEFAULT_HARDWARE), host=host,
+                hardware=gib_label(str(entry.get("hardware") or DEFAULT_HARDWARE)), host=host,
                 python=str(entry.get("python") or "python3"),
                 root=str(entry["root"]) if entry.get("root") else None,
                 authorized_keys=(str(entry["authorized_keys"]) if entry.get("authorized_keys")

@@ -9,11 +9,21 @@ KERNEL_NAME_PREFIX = "remote-hw-"
 """Kernelspec names of hardware targets start with this."""
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+#: A memory size in a hardware label: ``24GB``, ``80 GB``, ``24GiB`` (not ``SXM4-80GB``).
+_MEMORY = re.compile(r"(?<![\w.-])(\d+(?:\.\d+)?)\s*Gi?B\b", re.IGNORECASE)
 
 
 def slug(text: str) -> str:
     """A kernelspec-safe form of ``text``: lower-case letters, digits, ``.``, ``_`` and ``-``."""
     return _UNSAFE.sub("-", text).strip("-.").lower() or "host"
+
+
+def gib_label(label: str) -> str:
+    """A configured hardware label with its memory in GiB, as everywhere else.
+
+    GPU memory is sold in binary gigabytes, so ``A10G 24GB`` reads ``A10G 24 GiB``.
+    """
+    return _MEMORY.sub(r"\1 GiB", label)
 
 
 @dataclass(frozen=True)
@@ -24,7 +34,7 @@ class Target:
         name: Unique, kernelspec-safe name (``local``, ``ssh-gpu-box``).
         provider: The provider that owns it (``local`` or ``ssh``).
         where: Where it runs, for people (``this machine``, the SSH host alias).
-        hardware: What it runs on, for people (``A10G 24GiB``, ``2 CPUs``).
+        hardware: What it runs on, for people (``A10G 24 GiB``, ``2 CPUs``).
         host: The SSH destination (alias or ``[user@]host``); None for ``local``.
         python: The host's Python, which runs the agent and the kernels.
         root: Directory on the host for the agent's cache and state; None for

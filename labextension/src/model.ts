@@ -127,10 +127,10 @@ export function gpuText(option: IHardware): string {
   return `${option.gpu_count ?? 1} × ${option.gpu}`;
 }
 
-/** The availability column: `ready`, `running`, or why not. */
+/** The availability column: `ready`, `running`, or why not (the row's tooltip says what to do). */
 export function availabilityText(option: IHardware): string {
   if (!option.usable) {
-    return option.why_not || 'not available';
+    return option.reason || option.why_not || 'not available';
   }
   return option.machine_state === 'running' ? 'running' : 'ready';
 }

@@ -113,6 +113,10 @@ describe('labels', () => {
     ]);
     expect(gpuText(local)).toBe('CPU');
     expect(availabilityText(a10g)).toBe('no AWS credentials: run aws configure');
+    // With a reason apart, the column says it; what to do is in the fold line and tooltip.
+    expect(availabilityText({ ...a10g, reason: 'no credentials', hint: 'run `aws configure`' })).toBe(
+      'no credentials'
+    );
   });
 });
 

@@ -53,7 +53,7 @@ async def test_default_target_local_first_then_providers_in_order(
         "local", "ssh-gpu-b", "ssh-gpu-a", "ssh-alias-z", "ssh-alias-a",
     ]
     assert targets[0].hardware == "Test CPU"
-    assert targets[1].hardware == "A10G 24GB"
+    assert targets[1].hardware == "A10G 24 GiB"
     assert targets[3].hardware == "SSH host"
 
 

@@ -11,6 +11,7 @@ from traitlets import TraitError
 
 from jupyter_remote_hw.providers import KERNEL_NAME_PREFIX, SSHProvider, Target
 from jupyter_remote_hw.providers.ssh import DEFAULT_HARDWARE
+from jupyter_remote_hw.providers.target import gib_label
 from jupyter_remote_hw.transport import TransportManager
 
 
@@ -41,7 +42,7 @@ def test_configured_hosts_first_then_config_aliases(tmp_path: Path) -> None:
         "ssh-gpu-a", "ssh-me-gpu-b.example.com", "ssh-alias-one", "ssh-alias-two",
     ]
     assert targets[0] == Target(
-        name="ssh-gpu-a", provider="ssh", where="gpu-a", hardware="A10G 24GB",
+        name="ssh-gpu-a", provider="ssh", where="gpu-a", hardware="A10G 24 GiB",
         host="gpu-a", python="/opt/py/bin/python", root="/scratch/me", workdir="~",
     )
     # A configured host without labels gets the defaults.
@@ -90,7 +91,7 @@ def test_configured_host_is_not_listed_twice(tmp_path: Path) -> None:
     ])
     targets = ssh.targets()
     assert [t.name for t in targets] == ["ssh-gpu-a", "ssh-renamed", "ssh-other"]
-    assert targets[0].hardware == "H100 80GB"
+    assert targets[0].hardware == "H100 80 GiB"
     # "Renamed" slugs to an existing target name: the configured one wins.
     assert targets[1].host == "renamed"
 
@@ -186,6 +187,14 @@ def test_provider_targets_have_matching_labels(tmp_path: Path) -> None:
     config = write_config(tmp_path, "Host alias\n")
     ssh = provider(config, [{"host": "gpu-a", "hardware": "A10G 24GB"}])
     assert [(t.display_name, t.kernel_name) for t in ssh.targets()] == [
-        ("Python 3 · A10G 24GB · gpu-a", "remote-hw-ssh-gpu-a"),
+        ("Python 3 · A10G 24 GiB · gpu-a", "remote-hw-ssh-gpu-a"),
         ("Python 3 · SSH host · alias", "remote-hw-ssh-alias"),
     ]
+
+
+@pytest.mark.parametrize(("label", "shown"), [
+    ("A10G 24GB", "A10G 24 GiB"), ("2 × A100 80 GB", "2 × A100 80 GiB"), ("L4 24GiB", "L4 24 GiB"),
+    ("A100-SXM4-80GB", "A100-SXM4-80GB"), ("4 CPUs", "4 CPUs"), ("SSH host", "SSH host"),
+])
+def test_configured_labels_say_memory_in_gib(label: str, shown: str) -> None:
+    assert gib_label(label) == shown

@@ -19,6 +19,8 @@ from ..serverloop import jp_asyncio_loop  # noqa: F401 (fixture)
 from ..testhosts import SSHTestHost, free_port
 
 HARDWARE = "Test GPU 24GB"
+#: How kernel pickers name it: memory in GiB.
+SHOWN = "Test GPU 24 GiB"
 SSH_TARGET = "ssh-testhost"
 SSH_KERNEL = "remote-hw-" + SSH_TARGET
 LOCAL_KERNEL = "remote-hw-local"

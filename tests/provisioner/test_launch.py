@@ -14,8 +14,8 @@ from jupyter_remote_hw.provisioner import RemoteHWProvisioner
 
 from ..testhosts import SSHTestHost
 from .conftest import (
-    HARDWARE,
     LOCAL_KERNEL,
+    SHOWN,
     SSH_KERNEL,
     Fetch,
     OpenChannels,
@@ -35,7 +35,7 @@ def provisioner_of(serverapp: Any, kernel_id: str) -> RemoteHWProvisioner:
 async def test_targets_are_kernelspecs(jp_fetch: Fetch, ssh_host: SSHTestHost) -> None:
     specs = json.loads((await jp_fetch("api", "kernelspecs")).body)["kernelspecs"]
     ssh = specs[SSH_KERNEL]["spec"]
-    assert ssh["display_name"] == f"Python 3 · {HARDWARE} · {ssh_host.alias}"
+    assert ssh["display_name"] == f"Python 3 · {SHOWN} · {ssh_host.alias}"
     assert ssh["metadata"]["kernel_provisioner"] == {
         "provisioner_name": "remote-hw", "config": {"target": "ssh-testhost"},
     }

@@ -14,7 +14,7 @@ from tornado.websocket import websocket_connect
 
 from jupyter_remote_hw.machines import MachineManager
 
-from ..provisioner.conftest import HARDWARE, LOCAL_KERNEL, SSH_TARGET, OpenChannels
+from ..provisioner.conftest import LOCAL_KERNEL, SHOWN, SSH_TARGET, OpenChannels
 from ..testhosts import SSHTestHost
 from .apiclient import Events, Fetch, failure, get, post
 
@@ -62,7 +62,7 @@ async def test_hardware_lists_local_and_the_ssh_host(jp_fetch: Fetch,
     if local["gpu_count"] == 0:
         assert local["label"] == "CPU · local"
     ssh = by_name[SSH_TARGET]
-    assert ssh["label"] == f"{HARDWARE} · {ssh_host.alias}"
+    assert ssh["label"] == f"{SHOWN} · {ssh_host.alias}"
     assert (ssh["gpu"], ssh["gpu_count"], ssh["gpu_memory_gib"]) == ("Test GPU", 1, 24.0)
     assert ssh["where"] == ssh_host.alias and ssh["usable"] is True
     assert ssh["machine_state"] is None  # nothing connected yet

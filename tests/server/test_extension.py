@@ -31,7 +31,7 @@ async def test_extension_is_loaded_and_configured(jp_serverapp: Any) -> None:
     assert machines is MachineManager.instance()
     assert machines.transport.keepalive_interval == 7.5
     assert [t.display_name for t in machines.targets() if t.provider == "ssh"] == [
-        "Python 3 · A10G 24GB · gpu-box"
+        "Python 3 · A10G 24 GiB · gpu-box"
     ]
     # Nothing set ServerApp.kernel_spec_manager_class: the extension put ours in.
     assert isinstance(jp_serverapp.kernel_spec_manager, RemoteHWKernelSpecManager)

@@ -16,7 +16,14 @@ import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
 from ..fakegpu import FAKE_GPU_MEMORY_TOTAL_GIB, FAKE_GPU_NAME, path_with_fake_gpu
-from ..provisioner.conftest import HARDWARE, LOCAL_KERNEL, SSH_KERNEL, StartKernel, write_config
+from ..provisioner.conftest import (
+    HARDWARE,
+    LOCAL_KERNEL,
+    SHOWN,
+    SSH_KERNEL,
+    StartKernel,
+    write_config,
+)
 from ..testhosts import SSHTestHost, loopback_host
 from .apiclient import Fetch, failure, get
 
@@ -98,7 +105,7 @@ async def test_ssh_host_without_nvidia_smi_reports_no_gpu(jp_fetch: Fetch,
     metrics = await get(jp_fetch, "usage", kernel_id)
     check_this_machine(metrics)
     assert metrics["target"] == "ssh-testhost"
-    assert metrics["hardware"] == HARDWARE
+    assert metrics["hardware"] == SHOWN
     assert metrics["gpus"] == []
     assert (metrics["price_per_hour"], metrics["cost_so_far"]) == (0.0, 0.0)
 

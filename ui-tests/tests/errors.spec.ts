@@ -48,7 +48,7 @@ test('an unknown host key is shown in full and trusted in one step', async ({ pa
 
   // The real address from ssh_config (not "newbox:22") and the key's fingerprint.
   const dialog = page.locator(ERROR_DIALOG);
-  await expect(dialog).toContainText('Switching to New GPU 48GB · newbox failed', {
+  await expect(dialog).toContainText('Switching to New GPU 48 GiB · newbox failed', {
     timeout: 60000
   });
   const where = `${host.address}:${host.port}`;
@@ -95,7 +95,7 @@ test('an unknown host key is shown in full and trusted in one step', async ({ pa
 
   // Trust: the key goes where OpenSSH would put it, and the switch is tried again.
   await dialog.getByRole('button', { name: 'Trust this key' }).click();
-  await expect(item).toHaveText('New GPU 48GB · newbox', { timeout: 90000 });
+  await expect(item).toHaveText('New GPU 48 GiB · newbox', { timeout: 90000 });
   expect(fs.readFileSync(host.known_hosts, 'utf-8')).toBe(host.known_hosts_line);
   await page.notebook.setCell(0, 'code', "print('on', 'newbox')");
   await page.notebook.runCell(0, true);

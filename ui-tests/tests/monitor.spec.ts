@@ -72,7 +72,7 @@ test('a kernel on the SSH host: its GPU in the status bar and the panel', async 
   await dialog.locator('input[type=search]').fill('test gpu');
   await dialog.locator('tr[data-name="ssh-testhost"]').click();
   await dialog.locator('.jp-Dialog-button.jp-mod-accept').click();
-  await expect(item).toHaveText('Test GPU 24GB · testhost', { timeout: 90000 });
+  await expect(item).toHaveText('Test GPU 24 GiB · testhost', { timeout: 90000 });
 
   const monitor = page.locator(MONITOR);
   await expect(monitor).toHaveText(
@@ -83,7 +83,7 @@ test('a kernel on the SSH host: its GPU in the status bar and the panel', async 
 
   await page.sidebar.openTab('jp-RemoteHW-machines');
   const section = page.locator(SECTION);
-  await expect(section).toContainText('gpu.ipynb · ssh-testhost · Test GPU 24GB');
+  await expect(section).toContainText('gpu.ipynb · ssh-testhost · Test GPU 24 GiB');
   await expect(section.locator('[role=meter][aria-label="GPU"]')).toHaveAttribute(
     'aria-valuenow',
     '37'

@@ -31,7 +31,7 @@ test('kernels are listed by notebook with hardware, state, uptime and cost', asy
   await expect(page.locator(TOOLBAR)).toHaveText('CPU · local', { timeout: 60000 });
   await page.notebook.runCell(0, true);
   await openNotebook(page, 'fit.ipynb', 'remote-hw-ssh-testhost', 'y = 1');
-  await expect(page.locator(TOOLBAR)).toHaveText('Test GPU 24GB · testhost', { timeout: 90000 });
+  await expect(page.locator(TOOLBAR)).toHaveText('Test GPU 24 GiB · testhost', { timeout: 90000 });
   await page.notebook.runCell(0, true);
 
   await page.sidebar.openTab('jp-RemoteHW-machines');
@@ -53,7 +53,7 @@ test('kernels are listed by notebook with hardware, state, uptime and cost', asy
     'analysis/fit.ipynb · Python 3 (ipykernel)'
   );
   await expect(fit.locator('.jp-RemoteHW-kernelFacts')).toHaveText(
-    /^Test GPU 24GB · idle · up \d+ (s|min \d\d s) · free$/
+    /^Test GPU 24 GiB · idle · up \d+ (s|min \d\d s) · free$/
   );
   await expect(fit.locator('button.jp-RemoteHW-shareKernel')).toBeVisible();
 

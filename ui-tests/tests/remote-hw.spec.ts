@@ -40,6 +40,8 @@ test('pick the SSH host, run there, switch back carrying a variable, terminate',
   await expect(dialog.locator('tr[data-name="aws-p5en-48xlarge"]')).toContainText('$63.30/h');
   await expect(dialog.locator('tr[data-name="aws-g5-xlarge"]')).toHaveAttribute(
     'title', 'no credentials — set AWS_PROFILE or run `aws configure`');
+  // Each greyed row says why in a few words; what to do is on the fold line and in its tooltip.
+  await expect(dialog.locator('tr[data-name="aws-g5-xlarge"] td').last()).toHaveText('no credentials');
   await fold.click();
   await expect(awsRows).toHaveCount(0);
   // From the keyboard too: Enter on the line opens it (and does not switch).
@@ -58,7 +60,7 @@ test('pick the SSH host, run there, switch back carrying a variable, terminate',
   await page.locator('.jp-NotebookPanel-toolbar').screenshot({
     path: path.join(IMAGES, 'provisioning.png')
   });
-  await expect(item).toHaveText('Test GPU 24GB · testhost', { timeout: 90000 });
+  await expect(item).toHaveText('Test GPU 24 GiB · testhost', { timeout: 90000 });
 
   // A cell runs on the SSH host's kernel (started under the host's agent directory).
   await page.notebook.setCell(
@@ -130,7 +132,7 @@ test('a failed launch names the step and what to try', async ({ page }) => {
   await dialog.locator('input[type=search]').fill('gone');
   await dialog.locator('tr[data-name="ssh-deadhost"]').click();
   await dialog.locator('.jp-Dialog-button.jp-mod-accept').click();
-  const error = page.locator(`${DIALOG}`, { hasText: 'Switching to Gone GPU 80GB · deadhost failed' });
+  const error = page.locator(`${DIALOG}`, { hasText: 'Switching to Gone GPU 80 GiB · deadhost failed' });
   await expect(error).toContainText("step 'connect'", { timeout: 60000 });
   await expect(error).toContainText('Check that `ssh <host>` works');
   await expect(item).toHaveClass(/jp-mod-error/);

@@ -35,7 +35,7 @@ async function ownerNotebook(page: IJupyterLabPageFixture, name: string): Promis
   await dialog.locator('input[type=search]').fill('test gpu');
   await dialog.locator('tr[data-name="ssh-testhost"]').click();
   await dialog.locator('.jp-Dialog-button.jp-mod-accept').click();
-  await expect(item).toHaveText('Test GPU 24GB · testhost', { timeout: 90000 });
+  await expect(item).toHaveText('Test GPU 24 GiB · testhost', { timeout: 90000 });
 }
 
 /** The text output of a cell, trimmed. */

@@ -48,7 +48,7 @@ test('switch to the SSH host: a lock stays behind with its reason, json is re-im
   const busy = page.locator(`${TOOLBAR}.jp-mod-busy`);
   await expect(busy).toBeVisible({ timeout: 1000 });
   await expect(busy).toContainText(/^ssh-testhost: /);
-  await expect(item).toHaveText('Test GPU 24GB · testhost', { timeout: 90000 });
+  await expect(item).toHaveText('Test GPU 24 GiB · testhost', { timeout: 90000 });
   await expect(page.locator('.jp-Notification-Toast-warning, .Toastify__toast')).toContainText(
     're-imported json'
   );
@@ -105,6 +105,6 @@ test('a notebook opened on the SSH host shows the launch steps in its toolbar', 
   await page.notebook.open(file);
   const item = page.locator(TOOLBAR);
   await expect(page.locator(`${TOOLBAR}.jp-mod-busy`)).toContainText(/^ssh-testhost: /);
-  await expect(item).toHaveText('Test GPU 24GB · testhost', { timeout: 90000 });
+  await expect(item).toHaveText('Test GPU 24 GiB · testhost', { timeout: 90000 });
   await expect(item).not.toHaveClass(/jp-mod-busy/);
 });

@@ -69,6 +69,8 @@ async function expectFolded(grid: Locator): Promise<void> {
   await expect(p5e).toHaveCount(1);
   await expect(grid.locator('.jp-RemoteHW-cell', { hasText: 'price unknown' })).toHaveCount(1);
   await expect(grid.locator('.jp-RemoteHW-cell', { hasText: '$63.30/h' })).toHaveCount(1);
+  // Each folded row says why in a few words, not the whole fold line again.
+  await expect(grid.locator('.jp-RemoteHW-cell', { hasText: /^no credentials$/ })).toHaveCount(44);
 }
 
 /** Search "p5": the fold, still open, holds the three p5 types; the header lines up with them. */
