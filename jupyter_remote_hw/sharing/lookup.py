@@ -46,6 +46,10 @@ async def find_kernel(manager: MachineManager, key: str) -> tuple[Machine, str]:
     if key not in names:
         raise ShareError(f"no kernel {key!r} in the ledger {manager.ledger.path} and no "
                          f"machine of that name (machines: {', '.join(names)})", UNKNOWN)
+    target = manager.target(key)
+    if target.provider == "local":
+        raise ShareError(f"{key} is {target.where}, not reached over SSH: only kernels on SSH "
+                         "or cloud hosts can be shared (teammates join through sshd)", REFUSED)
     machine = await open_machine(manager, key)
     try:
         kernels = (await (await machine.agent()).call("list_kernels"))["kernels"]

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import asyncssh
 import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
@@ -135,6 +136,10 @@ async def test_list_shows_what_the_panel_shows_and_commands_say_what_they_do(
         assert code == 1 and "nothing to launch" in err
     code, _, err = await cli("trust", "local")
     assert code == 1 and "no host key to trust" in err
+    teammate = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode()
+    code, _, err = await cli("share", "local", "--with", teammate, "--role", "viewer")
+    assert code == 1 and "local is this machine, not reached over SSH" in err
+    assert err.count("\n") == 1
 
 
 def test_a_remote_kernel_is_titled_as_the_panel_titles_it() -> None:
