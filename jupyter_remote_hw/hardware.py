@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from .agent.hardware import cpu_count, memory_mib
+from .ledger.store import FINAL_STATES
 from .machine_view import machine_state as view_state
 from .providers.usability import Unusable
 
@@ -59,8 +60,8 @@ class HardwareOption:
             provider with the same reason fold into one line in the pickers.
         hint: What to do, the same for every row of that fold (commands in backticks).
         provider_title: The provider as people name it (``AWS``, ``SSH``).
-        machine_state: The state of its machine when one is open (``running``,
-            ``reconnecting``), else None.
+        machine_state: The state of its machine when one is open or a cloud machine is
+            recorded for it (``running``, ``reconnecting``, ``stopped``, ...), else None.
         source: ``target`` (a provider offers it) or ``catalog``.
     """
 
@@ -116,13 +117,17 @@ def _local_memory_gib() -> float | None:
 
 
 def machine_state(manager: MachineManager, target_name: str) -> str | None:
-    """``running`` or ``reconnecting`` for a target with an open machine, else None
-    (the word the machines panel and ``jupyter remote-hw list`` say, from
-    :func:`.machine_view.machine_state`)."""
+    """The state of a target's machine when one is open or the ledger has a cloud machine
+    for it (``running``, ``reconnecting``, ``stopped``, ...), else None: the word the
+    machines panel and ``jupyter remote-hw list`` say, from
+    :func:`.machine_view.machine_state`."""
+    record = manager.ledger.find_machine(target_name)
+    if record is not None and record.state in FINAL_STATES:
+        record = None
     machine = manager.cached(target_name)
-    if machine is None:
+    if machine is None and record is None:
         return None
-    return view_state(None, bool(machine.link_up), True)
+    return view_state(record, None if machine is None else bool(machine.link_up), True)
 
 
 def target_option(manager: MachineManager, target: Target) -> HardwareOption:

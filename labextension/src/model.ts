@@ -127,12 +127,12 @@ export function gpuText(option: IHardware): string {
   return `${option.gpu_count ?? 1} × ${option.gpu}`;
 }
 
-/** The availability column: `ready`, `running`, or why not (the row's tooltip says what to do). */
+/** The availability column: its machine's state (`stopped`...), `ready`, or why not. */
 export function availabilityText(option: IHardware): string {
   if (!option.usable) {
     return option.reason || option.why_not || 'not available';
   }
-  return option.machine_state === 'running' ? 'running' : 'ready';
+  return option.machine_state || 'ready';
 }
 
 /** The columns of the picker's list, in order, for one option. */

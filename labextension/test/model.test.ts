@@ -111,6 +111,7 @@ describe('labels', () => {
     expect(pickerColumns(sshBox)).toEqual([
       'SSH host · box', '', '', '', '', 'free', 'box', 'running'
     ]);
+    expect(availabilityText({ ...sshBox, machine_state: 'stopped' })).toBe('stopped');
     expect(gpuText(local)).toBe('CPU');
     expect(availabilityText(a10g)).toBe('no AWS credentials: run aws configure');
     // With a reason apart, the column says it; what to do is in the fold line and tooltip.

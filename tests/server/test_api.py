@@ -221,9 +221,13 @@ async def test_cloud_machines_show_their_ledger_state_price_and_cost(
     assert 1.19 < cloud["cost_so_far"] < 1.25  # an hour at $1.2/h
     assert cloud["actions"] == ["stop", "terminate"]
     assert "g5.xlarge" in cloud["where"]
+    picker = {h["name"]: h for h in (await get(jp_fetch, "hardware"))["hardware"]}
+    assert picker["aws-g5-xlarge"]["machine_state"] == "running"  # the panel's word
     ledger.set_machine_state("m-test-1", "stopped")
     stopped = {m["name"]: m for m in (await get(jp_fetch, "machines"))["machines"]}
     assert stopped["aws-g5-xlarge"]["state"] == "stopped"
+    picker = {h["name"]: h for h in (await get(jp_fetch, "hardware"))["hardware"]}
+    assert picker["aws-g5-xlarge"]["machine_state"] == "stopped"
     assert stopped["aws-g5-xlarge"]["actions"] == ["start", "terminate"]
     ledger.set_machine_state("m-test-1", "terminated")
     ended = {m["name"] for m in (await get(jp_fetch, "machines"))["machines"]}
