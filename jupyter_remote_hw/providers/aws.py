@@ -471,6 +471,8 @@ class AWSProvider(Provider):
                                kind="config")
             what = f"{entry.instance_type} ({market}) in {region}"
             self.budget.check(what, price, ledger)  # before anything is asked of AWS
+            if (blocked := await asyncio.to_thread(self.usability)) is not None:
+                raise AWSError(f"AWS: {blocked.text}", kind="credentials")
             network = await self._network(region)
             key_name = await self._key_pair(region)
             ami = await self._ami(region)
