@@ -171,7 +171,9 @@ async def test_restart_keeps_ports_and_key_and_drops_state(
     )
 
 
-async def test_execution_state_follows_iopub(agent: Agent, client: AgentClient) -> None:
+async def test_execution_state_follows_iopub(
+    agent: Agent, client: AgentClient, tmp_path: Path
+) -> None:
     started = await start(agent, client)
     kid = started["kernel_id"]
     with kernel_client(started["connection"]) as kc:
@@ -179,7 +181,10 @@ async def test_execution_state_follows_iopub(agent: Agent, client: AgentClient) 
         before = await state_of(client, kid)
         assert before["execution_state"] == "idle"
 
-        msg_id = kc.execute("time.sleep(3)")
+        # The cell stays busy until the test releases it, however slow the machine.
+        release = tmp_path / "release"
+        msg_id = kc.execute(
+            f"while not __import__('os').path.exists({str(release)!r}): time.sleep(0.02)")
 
         async def busy() -> dict[str, Any] | None:
             status = await state_of(client, kid)
@@ -200,6 +205,8 @@ async def test_execution_state_follows_iopub(agent: Agent, client: AgentClient) 
         await asyncio.sleep(0.3)
         assert (await state_of(client, kid))["execution_state"] == "busy"
 
+        await asyncio.sleep(2.1)
+        release.touch()
         shell_reply(kc, msg_id)
 
         async def idle() -> dict[str, Any] | None:
