@@ -178,10 +178,11 @@ class RemoteHWCommands:
                         f"{policy['deadman'] / 60:.0f} min without a client "
                         f"(c.AWSProvider.idle_stop, c.AWSProvider.deadman).")
 
-    async def stop(self, key: str) -> None:
+    async def stop(self, key: str, yes: bool) -> None:
         owned = cli_machines.owned_target(self.manager, key)
-        if owned is not None:
-            raise CLIError(cli_machines.no_stop(owned))
+        if owned is not None:  # nothing to halt but its kernels: as terminate does
+            await self._end_owned(owned, yes, "stop")
+            return
         record = self._machine(key)
         self._require_aws(record)
         self._note(f"Stopping {record.name} ({record.resource_id})…")
@@ -205,7 +206,7 @@ class RemoteHWCommands:
     async def terminate(self, key: str, yes: bool) -> None:
         owned = cli_machines.owned_target(self.manager, key)
         if owned is not None:
-            await self._terminate_owned(owned, yes)
+            await self._end_owned(owned, yes, "terminate")
             return
         record = self._machine(key)
         self._require_aws(record)
@@ -234,13 +235,15 @@ class RemoteHWCommands:
         machine: dict[str, Any] = answer["machine"]
         return machine
 
-    async def _terminate_owned(self, target: Target, yes: bool) -> None:
+    async def _end_owned(self, target: Target, yes: bool, verb: str) -> None:
+        """``stop`` or ``terminate`` of a local or SSH target: the running server shuts
+        down its kernels there and stops the agent (the hardware itself stays on)."""
         if not cli_machines.running_servers():
-            raise CLIError(cli_machines.no_server(target, "terminate"))
+            raise CLIError(cli_machines.no_server(target, verb))
         if not self._confirm(f"Shut down the Jupyter server's kernels on {target.name} "
                              f"({target.where}) and stop its agent? Unsaved variables are "
                              "lost.", yes):
-            self._print("nothing terminated")
+            self._print("nothing " + ("stopped" if verb == "stop" else "terminated"))
             return
         ended = await self._ask_server(target, "terminate")
         count = len(ended["kernels_shut_down"])
@@ -410,10 +413,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="do not wait for SSH nor start the agent (its lifetime policy "
                         "then is not enforced until a kernel uses it)")
 
-    for name, text in (("stop", "stop a machine (its disk stays)"),
-                       ("start", "start a stopped machine")):
-        sub = commands.add_parser(name, help=text)
-        sub.add_argument("machine", help="its name, ledger id or instance id")
+    stop = commands.add_parser("stop", help="stop a machine (its disk stays); on a local or "
+                               "SSH target, shut down the kernels there")
+    stop.add_argument("machine", help="its name, ledger id or instance id")
+    stop.add_argument("--yes", action="store_true",
+                      help="do not ask before shutting down a local or SSH target's kernels")
+    start = commands.add_parser("start", help="start a stopped machine")
+    start.add_argument("machine", help="its name, ledger id or instance id")
     terminate = commands.add_parser("terminate", help="terminate a machine and its disk")
     terminate.add_argument("machine", help="its name, ledger id or instance id")
     terminate.add_argument("--yes", action="store_true", help="do not ask")
@@ -455,7 +461,7 @@ async def run(args: argparse.Namespace, config: Config, out: TextIO, err: TextIO
             await commands.launch(args.hardware, args.name, args.region, args.spot,
                                   not args.no_prepare)
         elif args.command == "stop":
-            await commands.stop(args.machine)
+            await commands.stop(args.machine, args.yes)
         elif args.command == "start":
             await commands.start(args.machine)
         elif args.command == "terminate":

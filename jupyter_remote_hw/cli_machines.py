@@ -6,9 +6,10 @@ when Jupyter servers of this user run, ``list`` asks them (``GET
 and notebooks); when none runs, it builds the same view from the ledger with the same
 code (:class:`.machine_view.MachineView`). Either way one table, in the panel's words.
 
-Local and SSH targets have no machine to launch, stop or start: a running server holds
-their links and kernels, so ``start`` and ``terminate`` ask it; without one, the
-command says in one line why nothing can be done and what to do instead.
+Local and SSH targets have no machine to launch: a running server holds their links and
+kernels, so ``start`` asks it to connect, and ``stop`` and ``terminate`` ask it to shut
+down its kernels there and stop the agent (the hardware itself stays on); without a
+server, the command says in one line why nothing can be done and what to do instead.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 from jupyter_server.serverapp import list_running_servers
 
 from .ledger.store import FINAL_STATES
-from .machine_view import OWNED_PROVIDERS, MachineView, owned_hardware_note
+from .machine_view import OWNED_PROVIDERS, MachineView
 from .machines import MachineManager
 from .providers import Target
 
@@ -143,18 +144,14 @@ def no_launch(target: Target) -> str:
             f"`jupyter remote-hw start {target.name}` while JupyterLab runs to connect now")
 
 
-def no_stop(target: Target) -> str:
-    """Why ``stop`` does nothing for hardware the user has, and what to do."""
-    return f"{owned_hardware_note(target)} (`jupyter remote-hw terminate {target.name}`)"
-
-
 def no_server(target: Target, action: str) -> str:
-    """Why ``start``/``terminate`` of owned hardware needs a running Jupyter server."""
+    """Why ``start``/``stop``/``terminate`` of owned hardware needs a running Jupyter
+    server."""
     if action == "start":
         return (f"no Jupyter server is running to hold the link to {target.name} "
                 f"({target.where}); start JupyterLab, then pick \"{target.display_name}\" as a "
                 "notebook's kernel (or run this command again)")
-    return (f"nothing to terminate on {target.name}: no Jupyter server is running, so none "
+    return (f"nothing to {action} on {target.name}: no Jupyter server is running, so none "
             "of its kernels are a server's (a `%%remote` kernel ends with its notebook's "
             "kernel; kernels a stopped server left behind end after the agent's orphan grace)")
 
@@ -196,5 +193,5 @@ HEADERS = ["MACHINE / NOTEBOOK · KERNEL", "PROVIDER", "HARDWARE", "STATE", "$/H
 
 __all__ = ["HEADERS", "RunningServer", "ServerRequestError", "kernel_title", "machine_models",
            "merge",
-           "no_launch", "no_server", "no_stop", "owned_target", "render_rows",
+           "no_launch", "no_server", "owned_target", "render_rows",
            "running_servers"]

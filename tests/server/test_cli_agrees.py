@@ -100,11 +100,8 @@ async def test_list_shows_what_the_panel_shows_and_commands_say_what_they_do(
         assert cells[1:3] == [machine["hardware"], "idle"] and cells[-1] == kernel["id"]
     assert "ready" not in out
 
-    # Hardware the user already has: no machine to stop or launch, said in one line.
+    # Hardware the user already has: no machine to launch, said in one line.
     for name in ("local", SSH_TARGET):
-        code, _, err = await cli("stop", name)
-        assert code == 1 and f"{name} (" in err and "cannot be stopped" in err
-        assert f"`jupyter remote-hw terminate {name}`" in err and err.count("\n") == 1
         code, _, err = await cli("launch", name)
         assert code == 1 and "nothing to launch" in err and err.count("\n") == 1
     code, out, err = await cli("start", SSH_TARGET)
@@ -114,6 +111,16 @@ async def test_list_shows_what_the_panel_shows_and_commands_say_what_they_do(
     assert set(await machines(server)) == {"local"}
     code, out, _ = await cli("list")
     assert SSH_TARGET not in out and row(out, "local")[3] == "running"
+    # `stop` shuts the kernels down as terminate does, after asking (pytest's stdin is
+    # not a terminal, so it says to pass --yes).
+    code, _, err = await cli("stop", "local")
+    assert code == 1 and "Shut down the Jupyter server's kernels on local" in err
+    assert "Pass --yes" in err and err.count("\n") == 1
+    code, out, err = await cli("stop", "local", "--yes")
+    assert code == 0 and "local (this machine): shut down 1 kernel;" in out, err
+    assert await machines(server) == {}
+    code, out, _ = await cli("list")
+    assert out.startswith("no machines:")
 
     for kc in sockets:
         kc.ws.close()
@@ -130,8 +137,8 @@ async def test_list_shows_what_the_panel_shows_and_commands_say_what_they_do(
         assert code == 1 and "no Jupyter server is running" in err and "start JupyterLab" in err
         code, _, err = await cli("terminate", name, "--yes")
         assert code == 1 and f"nothing to terminate on {name}" in err
-        code, _, err = await cli("stop", name)
-        assert code == 1 and "cannot be stopped" in err
+        code, _, err = await cli("stop", name, "--yes")
+        assert code == 1 and f"nothing to stop on {name}: no Jupyter server" in err
         code, _, err = await cli("launch", name)
         assert code == 1 and "nothing to launch" in err
     code, _, err = await cli("trust", "local")
