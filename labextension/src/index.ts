@@ -122,6 +122,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     // The sidebar panel.
     const machines = new MachinesPanel(api, events, join);
+    machines.openNotebook = path => void app.commands.execute('docmanager:open', { path });
     machines.title.icon = chipIcon;
     app.shell.add(machines, 'left', { rank: 950 });
 

@@ -91,7 +91,8 @@ export function kernelFacts(kernel: IMachineKernel, machine: IMachine, elapsed: 
 }
 
 /**
- * One kernel's row: title, facts and, on shareable machines, a "Share…" button.
+ * One kernel's row: title (a button that opens its notebook, when it has one and
+ * `open` is given), facts and, on shareable machines, a "Share…" button.
  *
  * @param fetched - When the listing was fetched (ms, `Date.now()`), for the ticking uptime.
  */
@@ -99,15 +100,22 @@ export function kernelRow(
   kernel: IMachineKernel,
   machine: IMachine,
   fetched: number,
-  share: (() => void) | null
+  share: (() => void) | null,
+  open: ((path: string) => void) | null = null
 ): HTMLLIElement {
   const row = document.createElement('li');
   row.className = 'jp-RemoteHW-kernel';
   row.dataset.kernelId = kernel.id;
   row.title = `kernel ${kernel.id}` + (kernel.kernel_name ? ` (${kernel.kernel_name})` : '');
-  const title = document.createElement('div');
+  const path = kernel.path;
+  const title = document.createElement(open && path ? 'button' : 'div');
   title.className = 'jp-RemoteHW-kernelTitle';
   title.textContent = kernelTitle(kernel);
+  if (open && path) {
+    title.classList.add('jp-RemoteHW-openNotebook');
+    title.title = `Open ${path} (${row.title})`;
+    title.addEventListener('click', () => open(path));
+  }
   row.appendChild(title);
   const facts = document.createElement('div');
   facts.className = 'jp-RemoteHW-kernelFacts';

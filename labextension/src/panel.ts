@@ -92,6 +92,8 @@ export class MachinesPanel extends Widget {
 
   machines: IMachine[] = [];
   shares: IShare[] = [];
+  /** Opens a kernel's notebook when its title is clicked (set by the plugin). */
+  openNotebook: ((path: string) => void) | null = null;
 
   protected onAfterShow(): void {
     void this.refresh();
@@ -275,7 +277,7 @@ export class MachinesPanel extends Widget {
       kernels.setAttribute('aria-label', `Kernels on ${machine.name}`);
       for (const kernel of machine.kernels) {
         const share = machine.shareable ? () => void this.share(machine, kernel.id) : null;
-        kernels.appendChild(kernelRow(kernel, machine, this._fetched, share));
+        kernels.appendChild(kernelRow(kernel, machine, this._fetched, share, this.openNotebook));
       }
       item.appendChild(kernels);
     }

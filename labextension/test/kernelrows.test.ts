@@ -71,6 +71,18 @@ describe('kernel rows', () => {
     tickKernelRows(list, 15000);
     expect(row.querySelector('.jp-RemoteHW-kernelFacts')!.textContent).toBe('A10G 24GB · busy · up 1 min 04 s · free');
   });
+
+  it("open the kernel's notebook from its title, when it has one", () => {
+    const opened: string[] = [];
+    const row = kernelRow(kernel, machine(), 10000, null, path => opened.push(path));
+    const title = row.querySelector<HTMLButtonElement>('button.jp-RemoteHW-openNotebook')!;
+    expect(title.textContent).toBe('analysis/train.ipynb · Python 3 (ipykernel)');
+    expect(title.title).toBe(`Open analysis/train.ipynb (kernel ${kernel.id} (remote-hw-gpu-box))`);
+    title.click();
+    expect(opened).toEqual(['analysis/train.ipynb']);
+    const remote = kernelRow({ ...kernel, path: null, owner: 'magic:host:1' }, machine(), 10000, null, () => 0);
+    expect(remote.querySelector('button')).toBeNull();
+  });
 });
 
 describe('listing key', () => {

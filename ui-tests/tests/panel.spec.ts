@@ -1,7 +1,8 @@
 /**
  * The "Remote hardware" panel names each kernel by its notebook and kernel name, with
- * its hardware, state, uptime (ticking) and cost; the kernel id only as a tooltip. One
- * notebook's kernel on this machine, one on the loopback sshd host ("ssh-testhost").
+ * its hardware, state, uptime (ticking) and cost; the kernel id only as a tooltip; its
+ * title opens the notebook. One notebook's kernel on this machine, one on the loopback
+ * sshd host ("ssh-testhost").
  */
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import * as path from 'path';
@@ -70,6 +71,11 @@ test('kernels are listed by notebook with hardware, state, uptime and cost', asy
   const fitFacts = fit.locator('.jp-RemoteHW-kernelFacts');
   await expect(fitFacts).toContainText(' · busy · ', { timeout: 7000 });
   await expect(fitFacts).toContainText(' · idle · ', { timeout: 15000 });
+
+  // A kernel's title opens its notebook, as an editor's open-files list does.
+  expect(await page.notebook.isActive('fit.ipynb')).toBe(true);
+  await train.locator('button.jp-RemoteHW-kernelTitle').click();
+  await expect.poll(async () => page.notebook.isActive('train.ipynb'), { timeout: 5000 }).toBe(true);
 
   await panel.locator('li[data-name="ssh-testhost"] button.jp-RemoteHW-terminate').click();
   await page.locator('.jp-Dialog .jp-Dialog-button.jp-mod-accept').click();
