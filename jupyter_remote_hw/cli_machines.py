@@ -58,10 +58,11 @@ class RunningServer:
             with urllib.request.urlopen(request, timeout=SERVER_TIMEOUT) as response:
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as exc:
-            try:
-                message = json.loads(exc.read()).get("message") or str(exc)
-            except ValueError:
-                message = str(exc)
+            with exc:  # the error holds the answer's connection open until closed
+                try:
+                    message = json.loads(exc.read()).get("message") or str(exc)
+                except ValueError:
+                    message = str(exc)
             raise ServerRequestError(message) from None
 
     async def call(self, path: str, method: str = "GET") -> Any:
