@@ -284,4 +284,6 @@ class MachineManager(SingletonConfigurable):
         for machine in machines:
             await machine.close()
         await self.transport.close_all()
+        for provider in self.providers.values():
+            provider.close()
         self.ledger.close()

@@ -31,8 +31,12 @@ def moto_endpoint() -> Iterator[str]:
         server.stop()
 
 
+#: Clients made by ``client`` during the current test, closed when its ``aws_env`` ends.
+_OPEN_CLIENTS: list[Any] = []
+
+
 @pytest.fixture
-def aws_env(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
+def aws_env(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Dummy credentials for the moto server, and a clean slate of its state; its endpoint."""
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
@@ -45,9 +49,15 @@ def aws_env(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
     with urllib.request.urlopen(urllib.request.Request(
         f"{moto_endpoint}/moto-api/reset", method="POST"), timeout=10) as reply:
         assert reply.status == 200
-    return moto_endpoint
+    try:
+        yield moto_endpoint
+    finally:
+        while _OPEN_CLIENTS:
+            _OPEN_CLIENTS.pop().close()
 
 
 def client(endpoint: str, service: str, region: str = "us-east-1") -> Any:
-    """A boto3 client of ``service`` on the moto server."""
-    return boto3.client(service, endpoint_url=endpoint, region_name=region, config=NO_RETRY)
+    """A boto3 client of ``service`` on the moto server, closed when the test ends."""
+    made = boto3.client(service, endpoint_url=endpoint, region_name=region, config=NO_RETRY)
+    _OPEN_CLIENTS.append(made)
+    return made

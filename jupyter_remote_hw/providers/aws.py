@@ -328,6 +328,14 @@ class AWSProvider(Provider):
                 self._clients[key] = boto3.session.Session().client(service, **kwargs)
             return self._clients[key]
 
+    def close(self) -> None:
+        """Close every cached boto3 client's connection pool; later calls make new clients."""
+        with self._clients_lock:
+            clients = list(self._clients.values())
+            self._clients.clear()
+        for client in clients:
+            client.close()
+
     async def _call(self, step: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a boto3 call in a thread; missing credentials become an AWSError naming ``step``."""
         from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError

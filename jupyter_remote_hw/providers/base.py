@@ -130,6 +130,9 @@ class Provider(LoggingConfigurable):
         """None when this provider can start machines now, else why not and what to do."""
         return None
 
+    def close(self) -> None:
+        """Release what the provider holds open (HTTP connection pools); it can still be used."""
+
     async def open_machine(self, target: Target, steps: LaunchSteps) -> Machine:
         """Reach ``target``'s host and make sure its agent runs.
 

@@ -45,13 +45,16 @@ def ami(aws_env: str) -> str:  # noqa: F811
 
 
 @pytest.fixture
-def provider(aws_env: str, ami: str, ledger: Ledger, tmp_path: Path) -> AWSProvider:  # noqa: F811
+def provider(aws_env: str, ami: str, ledger: Ledger,  # noqa: F811
+             tmp_path: Path) -> Iterator[AWSProvider]:
     key = keygen(tmp_path / "id_ed25519")
-    return AWSProvider(
+    made = AWSProvider(
         endpoint_url=aws_env, ami_ssm_parameter=AMI_PARAMETER, ssh_cidr="203.0.113.7/32",
         public_key_file=f"{key}.pub", owner=OWNER, poll_interval=0.05,
         state_dir=str(tmp_path / "aws"), ledger=ledger,
     )
+    yield made
+    made.close()
 
 
 def record_calls(provider: AWSProvider, operation: str, region: str = "us-east-1") -> list[dict]:
