@@ -26,6 +26,7 @@ from ..share_actions import ShareActions
 from ..transport import TransportManager
 from ..user_errors import install_filter, log_failure
 from .handlers import api_handlers
+from .websocket import NoDelayWebsocketConnection
 
 #: Key under which the shared :class:`MachineManager` sits in the tornado settings.
 MACHINES_SETTING = "jupyter_remote_hw_machines"
@@ -69,21 +70,21 @@ class RemoteHWExtension(ExtensionApp):
     )
 
     def _link_jupyter_server_extension(self, serverapp: Any) -> None:
-        """Before the server builds its managers: use our kernel spec manager.
+        """Before the server builds its managers and web app: use our kernel spec
+        manager and our kernel websocket connection.
 
         jupyter_server reads only ``jpserver_extensions`` from the installed
-        ``jupyter_server_config.d`` files, so the kernel spec manager is set
-        here, and only when nobody chose another one.
+        ``jupyter_server_config.d`` files, so both classes are set here, and
+        each only when nobody chose another one.
         """
         super()._link_jupyter_server_extension(serverapp)
+        self._install_websocket_connection(serverapp)
         if not self.list_targets:
             return
         # Reading the trait before the server set it up would build its default
         # too early, so look at whether anyone set it instead.
         if not serverapp.trait_has_value("kernel_spec_manager_class"):
-            gateway = serverapp.config.GatewayClient.get("url") \
-                or os.environ.get("JUPYTER_GATEWAY_URL")
-            if not gateway:
+            if not _gateway_configured(serverapp):
                 serverapp.kernel_spec_manager_class = RemoteHWKernelSpecManager
             return
         chosen = serverapp.kernel_spec_manager_class
@@ -92,6 +93,29 @@ class RemoteHWExtension(ExtensionApp):
                 "jupyter_remote_hw: ServerApp.kernel_spec_manager_class is %s, so hardware "
                 "targets are not listed; install kernelspecs for them (see kernelspecs/ in "
                 "the project) or subclass RemoteHWKernelSpecManager", chosen,
+            )
+
+    def _install_websocket_connection(self, serverapp: Any) -> None:
+        """Send kernel websockets without Nagle delay (see :mod:`.websocket`).
+
+        Sets ``ServerApp.kernel_websocket_connection_class`` to
+        :class:`NoDelayWebsocketConnection` unless the user (or another
+        extension) chose a class, which is then kept and named in one INFO
+        line; or unless kernels run on a gateway, whose connection class is
+        another one.
+        """
+        if not serverapp.trait_has_value("kernel_websocket_connection_class"):
+            if not _gateway_configured(serverapp):
+                serverapp.kernel_websocket_connection_class = NoDelayWebsocketConnection
+            return
+        chosen = serverapp.kernel_websocket_connection_class
+        if not (isinstance(chosen, type) and issubclass(chosen, NoDelayWebsocketConnection)):
+            name = f"{chosen.__module__}.{chosen.__qualname__}" \
+                if isinstance(chosen, type) else str(chosen)
+            self.log.info(
+                "jupyter_remote_hw: ServerApp.kernel_websocket_connection_class is %s, so "
+                "kernel websockets are sent as that class sends them (with Nagle delay "
+                "unless it turns it off)", name,
             )
 
     def initialize_settings(self) -> None:
@@ -211,6 +235,13 @@ class RemoteHWExtension(ExtensionApp):
             await upkeep.stop()
         await self.machines.close()
         MachineManager.clear_instance()
+
+
+def _gateway_configured(serverapp: Any) -> bool:
+    """Whether the server's kernels run on a gateway (read from its config, before
+    the server built its gateway client)."""
+    return bool(serverapp.config.GatewayClient.get("url")
+                or os.environ.get("JUPYTER_GATEWAY_URL"))
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:
