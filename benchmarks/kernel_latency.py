@@ -13,10 +13,11 @@ round trip
     Remote: ``remote-hw-ssh-testhost`` (agent on the host, channels through
     our SSH forwards). Local: ``python3`` (jupyter_client's own local
     provisioner). The ratio is median remote / median local (target <= 1.3).
-    The websocket path has a floor of its own (about 45 ms per cell here, the
-    same for both kernels), so the same cells are also timed straight over
-    the kernel's ZMQ channels (jupyter_client, the connection file the server
-    wrote), which shows what our SSH forwards add.
+    The same cells are also timed straight over the kernel's ZMQ channels
+    (jupyter_client, the connection file the server wrote), which shows what
+    our SSH forwards add without the server. (Before kernel websockets were
+    sent without Nagle delay, the websocket path had a floor of about 48 ms
+    per cell, the same for both kernels; see websocket_latency.py.)
 
 kernel ready
     From ``POST /api/kernels`` to the kernel's first kernel_info_reply on a

@@ -12,6 +12,7 @@ import pty
 import secrets
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,8 @@ class Server:
                 await asyncio.sleep(0.2)
 
 
-def start_server(dirs: dict[str, Path], log: Path, *, terminal: bool = False) -> Server:
+def start_server(dirs: dict[str, Path], log: Path, *, terminal: bool = False,
+                 args: Sequence[str] = ()) -> Server:
     """Start ``python -m jupyter_server`` with its config, data, runtime and root dirs.
 
     Args:
@@ -88,6 +90,7 @@ def start_server(dirs: dict[str, Path], log: Path, *, terminal: bool = False) ->
         log: Where its output goes.
         terminal: Give it a terminal on stdin and its own process group, as a
             shell does, so that Ctrl-C (SIGINT to the group) works as for a user.
+        args: More command-line options, such as ``--ServerApp.name=value``.
     """
     port, token = free_port(), secrets.token_hex(16)
     env = {
@@ -104,7 +107,7 @@ def start_server(dirs: dict[str, Path], log: Path, *, terminal: bool = False) ->
                 [sys.executable, "-m", "jupyter_server", "--ServerApp.ip=127.0.0.1",
                  f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
                  "--ServerApp.open_browser=False", f"--IdentityProvider.token={token}",
-                 f"--ServerApp.root_dir={dirs['nb']}", "--allow-root"],
+                 f"--ServerApp.root_dir={dirs['nb']}", "--allow-root", *args],
                 env=env, stdout=out, stderr=subprocess.STDOUT, stdin=stdin,
                 start_new_session=terminal,
             )
