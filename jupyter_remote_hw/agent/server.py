@@ -41,6 +41,7 @@ from .protocol import (
     ok_response,
     parse_request,
 )
+from .relay import KernelRelays
 from .shares import ShareRelays
 from .zmqcompat import new_context
 
@@ -79,6 +80,7 @@ class AgentServer:
         self.metrics = MetricsSampler()
         self.lifetime = LifetimeWatch(os.path.join(paths.root, "lifetime.json"), self.kernels)
         self.shares = ShareRelays(os.path.join(paths.root, "shares.json"), self._kernel_port)
+        self.relays = KernelRelays(self.context, lambda kid: self.kernels.get(kid).connection)
         self._server: asyncio.AbstractServer | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._connection_ids = itertools.count(1)
@@ -192,6 +194,7 @@ class AgentServer:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.lifetime.close()
         await self.shares.close()
+        await self.relays.close()
         await self.kernels.close(kill_kernels=self._kill_kernels)
         if self.context is not None:
             self.context.destroy(linger=0)
@@ -235,6 +238,9 @@ class AgentServer:
                     break
                 if not line.strip():
                     continue
+                if b"relay" in line and await self._serve_relay(line, reader, writer,
+                                                                write_lock, connection):
+                    break  # the stream was a relay's, for as long as it lasted
                 task = asyncio.ensure_future(
                     self._serve_request(line, writer, write_lock, connection)
                 )
@@ -269,6 +275,29 @@ class AgentServer:
         ):
             self.request_stop(arg_bool(request.args, request.op, "kill_kernels", True))
 
+    async def _serve_relay(
+        self, line: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+        write_lock: asyncio.Lock, connection: int,
+    ) -> bool:
+        """Serve a ``relay`` request's stream until it ends; False if ``line`` is another op."""
+        try:
+            request = parse_request(line)
+        except RequestParseError:
+            return False
+        if request.op != "relay":
+            return False
+        self._hold(connection, request.args.get("kernel_id"))
+
+        async def answer(result: dict[str, Any]) -> None:
+            await self._send(writer, write_lock, ok_response(request.id, result))
+
+        try:
+            await self.relays.attach(request.args, reader, writer, answer)
+        except AgentError as exc:
+            await self._send(writer, write_lock, error_response(request.id, exc.kind,
+                                                                exc.message))
+        return True
+
     async def _send(
         self, writer: asyncio.StreamWriter, write_lock: asyncio.Lock, response: dict[str, Any]
     ) -> None:
@@ -289,6 +318,7 @@ class AgentServer:
     async def _kernel_forgotten(self, kernel_id: str) -> None:
         """A kernel the agent ended or forgot on its own: its shares end with it."""
         await self.shares.drop_kernel(kernel_id)
+        await self.relays.drop(kernel_id)
 
     async def dispatch(self, request: Request) -> dict[str, Any]:
         """Run one request's op and build its response.

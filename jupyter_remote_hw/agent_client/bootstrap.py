@@ -144,7 +144,7 @@ async def start_ssh_agent(
 
         async def connect(socket: str) -> AgentClient:
             reader, writer = await conn.open_unix_connection(socket)
-            return AgentClient(reader, writer, where=where, log=log)
+            return AgentClient(reader, writer, where=where, log=log, socket=socket)
 
         return await _serve_and_connect(serve, connect, where, say)
     except TransportError as exc:

@@ -39,12 +39,15 @@ class AgentClient:
         writer: The stream's write side.
         where: The host, for error messages.
         log: Where to log.
+        socket: The agent's socket path on its host, where other streams to it open.
     """
 
     def __init__(
-        self, reader: _Reader, writer: _Writer, *, where: str, log: logging.Logger | None = None
+        self, reader: _Reader, writer: _Writer, *, where: str, log: logging.Logger | None = None,
+        socket: str | None = None,
     ) -> None:
         self.where = where
+        self.socket = socket
         self.log = log or logging.getLogger(__name__)
         self._reader = reader
         self._writer = writer

@@ -149,7 +149,8 @@ class AWSMachine(SSHMachine):
     def __init__(self, target: Target, transport: TransportManager, conn: SSHConnection,
                  log: logging.Logger, idle_exit: float, provider: AWSProvider,
                  machine_id: str) -> None:
-        super().__init__(target, transport, conn, log, idle_exit)
+        super().__init__(target, transport, conn, log, idle_exit,
+                         provider.relay_buffer_mib * 1024 * 1024)
         self.provider = provider
         self.machine_id = machine_id
         self.ended = ""

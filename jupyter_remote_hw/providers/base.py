@@ -7,7 +7,7 @@ import logging
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from traitlets import Float
+from traitlets import Float, Int
 from traitlets.config import LoggingConfigurable
 
 from ..agent_client import AgentClient, Progress
@@ -120,6 +120,13 @@ class Provider(LoggingConfigurable):
         help="Seconds a host agent with no kernel and no connected Jupyter server waits "
         "before it exits (0: it never does). While a server is connected, the agent stays, "
         "so that the next kernel starts without starting the agent again.",
+    )
+
+    relay_buffer_mib = Int(
+        256, min=1, config=True,
+        help="MiB of a kernel's messages its host keeps while the link to it is down, so "
+        "that a cut of any length loses no output. A longer cut drops the oldest output "
+        "beyond this, and the cell says how much.",
     )
 
     def targets(self) -> list[Target]:

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 from traitlets import Bool, Dict, Instance, List, TraitError, Unicode, validate
 
 from ..agent_client import AgentClient, Progress, start_ssh_agent
+from ..kernel_relay import KernelRelayClient
 from ..transport import LocalForward, SSHConnection, TransportManager
 from ..transport.state import ConnectionState
-from .base import PORT_NAMES, Machine, Provider
+from .base import Machine, Provider
 from .ssh_config import host_aliases
 from .target import Target, gib_label, slug
 
@@ -24,20 +25,32 @@ DEFAULT_HARDWARE = "SSH host"
 _HOST_KEYS = {"host", "hardware", "python", "name", "root", "authorized_keys", "workdir"}
 
 
+#: Seconds ``expose`` waits for a new kernel relay's first stream to the host.
+RELAY_ATTACH_WAIT = 15.0
+
+
 class SSHMachine(Machine):
     """A host reached over its one shared SSH connection.
 
-    The agent's socket is reached through the connection; kernel ports are
-    forwarded to 127.0.0.1 here, and the forwards keep their local ports
-    across reconnects.
+    The agent's socket is reached through the connection. A kernel's shell,
+    control, stdin and IOPub ports here are its relay's
+    (:class:`..kernel_relay.KernelRelayClient`), which resumes across cuts of
+    any length; its heartbeat port is forwarded, so that heartbeats fail while
+    the link is down. Both keep their local ports across reconnects.
+
+    Args:
+        relay_buffer: Bytes of a kernel's messages the host keeps while the link is down.
     """
 
     def __init__(self, target: Target, transport: TransportManager, conn: SSHConnection,
-                 log: logging.Logger, idle_exit: float) -> None:
+                 log: logging.Logger, idle_exit: float,
+                 relay_buffer: int = 256 * 1024 * 1024) -> None:
         super().__init__(target, log, idle_exit)
         self.transport = transport
         self.conn = conn
+        self.relay_buffer = relay_buffer
         self._forwards: dict[str, dict[str, LocalForward]] = {}
+        self._relays: dict[str, KernelRelayClient] = {}
 
     @property
     def link_up(self) -> bool:
@@ -59,30 +72,40 @@ class SSHMachine(Machine):
         self, kernel_id: str, connection: dict[str, Any], local_ports: dict[str, int] | None = None
     ) -> dict[str, Any]:
         conn = await self._connection()
-        old = self._forwards.get(kernel_id, {})
-        wanted = {name: fwd.local_port for name, fwd in old.items()} or dict(local_ports or {})
-        if old and all(fwd.active for fwd in old.values()) and all(
-            old[name].remote_port == connection[name] for name in PORT_NAMES
-        ):
-            forwards = old
-        else:
-            for fwd in old.values():
-                await fwd.close()
-            forwards = {}
+        wanted = dict(local_ports or {})
+        relay = self._relays.get(kernel_id)
+        if relay is None:
+            relay = KernelRelayClient(kernel_id, connection, self._open_agent_stream,
+                                      self.log, self.relay_buffer)
+            await relay.start(wanted)
+            self._relays[kernel_id] = relay
             try:
-                for name in PORT_NAMES:
-                    forwards[name] = await self._forward(conn, int(connection[name]),
-                                                         wanted.get(name, 0))
-            except BaseException:
-                for fwd in forwards.values():
-                    await fwd.close()
-                raise
-            self._forwards[kernel_id] = forwards
+                await relay.wait_attached(RELAY_ATTACH_WAIT)
+            except TimeoutError:
+                self.log.warning("kernel %s: no relay stream to %s yet; it keeps trying",
+                                 kernel_id, self.target.name)
+        old = self._forwards.get(kernel_id, {})
+        hb = old.get("hb_port")
+        if hb is None or not hb.active or hb.remote_port != connection["hb_port"]:
+            if hb is not None:
+                await hb.close()
+            hb = await self._forward(conn, int(connection["hb_port"]),
+                                     hb.local_port if hb is not None else
+                                     wanted.get("hb_port", 0))
+            self._forwards[kernel_id] = {"hb_port": hb}
         local = dict(connection)
         local["ip"] = "127.0.0.1"
-        for name in PORT_NAMES:
-            local[name] = forwards[name].local_port
+        local.update(relay.ports)
+        local["hb_port"] = hb.local_port
         return local
+
+    async def _open_agent_stream(self) -> tuple[Any, Any]:
+        """A new stream to the host's agent (starting it again if it is gone)."""
+        client = await self.agent()
+        if client.socket is None:
+            raise RuntimeError("the agent's socket is not known")
+        conn = await self._connection()
+        return await conn.open_unix_connection(client.socket)
 
     @staticmethod
     async def _forward(conn: SSHConnection, remote_port: int, local_port: int) -> LocalForward:
@@ -102,11 +125,14 @@ class SSHMachine(Machine):
             fwd.expect_drops()
 
     async def unexpose(self, kernel_id: str) -> None:
+        relay = self._relays.pop(kernel_id, None)
+        if relay is not None:
+            await relay.close()
         for fwd in self._forwards.pop(kernel_id, {}).values():
             await fwd.close()
 
     async def close(self) -> None:
-        for kernel_id in list(self._forwards):
+        for kernel_id in set(self._forwards) | set(self._relays):
             await self.unexpose(kernel_id)
         await super().close()
 
@@ -189,7 +215,8 @@ class SSHProvider(Provider):
         assert self.transport is not None and target.host is not None
         with steps.step("connect"):
             conn = await self.transport.connect(target.host)
-        machine = SSHMachine(target, self.transport, conn, self.log, self.agent_idle_exit)
+        machine = SSHMachine(target, self.transport, conn, self.log, self.agent_idle_exit,
+                             self.relay_buffer_mib * 1024 * 1024)
         with steps.step("prepare host"):
             await machine.agent(progress=steps.note)
         return machine

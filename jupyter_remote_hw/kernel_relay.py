@@ -1,0 +1,270 @@
+"""Our side of a kernel's relay: the ZMQ ports Jupyter clients use, and one stream to the host.
+
+Clients connect to ports on 127.0.0.1 here as to any kernel: ROUTER sockets
+for shell, control and stdin, a PUB socket for IOPub. What they send is
+numbered and kept until the host's relay (:mod:`.agent.relay`) acknowledges
+it; what the kernel sends arrives numbered over the stream, is handed to the
+clients, and is acknowledged. When the stream breaks (the link is cut), the
+ports stay open and keep what clients send; a new stream resumes from the
+last message each side received, so nothing is lost or repeated however long
+the link was down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import zmq
+import zmq.asyncio
+from jupyter_client.session import Session
+
+from .agent.relay_frames import (
+    ACK,
+    CHANNELS,
+    RelayProtocolError,
+    encode_ack,
+    encode_data,
+    read_frame,
+)
+
+StreamOpener = Callable[[], Awaitable[tuple[Any, Any]]]
+"""Opens a new byte stream to the host agent's socket: a reader and a writer."""
+
+#: Seconds between attempts to reopen a broken stream, growing to the last.
+RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0, 5.0)
+
+
+class RelayRefusedError(Exception):
+    """The host's agent refused the relay (the kernel is gone there)."""
+
+
+class KernelRelayClient:
+    """Binds a kernel's client-facing ports here and relays them through the host.
+
+    IOPub is an XPUB socket that welcomes each new subscriber as ipykernel's
+    does (JEP 65), since subscriptions end here and never reach the kernel.
+
+    Args:
+        kernel_id: The kernel.
+        connection: The kernel's connection info (its key signs the welcomes).
+        open_stream: Opens a stream to the host's agent (waiting for the link).
+        log: Where to log.
+        limit: Bytes the host's relay keeps while this side is away.
+    """
+
+    def __init__(self, kernel_id: str, connection: dict[str, Any], open_stream: StreamOpener,
+                 log: logging.Logger | None = None, limit: int = 0) -> None:
+        self.kernel_id = kernel_id
+        self._session = Session(key=str(connection.get("key", "")).encode(),
+                                signature_scheme=str(connection.get("signature_scheme",
+                                                                    "hmac-sha256")))
+        self.log = log or logging.getLogger(__name__)
+        self.limit = limit
+        self._open_stream = open_stream
+        self._context = zmq.asyncio.Context()
+        self._sockets: list[zmq.asyncio.Socket] = []
+        self.ports: dict[str, int] = {}
+        self._epoch = uuid.uuid4().hex
+        self._host_epoch: str | None = None
+        self._received = 0
+        self._kept: collections.deque[tuple[int, int, list[bytes]]] = collections.deque()
+        self._seq = 0
+        self._sent = 0
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._attached = asyncio.Event()
+        self._closed = False
+
+    @property
+    def attached(self) -> bool:
+        """Whether a stream to the host's relay is open now."""
+        return self._attached.is_set()
+
+    async def start(self, wanted: dict[str, int] | None = None) -> dict[str, int]:
+        """Bind the ports (``wanted`` ones where free) and start relaying.
+
+        Returns:
+            The bound ports by connection key (``shell_port``, ...).
+        """
+        wanted = wanted or {}
+        for name in CHANNELS:
+            sock = self._context.socket(zmq.XPUB if name == "iopub" else zmq.ROUTER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.SNDHWM, 0)
+            sock.setsockopt(zmq.RCVHWM, 0)
+            if name == "iopub":
+                sock.setsockopt(zmq.XPUB_VERBOSE, 1)  # every client's subscription, welcomed
+            else:
+                # A client reconnecting under its identity replaces its old connection.
+                sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
+            port = wanted.get(f"{name}_port", 0)
+            bound = False
+            if port:
+                with contextlib.suppress(zmq.ZMQError):
+                    sock.bind(f"tcp://127.0.0.1:{port}")
+                    bound = True
+            if not bound:
+                port = sock.bind_to_random_port("tcp://127.0.0.1")
+            self.ports[f"{name}_port"] = port
+            self._sockets.append(sock)
+        for channel, name in enumerate(CHANNELS):
+            reader = self._welcome if name == "iopub" else self._read_clients
+            self._tasks.append(asyncio.create_task(reader(channel)))
+        self._tasks.append(asyncio.create_task(self._keep_attached()))
+        return dict(self.ports)
+
+    async def wait_attached(self, timeout: float | None = None) -> None:
+        """Wait until a stream to the host's relay is open."""
+        async with asyncio.timeout(timeout):
+            await self._attached.wait()
+
+    # ------------------------------------------------------------------ clients
+
+    async def _read_clients(self, channel: int) -> None:
+        sock = self._sockets[channel]
+        while True:
+            parts = await sock.recv_multipart()
+            self._seq += 1
+            self._kept.append((self._seq, channel, parts))
+            self._wake.set()
+
+    async def _welcome(self, channel: int) -> None:
+        sock = self._sockets[channel]
+        while True:
+            for frame in await sock.recv_multipart():
+                if frame[:1] != b"\x01":
+                    continue  # an unsubscription
+                topic = frame[1:]
+                message = self._session.msg("iopub_welcome",
+                                            {"subscription": topic.decode(errors="replace")})
+                parts = self._session.serialize(message)
+                await sock.send_multipart([topic, *parts] if topic else parts)
+
+    # ------------------------------------------------------------------ the host
+
+    async def _keep_attached(self) -> None:
+        """Open a stream to the host's relay; open a new one whenever it breaks."""
+        failures = 0
+        while not self._closed:
+            try:
+                reader, writer = await self._open_stream()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 (the link is down: try again)
+                delay = RETRY_DELAYS[min(failures, len(RETRY_DELAYS) - 1)]
+                failures += 1
+                self.log.debug("kernel %s: relay stream not opened (%s); again in %.1f s",
+                               self.kernel_id, exc, delay)
+                await asyncio.sleep(delay)
+                continue
+            try:
+                await self._attach(reader, writer)
+                failures = 0
+                await self._relay(reader, writer)
+            except RelayRefusedError as exc:
+                self.log.warning("kernel %s: the host refused its relay: %s", self.kernel_id, exc)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 (asyncssh's, OSError, EOF, bad frames)
+                self.log.debug("kernel %s: relay stream broke: %r", self.kernel_id, exc)
+            finally:
+                self._attached.clear()
+                writer.close()
+            if not self._closed:
+                self.log.info("kernel %s: relay stream to the host closed; reopening",
+                              self.kernel_id)
+                await asyncio.sleep(RETRY_DELAYS[0])
+
+    async def _attach(self, reader: Any, writer: Any) -> None:
+        request = {"id": 1, "op": "relay", "args": {
+            "kernel_id": self.kernel_id, "near": self._epoch, "epoch": self._host_epoch,
+            "received": self._received, "limit": self.limit,
+        }}
+        writer.write(json.dumps(request).encode() + b"\n")
+        line = await reader.readline()
+        if not line:
+            raise EOFError("the agent closed the stream before answering")
+        answer = json.loads(line)
+        if not answer.get("ok"):
+            raise RelayRefusedError(str(answer.get("error")))
+        result = answer["result"]
+        if self._host_epoch is not None and result["epoch"] != self._host_epoch:
+            self.log.warning(
+                "kernel %s: the host's agent was restarted; output the kernel sent while it "
+                "was down and our side was away may be missing", self.kernel_id)
+        if result["epoch"] != self._host_epoch:
+            self._received = 0  # a new relay numbers from 1
+        self._host_epoch = str(result["epoch"])
+        # Forget what the host has; send the rest again, in order.
+        acked = int(result["received"])
+        while self._kept and self._kept[0][0] <= acked:
+            self._kept.popleft()
+        self._sent = acked
+        self._attached.set()
+        self._wake.set()
+
+    async def _relay(self, reader: Any, writer: Any) -> None:
+        sender = asyncio.create_task(self._send_kept(writer))
+        try:
+            await self._receive(reader, writer)
+        finally:
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError, OSError):
+                await sender
+
+    async def _send_kept(self, writer: Any) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            for seq, channel, parts in list(self._kept):
+                if seq <= self._sent:
+                    continue
+                writer.write(encode_data(channel, seq, parts))
+                self._sent = seq
+                await writer.drain()
+
+    async def _receive(self, reader: Any, writer: Any) -> None:
+        acking = False
+        loop = asyncio.get_running_loop()
+
+        def ack() -> None:
+            nonlocal acking
+            acking = False
+            if not writer.is_closing():
+                writer.write(encode_ack(self._received))
+
+        while True:
+            try:
+                frame = await read_frame(reader)
+            except asyncio.IncompleteReadError as exc:
+                raise EOFError("the relay stream ended") from exc
+            if frame.kind == ACK:
+                while self._kept and self._kept[0][0] <= frame.seq:
+                    self._kept.popleft()
+                continue
+            if frame.seq <= self._received:
+                continue
+            await self._sockets[frame.channel].send_multipart(frame.parts)
+            self._received = frame.seq
+            if not acking:
+                acking = True
+                loop.call_soon(ack)
+
+    async def close(self) -> None:
+        """Stop relaying and close the ports (the host's relay keeps what is unsent)."""
+        self._closed = True
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        for sock in self._sockets:
+            sock.close(linger=0)
+        self._context.destroy(linger=0)
