@@ -155,8 +155,16 @@ class HardwareActions:
             kernels.append(KernelFacts(
                 kernel_id, target, str(getattr(kernel, "kernel_name", "") or ""),
                 getattr(kernel, "execution_state", None), paths.get(kernel_id)))
-        return MachineView({t.name: t for t in self.machines.targets()}, self.machines.ledger,
-                           link_states(self.machines.open_machines()), kernels)
+        targets = {t.name: t for t in self.machines.targets()}
+        links = link_states(self.machines.open_machines())
+        for record in self.machines.ledger.kernels():
+            name = self.machines.waiting.get(record.kernel_id)
+            if name is not None and record.kernel_id not in self.kernel_manager:
+                where = targets[name].where if name in targets else name
+                kernels.append(KernelFacts(record.kernel_id, name, record.kernel_name,
+                                           waiting_for=where))
+                links.setdefault(name, False)
+        return MachineView(targets, self.machines.ledger, links, kernels)
 
     def machine_model(self, name: str, target: Target | None = None) -> dict[str, Any]:
         """One machine as the machines panel shows it (see :class:`.MachineView`).

@@ -28,7 +28,6 @@ from jupyter_client.session import Session
 from .agent.relay_frames import (
     ACK,
     CHANNELS,
-    RelayProtocolError,
     encode_ack,
     encode_data,
     read_frame,

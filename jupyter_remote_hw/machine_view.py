@@ -12,8 +12,9 @@ is being re-established), ``idle`` (nothing open, no kernel), ``unknown`` (kerne
 recorded on it, but no process here holds its link), and for cloud machines their
 ledger states (``requested``, ``pending``, ``stopping``, ``stopped``, ...).
 Kernel states: the kernel's execution state (``idle``, ``busy``, ``starting``,
-``restarting``, ``dead``), ``reconnecting`` while its machine's link is down, and
-``unknown`` when no process here talks to it.
+``restarting``, ``dead``), ``reconnecting`` while its machine's link is down,
+``waiting for HOST`` while a server that started without its host keeps trying to
+reattach it, and ``unknown`` when no process here talks to it.
 """
 
 from __future__ import annotations
@@ -63,8 +64,11 @@ def machine_state(record: MachineRecord | None, link: bool | None, has_kernels: 
     return "unknown" if has_kernels else "idle"
 
 
-def kernel_state(execution_state: str | None, machine: str) -> str:
-    """A kernel's state word, given its machine's state word."""
+def kernel_state(execution_state: str | None, machine: str, waiting_for: str | None = None) -> str:
+    """A kernel's state word, given its machine's state word (and, for a kernel a
+    server has yet to reattach, the host it waits for)."""
+    if waiting_for is not None:
+        return f"waiting for {waiting_for}"
     if machine == "reconnecting":
         return "reconnecting"
     return execution_state or "unknown"
@@ -80,6 +84,7 @@ class KernelFacts:
         kernel_name: Its kernelspec (``remote-hw-<target>``).
         execution_state: ``idle``, ``busy``, ... as its kernel manager says.
         path: The notebook (or file) whose session uses it, relative to the server root.
+        waiting_for: For a kernel the server is still to reattach: the host it waits for.
     """
 
     id: str
@@ -87,6 +92,7 @@ class KernelFacts:
     kernel_name: str
     execution_state: str | None = None
     path: str | None = None
+    waiting_for: str | None = None
 
 
 @dataclass
@@ -191,7 +197,7 @@ class MachineView:
             "id": facts.id, "owner": owner, "kernel_name": facts.kernel_name,
             "display_name": KERNEL_DISPLAY_NAME, "path": facts.path,
             "execution_state": facts.execution_state,
-            "state": kernel_state(facts.execution_state, machine),
+            "state": kernel_state(facts.execution_state, machine, facts.waiting_for),
             "started": started,
             "uptime_seconds": None if uptime is None else round(uptime, 1),
             "cost_so_far": (None if price is None or uptime is None

@@ -102,6 +102,9 @@ class MachineManager(SingletonConfigurable):
         self.providers["aws"] = AWSProvider(parent=self, log=self.log, transport=self.transport,
                                             ledger=self.ledger)
         self._machines: dict[str, Machine] = {}
+        #: Kernels in the ledger that a server could not reattach yet (their host is
+        #: away), by kernel id: their target's name. The server keeps retrying them.
+        self.waiting: dict[str, str] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._home: asyncio.AbstractEventLoop | None = None
         self._home_thread: threading.Thread | None = None

@@ -69,6 +69,12 @@ class RemoteHWExtension(ExtensionApp):
         "down. 0 turns it off.",
     )
 
+    reattach_retry_max = Float(
+        60.0, config=True,
+        help="Longest wait, in seconds, between tries to reattach kernels whose host could "
+        "not be reached when the server started; waits double from 1 s up to this.",
+    )
+
     def _link_jupyter_server_extension(self, serverapp: Any) -> None:
         """Before the server builds its managers and web app: use our kernel spec
         manager and our kernel websocket connection.
@@ -172,26 +178,60 @@ class RemoteHWExtension(ExtensionApp):
         """Bring every kernel in the ledger back into the server's kernel manager.
 
         A kernel that is gone from its host is dropped from the ledger (by the
-        provisioner); one whose host cannot be reached now stays in the ledger
-        for the next start. The others keep their ids and their state.
+        provisioner). One whose host cannot be reached now stays in the ledger
+        and waits (the panel says for which host): it is tried again, with
+        waits growing to ``reattach_retry_max``, until it is back or gone. The
+        others keep their ids and their state.
 
         Returns:
-            The ids of the kernels reattached.
+            The ids of the kernels reattached now.
         """
+        attached = await self._reattach_once()
+        if self.machines.waiting and getattr(self, "_retrying", None) is None:
+            self._retrying: asyncio.Task[None] | None = asyncio.create_task(
+                self._reattach_later())
+        return attached
+
+    async def _reattach_later(self) -> None:
+        delay = 1.0
+        try:
+            while self.machines.waiting:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, max(1.0, self.reattach_retry_max))
+                await self._reattach_once()
+        finally:
+            self._retrying = None
+
+    async def _reattach_once(self) -> list[str]:
         assert self.serverapp is not None
         kernel_manager = self.serverapp.kernel_manager
         attached = []
-        for record in self.machines.ledger.kernels(owner=SERVER_OWNER):
+        records = {r.kernel_id: r for r in self.machines.ledger.kernels(owner=SERVER_OWNER)}
+        for kernel_id in list(self.machines.waiting):
+            if kernel_id not in records:
+                self.machines.waiting.pop(kernel_id, None)  # gone meanwhile
+        for record in records.values():
             if record.kernel_id in kernel_manager:
+                self.machines.waiting.pop(record.kernel_id, None)
                 continue
+            retry = record.kernel_id in self.machines.waiting
             try:
                 await kernel_manager.start_kernel(
                     kernel_id=record.kernel_id, kernel_name=record.kernel_name
                 )
             except Exception as exc:  # noqa: BLE001 (one bad record must not stop the others)
-                self.log.warning("jupyter_remote_hw: kernel %s on %s not reattached: %s",
-                                 record.kernel_id, record.target, exc)
+                if any(r.kernel_id == record.kernel_id
+                       for r in self.machines.ledger.kernels(owner=SERVER_OWNER)):
+                    self.machines.waiting[record.kernel_id] = record.target
+                    log = self.log.debug if retry else self.log.warning
+                    log("jupyter_remote_hw: kernel %s on %s not reattached yet (tried again "
+                        "until its host is back): %s", record.kernel_id, record.target, exc)
+                else:
+                    self.machines.waiting.pop(record.kernel_id, None)
+                    self.log.warning("jupyter_remote_hw: kernel %s on %s is gone: %s",
+                                     record.kernel_id, record.target, exc)
                 continue
+            self.machines.waiting.pop(record.kernel_id, None)
             attached.append(record.kernel_id)
             # jupyter_server marks every kernel it starts "starting" until its next
             # status message; a kernel taken over has long started: say what it does.
@@ -227,6 +267,10 @@ class RemoteHWExtension(ExtensionApp):
                 if isinstance(result, BaseException):
                     self.log.warning("jupyter_remote_hw: kernel %s did not shut down: %s",
                                      kernel_id, result)
+        retrying = getattr(self, "_retrying", None)
+        if retrying is not None:
+            retrying.cancel()
+            await asyncio.gather(retrying, return_exceptions=True)
         reaper = getattr(self, "orphan_reaper", None)
         if reaper is not None:
             reaper.stop()
