@@ -86,6 +86,13 @@ class HardwareActions:
     session_manager: Any
     events: EventHub
 
+    def __post_init__(self) -> None:
+        self.machines.link_listeners.append(self._link_changed)
+
+    def _link_changed(self, name: str, up: bool) -> None:
+        """A machine's link went down or came back: say so to the UI at once."""
+        self.events.publish("machine", machine=self.machine_model(name))
+
     # ------------------------------------------------------------------ lookups
 
     def target(self, name: Any, field: str = "hardware") -> Target:
@@ -164,7 +171,8 @@ class HardwareActions:
                 kernels.append(KernelFacts(record.kernel_id, name, record.kernel_name,
                                            waiting_for=where))
                 links.setdefault(name, False)
-        return MachineView(targets, self.machines.ledger, links, kernels)
+        return MachineView(targets, self.machines.ledger, links, kernels,
+                           down_since=dict(self.machines.link_down_since))
 
     def machine_model(self, name: str, target: Target | None = None) -> dict[str, Any]:
         """One machine as the machines panel shows it (see :class:`.MachineView`).

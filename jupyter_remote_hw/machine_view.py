@@ -105,6 +105,7 @@ class MachineView:
         links: Open machines' link states, by target name (see :func:`link_states`).
         kernels: This process's own kernels (a server's); the ledger adds the others.
         now: The time the view is of (epoch seconds).
+        down_since: Since when each machine's link is down (epoch seconds), by name.
     """
 
     targets: dict[str, Target]
@@ -112,6 +113,7 @@ class MachineView:
     links: dict[str, bool] = field(default_factory=dict)
     kernels: list[KernelFacts] = field(default_factory=list)
     now: float = field(default_factory=time.time)
+    down_since: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._recorded = {r.kernel_id: r for r in self.ledger.kernels()}
@@ -145,11 +147,12 @@ class MachineView:
         link = self.links.get(name)
         raw = self._kernels_on(name)
         state = machine_state(record, link, bool(raw))
+        down = self.down_since.get(name) if state == "reconnecting" else None
         price = (record.price_per_hour if record is not None
                  else 0.0 if target is not None and target.provider in OWNED_PROVIDERS else None)
         kernels = [self._kernel_model(k, state, price) for k in raw]
         if record is not None:
-            return self._cloud_model(record, kernels, target, state)
+            return {**self._cloud_model(record, kernels, target, state), "link_down_since": down}
         assert target is not None
         started = [k["started"] for k in kernels if k["started"] is not None]
         return {
@@ -159,6 +162,7 @@ class MachineView:
             "uptime_seconds": round(self.now - min(started), 1) if started else None,
             "resource_id": None, "last_seen": None, "idle_stop_in": None,
             "actions": ["start", "terminate"], "shareable": target.provider != "local",
+            "link_down_since": down,
         }
 
     def _cloud_model(self, record: MachineRecord, kernels: list[dict[str, Any]],
@@ -176,7 +180,7 @@ class MachineView:
             "idle_stop_in": None,
             "actions": ([] if ended else ["stop", "terminate"] if record.state in ACTIVE_STATES
                         else ["start", "terminate"]),
-            "shareable": not ended,
+            "shareable": not ended, "link_down_since": None,
         }
 
     def _kernels_on(self, name: str) -> list[tuple[KernelFacts, str]]:

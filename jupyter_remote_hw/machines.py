@@ -19,7 +19,7 @@ import asyncio
 import atexit
 import os
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,6 +34,7 @@ from .ledger import Ledger
 from .providers import LocalProvider, Machine, Provider, SSHProvider, Target, UnknownHardwareError
 from .providers.aws import AWSProvider
 from .transport import TransportError, TransportManager
+from .transport.state import ConnectionState, StateChange
 
 T = TypeVar("T")
 
@@ -105,6 +106,10 @@ class MachineManager(SingletonConfigurable):
         #: Kernels in the ledger that a server could not reattach yet (their host is
         #: away), by kernel id: their target's name. The server keeps retrying them.
         self.waiting: dict[str, str] = {}
+        #: Since when (epoch seconds) each open machine's link has been down, by target name.
+        self.link_down_since: dict[str, float] = {}
+        #: Called with a target's name and whether its link is up, whenever that changes.
+        self.link_listeners: list[Callable[[str, bool], None]] = []
         self._locks: dict[str, asyncio.Lock] = {}
         self._home: asyncio.AbstractEventLoop | None = None
         self._home_thread: threading.Thread | None = None
@@ -226,7 +231,29 @@ class MachineManager(SingletonConfigurable):
                     del self._machines[target.name]
             machine = await self.providers[target.provider].open_machine(target, steps)
             self._machines[target.name] = machine
+            self._watch_link(machine)
             return machine
+
+    def _watch_link(self, machine: Machine) -> None:
+        """Keep :attr:`link_down_since` and tell :attr:`link_listeners` of the machine's link."""
+        conn = getattr(machine, "conn", None)
+        if conn is None:
+            return  # this machine: no link to lose
+        name = machine.target.name
+
+        def changed(change: StateChange) -> None:
+            up = change.state == ConnectionState.CONNECTED
+            if up:
+                self.link_down_since.pop(name, None)
+            else:
+                self.link_down_since.setdefault(name, change.timestamp)
+            for listener in list(self.link_listeners):
+                try:
+                    listener(name, up)
+                except Exception:  # a listener's bug must not stop the others
+                    self.log.exception("machine %s: link listener failed", name)
+
+        conn.add_listener(changed)
 
     def cached(self, target_name: str) -> Machine | None:
         """The machine already prepared for a target, if any."""

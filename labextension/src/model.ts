@@ -42,6 +42,8 @@ export interface IMachine {
   cost_so_far: number | null;
   uptime_seconds?: number | null;
   idle_stop_in: number | null;
+  /** While reconnecting: since when the link has been down (epoch seconds). */
+  link_down_since?: number | null;
   actions: string[];
   /** Whether its kernels can be shared with teammates (SSH and cloud machines). */
   shareable?: boolean;
@@ -244,7 +246,11 @@ export function nextSelection(
 }
 
 /** The status bar's text for a machine: `ssh-box running · free · 2 kernels`. */
-export function machineStatusText(machine: IMachine): string {
+export function machineStatusText(machine: IMachine, now: number = Date.now() / 1000): string {
+  if (machine.state === 'reconnecting' && machine.link_down_since) {
+    const down = Math.max(0, Math.round(now - machine.link_down_since));
+    return `${machine.name} reconnecting to ${machine.where} · ${down} s`;
+  }
   const parts = [`${machine.name} ${machine.state}`];
   const price = formatPrice(machine.price_per_hour);
   if (price) {

@@ -61,18 +61,30 @@ export class MachineStatus extends Widget {
   }
 
   private showMachine(machine: IMachine | null): void {
+    this._machine = machine;
     const text = machine ? machineStatusText(machine) : '';
     this.node.textContent = text;
     this.node.title = text ? `Remote hardware: ${text}` : '';
     this.setHidden(!text);
+    // While the link is down, the seconds count up, every second.
+    const down = machine?.state === 'reconnecting' && !!machine.link_down_since;
+    if (down && this._tick === 0) {
+      this._tick = window.setInterval(() => this.showMachine(this._machine), 1000);
+    } else if (!down && this._tick !== 0) {
+      window.clearInterval(this._tick);
+      this._tick = 0;
+    }
   }
 
   dispose(): void {
+    window.clearInterval(this._tick);
     window.clearInterval(this._timer);
     this.events.received.disconnect(this.onEvent, this);
     super.dispose();
   }
 
   private _context: ISessionContext | null = null;
+  private _machine: IMachine | null = null;
+  private _tick = 0;
   private _timer: number;
 }

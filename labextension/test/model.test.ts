@@ -176,6 +176,14 @@ describe('machines and errors', () => {
                                idle_stop_in: null })).toBe('g5-1 running · free');
   });
 
+  it('says which host a lost link is reconnecting to, and for how long', () => {
+    const down = { ...machine, state: 'reconnecting', where: 'gpu-box', link_down_since: 1000 };
+    expect(machineStatusText(down, 1042.4)).toBe('g5-1 reconnecting to gpu-box · 42 s');
+    // Without the time (an older server), the plain state.
+    expect(machineStatusText({ ...down, link_down_since: null }, 1042))
+      .toBe('g5-1 reconnecting · $1.01/h · $0.42 so far · idle stop in 25 min');
+  });
+
   it('adds the step and hint to an error unless the message has them', () => {
     expect(errorText({ message: 'no route', step: 'connect', hint: 'Check ssh works.' }))
       .toBe('no route\nStep: connect\nTry: Check ssh works.');

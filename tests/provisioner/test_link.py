@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ def jp_server_config(ns_host: NetnsTestHost, short_tmp: Path, remote_root: Path)
 
 async def test_idle_kernel_survives_a_ten_second_cut(
     ns_host: NetnsTestHost, start_kernel: StartKernel, channels: OpenChannels,
-    jp_serverapp: Any,
+    jp_serverapp: Any, jp_fetch: Any,
 ) -> None:
     assert ns_host.link is not None
     kernel_id = await start_kernel("remote-hw-ssh-" + ns_host.alias)
@@ -34,9 +36,16 @@ async def test_idle_kernel_survives_a_ten_second_cut(
     assert machine is not None and machine.link_up
 
     ns_host.link.cut()
+    cut_at = time.time()
     try:
         await asyncio.sleep(10)
         assert not machine.link_up  # the cut was noticed
+        # The panel and status bar say since when (they count the seconds).
+        reply = await jp_fetch("jupyter-remote-hw", "api", "machines")
+        (model,) = [m for m in json.loads(reply.body)["machines"]
+                    if m["name"] == "ssh-" + ns_host.alias]
+        assert model["state"] == "reconnecting"
+        assert cut_at < model["link_down_since"] < cut_at + 8
         # Jupyter still counts the kernel as alive: no restart is attempted.
         assert await jp_serverapp.kernel_manager.get_kernel(kernel_id).is_alive()
     finally:
