@@ -18,11 +18,21 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
+import asyncssh
+
 from ..kernel_link import KernelLink
 from . import protocol
 from .buffers import empty_segment
 from .errors import NoTransferHandlerError, TransferError
 from .pickling import Pickled, from_segments, segment_sizes, to_segments
+
+#: How a bulk stream breaks: a socket error here, or the SSH connection under it lost.
+STREAM_ERRORS = (OSError, asyncssh.Error)
+
+
+def _named(names: list[str]) -> str:
+    shown = ", ".join(repr(n) for n in names[:3])
+    return shown + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 #: Called with (bytes done, bytes in all) as a transfer goes.
 Progress = Callable[[int, int], None]
@@ -258,7 +268,7 @@ class TransferClient:
                 announced transfer was aborted).
         """
         total = sum(segment_sizes(manifest))
-        action = f"sending to {self.where}"
+        action = f"sending {_named([e['name'] for e in manifest])} to {self.where}"
 
         async def deliver(transfer_id: str, content: dict[str, Any]) -> None:
             reader, writer = await self._open(content)
@@ -274,10 +284,10 @@ class TransferClient:
                 await feed(writer, moved)
                 writer.write_eof()
                 line = await reader.readline()
-            except OSError as exc:
+            except STREAM_ERRORS as exc:
                 raise TransferError(f"{action}: the bulk stream broke after {done} of {total} "
                                     f"bytes ({type(exc).__name__}: {exc}). Nothing was "
-                                    "assigned.") from exc
+                                    "assigned; run it again once the link is back.") from None
             finally:
                 writer.close()
             received = int(line) if line.strip().isdigit() else 0
@@ -388,7 +398,7 @@ class TransferClient:
             return from_segments(manifest, segments)
         try:
             try:
-                segments = await self._fetch_streamed(content, sizes, progress)
+                segments = await self._fetch_streamed(content, sizes, progress, names)
             except _NoStream as reason:
                 if "port" in content:
                     self._fall_back(reason)
@@ -398,7 +408,7 @@ class TransferClient:
         return from_segments(manifest, segments)
 
     async def _fetch_streamed(self, content: dict[str, Any], sizes: list[int],
-                              progress: Progress | None) -> list[Any]:
+                              progress: Progress | None, names: list[str]) -> list[Any]:
         reader, writer = await self._open(content)
         segments = [empty_segment(size) for size in sizes]
         total = sum(sizes)
@@ -418,9 +428,11 @@ class TransferClient:
                     if progress:
                         progress(done, total)
             return segments
-        except OSError as exc:
-            raise TransferError(f"reading from {self.where}: the bulk stream broke after {done} "
-                                f"of {total} bytes ({type(exc).__name__}: {exc})") from exc
+        except STREAM_ERRORS as exc:
+            raise TransferError(f"reading {_named(names)} from {self.where}: the bulk stream "
+                                f"broke after {done} of {total} bytes ({type(exc).__name__}: "
+                                f"{exc}). Nothing was assigned; run it again once the link is "
+                                "back.") from None
         finally:
             writer.close()
 
