@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import shutil
 import tempfile
@@ -25,6 +26,15 @@ class _Collect(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.records.append(record)
+
+
+@pytest.fixture(autouse=True)
+def no_leaks_left_to_later() -> Iterator[None]:
+    """Collect garbage after each test, so that a socket or file the test left open
+    fails that test (ResourceWarning is an error) instead of whichever test the
+    garbage collector happens to run in."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture(autouse=True)

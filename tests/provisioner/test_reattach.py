@@ -71,7 +71,7 @@ async def test_new_server_reattaches_to_the_kernel_with_its_state(
     kc = await first.channels(kernel_id)
     assert (await kc.execute("import os; x = 42; pid = os.getpid()")).status == "ok"
     pid = (await kc.execute("pid")).result
-    kc.ws.close()
+    await kc.close()
 
     first.process.send_signal(signal.SIGKILL)
     first.process.wait(10)
@@ -96,7 +96,7 @@ async def test_new_server_reattaches_to_the_kernel_with_its_state(
     kc = await second.channels(kernel_id)
     assert (await kc.execute("x")).result == "42"
     assert (await kc.execute("pid")).result == pid
-    kc.ws.close()
+    await kc.close()
 
     # Stopping the server (as Ctrl-C does) shuts the kernel down; its agent,
     # left without kernels, stops too.

@@ -71,7 +71,7 @@ async def test_server_restarted_during_a_cut_reattaches_when_the_host_returns(
         "allow_stdin": False, "stop_on_error": True,
     })
     await asyncio.sleep(3)
-    kc.ws.close()
+    await kc.close()
 
     first.process.send_signal(signal.SIGKILL)
     first.process.wait(10)
@@ -100,4 +100,4 @@ async def test_server_restarted_during_a_cut_reattaches_when_the_host_returns(
     kc = await second.channels(kernel_id)
     # The cell that ran through it all finished; the kernel's state is as it was.
     assert (await kc.execute("i, x")).result == "(19, 42)"
-    kc.ws.close()
+    await kc.close()

@@ -123,7 +123,7 @@ async def test_list_shows_what_the_panel_shows_and_commands_say_what_they_do(
     assert out.startswith("no machines:")
 
     for kc in sockets:
-        kc.ws.close()
+        await kc.close()
 
     # Without a server: the ledger's view, in the same words, and why nothing is done.
     server.process.terminate()

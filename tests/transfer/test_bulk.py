@@ -121,7 +121,7 @@ async def test_a_stream_that_breaks_midway_assigns_nothing(start_kernel: StartKe
 
     client = TransferClient(kernel.link, "the kernel", opener=open_and_cut)
     values = {"a": np.ones(3_000_000), "b": 7}
-    with pytest.raises(TransferError, match=r"sending to the kernel: the bulk stream broke "
+    with pytest.raises(TransferError, match=r"sending 'a', 'b' to the kernel: the bulk stream broke "
                        r"after \d+ of \d+ bytes \(ConnectionResetError.*Nothing was assigned"):
         await client.push(dump_variables(values, ["a", "b"]))
     assert cut
