@@ -86,10 +86,7 @@ class HardwareActions:
     session_manager: Any
     events: EventHub
 
-    def __post_init__(self) -> None:
-        self.machines.link_listeners.append(self._link_changed)
-
-    def _link_changed(self, name: str, up: bool) -> None:
+    def link_changed(self, name: str, up: bool) -> None:
         """A machine's link went down or came back: say so to the UI at once."""
         self.events.publish("machine", machine=self.machine_model(name))
 

@@ -145,9 +145,11 @@ class RemoteHWExtension(ExtensionApp):
         assert self.serverapp is not None
         events = EventHub(self.log)
         self.machines.launch_listeners.append(events.launch_listener)
+        actions = HardwareActions(self.machines, self.serverapp.kernel_manager,
+                                  self.serverapp.session_manager, events)
+        self.machines.link_listeners.append(actions.link_changed)
         self.handlers.extend(api_handlers(
-            HardwareActions(self.machines, self.serverapp.kernel_manager,
-                            self.serverapp.session_manager, events),
+            actions,
             ShareActions(self.machines, self.serverapp.kernel_manager, events),
         ))
 
