@@ -178,8 +178,15 @@ async def test_execution_state_follows_iopub(
     kid = started["kernel_id"]
     with kernel_client(started["connection"]) as kc:
         execute(kc, "import time")
-        before = await state_of(client, kid)
-        assert before["execution_state"] == "idle"
+
+        async def idle() -> dict[str, Any] | None:
+            status = await state_of(client, kid)
+            return status if status["execution_state"] == "idle" else None
+
+        # The agent reads the idle status on its own IOPub socket: under load it may
+        # come a moment after the client's.
+        before = await eventually(idle, 20)
+        assert before is not None
 
         # The cell stays busy until the test releases it, however slow the machine.
         release = tmp_path / "release"
@@ -208,11 +215,6 @@ async def test_execution_state_follows_iopub(
         await asyncio.sleep(2.1)
         release.touch()
         shell_reply(kc, msg_id)
-
-        async def idle() -> dict[str, Any] | None:
-            status = await state_of(client, kid)
-            return status if status["execution_state"] == "idle" else None
-
         after = await eventually(idle, 20)
         assert after is not None
         assert after["last_activity"] - during["last_activity"] > 2.0
