@@ -28,7 +28,7 @@ from jupyter_client.session import Session
 from .agent.relay_frames import (
     ACK,
     CHANNELS,
-    encode_ack,
+    AckSender,
     encode_data,
     read_frame,
 )
@@ -80,11 +80,6 @@ class KernelRelayClient:
         self._tasks: list[asyncio.Task[None]] = []
         self._attached = asyncio.Event()
         self._closed = False
-
-    @property
-    def attached(self) -> bool:
-        """Whether a stream to the host's relay is open now."""
-        return self._attached.is_set()
 
     async def start(self, wanted: dict[str, int] | None = None) -> dict[str, int]:
         """Bind the ports (``wanted`` ones where free) and start relaying.
@@ -204,11 +199,15 @@ class KernelRelayClient:
         self._host_epoch = str(result["epoch"])
         # Forget what the host has; send the rest again, in order.
         acked = int(result["received"])
-        while self._kept and self._kept[0][0] <= acked:
-            self._kept.popleft()
+        self._forget_upto(acked)
         self._sent = acked
         self._attached.set()
         self._wake.set()
+
+    def _forget_upto(self, seq: int) -> None:
+        """The host has everything up to ``seq``: stop keeping it."""
+        while self._kept and self._kept[0][0] <= seq:
+            self._kept.popleft()
 
     async def _relay(self, reader: Any, writer: Any) -> None:
         sender = asyncio.create_task(self._send_kept(writer))
@@ -231,14 +230,7 @@ class KernelRelayClient:
                 await writer.drain()
 
     async def _receive(self, reader: Any, writer: Any) -> None:
-        acking = False
-        loop = asyncio.get_running_loop()
-
-        def ack() -> None:
-            nonlocal acking
-            acking = False
-            if not writer.is_closing():
-                writer.write(encode_ack(self._received))
+        acks = AckSender(writer, lambda: self._received)
 
         while True:
             try:
@@ -246,16 +238,13 @@ class KernelRelayClient:
             except asyncio.IncompleteReadError as exc:
                 raise EOFError("the relay stream ended") from exc
             if frame.kind == ACK:
-                while self._kept and self._kept[0][0] <= frame.seq:
-                    self._kept.popleft()
+                self._forget_upto(frame.seq)
                 continue
             if frame.seq <= self._received:
                 continue
             await self._sockets[frame.channel].send_multipart(frame.parts)
             self._received = frame.seq
-            if not acking:
-                acking = True
-                loop.call_soon(ack)
+            acks.schedule()
 
     async def close(self) -> None:
         """Stop relaying and close the ports (the host's relay keeps what is unsent)."""

@@ -28,8 +28,8 @@ from .protocol import BAD_REQUEST, AgentError
 from .relay_frames import (
     ACK,
     CHANNELS,
+    AckSender,
     RelayProtocolError,
-    encode_ack,
     encode_data,
     read_frame,
 )
@@ -263,15 +263,7 @@ class KernelRelay:
 
     async def _read_link(self, reader: asyncio.StreamReader,
                          writer: asyncio.StreamWriter) -> None:
-        acking = False
-
-        def ack() -> None:
-            nonlocal acking
-            acking = False
-            if not writer.is_closing():
-                writer.write(encode_ack(self._received))
-
-        loop = asyncio.get_running_loop()
+        acks = AckSender(writer, lambda: self._received)
         while True:
             try:
                 frame = await read_frame(reader)
@@ -289,9 +281,7 @@ class KernelRelay:
                 continue  # nothing is sent to a kernel's IOPub
             await self._sockets[frame.channel].send_multipart(frame.parts)
             self._received = frame.seq
-            if not acking:
-                acking = True
-                loop.call_soon(ack)
+            acks.schedule()
 
     async def close(self) -> None:
         """Stop relaying: close the stream, the kernel sockets, and forget what is kept."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from typing import NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 CHANNELS = ("shell", "iopub", "stdin", "control")
 """The kernel channels a relay carries, by their number on the link (heartbeats are
@@ -83,3 +83,29 @@ async def read_frame(reader: asyncio.StreamReader) -> Frame:
             raise RelayProtocolError(f"a message part of {size} bytes")
         parts.append(await reader.readexactly(size))
     return Frame(DATA, channel, seq, parts)
+
+
+class AckSender:
+    """Acknowledges what a stream's reader delivered: one ``ACK`` per event-loop turn,
+    however many messages arrived in it.
+
+    Args:
+        writer: The stream's write side.
+        received: The highest sequence number delivered so far.
+    """
+
+    def __init__(self, writer: Any, received: Callable[[], int]) -> None:
+        self._writer = writer
+        self._received = received
+        self._pending = False
+
+    def schedule(self) -> None:
+        """Send an acknowledgement soon (once for everything delivered until then)."""
+        if not self._pending:
+            self._pending = True
+            asyncio.get_running_loop().call_soon(self._send)
+
+    def _send(self) -> None:
+        self._pending = False
+        if not self._writer.is_closing():
+            self._writer.write(encode_ack(self._received()))
