@@ -161,7 +161,7 @@ class HardwareActions:
                 getattr(kernel, "execution_state", None), paths.get(kernel_id)))
         targets = {t.name: t for t in self.machines.targets()}
         links = link_states(self.machines.open_machines())
-        for record in self.machines.ledger.kernels():
+        for record in self.machines.ledger.kernels() if self.machines.waiting else ():
             name = self.machines.waiting.get(record.kernel_id)
             if name is not None and record.kernel_id not in self.kernel_manager:
                 where = targets[name].where if name in targets else name
