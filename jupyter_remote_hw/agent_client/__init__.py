@@ -1,7 +1,7 @@
 """The local side of the host agent: build and ship it, start it, and talk to it."""
 
 from .bootstrap import Progress, start_local_agent, start_ssh_agent
-from .bundle import agent_zipapp, write_agent_zipapp
+from .bundle import agent_zipapp
 from .client import AgentClient
 from .errors import AgentError, AgentUnavailableError
 
@@ -13,5 +13,4 @@ __all__ = [
     "agent_zipapp",
     "start_local_agent",
     "start_ssh_agent",
-    "write_agent_zipapp",
 ]

@@ -1,34 +1,37 @@
 """Starting (or finding) the agent on a host, and opening a client to it.
 
-Over SSH: check python3, upload the agent zipapp when the host lacks this
-build, start it detached, then talk to its UNIX socket through the host's SSH
-connection. Locally: the same agent as a detached subprocess of this machine.
+Over SSH: one command checks python3, receives the agent zipapp when the
+host lacks this build, and starts it detached; then we talk to its UNIX socket
+through the host's SSH connection. Locally: the same agent as a detached subprocess of this machine.
 Each step is reported to ``progress``; a failure names the step and what to try.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import shlex
 import sys
-import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from ..agent import AGENT_VERSION
+from ..agent import AGENT_VERSION, boot
 from ..transport import SSHConnection, TransportError
-from .bundle import agent_zipapp, write_agent_zipapp
+from .bundle import agent_zipapp
 from .client import AgentClient
 from .errors import AgentUnavailableError
 
 Progress = Callable[[str], None]
 
 #: Where, relative to the host user's home, the zipapp and the agent's state live.
-REMOTE_CACHE = ".cache/jupyter-remote-hw"
-REMOTE_STATE = ".local/state/jupyter-remote-hw/agent"
+REMOTE_CACHE = boot.CACHE
+REMOTE_STATE = boot.STATE
+
+#: The source of :mod:`..agent.boot`, run on hosts with ``python -c``.
+_BOOT_SCRIPT = Path(boot.__file__).read_text()
 
 #: Seconds an agent with no kernel and no client waits before it exits.
 DEFAULT_IDLE_EXIT = 600.0
@@ -63,7 +66,6 @@ async def _serve_and_connect(
     those kernels from the state directory.
     """
     for _attempt in range(2):
-        say("prepare host: starting the agent")
         ready = _parse_ready_line(await serve(), where)
         say("prepare host: connecting to the agent")
         client = await connect(str(ready["socket"]))
@@ -79,6 +81,47 @@ async def _serve_and_connect(
     raise AgentUnavailableError(f"start agent on {where}: the old agent did not stop")
 
 
+async def _boot(conn: SSHConnection, python: str, home: str, idle_exit: float,
+                say: Progress) -> str:
+    """Run :mod:`..agent.boot` on the host: one command checks the Python, sends the
+    agent bundle only if the host lacks it, and starts the agent.
+
+    Returns:
+        Everything the command printed (its last JSON line is the agent's ready line).
+    """
+    name, data = agent_zipapp()
+    digest = hashlib.sha256(data).hexdigest()
+    command = shlex.join([python, "-c", _BOOT_SCRIPT, home, name, digest, str(len(data)),
+                          f"{idle_exit:g}"])
+    where = conn.destination
+    output: list[bytes] = []
+    async with asyncio.timeout(conn.settings.command_timeout):
+        async with conn.open_process(command) as process:
+            first = await process.stdout.readline()
+            output.append(first)
+            try:
+                asked = json.loads(first)
+            except ValueError:
+                asked = None
+            if isinstance(asked, dict) and "need" in asked:
+                say(f"prepare host: uploading the agent ({len(data) // 1024} KiB)")
+                process.stdin.write(data)
+            process.stdin.write_eof()
+            if isinstance(asked, dict) and ("need" in asked or "have" in asked):
+                say("prepare host: starting the agent")
+            output.append(await process.stdout.read())
+            errors = await process.stderr.read()
+            await process.wait()
+    text = b"".join(output).decode(errors="replace")
+    if not any(line.startswith("{") for line in text.splitlines()):
+        detail = errors.decode(errors="replace").strip() or text.strip() or "no output"
+        raise AgentUnavailableError(
+            f"prepare host {where}: `{python}` did not run ({detail[:500]}). "
+            "Install Python 3.8 or newer there, or set the host's python."
+        )
+    return text + errors.decode(errors="replace")
+
+
 async def start_ssh_agent(
     conn: SSHConnection,
     *,
@@ -89,6 +132,10 @@ async def start_ssh_agent(
     idle_exit: float = DEFAULT_IDLE_EXIT,
 ) -> AgentClient:
     """Make sure this build's agent runs on ``conn``'s host; return a client to it.
+
+    One remote command does the preparation (see :mod:`..agent.boot`): on a
+    new host it costs the bundle's bytes and two round trips more than on a
+    prepared one, where it costs the command's own.
 
     Args:
         conn: The host's SSH connection.
@@ -105,48 +152,22 @@ async def start_ssh_agent(
     say = progress or (lambda _step: None)
     where = conn.destination
     log = log or _log
-    try:
+
+    async def serve() -> str:
         say(f"prepare host: checking {python}")
-        name, data = agent_zipapp()
-        # One round trip: the Python's version, the home directory, and
-        # whether this build's zipapp is already there.
-        cache = shlex.quote(f"{root}/{REMOTE_CACHE}") if root else f'"$HOME"/{REMOTE_CACHE}'
-        probe = await conn.run(
-            f"{shlex.quote(python)} -c 'import sys; print(sys.version_info >= (3, 8))'"
-            f' && echo "$HOME" && if test -f {cache}/{shlex.quote(name)}; '
-            "then echo have; else echo missing; fi"
-        )
-        lines = probe.stdout.split("\n")
-        if not probe.ok or len(lines) < 3:
-            raise AgentUnavailableError(
-                f"prepare host {where}: `{python}` did not run ({probe.stderr.strip() or 'no output'}"
-                f"). Install Python 3.8 or newer there, or set the host's python."
-            )
-        if lines[0] != "True":
-            raise AgentUnavailableError(
-                f"prepare host {where}: {python} is older than 3.8; install a newer Python there."
-            )
-        home = root or lines[1]
-        remote = f"{home}/{REMOTE_CACHE}/{name}"
-        state = f"{home}/{REMOTE_STATE}"
-        if lines[2] != "have":
-            say(f"prepare host: uploading the agent ({len(data) // 1024} KiB)")
-            await conn.run(f"mkdir -p -m 700 {shlex.quote(f'{home}/{REMOTE_CACHE}')}")
-            with tempfile.TemporaryDirectory() as tmp:
-                await conn.upload(write_agent_zipapp(Path(tmp)), remote)
+        return await _boot(conn, python, root or "", idle_exit, say)
 
-        async def serve() -> str:
-            started = await conn.run(
-                f"{shlex.quote(python)} {shlex.quote(remote)} serve "
-                f"--state-dir {shlex.quote(state)} --daemon --idle-exit {idle_exit:g}"
-            )
-            return started.stdout + started.stderr
+    async def connect(socket: str) -> AgentClient:
+        reader, writer = await conn.open_unix_connection(socket)
+        return AgentClient(reader, writer, where=where, log=log, socket=socket)
 
-        async def connect(socket: str) -> AgentClient:
-            reader, writer = await conn.open_unix_connection(socket)
-            return AgentClient(reader, writer, where=where, log=log, socket=socket)
-
+    try:
         return await _serve_and_connect(serve, connect, where, say)
+    except TimeoutError:
+        raise AgentUnavailableError(
+            f"prepare host {where}: the agent did not start within "
+            f"{conn.settings.command_timeout:g} s"
+        ) from None
     except TransportError as exc:
         raise AgentUnavailableError(f"prepare host {where}: {exc}") from exc
 
@@ -164,6 +185,7 @@ async def start_local_agent(
         AgentUnavailableError: The agent could not be started or reached.
     """
     async def serve() -> str:
+        say("prepare host: starting the agent")
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "jupyter_remote_hw.agent", "serve",
             "--state-dir", str(state_dir), "--daemon", "--idle-exit", f"{idle_exit:g}",
@@ -176,4 +198,5 @@ async def start_local_agent(
     async def connect(socket: str) -> AgentClient:
         return await AgentClient.connect_unix(socket, log=log)
 
-    return await _serve_and_connect(serve, connect, "localhost", progress or (lambda _step: None))
+    say = progress or (lambda _step: None)
+    return await _serve_and_connect(serve, connect, "localhost", say)

@@ -1,12 +1,12 @@
 """The agent as one file: a zipapp of the ``agent`` package and what kernels load.
 
-Hosts need only python3 with ipykernel: the zipapp is uploaded over SFTP and
-run with ``python3 agent.pyz serve ...``. Besides the agent it carries the
-kernel side of transfers (the ``transfer`` package, under a private name in
-``kernel/``) and cloudpickle (in ``vendor/``, used only when the host's Python
-lacks it). Its name carries the agent version
-and a hash of its contents, so a host keeps one copy per build and a changed
-agent is never mistaken for the old one.
+Hosts need only python3 with ipykernel: the zipapp is sent to a host that
+lacks it (see :mod:`..agent.boot`) and run with ``python3 agent.pyz serve
+...``. Besides the agent it carries the kernel side of transfers (the
+``transfer`` package, under a private name in ``kernel/``) and cloudpickle
+(in ``vendor/``, used only when the host's Python lacks it). Its name carries
+the agent version and a hash of its contents, so a host keeps one copy per
+build and a changed agent is never mistaken for the old one.
 """
 
 from __future__ import annotations
@@ -53,18 +53,3 @@ def agent_zipapp() -> tuple[str, bytes]:
     data = buffer.getvalue()
     digest = hashlib.sha256(data).hexdigest()[:12]
     return f"jupyter-remote-hw-agent-{AGENT_VERSION}-{digest}.pyz", data
-
-
-def write_agent_zipapp(directory: Path) -> Path:
-    """Write the agent zipapp into ``directory`` (if not there yet) and return its path.
-
-    The name carries a hash of the contents, so an existing file is this build.
-    """
-    name, data = agent_zipapp()
-    path = directory / name
-    if not path.exists():
-        directory.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".part")
-        partial.write_bytes(data)
-        partial.replace(path)
-    return path

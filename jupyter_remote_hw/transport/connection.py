@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shlex
@@ -494,6 +495,31 @@ class SSHConnection:
             stderr=prefix + str(stderr or ""),
         )
 
+    @contextlib.asynccontextmanager
+    async def open_process(self, command: str) -> AsyncIterator[asyncssh.SSHClientProcess[bytes]]:
+        """Start ``command`` on the host for a dialogue over its stdin and stdout (bytes).
+
+        For exchanges that :meth:`run` cannot carry, such as sending data only
+        when the command asks for it. The process's channel is closed when the
+        context ends; the caller bounds the time it takes.
+
+        Raises:
+            ConnectionFailedError: There is no connection to start it on.
+        """
+        conn = await self.wait_connected(self.settings.forward_wait_timeout)
+        try:
+            process = await conn.create_process(command, encoding=None)
+        except asyncssh.ChannelOpenError as exc:  # the link dropped after wait_connected
+            raise ConnectionFailedError(
+                self.destination,
+                f"ssh {self.destination}: could not start a command: {exc.reason}",
+            ) from None
+        try:
+            yield process
+        finally:
+            process.close()
+            await process.wait_closed()
+
     async def open_unix_connection(
         self, remote_path: str
     ) -> tuple[asyncssh.SSHReader[bytes], asyncssh.SSHWriter[bytes]]:
@@ -536,18 +562,6 @@ class SSHConnection:
                 self.destination,
                 f"ssh {self.destination}: cannot open {remote_host}:{remote_port}: {exc.reason}",
             ) from None
-
-    async def upload(self, local_path: str | Path, remote_path: str, *, mode: int = 0o600) -> None:
-        """Copy one file to the host over SFTP, writing it under a temporary name first.
-
-        The file appears at ``remote_path`` complete or not at all, with ``mode``.
-        """
-        conn = await self.wait_connected(self.settings.forward_wait_timeout)
-        partial = f"{remote_path}.part"
-        async with conn.start_sftp_client() as sftp:
-            await sftp.put(str(local_path), partial)
-            await sftp.chmod(partial, mode)
-            await sftp.posix_rename(partial, remote_path)
 
     async def forward_local_port(
         self, remote_port: int, *, remote_host: str = "127.0.0.1", local_port: int = 0

@@ -102,6 +102,36 @@ async def test_second_start_reuses_upload_and_agent(
         await _stop(second)
 
 
+async def test_an_altered_or_linked_bundle_is_replaced_before_it_runs(
+    ssh_conn: SSHConnection, short_tmp: Path
+) -> None:
+    name, data = agent_zipapp()
+    cache = short_tmp / ".cache/jupyter-remote-hw"
+    cache.mkdir(parents=True)
+    decoy = short_tmp / "decoy.pyz"
+    decoy.write_bytes(b"import sys; sys.exit(7)")
+    (cache / name).symlink_to(decoy)
+    steps: list[str] = []
+    client = await start_ssh_agent(ssh_conn, python=sys.executable, root=str(short_tmp),
+                                   progress=steps.append)
+    try:
+        assert any("uploading the agent" in step for step in steps)
+        assert (await client.call("hello"))["version"] == AGENT_VERSION
+        assert decoy.read_bytes() == b"import sys; sys.exit(7)"  # the link was not followed
+        assert not (cache / name).is_symlink() and (cache / name).read_bytes() == data
+    finally:
+        await _stop(client)
+    (cache / name).write_bytes(data[:-1] + b"x")  # altered in place: same name, other bytes
+    steps.clear()
+    client = await start_ssh_agent(ssh_conn, python=sys.executable, root=str(short_tmp),
+                                   progress=steps.append)
+    try:
+        assert any("uploading the agent" in step for step in steps)
+        assert (cache / name).read_bytes() == data
+    finally:
+        await _stop(client)
+
+
 async def test_missing_python_names_the_step(ssh_conn: SSHConnection, short_tmp: Path) -> None:
     with pytest.raises(AgentUnavailableError, match=r"prepare host testhost: `python-nowhere`"):
         await start_ssh_agent(ssh_conn, python="python-nowhere", root=str(short_tmp))

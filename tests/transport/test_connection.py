@@ -7,6 +7,7 @@ import dataclasses
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -158,15 +159,17 @@ async def test_cipher_prefers_aes_gcm_unless_config_says_otherwise(
         assert live.get_extra_info("send_cipher") == expected
 
 
-async def test_upload_is_complete_and_private(ssh_host: SSHTestHost, tmp_path: Path) -> None:
-    source = tmp_path / "payload.bin"
-    source.write_bytes(os.urandom(300_000))
-    target = tmp_path / "uploaded.bin"
-    async with SSHConnection(ssh_host.alias, settings_for(ssh_host.ssh_config)) as conn:
-        await conn.upload(source, str(target))
-    assert target.read_bytes() == source.read_bytes()
-    assert target.stat().st_mode & 0o777 == 0o600
-    assert not Path(f"{target}.part").exists()
+async def test_a_process_answers_what_it_is_sent(ssh_host: SSHTestHost) -> None:
+    payload = os.urandom(300_000)
+    script = "import sys; sys.stdout.buffer.write(sys.stdin.buffer.read()[::-1])"
+    async with (SSHConnection(ssh_host.alias, settings_for(ssh_host.ssh_config)) as conn,
+                conn.open_process(f"{sys.executable} -c '{script}'") as process):
+        process.stdin.write(payload)
+        process.stdin.write_eof()
+        answer = await process.stdout.read()
+        await process.wait()
+    assert answer == payload[::-1]
+    assert process.exit_status == 0
 
 
 async def test_unix_socket_stream_on_the_host(ssh_host: SSHTestHost, tmp_path: Path) -> None:
