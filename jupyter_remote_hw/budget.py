@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from traitlets import Float
+import math
+
+from traitlets import Bunch, Float, TraitError, validate
 from traitlets.config import LoggingConfigurable
 
 from .ledger import Ledger
@@ -31,15 +33,24 @@ class BudgetGuard(LoggingConfigurable):
     """
 
     max_per_machine = Float(
-        0.0, config=True,
+        0.0, min=0.0, config=True,
         help="Most US dollars per hour one machine may cost (0: no limit). A launch of "
         "a dearer instance type is refused.",
     )
     max_total = Float(
-        0.0, config=True,
+        0.0, min=0.0, config=True,
         help="Most US dollars per hour all running machines together may cost (0: no "
         "limit). A launch that would go above it is refused.",
     )
+
+    @validate("max_per_machine", "max_total")
+    def _finite(self, proposal: Bunch) -> float:
+        """NaN or infinity would silently mean no limit: refused."""
+        value = float(proposal["value"])
+        if not math.isfinite(value):
+            raise TraitError(f"BudgetGuard.{proposal['trait'].name} must be a number of US "
+                             f"dollars per hour, 0 or more (0: no limit), not {value}")
+        return value
 
     def check(self, what: str, price: float | None, ledger: Ledger,
               exclude: str | None = None, running: float | None = None) -> None:

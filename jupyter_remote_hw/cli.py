@@ -25,6 +25,7 @@ from traitlets.config import Config
 from . import cli_machines
 from .catalog import CatalogEntry, user_catalog_path, write_catalog
 from .catalog.refresh import refresh_entries
+from .config_check import ConfigError, check_config, load_config_files
 from .launch_steps import LaunchError, LaunchSteps
 from .ledger import FINAL_STATES, MachineRecord
 from .machines import MachineManager
@@ -41,15 +42,20 @@ class CLIError(Exception):
 
 
 def load_config(path: str | None) -> Config:
-    """The Jupyter server's configuration (or ``path``'s), as the server would read it."""
+    """The Jupyter server's configuration (or ``path``'s), as the server would read it.
+
+    Raises:
+        CLIError: ``path`` is not a file.
+        ConfigError: A file does not load, or a setting is of the wrong type or out
+            of range (the message names the file and the setting).
+    """
     app = JupyterApp()
-    app.config_file_name = "jupyter_server_config"
-    if path:
-        if not Path(path).is_file():
-            raise CLIError(f"no configuration file {path}")
-        app.config_file = str(Path(path).resolve())
-    app.load_config_file(suppress_errors=False)
-    return app.config
+    if path and not Path(path).is_file():
+        raise CLIError(f"no configuration file {path}")
+    config, files = load_config_files(["jupyter_config", "jupyter_server_config"],
+                                      app.config_file_paths, path)
+    check_config(config, files)
+    return config
 
 
 def _money(value: float | None) -> str:
@@ -500,7 +506,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     except Exception as exc:
         # The user's to fix (no host, no credentials, over budget...): one line, no
         # traceback. Anything else is a bug: its traceback is shown.
-        if not isinstance(exc, CLIError | LaunchError) and not is_expected(exc):
+        if not isinstance(exc, CLIError | LaunchError | ConfigError) and not is_expected(exc):
             raise
         err.write(f"jupyter remote-hw {args.command}: {one_line(str(exc))}\n")
         return 1

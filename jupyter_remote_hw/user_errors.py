@@ -23,11 +23,12 @@ from .providers.aws_errors import AWSError
 from .providers.errors import UnknownHardwareError
 from .sharing.roles import ShareError
 from .transport import HostKeyError, TransportError
+from .validation import InvalidInputError
 
 #: Errors whose message says what the user should do: never a bug of ours.
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
     TransportError, AgentUnavailableError, BudgetExceededError, CatalogQueryError,
-    AWSError, UnknownHardwareError, ShareError, TimeoutError,
+    AWSError, UnknownHardwareError, ShareError, TimeoutError, InvalidInputError,
 )
 #: Agent error kinds that are the host's setup, not a bug (the message says what to install).
 EXPECTED_AGENT_KINDS = frozenset({"no_ipykernel"})

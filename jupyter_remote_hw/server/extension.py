@@ -12,6 +12,7 @@ from tornado.platform.asyncio import BaseAsyncIOLoop
 from traitlets import Bool, Float
 
 from .. import __version__
+from ..config_check import ConfigError, check_config
 from ..hardware_actions import HardwareActions
 from ..hardware_events import EventHub
 from ..kernelspecs import RemoteHWKernelSpecManager
@@ -82,7 +83,16 @@ class RemoteHWExtension(ExtensionApp):
         jupyter_server reads only ``jpserver_extensions`` from the installed
         ``jupyter_server_config.d`` files, so both classes are set here, and
         each only when nobody chose another one.
+
+        First the configuration is checked: a setting of ours of the wrong type or
+        out of range is logged in one line (file, setting, what it may be) and the
+        server refuses to start, rather than starting with a limit ignored.
         """
+        try:
+            check_config(serverapp.config, serverapp.loaded_config_files)
+        except ConfigError as exc:
+            self.log.critical("jupyter_remote_hw: %s. The server does not start.", exc)
+            serverapp.exit(1)
         super()._link_jupyter_server_extension(serverapp)
         self._install_websocket_connection(serverapp)
         if not self.list_targets:

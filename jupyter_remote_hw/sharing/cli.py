@@ -22,6 +22,7 @@ from ..agent_client import AgentError, AgentUnavailableError
 from ..ledger.store import ShareRecord
 from ..machines import MachineManager
 from ..transport import TransportError
+from ..validation import SHARE_ID, check_identifier
 from .join import Attachment
 from .lookup import find_kernel, open_machine
 from .owner import DEFAULT_AUTHORIZED_KEYS, ShareOwner, read_public_key
@@ -162,6 +163,7 @@ class SharingCommands:
 
     async def revoke(self, share_id: str) -> dict[str, Any]:
         """``revoke``: remove the key line and drop the teammate."""
+        check_identifier(share_id, SHARE_ID, "share id")
         record = self.manager.ledger.get_share(share_id)
         if record is None:
             raise ShareError(f"no share {share_id} in the ledger {self.manager.ledger.path}; "

@@ -15,12 +15,54 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.connection import write_private_json
-from .roles import COLLABORATOR, ROLE_CHANNELS, ShareError, check_role
+from ..providers.base import PORT_NAMES
+from ..validation import (
+    HOST,
+    KERNEL_ID,
+    SHARE_ID,
+    InvalidInputError,
+    check_identifier,
+    check_json,
+    quote,
+    validator,
+)
+from .roles import COLLABORATOR, ROLE_CHANNELS, VIEWER, ShareError, check_role
 
 FORMAT = "jupyter-remote-hw-share"
 """The share file's ``format`` field."""
 VERSION = 1
 """The share file's ``version`` field."""
+
+_PORT = {"type": "integer", "minimum": 1, "maximum": 65535}
+_LINE = {"type": "string", "pattern": r"^[^\x00-\x1f\x7f]*$"}
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["format", "version", "share_id", "role", "kernel_id", "host", "port", "user",
+                 "host_key", "ports", "purposes", "expires", "owner"],
+    "properties": {
+        "format": {"const": FORMAT},
+        "version": {"const": VERSION},
+        "share_id": {"type": "string", "pattern": SHARE_ID},
+        "role": {"enum": [VIEWER, COLLABORATOR]},
+        "kernel_id": {"type": "string", "pattern": KERNEL_ID},
+        "host": {"type": "string", "pattern": HOST},
+        "port": _PORT,
+        "user": {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"},
+        "host_key": {**_LINE, "minLength": 1, "maxLength": 16384},
+        "ports": {"type": "object", "minProperties": 1, "maxProperties": len(PORT_NAMES),
+                  "propertyNames": {"enum": list(PORT_NAMES)},
+                  "additionalProperties": _PORT},
+        "purposes": {"type": "object", "propertyNames": {"enum": list(PORT_NAMES)},
+                     "additionalProperties": {**_LINE, "maxLength": 200}},
+        "expires": {"type": "number"},
+        "owner": {**_LINE, "maxLength": 256},
+        "signature_scheme": {"type": "string", "pattern": r"^hmac-[a-z0-9]{1,16}$"},
+        "key": {"type": "string", "pattern": r"^[\x21-\x7e]{0,1024}$"},
+    },
+}
+"""What a share file may hold: every field a teammate's tools use is checked before
+it touches a path (the share id names files), a command line or a log."""
+_CHECK = validator(SCHEMA)
 
 
 @dataclass(frozen=True)
@@ -58,6 +100,10 @@ class ShareFile:
     key: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:
+        try:
+            check_identifier(self.share_id, SHARE_ID, "share id")
+        except InvalidInputError as exc:
+            raise ShareError(str(exc)) from None
         check_role(self.role)
         if self.key and self.role != COLLABORATOR:
             raise ShareError(f"share {self.share_id}: only a collaborator's share file "
@@ -101,15 +147,18 @@ class ShareFile:
         """A share file from its JSON object (``source`` names it in errors).
 
         Raises:
-            ShareError: It is not a share file of this version, or misses a field.
+            ShareError: It is not a share file of this version, misses a field or has one
+                that is not what it may be (the message names the field).
         """
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ShareError(f"{source} is not a jupyter-remote-hw share file")
         if data.get("version") != VERSION:
-            raise ShareError(f"{source} is a share file of version {data.get('version')}; "
-                             f"this jupyter-remote-hw reads version {VERSION}: upgrade it")
-        fields = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+            raise ShareError(f"{source} is a share file of version {quote(data.get('version'))}"
+                             f"; this jupyter-remote-hw reads version {VERSION}: upgrade it")
         try:
-            return cls(**fields)
-        except TypeError as exc:
-            raise ShareError(f"{source} misses a field: {exc}") from None
+            check_json(data, _CHECK)
+        except InvalidInputError as exc:
+            raise ShareError(f"{source} is not a valid share file: {exc}; ask the owner "
+                             "for a new one") from None
+        fields = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+        return cls(**fields)

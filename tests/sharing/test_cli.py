@@ -6,10 +6,12 @@ import argparse
 import asyncio
 import io
 import json
+import time
 from pathlib import Path
 
 import pytest
 
+from jupyter_remote_hw.cli import main
 from jupyter_remote_hw.sharing import ShareError
 from jupyter_remote_hw.sharing.cli import COMMANDS, SharingCommands, add_parsers, run
 
@@ -119,3 +121,29 @@ async def test_join_kernelspec_installs_an_attaching_kernel(
         "config": {"share_file": str(share_path.resolve()), "identity": str(teammate_key)},
     }
     assert "Installed the kernel" in out.getvalue()
+
+
+def test_join_and_revoke_refuse_a_share_id_that_would_name_a_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, where in (("HOME", "home"), ("JUPYTER_CONFIG_DIR", "jcfg"),
+                        ("JUPYTER_DATA_DIR", "jdata"), ("JUPYTER_RUNTIME_DIR", "runtime")):
+        monkeypatch.setenv(name, str(tmp_path / where))
+    (tmp_path / "jcfg").mkdir()
+    (tmp_path / "jcfg" / "jupyter_server_config.json").write_text(json.dumps(
+        {"MachineManager": {"ledger_path": str(tmp_path / "ledger.sqlite3")}}))
+    share = tmp_path / "share.json"
+    share.write_text(json.dumps({
+        "format": "jupyter-remote-hw-share", "version": 1, "share_id": "../../escaped",
+        "role": "viewer", "kernel_id": "0f6c3f5e", "host": "127.0.0.1", "port": 1,
+        "user": "ada", "host_key": "ssh-ed25519 AAAA", "ports": {"iopub_port": 40001},
+        "purposes": {"iopub_port": "outputs"}, "expires": time.time() + 3600,
+        "owner": "ada@box"}))
+    before = set(tmp_path.rglob("*"))
+    for argv in (["join", str(share)], ["join", "--kernelspec", str(share)],
+                 ["revoke", "../../escaped"]):
+        out, err = io.StringIO(), io.StringIO()
+        assert main(argv, out=out, err=err) == 1
+        assert err.getvalue().count("\n") == 1
+        assert "'../../escaped' is not valid: 1 to 64 letters, digits, '-' or '_'" in \
+            err.getvalue()
+    assert set(tmp_path.rglob("*")) - before <= {tmp_path / "ledger.sqlite3"}

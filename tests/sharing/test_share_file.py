@@ -109,3 +109,50 @@ def test_kernelspecs_of_ended_shares_are_pruned(tmp_path: Path) -> None:
     assert sorted(prune_kernelspecs(kernels, now)) == sorted([ended.name, gone.name])
     assert sorted(p.name for p in kernels.iterdir()) == sorted(["python3", live.name])
     assert (tmp_path / "ended.json").exists()  # the teammate's own file is left alone
+
+
+def _file_fields() -> dict[str, Any]:
+    return {
+        "format": "jupyter-remote-hw-share", "version": 1, "share_id": "Qm3kTz0aLx7c",
+        "role": VIEWER, "kernel_id": "0f6c3f5e-8f1e-4d2b-9c57-1d2a3b4c5d6e",
+        "host": "10.0.0.7", "port": 22, "user": "ada", "host_key": "ssh-ed25519 AAAA",
+        "ports": {"iopub_port": 40001}, "purposes": {"iopub_port": "outputs"},
+        "expires": time.time() + 3600, "owner": "ada@box"}
+
+
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("expires", "soon", "expires must be a number"),
+    ("share_id", "../../outside", "share_id '../../outside' is not valid"),
+    ("share_id", "a/b", "share_id 'a/b' is not valid"),
+    ("kernel_id", "k\nfake log line", "kernel_id 'k\\\\nfake log line' is not valid"),
+    ("host", "evil\" -oProxyCommand=x", "host .* is not valid"),
+    ("port", 70000, "port must be <= 65535"),
+    ("ports", {"iopub_port": "x" * 100_000}, "ports.iopub_port must be an integer"),
+    ("ports", {"../x": 1}, "ports"),
+    ("owner", "ada\r\nINFO forged", "owner"),
+    ("role", "admin", "role must be one of 'viewer', 'collaborator'"),
+    ("user", None, "user must be a string"),
+])
+def test_a_wrong_share_file_is_named_field_by_field(
+        tmp_path: Path, field: str, value: Any, said: str) -> None:
+    path = tmp_path / "share.json"
+    path.write_text(json.dumps({**_file_fields(), field: value}))
+    with pytest.raises(ShareError, match=said) as caught:
+        ShareFile.load(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path} is not a valid share file: {field}")
+    assert len(message) < 300 and "\n" not in message
+
+
+def test_a_share_file_missing_a_field_names_it(tmp_path: Path) -> None:
+    fields = _file_fields()
+    del fields["host_key"]
+    with pytest.raises(ShareError, match="share file: host_key is missing"):
+        ShareFile.from_json(fields, "share.json")
+
+
+def test_a_share_id_from_outside_never_names_a_path() -> None:
+    fields = {k: v for k, v in _file_fields().items() if k not in ("format", "version")}
+    with pytest.raises(ShareError, match="share id '../x' is not valid"):
+        ShareFile(**{**fields, "share_id": "../x"})
+    assert ShareFile.from_json(_file_fields()).share_id == "Qm3kTz0aLx7c"

@@ -1,0 +1,236 @@
+"""The configuration checked before it is used: a file that does not load, or a setting
+of the wrong type or out of range, is refused in one line naming the file, the setting
+and what it may be, never a traceback and never silently ignored.
+
+The command line loads the configuration with :func:`load_config_files` and checks it
+with :func:`check_config`; the server extension checks the server's configuration with
+:func:`check_config` before it builds anything, and refuses to start on a bad value.
+
+Every number setting of jupyter-remote-hw is a finite number, 0 or more: NaN,
+infinity or a negative budget or timeout never mean "no limit" (0 does, where a
+setting's help says so).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import math
+import os
+import traceback
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from traitlets import Bunch, Float, HasTraits, Int, TraitError, TraitType
+from traitlets.config import Config, Configurable
+from traitlets.config.loader import (
+    ConfigFileNotFound,
+    JSONFileConfigLoader,
+    LazyConfigValue,
+    PyFileConfigLoader,
+)
+from traitlets.traitlets import ValidateHandler
+
+from .validation import quote
+
+#: The modules whose configurable classes are checked.
+MODULES = (
+    "jupyter_remote_hw.machines", "jupyter_remote_hw.budget", "jupyter_remote_hw.providers",
+    "jupyter_remote_hw.providers.aws", "jupyter_remote_hw.transport",
+    "jupyter_remote_hw.provisioner", "jupyter_remote_hw.kernelspecs",
+    "jupyter_remote_hw.server.extension",
+)
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message names the file, the setting and
+    what it may be.
+
+    Attributes:
+        path: The file at fault, or None when it is not known.
+        setting: ``Class.trait``, or None for a file that does not load.
+    """
+
+    def __init__(self, message: str, path: str | None = None,
+                 setting: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.setting = setting
+
+
+def load_config_files(names: Sequence[str], paths: Sequence[str],
+                      config_file: str | None = None) -> tuple[Config, list[str]]:
+    """Load configuration files as Jupyter applications do, refusing a broken one.
+
+    Args:
+        names: Base names searched in ``paths`` (``jupyter_config``,
+            ``jupyter_server_config``), lowest priority first.
+        paths: Directories, highest priority first (``JupyterApp.config_file_paths``).
+        config_file: One file given by the user; it replaces the search for the
+            last of ``names``.
+
+    Returns:
+        The merged configuration and the files it came from, in load order.
+
+    Raises:
+        ConfigError: A file does not run or parse: its path and line, and the error.
+    """
+    config = Config()
+    loaded: list[str] = []
+    searches: list[tuple[str, list[str]]] = [(n, list(reversed(paths))) for n in names]
+    if config_file:
+        directory, filename = os.path.split(os.path.abspath(config_file))
+        searches[-1] = (os.path.splitext(filename)[0], [directory])
+    for name, directories in searches:
+        for directory in directories:
+            for loader in (PyFileConfigLoader(name + ".py", path=directory),
+                           JSONFileConfigLoader(name + ".json", path=directory)):
+                try:
+                    config.merge(loader.load_config())
+                except ConfigFileNotFound:
+                    continue
+                except Exception as exc:  # noqa: BLE001 (the user's file: any error is theirs)
+                    raise _load_error(loader.full_filename or name, exc) from None
+                if loader.full_filename not in loaded:
+                    loaded.append(loader.full_filename)
+    return config, loaded
+
+
+def _load_error(path: str, exc: BaseException) -> ConfigError:
+    """A one-line error for a file that did not load, with the line at fault."""
+    line: int | None = None
+    if isinstance(exc, SyntaxError) and exc.filename == path:
+        line = exc.lineno
+        what = f"syntax error ({exc.msg})"
+    else:
+        line = getattr(exc, "lineno", None)  # json.JSONDecodeError has it
+        for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+            if frame.filename == path:
+                line = frame.lineno
+                break
+        what = f"{type(exc).__name__}: {quote(str(exc), 200)[1:-1]}"
+    at = f"{path}, line {line}" if line else path
+    return ConfigError(f"configuration file {at}: {what}; fix or remove it", path)
+
+
+def configurable_classes() -> list[type[Configurable]]:
+    """Every configurable class of jupyter-remote-hw, its subclasses included."""
+    for name in MODULES:
+        importlib.import_module(name)
+    found: list[type[Configurable]] = []
+    pending: list[type[Any]] = [Configurable]
+    while pending:
+        cls = pending.pop()
+        for sub in cls.__subclasses__():
+            pending.append(sub)
+            if sub.__module__.startswith("jupyter_remote_hw.") and sub not in found:
+                found.append(sub)
+    return found
+
+
+def check_config(config: Config, files: Iterable[str] = (),
+                 classes: Iterable[type[Configurable]] | None = None) -> None:
+    """Check every setting of ours in ``config`` (see the module's docstring).
+
+    Args:
+        config: The loaded configuration.
+        files: The files it came from (to name the one setting a bad value).
+        classes: The classes to check (default: :func:`configurable_classes`).
+
+    Raises:
+        ConfigError: The first bad setting: its file, ``Class.trait``, the value
+            (shortened) and what it may be.
+    """
+    for cls in classes if classes is not None else configurable_classes():
+        traits = cls.class_traits(config=True)
+        for section in [c.__name__ for c in cls.mro() if issubclass(c, Configurable)]:
+            if section not in config or not isinstance(config[section], Config):
+                continue
+            for name, value in config[section].items():
+                trait = traits.get(name)
+                if trait is None or isinstance(value, LazyConfigValue):
+                    continue
+                problem = _problem(trait, value) or _handler_problem(cls, name, trait, value)
+                if problem is not None:
+                    setting = f"{section}.{name}"
+                    where = _file_setting(files, section, name) or "the configuration"
+                    raise ConfigError(
+                        f"{where}: c.{setting} = {quote(value)} is refused: "
+                        f"{problem}{_purpose(trait)}", where if where in files else None,
+                        setting)
+
+
+def _problem(trait: TraitType[Any, Any], value: Any) -> str | None:
+    """``it must be ...`` (what ``trait`` allows) when ``value`` is not allowed; None
+    when it is."""
+    probe_class = type("ConfigProbe", (HasTraits,), {"value": copy.copy(trait)})
+    try:
+        probe_class().value = value
+    except TraitError:
+        return f"it must be {_allowed(trait)}"
+    if isinstance(trait, Float | Int) and not isinstance(value, bool):
+        number = float(value)
+        if not math.isfinite(number) or number < _bounds(trait)[0]:
+            return f"it must be {_allowed(trait)}"
+    return None
+
+
+def _handler_problem(cls: type[Configurable], name: str, trait: TraitType[Any, Any],
+                     value: Any) -> str | None:
+    """What the class's own ``@validate`` of ``name`` says against ``value``, if anything."""
+    probe = HasTraits()
+    for klass in cls.mro():
+        for handler in vars(klass).values():
+            if isinstance(handler, ValidateHandler) and name in handler.trait_names:
+                try:
+                    handler.func(probe, Bunch(value=value, owner=probe, trait=trait))
+                except TraitError as exc:
+                    return quote(str(exc), 300)[1:-1]
+                except Exception:  # noqa: BLE001, S112 (it needs its instance: checked later)
+                    continue
+    return None
+
+
+def _bounds(trait: TraitType[Any, Any]) -> tuple[float, float | None]:
+    """A number setting's least and greatest values: 0 unless it says a lower one."""
+    low, high = getattr(trait, "min", None), getattr(trait, "max", None)
+    least = float(low) if low is not None and math.isfinite(low) else 0.0
+    most = float(high) if high is not None and math.isfinite(high) else None
+    return least, most
+
+
+def _allowed(trait: TraitType[Any, Any]) -> str:
+    if isinstance(trait, Float | Int):
+        low, most = _bounds(trait)
+        high = f" and at most {most:g}" if most is not None else ""
+        kind = "a whole number" if isinstance(trait, Int) else "a number"
+        return f"{kind}, {low:g} or more{high} (not NaN nor infinity)"
+    return str(trait.info())
+
+
+def _purpose(trait: TraitType[Any, Any]) -> str:
+    """`` (what the setting is)``: its help's first sentence."""
+    text = " ".join((trait.help or "").split())
+    first = text.split(". ")[0].rstrip(".")
+    if len(first) > 120:
+        first = first[:119] + "…"
+    return f" ({first})" if first else ""
+
+
+def _file_setting(files: Iterable[str], section: str, name: str) -> str | None:
+    """The last of ``files`` (the one that wins) that sets ``section.name``."""
+    found = None
+    for path in files:
+        loader_class = JSONFileConfigLoader if path.endswith(".json") else PyFileConfigLoader
+        directory, filename = os.path.split(path)
+        try:
+            config = loader_class(filename, path=directory).load_config()
+        except Exception:  # noqa: BLE001, S112 (it loaded before; naming it is best effort)
+            continue
+        if section in config and name in config[section]:
+            found = path
+    return found
+
+
+
+__all__ = ["ConfigError", "check_config", "configurable_classes", "load_config_files"]
