@@ -78,7 +78,6 @@ class KernelRelayClient:
         self._sent = 0
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._attached = asyncio.Event()
         self._closed = False
 
     async def start(self, wanted: dict[str, int] | None = None) -> dict[str, int]:
@@ -113,11 +112,6 @@ class KernelRelayClient:
             self._tasks.append(asyncio.create_task(reader(channel)))
         self._tasks.append(asyncio.create_task(self._keep_attached()))
         return dict(self.ports)
-
-    async def wait_attached(self, timeout: float | None = None) -> None:
-        """Wait until a stream to the host's relay is open."""
-        async with asyncio.timeout(timeout):
-            await self._attached.wait()
 
     # ------------------------------------------------------------------ clients
 
@@ -158,10 +152,15 @@ class KernelRelayClient:
                                self.kernel_id, exc, delay)
                 await asyncio.sleep(delay)
                 continue
+            sender: asyncio.Task[None] | None = None
             try:
-                await self._attach(reader, writer)
+                # The attach line and what is kept go out together, without
+                # waiting for the answer: the host drops what it already has.
+                self._send_attach(writer)
+                sender = asyncio.create_task(self._send_kept(writer))
+                await self._read_answer(reader)
                 failures = 0
-                await self._relay(reader, writer)
+                await self._receive(reader, writer)
             except RelayRefusedError as exc:
                 self.log.warning("kernel %s: the host refused its relay: %s", self.kernel_id, exc)
                 return
@@ -170,19 +169,25 @@ class KernelRelayClient:
             except Exception as exc:  # noqa: BLE001 (asyncssh's, OSError, EOF, bad frames)
                 self.log.debug("kernel %s: relay stream broke: %r", self.kernel_id, exc)
             finally:
-                self._attached.clear()
+                if sender is not None:
+                    sender.cancel()
+                    await asyncio.gather(sender, return_exceptions=True)
                 writer.close()
             if not self._closed:
                 self.log.info("kernel %s: relay stream to the host closed; reopening",
                               self.kernel_id)
                 await asyncio.sleep(RETRY_DELAYS[0])
 
-    async def _attach(self, reader: Any, writer: Any) -> None:
+    def _send_attach(self, writer: Any) -> None:
         request = {"id": 1, "op": "relay", "args": {
             "kernel_id": self.kernel_id, "near": self._epoch, "epoch": self._host_epoch,
             "received": self._received, "limit": self.limit,
         }}
         writer.write(json.dumps(request).encode() + b"\n")
+        self._sent = 0  # everything still kept goes again on this stream
+        self._wake.set()
+
+    async def _read_answer(self, reader: Any) -> None:
         line = await reader.readline()
         if not line:
             raise EOFError("the agent closed the stream before answering")
@@ -197,26 +202,12 @@ class KernelRelayClient:
         if result["epoch"] != self._host_epoch:
             self._received = 0  # a new relay numbers from 1
         self._host_epoch = str(result["epoch"])
-        # Forget what the host has; send the rest again, in order.
-        acked = int(result["received"])
-        self._forget_upto(acked)
-        self._sent = acked
-        self._attached.set()
-        self._wake.set()
+        self._forget_upto(int(result["received"]))
 
     def _forget_upto(self, seq: int) -> None:
         """The host has everything up to ``seq``: stop keeping it."""
         while self._kept and self._kept[0][0] <= seq:
             self._kept.popleft()
-
-    async def _relay(self, reader: Any, writer: Any) -> None:
-        sender = asyncio.create_task(self._send_kept(writer))
-        try:
-            await self._receive(reader, writer)
-        finally:
-            sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError, OSError):
-                await sender
 
     async def _send_kept(self, writer: Any) -> None:
         while True:

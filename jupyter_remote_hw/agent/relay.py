@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 DEFAULT_LIMIT = 256 * 1024 * 1024
 """Bytes of unacknowledged kernel messages a relay keeps by default."""
 
+SUBSCRIBE_WAIT = 1.0
+"""Seconds the first request waits for the kernel's IOPub to reach a new relay."""
+
 _IOPUB = CHANNELS.index("iopub")
 _MIB = 1024 * 1024
 
@@ -114,6 +117,7 @@ class KernelRelay:
         self._near_epoch: str | None = None
         self._notice: _Entry | None = None
         self._wake = asyncio.Event()
+        self._subscribed = asyncio.Event()
         self._link: asyncio.StreamWriter | None = None
         self._link_task: asyncio.Future[None] | None = None
         zmq = zmq_module
@@ -145,8 +149,10 @@ class KernelRelay:
             self._keep(channel, parts)
 
     def _keep(self, channel: int, parts: list[bytes]) -> None:
-        if channel == _IOPUB and _is_welcome(parts):
-            return  # the kernel welcoming this relay; our side welcomes its own clients
+        if channel == _IOPUB:
+            self._subscribed.set()
+            if _is_welcome(parts):
+                return  # the kernel welcoming this relay; our side welcomes its own clients
         self._seq += 1
         entry = _Entry(self._seq, channel, parts)
         self._kept.append(entry)
@@ -279,9 +285,25 @@ class KernelRelay:
                 continue  # sent again after a reconnect: delivered already
             if frame.channel == _IOPUB:
                 continue  # nothing is sent to a kernel's IOPub
-            await self._sockets[frame.channel].send_multipart(frame.parts)
             self._received = frame.seq
+            if not self._subscribed.is_set():
+                await self._wait_subscribed()
+            await self._sockets[frame.channel].send_multipart(frame.parts)
             acks.schedule()
+
+    async def _wait_subscribed(self) -> None:
+        """Hold the first request until the kernel's IOPub reaches this relay.
+
+        A request delivered before the subscription would have its busy and
+        idle status published to nobody. A kernel that welcomes subscribers
+        (JEP 65) says when; for one that does not, any output or a short wait
+        has to do.
+        """
+        try:
+            async with asyncio.timeout(SUBSCRIBE_WAIT):
+                await self._subscribed.wait()
+        except TimeoutError:
+            self._subscribed.set()
 
     async def close(self) -> None:
         """Stop relaying: close the stream, the kernel sockets, and forget what is kept."""
