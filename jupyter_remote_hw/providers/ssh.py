@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,10 +24,6 @@ DEFAULT_HARDWARE = "SSH host"
 """Hardware label of a host nobody labelled."""
 
 _HOST_KEYS = {"host", "hardware", "python", "name", "root", "authorized_keys", "workdir"}
-
-
-#: Seconds ``expose`` waits for a new kernel relay's first stream to the host.
-RELAY_ATTACH_WAIT = 15.0
 
 
 class SSHMachine(Machine):
@@ -51,6 +48,8 @@ class SSHMachine(Machine):
         self.relay_buffer = relay_buffer
         self._forwards: dict[str, dict[str, LocalForward]] = {}
         self._relays: dict[str, KernelRelayClient] = {}
+        self._spare: asyncio.Future[tuple[Any, Any]] | None = None
+        self._closing = False
 
     @property
     def link_up(self) -> bool:
@@ -62,12 +61,6 @@ class SSHMachine(Machine):
             self.conn = await self.transport.connect(self.target.host)
         return self.conn
 
-    async def _start_agent(self, progress: Progress | None) -> AgentClient:
-        return await start_ssh_agent(
-            await self._connection(), python=self.target.python, root=self.target.root,
-            progress=progress, log=self.log, idle_exit=self.idle_exit,
-        )
-
     async def expose(
         self, kernel_id: str, connection: dict[str, Any], local_ports: dict[str, int] | None = None
     ) -> dict[str, Any]:
@@ -75,15 +68,12 @@ class SSHMachine(Machine):
         wanted = dict(local_ports or {})
         relay = self._relays.get(kernel_id)
         if relay is None:
+            # Clients may send at once: the relay keeps what they send until
+            # its stream to the host is open.
             relay = KernelRelayClient(kernel_id, connection, self._open_agent_stream,
                                       self.log, self.relay_buffer)
             await relay.start(wanted)
             self._relays[kernel_id] = relay
-            try:
-                await relay.wait_attached(RELAY_ATTACH_WAIT)
-            except TimeoutError:
-                self.log.warning("kernel %s: no relay stream to %s yet; it keeps trying",
-                                 kernel_id, self.target.name)
         old = self._forwards.get(kernel_id, {})
         hb = old.get("hb_port")
         if hb is None or not hb.active or hb.remote_port != connection["hb_port"]:
@@ -99,13 +89,49 @@ class SSHMachine(Machine):
         local["hb_port"] = hb.local_port
         return local
 
+    async def _start_agent(self, progress: Progress | None) -> AgentClient:
+        client = await start_ssh_agent(
+            await self._connection(), python=self.target.python, root=self.target.root,
+            progress=progress, log=self.log, idle_exit=self.idle_exit,
+        )
+        self._open_spare(client)
+        return client
+
+    def _open_spare(self, client: AgentClient) -> None:
+        """Open a stream to the agent ahead of need, while a kernel starts."""
+        if client.socket is not None and not self._closing:
+            spare = asyncio.ensure_future(self.conn.open_unix_connection(client.socket))
+            # One that fails (the link dropped) is simply not used.
+            spare.add_done_callback(lambda done: done.cancelled() or done.exception())
+            self._spare = spare
+
     async def _open_agent_stream(self) -> tuple[Any, Any]:
-        """A new stream to the host's agent (starting it again if it is gone)."""
+        """A new stream to the host's agent (starting it again if it is gone).
+
+        A stream opened ahead of need is taken when it is still open, so a
+        new kernel's relay does not wait a round trip for its channel.
+        """
         client = await self.agent()
-        if client.socket is None:
-            raise RuntimeError("the agent's socket is not known")
-        conn = await self._connection()
-        return await conn.open_unix_connection(client.socket)
+        spare, self._spare = self._spare, None
+        stream: tuple[Any, Any] | None = None
+        if spare is not None:
+            if spare.done() and not spare.cancelled() and spare.exception() is None:
+                stream = spare.result()
+                if stream[0].at_eof():
+                    stream[1].close()
+                    stream = None
+            else:
+                spare.cancel()
+                await asyncio.gather(spare, return_exceptions=True)
+                if not spare.cancelled() and spare.exception() is None:
+                    spare.result()[1].close()
+        if stream is None:
+            if client.socket is None:
+                raise RuntimeError("the agent's socket is not known")
+            conn = await self._connection()
+            stream = await conn.open_unix_connection(client.socket)
+        self._open_spare(client)
+        return stream
 
     @staticmethod
     async def _forward(conn: SSHConnection, remote_port: int, local_port: int) -> LocalForward:
@@ -132,6 +158,13 @@ class SSHMachine(Machine):
             await fwd.close()
 
     async def close(self) -> None:
+        self._closing = True
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.cancel()
+            await asyncio.gather(spare, return_exceptions=True)
+            if not spare.cancelled() and spare.exception() is None:
+                spare.result()[1].close()
         for kernel_id in set(self._forwards) | set(self._relays):
             await self.unexpose(kernel_id)
         await super().close()
