@@ -19,6 +19,7 @@ import contextlib
 import functools
 import os
 import signal
+import time
 from collections.abc import Callable, Coroutine
 from fnmatch import fnmatchcase
 from typing import Any, ParamSpec, TypeVar, cast
@@ -60,6 +61,12 @@ def on_home_loop(
         return await provisioner.manager.on_home(method(*args, **kwargs))
 
     return on_home
+
+
+LAUNCH_FRESH = 1.0
+"""Seconds after a launch in which :meth:`RemoteHWProvisioner.poll` takes the host's
+answer to the launch (the kernel runs) instead of asking again: a client's first
+liveness check, right after the start, costs no round trip to the host."""
 
 
 class RemoteHWProvisioner(KernelProvisionerBase):
@@ -105,6 +112,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         self._steps: LaunchSteps | None = None
         self.launch_steps: LaunchSteps | None = None
         """The steps of the last launch, with their timings."""
+        self._launched_at: float | None = None
         self.reattached_state: str | None = None
         """The execution state (idle, busy) the host reported for a kernel taken over
         from an earlier server, as of the takeover; None for a kernel started here."""
@@ -171,6 +179,10 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         machine = self._machine
         if machine is None or not machine.link_up:
             return None
+        if self._launched_at is not None:
+            if time.monotonic() - self._launched_at < LAUNCH_FRESH:
+                return None  # the host has just answered that it runs
+            self._launched_at = None
         try:
             async with asyncio.timeout(self.poll_timeout):
                 status = await self._agent_call("kernel_status", wait=None)
@@ -197,6 +209,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         if signum == 0:
             await self.poll()
             return
+        self._launched_at = None
         try:
             if signum == signal.SIGINT:
                 await self._agent_call("interrupt_kernel")
@@ -211,6 +224,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
     async def shutdown_requested(self, restart: bool = False) -> None:
         """The kernel was asked to stop (or restart): until it is gone (or back), its
         clients' reconnects fail, as expected, so they are not logged as warnings."""
+        self._launched_at = None
         if self._machine is not None:
             self._machine.expect_drops(self.kernel_id)
 
@@ -327,6 +341,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         # jupyter_client compares keys as bytes (its TypedDict says str).
         info = cast(KernelConnectionInfo, {**local, "key": str(remote["key"]).encode()})
         self.connection_info = info
+        self._launched_at = time.monotonic()
         self.manager.ledger.put_kernel(
             self.kernel_id, str(getattr(self.parent, "kernel_name", "") or target.kernel_name),
             target.name, await self.get_provisioner_info(), owner=self.owner,
