@@ -67,14 +67,20 @@ class KernelChannels:
 
     async def collect(self, msg_id: str, timeout: float = 60.0) -> Execution:
         """Gather a request's outputs until its shell reply and its idle status arrived."""
-        done = Execution()
-        replied = idle = False
+        return (await self.collect_all([msg_id], timeout))[0]
+
+    async def collect_all(self, msg_ids: list[str], timeout: float = 60.0) -> list[Execution]:
+        """Gather several requests' outputs until each has its reply and its idle status."""
+        found = {msg_id: Execution() for msg_id in msg_ids}
+        ended: dict[str, set[str]] = {msg_id: set() for msg_id in msg_ids}
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while not (replied and idle):
+        while any(len(parts) < 2 for parts in ended.values()):
             message = await self._next(max(0.1, deadline - loop.time()))
-            if message.get("parent_header", {}).get("msg_id") != msg_id:
+            msg_id = message.get("parent_header", {}).get("msg_id")
+            if msg_id not in found:
                 continue
+            done = found[msg_id]
             done.messages.append(message)
             kind = message["header"]["msg_type"]
             content = message["content"]
@@ -88,11 +94,11 @@ class KernelChannels:
             elif kind == "error":
                 done.ename = content["ename"]
             elif kind == "status" and content["execution_state"] == "idle":
-                idle = True
+                ended[msg_id].add("idle")
             elif message.get("channel") == "shell" and kind.endswith("_reply"):
                 done.status = content["status"]
-                replied = True
-        return done
+                ended[msg_id].add("reply")
+        return [found[msg_id] for msg_id in msg_ids]
 
     async def execute(self, code: str, timeout: float = 60.0) -> Execution:
         """Run ``code``; return its outputs once the kernel is idle again."""

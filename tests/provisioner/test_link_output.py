@@ -44,19 +44,26 @@ def _ticks(done: Execution) -> list[int]:
 
 
 async def _cut_during_ticks(ns_host: NetnsTestHost, kc: KernelChannels, ticks: int,
-                            cut_after: float, cut: float) -> Execution:
-    """Run a cell printing ``ticks`` lines a second apart, cutting the link for ``cut`` s."""
+                            cut_after: float, cut: float,
+                            sent_in_cut: str | None = None) -> tuple[Execution, Execution | None]:
+    """Run a cell printing ``ticks`` lines a second apart, cutting the link for ``cut`` s.
+
+    ``sent_in_cut``: a second cell, sent half-way through the cut; its execution
+    is returned too.
+    """
     assert ns_host.link is not None
-    msg_id = await _start(kc, _ticking_cell(ticks))
-    collecting = asyncio.create_task(kc.collect(msg_id, timeout=ticks + cut + 90))
+    msg_ids = [await _start(kc, _ticking_cell(ticks))]
     await asyncio.sleep(cut_after)
     ns_host.link.cut()
     try:
-        await asyncio.sleep(cut)
-        assert not collecting.done()
+        await asyncio.sleep(cut / 2)
+        if sent_in_cut is not None:
+            msg_ids.append(await _start(kc, sent_in_cut))
+        await asyncio.sleep(cut / 2)
     finally:
         ns_host.link.restore()
-    return await collecting
+    found = await kc.collect_all(msg_ids, timeout=ticks + 90)
+    return found[0], (found[1] if sent_in_cut is not None else None)
 
 
 @pytest.mark.timeout(180)
@@ -64,13 +71,19 @@ async def _cut_during_ticks(ns_host: NetnsTestHost, kc: KernelChannels, ticks: i
 async def test_no_line_is_lost_or_repeated_across_a_cut(
     ns_host: NetnsTestHost, start_kernel: StartKernel, channels: OpenChannels, cut: int,
 ) -> None:
-    """A 20 s cut mid-cell; a 60 s cut during which the cell ends (its reply arrives after)."""
+    """A 20 s cut mid-cell; a 60 s cut during which the cell ends (its reply arrives after).
+    A cell run half-way through the cut runs once the link is back, after the first."""
     kernel_id = await start_kernel("remote-hw-ssh-" + ns_host.alias)
     kc = await channels(kernel_id)
     ticks = 40 if cut == 20 else 20
-    done = await _cut_during_ticks(ns_host, kc, ticks, cut_after=4, cut=cut)
+    done, queued = await _cut_during_ticks(ns_host, kc, ticks, cut_after=4, cut=cut,
+                                           sent_in_cut="print('second'); 'sent in the cut'")
     assert done.status == "ok"
     assert _ticks(done) == list(range(ticks))
+    assert queued is not None and queued.status == "ok"
+    assert queued.result == "'sent in the cut'" and queued.stdout == "second\n"
+    dates = [[m["header"]["date"] for m in e.messages] for e in (done, queued)]
+    assert max(dates[0]) < min(dates[1])  # the kernel ran it after the first cell
     # The kernel goes on as before, through the same websocket.
     assert (await kc.execute("6 * 7", timeout=60)).result == "42"
 
@@ -81,7 +94,7 @@ async def test_a_five_minute_cut_loses_nothing(
 ) -> None:
     kernel_id = await start_kernel("remote-hw-ssh-" + ns_host.alias)
     kc = await channels(kernel_id)
-    done = await _cut_during_ticks(ns_host, kc, 315, cut_after=5, cut=300)
+    done, _ = await _cut_during_ticks(ns_host, kc, 315, cut_after=5, cut=300)
     assert done.status == "ok"
     assert _ticks(done) == list(range(315))
 
