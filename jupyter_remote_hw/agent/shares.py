@@ -61,8 +61,23 @@ _KEY_BLOB = re.compile(r"^[A-Za-z0-9+/]+=*$")
 _EXPIRY = re.compile(r"^\d{12}Z$")
 _BUFFER = 256 * 1024
 _SWEEP_INTERVAL = 10.0
-#: ``sshd: user@notty``, ``sshd: user [priv]``: an sshd process serving one connection.
-_SSHD_SESSION = re.compile(r"^sshd: [A-Za-z0-9._-]+(@\S+)?( \[(priv|net)\])?\s*$")
+#: ``sshd: user@notty``, ``sshd: user [priv]`` (OpenSSH before 9.8) or
+#: ``sshd-session: user@notty`` (9.8 and later): an sshd process serving one connection.
+_SSHD_SESSION = re.compile(
+    r"^sshd(-session)?: [A-Za-z0-9._-]+(@\S+)?( \[(priv|net)\])?\s*$")
+#: The programs of sshd's processes: the listener, and (OpenSSH 9.8+) each session's.
+_SSHD_PROGRAMS = ("sshd", "sshd-session")
+
+
+def is_sshd_session_title(title: str) -> bool:
+    """Whether a process title (its argv[0]) is that of an sshd session, any OpenSSH."""
+    return bool(_SSHD_SESSION.match(title))
+
+
+def is_sshd_program(argv0: str) -> bool:
+    """Whether argv[0] is sshd's: ``/usr/sbin/sshd -D``, ``sshd: user@notty``,
+    ``/usr/lib/openssh/sshd-session``, ``sshd-session: user [priv]``."""
+    return os.path.basename(argv0.split(":", 1)[0].split(" ", 1)[0]) in _SSHD_PROGRAMS
 
 
 def key_line(public_key: str, ports: list[int], expiry_time: str, share_id: str) -> str:
@@ -101,6 +116,20 @@ def key_line(public_key: str, ports: list[int], expiry_time: str, share_id: str)
 def _line_share_id(line: str) -> str | None:
     comment = line.rstrip("\n").rsplit(" ", 1)[-1]
     return comment[len(SHARE_TAG):] if comment.startswith(SHARE_TAG) else None
+
+
+def shares_of_key(path: str, public_key: str) -> list[str]:
+    """The share ids whose lines in an authorized_keys file carry ``public_key``."""
+    parts = public_key.strip().split()
+    if len(parts) < 2:
+        return []
+    needle = f" {parts[0]} {parts[1]} {SHARE_TAG}"
+    try:
+        with open(os.path.expanduser(path), encoding="utf-8") as handle:
+            lines = handle.readlines()
+    except FileNotFoundError:
+        return []
+    return [sid for line in lines if needle in line and (sid := _line_share_id(line))]
 
 
 def edit_authorized_keys(path: str, add: str | None = None,
@@ -218,7 +247,7 @@ def sessions_begun_before(when: float) -> set[int]:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as handle:
                 argv = handle.read().split(b"\0")[0].decode(errors="replace")
-            if not _SSHD_SESSION.match(argv) or os.stat(f"/proc/{pid}").st_uid != uid:
+            if not is_sshd_session_title(argv) or os.stat(f"/proc/{pid}").st_uid != uid:
                 continue
         except OSError:
             continue
@@ -234,8 +263,7 @@ def _is_sshd(pid: int) -> bool:
             argv0 = handle.read().split(b"\0", 1)[0].decode(errors="replace")
     except OSError:
         return False
-    # "/usr/sbin/sshd -D ..." or a session's "sshd: user@notty".
-    return os.path.basename(argv0.split(":", 1)[0].split(" ", 1)[0]) == "sshd"
+    return is_sshd_program(argv0)
 
 
 @dataclass
@@ -344,6 +372,16 @@ class ShareRelays:
         share = Share(share_id, kernel_id, list(channels), {}, expires,
                       os.path.expanduser(authorized_keys))
         key_line(public_key, [1], expiry_time, share_id)  # check before opening anything
+        for other in shares_of_key(share.authorized_keys, public_key):
+            # sshd takes the first line that matches a key, and with it that
+            # line's ports: a second line for the same key would never be used.
+            known = self.shares.get(other)
+            if known is None or known.revoked is None:
+                what = f" (kernel {known.kernel_id})" if known is not None else ""
+                raise AgentError(BAD_REQUEST, (
+                    f"this key already has share {other}{what} on this host, and sshd would "
+                    "only ever use that share's line: revoke it first, or share with another "
+                    "of the teammate's keys"))
         await self._listen(share, keep_ports=False)
         line = key_line(public_key, list(share.ports.values()), expiry_time, share_id)
         try:

@@ -133,3 +133,23 @@ async def test_sessions_begun_before_a_time(owned: OwnedKernel) -> None:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
         assert cmdline.startswith("sshd: ") and "[listener]" not in cmdline
     assert sessions_begun_before(0.0) == set()
+
+
+async def test_a_key_with_a_live_share_gets_no_second_one_until_the_first_is_revoked(
+    owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost,
+) -> None:
+    """sshd uses the first line that matches a key: a second line would never be used."""
+    first = await owned.share(teammate_key, COLLABORATOR, expires_in=3600)
+    first_id = first.record.share_id
+    with pytest.raises(ShareError, match=f"this key already has share {first_id} "
+                       rf"\(kernel {owned.kernel_id}\) on this host.*revoke it first"):
+        await owned.share(teammate_key, COLLABORATOR, expires_in=3600)
+    assert ssh_host.authorized_keys.read_text().count("jupyter-remote-hw-share:") == 1
+    await owned.sharer.revoke(owned.machine, first_id)
+    second = await owned.share(teammate_key, COLLABORATOR, expires_in=3600)
+    async with Attachment(second.share_file, teammate_key) as attachment:
+        teammate = await started_client(attachment.connection_info())
+        try:
+            assert (await run(teammate, "second_share = 2"))["status"] == "ok"
+        finally:
+            stop_client(teammate)
