@@ -43,6 +43,8 @@ class SharedKernelProvisioner(KernelProvisionerBase):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.attachment: Attachment | None = None
+        self.ended_reason = ""
+        """Why the host dropped this side, once it has."""
 
     @property
     def has_process(self) -> bool:
@@ -55,8 +57,22 @@ class SharedKernelProvisioner(KernelProvisionerBase):
         if attachment is None or attachment.detached.is_set() or attachment.conn is None:
             return 0
         if attachment.conn.is_closed():
+            self._ended(attachment)
             return 0
         return None
+
+    def _ended(self, attachment: Attachment) -> None:
+        """The host dropped this side: say why, once, where the server shows it."""
+        share = attachment.share
+        reason = (f"{attachment.where} ended the attachment to {share.owner}'s kernel "
+                  f"{share.kernel_id}: the share {share.share_id} was revoked or has expired, "
+                  "or the kernel was shut down")
+        if self.ended_reason != reason:
+            self.ended_reason = reason
+            self.log.warning("%s", reason)
+            parent = self.parent
+            if parent is not None and hasattr(parent, "reason"):
+                parent.reason = reason  # jupyter_server lists it with the kernel
 
     async def wait(self) -> int | None:
         """Wait until detached or dropped."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from importlib.metadata import EntryPoint
 from pathlib import Path
@@ -101,3 +102,22 @@ async def test_viewer_kernel_refuses_to_run_code_with_a_clear_message(
         if manager.has_kernel:
             await manager.shutdown_kernel(now=True)
     assert (await owned.agent.call("kernel_status", kernel_id=owned.kernel_id))["alive"]
+
+
+async def test_a_revoked_share_reads_as_ended_with_the_reason(
+    owned: OwnedKernel, teammate_key: Path, tmp_path: Path,
+) -> None:
+    manager = await attached_manager(owned, teammate_key, tmp_path, COLLABORATOR)
+    try:
+        assert await manager.is_alive()
+        provisioner = manager.provisioner
+        assert isinstance(provisioner, SharedKernelProvisioner)
+        share_id = provisioner.attachment.share.share_id if provisioner.attachment else ""
+        await owned.sharer.revoke(owned.machine, share_id)
+        deadline = asyncio.get_running_loop().time() + 10
+        while await manager.is_alive():
+            assert asyncio.get_running_loop().time() < deadline, "still alive after revoke"
+            await asyncio.sleep(0.2)
+        assert f"the share {share_id} was revoked or has expired" in provisioner.ended_reason
+    finally:
+        await manager.shutdown_kernel(now=True)
