@@ -217,7 +217,8 @@ class ShareActions:
         try:
             share = ShareFile.from_json(share_file)
         except ShareError as exc:
-            raise request_error(exc, "share_file") from None
+            raise request_error(exc, f"share_file.{exc.field}" if exc.field else "share_file"
+                                ) from None
         key_file = _text(identity, "identity", required=False)
         if key_file is not None and not Path(key_file).expanduser().is_file():
             raise HardwareRequestError(400, f"no private key at {key_file}: name the key whose "

@@ -156,18 +156,46 @@ class ExpectedErrorFilter(logging.Filter):
         return True
 
 
+#: An access log line of jupyter_server: status, method, then the request's URI.
+_ACCESS = re.compile(r"^(\d{3} [A-Z]+ )(\S+)( .*)$", re.DOTALL)
+#: The most characters of a URI an access log line quotes.
+LOGGED_URI = 200
+
+
+class LongURIFilter(logging.Filter):
+    """Cuts the URI of an access log line to :data:`LOGGED_URI` characters, so that a
+    request with a huge path or query is not logged whole."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Shorten ``record``'s URI in place; always keep it."""
+        if not isinstance(record.msg, str):
+            return True
+        text = record.getMessage()
+        if len(text) <= LOGGED_URI:
+            return True
+        match = _ACCESS.match(text)
+        if match and len(match.group(2)) > LOGGED_URI:
+            uri = match.group(2)
+            record.msg = f"{match.group(1)}{uri[:LOGGED_URI]}… ({len(uri)} characters)" \
+                f"{match.group(3)}"
+            record.args = None
+        return True
+
+
 def _as_warning(record: logging.LogRecord) -> None:
     record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
 
 
 def install_filter(log: logging.Logger) -> None:
-    """Put an :class:`ExpectedErrorFilter` on each of ``log``'s handlers (once)."""
+    """Put an :class:`ExpectedErrorFilter` and a :class:`LongURIFilter` on each of
+    ``log``'s handlers (once)."""
     for handler in log.handlers:
-        if not any(isinstance(f, ExpectedErrorFilter) for f in handler.filters):
-            handler.addFilter(ExpectedErrorFilter())
+        for kind in (ExpectedErrorFilter, LongURIFilter):
+            if not any(isinstance(f, kind) for f in handler.filters):
+                handler.addFilter(kind())
 
 
 __all__ = [
-    "EXPECTED_ERRORS", "ExpectedErrorFilter", "commands_in", "expected_error",
+    "EXPECTED_ERRORS", "ExpectedErrorFilter", "LongURIFilter", "commands_in", "expected_error",
     "host_key_details", "install_filter", "is_expected", "launch_logged", "log_failure",
 ]

@@ -9,10 +9,10 @@ field and what is allowed, never echoing a long value whole.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError, best_match
 
 #: A share id: what ``secrets.token_urlsafe`` gives, without ``.`` or ``/``.
@@ -21,7 +21,7 @@ SHARE_ID = r"^[A-Za-z0-9_-]{1,64}$"
 KERNEL_ID = r"^[A-Za-z0-9_-]{1,64}$"
 #: A host as ssh names it (an ssh_config alias, a host name, an address), optionally
 #: with ``user@``: no spaces, quotes, slashes or control characters.
-HOST = r"^[A-Za-z0-9_.@:\[\]%-]{1,255}$"
+HOST = r"^[A-Za-z0-9_.@:\[\]%][A-Za-z0-9_.@:\[\]%-]{0,254}$"
 #: A machine or target name.
 NAME = r"^[A-Za-z0-9_.:@+-]{1,128}$"
 
@@ -66,14 +66,18 @@ def check_identifier(value: Any, pattern: str, what: str) -> str:
     return value
 
 
+PATTERN_WORDS: dict[str, str] = {
+    SHARE_ID: "1 to 64 letters, digits, '-' or '_'",
+    HOST: "1 to 255 letters, digits and '.-_@:[]%', not starting with '-' (no spaces, "
+          "quotes or slashes)",
+    NAME: "1 to 128 letters, digits and '.-_:@+'",
+}
+"""What each pattern allows, in words (modules with schemas add theirs)."""
+
+
 def allowed(pattern: str) -> str:
     """What ``pattern`` allows, in words."""
-    words = {
-        SHARE_ID: "1 to 64 letters, digits, '-' or '_'",
-        HOST: "1 to 255 letters, digits and '.-_@:[]%' (no spaces, quotes or slashes)",
-        NAME: "1 to 128 letters, digits and '.-_:@+'",
-    }
-    return words.get(pattern, f"it must match {pattern}")
+    return PATTERN_WORDS.get(pattern, f"it must match {pattern}")
 
 
 def field_name(error: ValidationError) -> str:
@@ -123,8 +127,10 @@ def describe(error: ValidationError) -> str:
         return f"{field} must have {'at least' if kind.startswith('min') else 'at most'} " \
                f"{value} {'items' if kind.endswith('Items') else 'fields'}"
     if kind in ("oneOf", "anyOf"):
-        return f"{field} must be one of: " + "; ".join(
-            str(s.get("description", s.get("type", "?"))) for s in value if isinstance(s, dict))
+        return f"{field} must be " + " or ".join(
+            " or ".join(repr(v) for v in s["enum"]) if "enum" in s
+            else _A.get(str(s.get("type")), "something else")
+            for s in value if isinstance(s, dict))
     return f"{field} is not valid ({kind})"
 
 
@@ -133,13 +139,25 @@ _A = {"string": "a string", "number": "a number", "integer": "an integer",
       "null": "null"}
 
 
-def validator(schema: Mapping[str, Any]) -> Draft202012Validator:
-    """A checked validator for ``schema`` (build it once, at import)."""
+def _full_pattern(checker: Any, pattern: str, instance: Any,
+                  schema: Mapping[str, Any]) -> Iterator[ValidationError]:
+    """``pattern`` matched against the whole string: a ``$`` that lets a final newline
+    through (as Python's ``re.search`` does) would let ``name\\n`` in."""
+    if isinstance(instance, str) and not re.fullmatch(pattern, instance):
+        yield ValidationError(f"does not match {pattern}")
+
+
+_Strict = validators.extend(Draft202012Validator, {"pattern": _full_pattern})
+
+
+def validator(schema: Mapping[str, Any]) -> Any:
+    """A checked validator for ``schema`` (build it once, at import); its patterns
+    match whole strings."""
     Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema)
+    return _Strict(schema)
 
 
-def check_json(value: Any, checker: Draft202012Validator, prefix: str = "") -> None:
+def check_json(value: Any, checker: Any, prefix: str = "") -> None:
     """Check ``value`` against ``checker``'s schema.
 
     Args:
@@ -153,6 +171,10 @@ def check_json(value: Any, checker: Draft202012Validator, prefix: str = "") -> N
     error = best_match(checker.iter_errors(value))
     if error is None:
         return
+    parent = error.parent
+    if parent is not None and parent.validator in ("oneOf", "anyOf") \
+            and parent.absolute_path == error.absolute_path:
+        error = parent  # no alternative fits: say what the alternatives are
     field = prefix + field_name(error) if field_name(error) != "body" else prefix.rstrip(".")
     message = describe(error)
     if prefix:
@@ -161,6 +183,6 @@ def check_json(value: Any, checker: Draft202012Validator, prefix: str = "") -> N
 
 
 __all__ = [
-    "HOST", "KERNEL_ID", "NAME", "SHARE_ID", "InvalidInputError", "allowed", "check_identifier",
+    "HOST", "KERNEL_ID", "NAME", "PATTERN_WORDS", "SHARE_ID", "InvalidInputError", "allowed", "check_identifier",
     "check_json", "describe", "quote", "validator",
 ]

@@ -28,7 +28,7 @@ def log() -> Iterator[tuple[logging.Logger, io.StringIO]]:
     logger.addHandler(handler)
     install_filter(logger)
     install_filter(logger)  # once is enough
-    assert len(handler.filters) == 1
+    assert len(handler.filters) == 2  # ExpectedErrorFilter and LongURIFilter
     try:
         yield logger, out
     finally:
@@ -85,3 +85,21 @@ def test_a_failed_launch_step_is_logged_by_its_steps_alone(
                       f"{steps.records[0].seconds:.2f} s: cannot reach gone (10.0.0.9:22): "
                       "refused")]
     assert "Traceback" not in out.getvalue()
+
+
+def test_an_access_line_quotes_a_huge_uri_cut_short() -> None:
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    logger = logging.getLogger("test_user_errors_uri")
+    logger.propagate = False
+    logger.addHandler(handler)
+    install_filter(logger)
+    try:
+        logger.warning("%d %s %s (%s) %.2fms", 400, "GET", "/x/" + "a" * 60_000, "u@1", 0.5)
+        logger.warning("%d %s %s (%s) %.2fms", 200, "GET", "/short", "u@1", 0.5)
+    finally:
+        logger.removeHandler(handler)
+    first, second = out.getvalue().splitlines()
+    assert first.startswith("400 GET /x/aaa") and "… (60003 characters) (u@1) 0.50ms" in first
+    assert len(first) < 300
+    assert second == "200 GET /short (u@1) 0.50ms"

@@ -37,7 +37,9 @@ from ..hardware_events import EventHub
 from ..host_key_actions import trust_host_key
 from ..kernel_metrics import KernelMetrics
 from ..share_actions import ShareActions
-from ..user_errors import is_expected, launch_logged
+from ..user_errors import is_expected, launch_logged, one_line
+from ..validation import NAME, InvalidInputError, check_identifier, check_json, quote
+from .schemas import ALL_VALUES, CHECKERS, PATH_PARTS
 
 #: URL prefix of every route.
 API_PREFIX = "/jupyter-remote-hw/api"
@@ -47,7 +49,98 @@ HARDWARE_RESOURCE = "remote_hw"
 KERNELS_RESOURCE = "kernels"
 
 
-class HardwareAPIHandler(APIHandler):
+#: The most characters of a request's path quoted in a log line.
+LOGGED_PATH = 200
+
+
+class JSONErrors(JupyterHandler):
+    """Every error answered as JSON ``{"message", ...}``: never an HTML page; 401 for a
+    request without valid credentials (with ``WWW-Authenticate``), 405 with ``Allow``."""
+
+    def allowed_methods(self) -> list[str]:
+        """The HTTP methods this route answers."""
+        return [m.upper() for m in ("get", "post", "delete", "put", "patch")
+                if getattr(type(self), m) is not getattr(web.RequestHandler, m)]
+
+    def short_path(self) -> str:
+        """The request's path for a log line, cut to :data:`LOGGED_PATH` characters."""
+        path = self.request.path
+        return path if len(path) <= LOGGED_PATH else \
+            f"{path[:LOGGED_PATH]}… ({len(path)} characters)"
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        """Request errors are answers, not server faults: log them in one line (a failed
+        launch step was logged by its steps already), with the path cut short."""
+        if isinstance(value, HardwareRequestError) or is_expected(value):
+            log = self.log.debug if launch_logged(value) else self.log.warning
+            log("%s %s: %s", self.request.method, self.short_path(),
+                quote(one_line(str(value)), 500)[1:-1])
+            return
+        if isinstance(value, web.HTTPError) and value.status_code < 500:
+            self.log.warning("%s %s: %d %s", self.request.method, self.short_path(),
+                             value.status_code, value.log_message or "")
+            return
+        super().log_exception(typ, value, tb)
+
+    def _handle_request_exception(self, e: BaseException) -> None:
+        if isinstance(e, HardwareRequestError):
+            self.log_exception(type(e), e, e.__traceback__)
+            self.send_error(e.status, exc_info=(type(e), e, e.__traceback__))
+            return
+        super()._handle_request_exception(e)
+
+    def check_xsrf_cookie(self) -> None:
+        """A request without credentials is refused 401 before its XSRF check."""
+        if hasattr(self, "_jupyter_current_user"):  # else too early: prepare checks it
+            self.require_user()
+        super().check_xsrf_cookie()
+
+    def get_login_url(self) -> str:
+        """An API answers 401 to a request without credentials, never a redirect."""
+        self.require_user()
+        return str(super().get_login_url())
+
+    def require_user(self) -> None:
+        """Refuse (401) a request without the server's token or login cookie."""
+        if not self.current_user:
+            raise HardwareRequestError(
+                401, "not authenticated: send the server's token (Authorization: token "
+                "<token>) or its login cookie")
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """Request errors as ``{"message", "field", "step", "hint"}`` with their status;
+        any other error as ``{"message"}``."""
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, HardwareRequestError):
+            body = exc.to_json()
+            status = exc.status
+            host_key = body.get("host_key")
+            if host_key and host_key.get("fingerprint") and not host_key.get("changed"):
+                host_key["trust"] = {
+                    "method": "POST", "body": {"fingerprint": host_key["fingerprint"]},
+                    "url": url_path_join(self.base_url, API_PREFIX, "hosts",
+                                         url_escape(host_key["destination"], plus=False),
+                                         "trust")}
+        else:
+            status = status_code
+            reason = exc.log_message if isinstance(exc, web.HTTPError) and exc.log_message \
+                else self._reason
+            if status == 404:
+                reason = f"no such route {quote(self.request.path)}: see docs/rest-api.yaml"
+            elif status >= 500:
+                reason = "internal error: the server's log has the details"
+            body = {"message": reason}
+        self.clear()
+        self.set_status(status)
+        if status == 401:
+            self.set_header("WWW-Authenticate", "token")
+        if status == 405:
+            self.set_header("Allow", ", ".join(self.allowed_methods()))
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(body))
+
+
+class HardwareAPIHandler(JSONErrors, APIHandler):
     """Base: the actions, JSON bodies, and request errors as JSON with their status."""
 
     auth_resource = HARDWARE_RESOURCE
@@ -57,23 +150,43 @@ class HardwareAPIHandler(APIHandler):
         self.actions = actions
         self.shares = shares
 
-    def json_body(self, *fields: str) -> dict[str, Any]:
-        """The request's JSON object, with only ``fields`` in it when they are given.
+    async def prepare(self) -> None:  # type: ignore[override]
+        """Refuse an unauthenticated request (401), then a path part that is not what
+        the route takes (400, naming it), before any handler reads it."""
+        await _maybe_await(super().prepare())
+        self.require_user()
+        for name, value in self.path_kwargs.items():
+            pattern = PATH_PARTS.get(name)
+            if pattern is not None:
+                try:
+                    check_identifier(value, pattern, name)
+                except InvalidInputError as exc:
+                    raise HardwareRequestError(400, str(exc), name) from None
+
+    def json_body(self, schema: str) -> dict[str, Any]:
+        """The request's JSON object, checked against its schema in :mod:`.schemas`.
 
         Raises:
-            HTTPError: 400 when the body is not a JSON object, or has another field.
+            HardwareRequestError: 400 naming the field when the body is not JSON, not
+                an object, or not what the schema allows.
         """
         raw = self.request.body or b"{}"
         try:
             body = json.loads(raw)
         except ValueError as exc:
-            raise HardwareRequestError(400, f"the request body is not JSON: {exc}") from None
-        if not isinstance(body, dict):
-            raise HardwareRequestError(400, "the request body must be a JSON object")
-        unknown = set(body) - set(fields) if fields else set()
-        if unknown:
-            raise HardwareRequestError(
-                400, f"unknown field(s) {sorted(unknown)}: use {', '.join(fields)}", min(unknown))
+            raise HardwareRequestError(400, f"the request body is not JSON: {exc}",
+                                       "body") from None
+        except RecursionError:
+            raise HardwareRequestError(400, "the request body is nested too deeply",
+                                       "body") from None
+        try:
+            check_json(body, CHECKERS[schema])
+        except InvalidInputError as exc:
+            raise HardwareRequestError(400, str(exc), exc.field) from None
+        except RecursionError:
+            raise HardwareRequestError(400, "the request body is nested too deeply",
+                                       "body") from None
+        assert isinstance(body, dict)
         return body
 
     def write_json(self, value: Any, status: int = 200) -> None:
@@ -82,40 +195,14 @@ class HardwareAPIHandler(APIHandler):
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(value, default=str))
 
-    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
-        """Request errors are answers, not server faults: log them in one line (a failed
-        launch step was logged by its steps already)."""
-        if isinstance(value, HardwareRequestError) or is_expected(value):
-            log = self.log.debug if launch_logged(value) else self.log.warning
-            log("%s %s: %s", self.request.method, self.request.path, value)
-            return
-        super().log_exception(typ, value, tb)
+class NoRouteHandler(HardwareAPIHandler):
+    """Any other path under the API's prefix: 404 as JSON (not the server's HTML page)."""
 
-    def write_error(self, status_code: int, **kwargs: Any) -> None:
-        """Request errors as ``{"message", "field", "step", "hint"}`` with their status."""
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        if isinstance(exc, HardwareRequestError):
-            body = exc.to_json()
-            host_key = body.get("host_key")
-            if host_key and host_key.get("fingerprint") and not host_key.get("changed"):
-                host_key["trust"] = {
-                    "method": "POST", "body": {"fingerprint": host_key["fingerprint"]},
-                    "url": url_path_join(self.base_url, API_PREFIX, "hosts",
-                                         url_escape(host_key["destination"], plus=False),
-                                         "trust")}
-            self.clear()
-            self.set_status(exc.status)
-            self.set_header("Content-Type", "application/json")
-            self.finish(json.dumps(body))
-            return
-        super().write_error(status_code, **kwargs)
+    async def _no_route(self, *args: Any) -> None:
+        raise HardwareRequestError(404, f"no such route {quote(self.request.path)}: see "
+                                   "docs/rest-api.yaml")
 
-    def _handle_request_exception(self, e: BaseException) -> None:
-        if isinstance(e, HardwareRequestError):
-            self.log_exception(type(e), e, e.__traceback__)
-            self.send_error(e.status, exc_info=(type(e), e, e.__traceback__))
-            return
-        super()._handle_request_exception(e)
+    get = post = put = patch = delete = _no_route
 
 
 class HardwareHandler(HardwareAPIHandler):
@@ -162,7 +249,7 @@ class KernelsHandler(HardwareAPIHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        body = self.json_body()
+        body = self.json_body("launch")
         kernel_id = await self.actions.start_kernel(body.get("hardware"), body.get("path"))
         model = await _maybe_await(
             self.kernel_manager.kernel_model(kernel_id))  # type: ignore[no-untyped-call]
@@ -180,8 +267,13 @@ class SessionVariablesHandler(HardwareAPIHandler):
     @web.authenticated
     @authorized
     async def get(self, session_id: str) -> None:
-        session = await self.actions.session(session_id)
         hardware = self.get_argument("hardware", None)
+        if hardware is not None:
+            try:
+                check_identifier(hardware, NAME, "hardware")
+            except InvalidInputError as exc:
+                raise HardwareRequestError(400, str(exc), "hardware") from None
+        session = await self.actions.session(session_id)
         self.write_json(await self.actions.kernel_variables(session["kernel"]["id"], hardware))
 
 
@@ -193,7 +285,7 @@ class SessionSwitchHandler(HardwareAPIHandler):
     @web.authenticated
     @authorized
     async def post(self, session_id: str) -> None:
-        body = self.json_body("hardware", "carry", "device", "keep_old")
+        body = self.json_body("switch")
         report = await self.actions.switch_session(
             session_id, body.get("hardware"), body.get("carry"), body.get("device"),
             body.get("keep_old", False))
@@ -225,13 +317,17 @@ class SharesHandler(HardwareAPIHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        include_all = self.get_argument("all", "") not in ("", "0", "false")
+        shown = self.get_argument("all", "0")
+        if shown not in ALL_VALUES:
+            raise HardwareRequestError(
+                400, f"'all' must be one of {', '.join(ALL_VALUES)}, not {quote(shown)}", "all")
+        include_all = shown in ("1", "true")
         self.write_json({"shares": await self.shares.list_shares(include_all)})
 
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        body = self.json_body("kernel", "public_key", "role", "expires", "address")
+        body = self.json_body("share")
         granted = await self.shares.share(body.get("kernel"), body.get("public_key"),
                                           body.get("role"), body.get("expires"),
                                           body.get("address"))
@@ -256,7 +352,7 @@ class JoinHandler(HardwareAPIHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        body = self.json_body("share_file", "identity")
+        body = self.json_body("join")
         joined = await self.shares.join(body.get("share_file"), body.get("identity"))
         model = await _maybe_await(
             self.kernel_manager.kernel_model(joined["kernel_id"]))  # type: ignore[no-untyped-call]
@@ -272,13 +368,16 @@ class HostTrustHandler(HardwareAPIHandler):
     @web.authenticated
     @authorized
     async def post(self, host: str) -> None:
-        body = self.json_body("fingerprint")
+        body = self.json_body("trust")
         self.write_json(await trust_host_key(self.actions.machines.transport.settings, host,
                                              body.get("fingerprint"), self.log))
 
 
-class EventsHandler(JupyterHandler, websocket.WebSocketHandler):
-    """Websocket: every launch, machine and switch event, one JSON text message each."""
+class EventsHandler(JSONErrors, websocket.WebSocketHandler):
+    """Websocket: every launch, machine and switch event, one JSON text message each.
+
+    A request without credentials is answered 401, one that is not a websocket
+    handshake 400, both as JSON."""
 
     auth_resource = HARDWARE_RESOURCE
 
@@ -287,10 +386,21 @@ class EventsHandler(JupyterHandler, websocket.WebSocketHandler):
         self.events = events
         self._unsubscribe: Any = None
 
-    @ws_authenticated
-    @authorized
     async def get(self, *args: Any, **kwargs: Any) -> None:
         """Open the socket."""
+        try:
+            self.require_user()
+            if self.request.headers.get("Upgrade", "").lower() != "websocket":
+                raise HardwareRequestError(400, "this route is a websocket: open it with an "
+                                           "'Upgrade: websocket' handshake", "Upgrade")
+        except HardwareRequestError as exc:
+            self.send_error(exc.status, exc_info=(type(exc), exc, exc.__traceback__))
+            return
+        await self._open(*args, **kwargs)
+
+    @ws_authenticated
+    @authorized
+    async def _open(self, *args: Any, **kwargs: Any) -> None:
         res = super().get(*args, **kwargs)
         if res is not None:
             await res
@@ -341,6 +451,7 @@ def api_handlers(actions: HardwareActions,
         (f"{API_PREFIX}/join", JoinHandler, kwargs),
         (f"{API_PREFIX}/hosts/(?P<host>[^/]+)/trust", HostTrustHandler, kwargs),
         (f"{API_PREFIX}/events", EventsHandler, {"events": actions.events}),
+        (f"{API_PREFIX}(?:/.*)?", NoRouteHandler, kwargs),
     ]
 
 

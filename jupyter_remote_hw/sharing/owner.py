@@ -16,6 +16,7 @@ from ..agent_client import AgentError
 from ..ledger.store import Ledger, ShareRecord
 from ..providers.base import Machine
 from ..providers.ssh import SSHMachine
+from ..validation import HOST, InvalidInputError, check_identifier
 from .roles import (
     CHANNEL_PURPOSE,
     COLLABORATOR,
@@ -98,13 +99,18 @@ class ShareOwner:
                 the address this side connects to).
 
         Raises:
-            ShareError: Bad role, key or kernel; the host refused.
+            ShareError: Bad role, key, address or kernel; the host refused.
         """
         ssh = self._ssh(machine)
         check_role(role)
         key = read_public_key(public_key)
         if expires_in <= 0:
             raise ShareError("a share must expire in the future")
+        if address is not None:
+            try:
+                check_identifier(address, HOST, "address")
+            except InvalidInputError as exc:
+                raise ShareError(str(exc)) from None
         client = await ssh.agent()
         try:
             status = await client.call("kernel_status", kernel_id=kernel_id)

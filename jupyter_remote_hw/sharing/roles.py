@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from ..providers.base import PORT_NAMES
+from ..validation import quote
 
 VIEWER = "viewer"
 """Watches the kernel's outputs as they happen; runs nothing."""
@@ -28,6 +29,8 @@ CHANNEL_PURPOSE: dict[str, str] = {
 
 DEFAULT_EXPIRES = "8h"
 """How long a share lasts when nobody says."""
+MAX_EXPIRES = 365 * 86400
+"""The longest a share may last, in seconds."""
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
@@ -49,11 +52,13 @@ class ShareError(Exception):
     Attributes:
         kind: What went wrong: :data:`INVALID`, :data:`UNKNOWN`, :data:`REFUSED`
             or :data:`UNREACHABLE`.
+        field: The share file's field at fault, when one is.
     """
 
-    def __init__(self, message: str, kind: str = INVALID) -> None:
+    def __init__(self, message: str, kind: str = INVALID, field: str | None = None) -> None:
         super().__init__(message)
         self.kind = kind
+        self.field = field
 
 
 def check_role(role: str) -> str:
@@ -71,7 +76,8 @@ def parse_duration(text: str) -> float:
     """Seconds in a duration such as ``8h``, ``30m``, ``2d`` or ``1h30m``.
 
     Raises:
-        ShareError: Not a positive duration in those units.
+        ShareError: Not a positive duration in those units, or longer than
+            :data:`MAX_EXPIRES`.
     """
     spec = text.strip().lower()
     pos, seconds = 0, 0.0
@@ -81,5 +87,9 @@ def parse_duration(text: str) -> float:
         seconds += float(match.group(1)) * _UNITS[match.group(2)]
         pos = match.end()
     if not spec or pos != len(spec) or seconds <= 0:
-        raise ShareError(f"expiry {text!r} is not a duration: write it like 30m, 8h, 2d or 1h30m")
+        raise ShareError(f"expiry {quote(text)} is not a duration: write it like 30m, 8h, 2d "
+                         "or 1h30m")
+    if seconds > MAX_EXPIRES:
+        raise ShareError(f"expiry {quote(text)} is longer than {MAX_EXPIRES // 86400} days: "
+                         "share for less, and share again when it ends")
     return seconds

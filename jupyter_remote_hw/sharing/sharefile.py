@@ -159,6 +159,6 @@ class ShareFile:
             check_json(data, _CHECK)
         except InvalidInputError as exc:
             raise ShareError(f"{source} is not a valid share file: {exc}; ask the owner "
-                             "for a new one") from None
+                             "for a new one", field=exc.field) from None
         fields = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
         return cls(**fields)
