@@ -96,6 +96,14 @@ class Message:
         return value if isinstance(value, str) else ""
 
 
+def is_welcome(parts: list[bytes]) -> bool:
+    """Whether a message's frames are an IOPub welcome (JEP 65)."""
+    try:
+        return b'"iopub_welcome"' in parts[parts.index(DELIMITER) + 2]
+    except (ValueError, IndexError):
+        return False
+
+
 def _dumps(value: dict[str, Any]) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 

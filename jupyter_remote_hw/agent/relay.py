@@ -23,7 +23,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from .messaging import DELIMITER, PROTOCOL_VERSION, Signer
+from .messaging import DELIMITER, PROTOCOL_VERSION, Signer, is_welcome
 from .protocol import BAD_REQUEST, AgentError
 from .relay_frames import (
     ACK,
@@ -74,13 +74,6 @@ def _droppable(entry: _Entry) -> bool:
         header = entry.parts[entry.parts.index(DELIMITER) + 2]
         return bool(json.loads(header).get("msg_type") != "status")
     except (ValueError, IndexError, AttributeError):
-        return False
-
-
-def _is_welcome(parts: list[bytes]) -> bool:
-    try:
-        return b'"iopub_welcome"' in parts[parts.index(DELIMITER) + 2]
-    except (ValueError, IndexError):
         return False
 
 
@@ -151,7 +144,7 @@ class KernelRelay:
     def _keep(self, channel: int, parts: list[bytes]) -> None:
         if channel == _IOPUB:
             self._subscribed.set()
-            if _is_welcome(parts):
+            if is_welcome(parts):
                 return  # the kernel welcoming this relay; our side welcomes its own clients
         self._seq += 1
         entry = _Entry(self._seq, channel, parts)
