@@ -22,6 +22,11 @@ import zmq
 import zmq.asyncio
 from jupyter_client.session import Session
 
+from ..agent.messaging import is_welcome
+
+UPSTREAM_WAIT = 3.0
+"""Seconds a viewer's kernel waits for the owner's kernel to welcome its subscription."""
+
 REPLY_OK_EMPTY = {"comm_info_request": {"status": "ok", "comms": {}}}
 """Requests a frontend sends on its own, answered as if by an idle kernel."""
 
@@ -77,6 +82,7 @@ class ReadOnlyKernel:
         upstream.setsockopt(zmq.SUBSCRIBE, b"")
         upstream.connect(f"tcp://127.0.0.1:{self.upstream_iopub}")
         self._sockets.append(upstream)
+        await self._subscribed(upstream)
         self._tasks = [
             asyncio.create_task(self._relay(upstream)),
             asyncio.create_task(self._answer(shell)),
@@ -89,11 +95,30 @@ class ReadOnlyKernel:
         return {"ip": "127.0.0.1", "transport": "tcp", "key": "",
                 "signature_scheme": self.session.signature_scheme, **self.ports}
 
+    async def _subscribed(self, upstream: zmq.asyncio.Socket) -> None:
+        """Wait until the owner's kernel has taken this side's subscription, so that
+        the viewer misses nothing it prints from the moment the kernel reads ready.
+
+        The kernel welcomes each subscriber (JEP 65); one that does not is taken
+        as subscribed on its first output, or after :data:`UPSTREAM_WAIT` seconds.
+        """
+        assert self._pub is not None
+        try:
+            async with asyncio.timeout(UPSTREAM_WAIT):
+                frames = await upstream.recv_multipart(copy=True)
+        except TimeoutError:
+            self.log.debug("viewer facade: no welcome from the owner's kernel in %g s",
+                           UPSTREAM_WAIT)
+            return
+        if not is_welcome(frames):
+            await self._pub.send_multipart(frames)
+
     async def _relay(self, upstream: zmq.asyncio.Socket) -> None:
         assert self._pub is not None
         while True:
             frames = await upstream.recv_multipart(copy=True)
-            await self._pub.send_multipart(frames)
+            if not is_welcome(frames):  # another subscriber's, or ours again
+                await self._pub.send_multipart(frames)
 
     async def _echo(self, heartbeat: zmq.asyncio.Socket) -> None:
         while True:
