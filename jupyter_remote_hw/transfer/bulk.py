@@ -1,24 +1,37 @@
-"""The kernel side of a transfer's bulk stream: one TCP connection for one transfer's bytes.
+"""The kernel side of a transfer's bulk stream: TCP connections for one transfer's bytes.
 
 A large transfer's bytes do not go through the kernel's shell channel, where
 each chunk is a message the kernel has to parse. Instead the kernel listens on
-an ephemeral port of 127.0.0.1 for one connection, in a thread of its own,
-and reads the segments straight into their buffers (or writes them straight
-from the variables' memory). The client reaches the port through its SSH
-connection to the host (a ``direct-tcpip`` channel), so on the wire the bytes
-take the same path as ``ssh host cat``.
+an ephemeral port of 127.0.0.1, in a thread of its own, and reads the segments
+straight into their buffers (or writes them straight from the variables'
+memory). The client reaches the port through its SSH connection to the host
+(a ``direct-tcpip`` channel), so on the wire the bytes take the same path as
+``ssh host cat``.
+
+One SSH channel carries at most its window per round trip (sshd's is 2 MiB
+for bytes sent to the host), so over a long link a large transfer is split
+into *parts*: contiguous ranges of the segments laid end to end
+(:func:`part_ranges`), each over a connection (and channel) of its own, all at
+once. The client asks for at most some number of parts; the kernel decides
+how many (:func:`part_count`) and answers it.
 
 The port is announced in the reply to the transfer's ``receive`` or ``send``
-request, with a one-time token. The first line the client sends is that token;
-a connection that sends anything else is dropped and the listener waits for
-the next (another user of the host may reach 127.0.0.1 too, so the token, not
-the port, is what grants access). After the token:
+request, with a one-time token and the number of parts. The first line the
+client sends on each connection is that token, followed by a space and the
+part's index when there are several parts; a connection that sends anything
+else is dropped and the listener waits for the next (another user of the
+host may reach 127.0.0.1 too, so the token, not the port, is what grants
+access). After the token:
 
 receive
-    The client sends every segment's bytes in order, then half-closes; the
-    kernel answers one line, the number of bytes it received, and closes.
+    The client sends the part's bytes in order, then half-closes; the
+    kernel answers one line, the number of bytes it received on that
+    connection, and closes.
 send
-    The kernel sends every segment's bytes in order and closes.
+    The kernel sends the part's bytes in order and closes.
+
+The stream is done when every part is; if any part fails, every connection
+is closed and the stream is not done.
 
 Python 3.8 syntax and the standard library only (this module runs in kernels
 on any host).
@@ -31,7 +44,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 #: Seconds the kernel waits for the client to connect and send its token.
@@ -40,33 +53,77 @@ CONNECT_TIMEOUT = 60.0
 IDLE_TIMEOUT = 120.0
 #: Bytes asked of one socket read or write.
 IO_SIZE = 4 * 1024 * 1024
+#: Transfers smaller than this go in one part (a part costs a channel open).
+PARTS_FROM = 16 * 1024 * 1024
+#: Bytes a part carries at least.
+PART_MIN = 4 * 1024 * 1024
+#: The most parts one stream is split into, whatever the client asks.
+MAX_PARTS = 16
 
 _TOKEN_BYTES = 32
+#: Longest " <index>" after the token.
+_INDEX_CHARS = 8
+
+
+def part_count(total: int, asked: int) -> int:
+    """How many parts a stream of ``total`` bytes is split into, the client asking ``asked``."""
+    if total < PARTS_FROM:
+        return 1
+    return max(1, min(asked, MAX_PARTS, total // PART_MIN))
+
+
+def part_ranges(total: int, parts: int) -> list[tuple[int, int]]:
+    """``(start, end)`` of each part of ``total`` bytes, in order, as equal as can be."""
+    size, extra = divmod(total, parts)
+    ranges = []
+    start = 0
+    for index in range(parts):
+        end = start + size + (1 if index < extra else 0)
+        ranges.append((start, end))
+        start = end
+    return ranges
+
+
+def part_views(segments: Sequence[Any], start: int, end: int) -> Iterator[memoryview]:
+    """Byte views of ``segments`` laid end to end, from ``start`` up to ``end``."""
+    base = 0
+    for segment in segments:
+        view = memoryview(segment).cast("B")
+        first, last = max(start, base), min(end, base + view.nbytes)
+        if first < last:
+            yield view[first - base:last - base]
+        base += view.nbytes
+        if base >= end:
+            return
 
 
 class BulkStream:
     """A one-shot listener on 127.0.0.1 that moves one transfer's segments.
 
-    Start it with :meth:`start`; the thread accepts one client with the right
-    token, moves the bytes and ends. :meth:`wait` returns once it has ended.
+    Start it with :meth:`start`; the thread accepts one client connection with
+    the right token per part, moves the bytes and ends. :meth:`wait` returns
+    once it has ended.
 
     Args:
         segments: The buffers: filled when receiving, read when sending.
         sending: True to send ``segments`` to the client, False to receive them.
+        parts: Connections the bytes are split over (see :func:`part_ranges`).
     """
 
-    def __init__(self, segments: Sequence[Any], sending: bool) -> None:
+    def __init__(self, segments: Sequence[Any], sending: bool, parts: int = 1) -> None:
         self.segments = segments
         self.sending = sending
         self.token = secrets.token_hex(_TOKEN_BYTES)
         self.total = sum(memoryview(s).nbytes for s in segments)
-        self.moved = 0
+        self.parts = max(1, min(parts, MAX_PARTS))
         self.error: str | None = None
+        self._ranges = part_ranges(self.total, self.parts)
+        self._moved = [0] * self.parts
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.bind(("127.0.0.1", 0))
-        self._listener.listen(4)
+        self._listener.listen(self.parts + 4)
         self.port: int = self._listener.getsockname()[1]
-        self._client: socket.socket | None = None
+        self._clients: list[socket.socket] = []
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="remote-hw-bulk", daemon=True)
@@ -75,6 +132,11 @@ class BulkStream:
         """Start listening in a thread of its own."""
         self._thread.start()
         return self
+
+    @property
+    def moved(self) -> int:
+        """Bytes moved so far, over every part."""
+        return sum(self._moved)
 
     @property
     def done(self) -> bool:
@@ -87,44 +149,56 @@ class BulkStream:
         return not self._thread.is_alive()
 
     def close(self) -> None:
-        """Stop listening and drop the connection; the thread ends soon after."""
+        """Stop listening and drop every connection; the threads end soon after."""
         self._closed.set()
         with self._lock:
-            for sock in (self._listener, self._client):
-                if sock is not None:
-                    try:
-                        sock.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass
-                    sock.close()
+            for sock in (self._listener, *self._clients):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                sock.close()
 
-    # ------------------------------------------------------------------ thread
+    # ------------------------------------------------------------------ threads
+
+    def _fail(self, reason: str) -> None:
+        """Record the first failure and end every part (the stream can no longer be done)."""
+        with self._lock:
+            if self.error is None and not self._closed.is_set():
+                self.error = reason
+        self.close()
 
     def _run(self) -> None:
+        workers: list[threading.Thread] = []
+        claimed: set[int] = set()
         try:
-            client = self._accept()
-            if client is None:
-                return
-            with client:
-                client.settimeout(IDLE_TIMEOUT)
-                if self.sending:
-                    self._send(client)
-                else:
-                    self._receive(client)
+            while len(claimed) < self.parts:
+                accepted = self._accept(claimed)
+                if accepted is None:
+                    return
+                claimed.add(accepted[0])
+                worker = threading.Thread(target=self._serve, args=accepted,
+                                          name="remote-hw-bulk-part", daemon=True)
+                worker.start()
+                workers.append(worker)
         except OSError as exc:
-            if not self._closed.is_set():
-                self.error = f"the transfer's connection broke after {self.moved} of " \
-                             f"{self.total} bytes: {exc}"
+            self._fail(f"the transfer's listener broke: {exc}")
         finally:
+            if len(claimed) < self.parts:  # not every part came: end those that did
+                self.close()
+            for worker in workers:
+                worker.join()
             self.close()
 
-    def _accept(self) -> socket.socket | None:
+    def _accept(self, claimed: set[int]) -> tuple[int, socket.socket] | None:
+        """The next connection that presents the token and a part not yet claimed."""
         deadline = time.monotonic() + CONNECT_TIMEOUT
-        expected = self.token.encode() + b"\n"
+        expected = self.token.encode()
         while not self._closed.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                self.error = f"no client connected within {CONNECT_TIMEOUT:g} s"
+                which = f" ({len(claimed)} of {self.parts} parts had)" if claimed else ""
+                self._fail(f"no client connected within {CONNECT_TIMEOUT:g} s{which}")
                 return None
             self._listener.settimeout(remaining)
             try:
@@ -134,39 +208,52 @@ class BulkStream:
             client.settimeout(min(10.0, remaining))
             try:
                 got = _read_exactly(client, len(expected))
+                index = _read_index(client) if hmac.compare_digest(got, expected) else None
             except OSError:
-                got = b""
-            if hmac.compare_digest(got, expected):
+                index = None
+            if index is not None and 0 <= index < self.parts and index not in claimed:
                 with self._lock:
                     if self._closed.is_set():
                         client.close()
                         return None
-                    self._client = client
-                return client
+                    self._clients.append(client)
+                return index, client
             client.close()
         return None
 
-    def _receive(self, client: socket.socket) -> None:
-        for segment in self.segments:
-            view = memoryview(segment).cast("B")
+    def _serve(self, index: int, client: socket.socket) -> None:
+        try:
+            with client:
+                client.settimeout(IDLE_TIMEOUT)
+                if self.sending:
+                    self._send(index, client)
+                else:
+                    self._receive(index, client)
+        except OSError as exc:
+            self._fail(f"the transfer's connection broke after {self.moved} of "
+                       f"{self.total} bytes: {exc}")
+
+    def _receive(self, index: int, client: socket.socket) -> None:
+        start, end = self._ranges[index]
+        for view in part_views(self.segments, start, end):
             position = 0
             while position < view.nbytes:
                 count = client.recv_into(view[position:], min(IO_SIZE, view.nbytes - position))
                 if count == 0:
-                    self.error = f"the client closed the transfer after {self.moved} of " \
-                                 f"{self.total} bytes"
+                    self._fail(f"the client closed the transfer after {self.moved} of "
+                               f"{self.total} bytes")
                     return
                 position += count
-                self.moved += count
-        client.sendall(b"%d\n" % self.moved)
+                self._moved[index] += count
+        client.sendall(b"%d\n" % self._moved[index])
 
-    def _send(self, client: socket.socket) -> None:
-        for segment in self.segments:
-            view = memoryview(segment).cast("B")
-            for start in range(0, view.nbytes, IO_SIZE):
-                part = view[start:start + IO_SIZE]
-                client.sendall(part)
-                self.moved += part.nbytes
+    def _send(self, index: int, client: socket.socket) -> None:
+        start, end = self._ranges[index]
+        for view in part_views(self.segments, start, end):
+            for offset in range(0, view.nbytes, IO_SIZE):
+                piece = view[offset:offset + IO_SIZE]
+                client.sendall(piece)
+                self._moved[index] += piece.nbytes
         client.shutdown(socket.SHUT_WR)
         # Wait for the client to close its side, so no byte is cut off.
         client.recv(1)
@@ -181,3 +268,19 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
         parts.append(data)
         size -= len(data)
     return b"".join(parts)
+
+
+def _read_index(sock: socket.socket) -> int | None:
+    """The part index ending the token line: nothing (part 0), or a space and digits."""
+    line = b""
+    while True:
+        char = sock.recv(1)
+        if char == b"\n":
+            break
+        if not char or len(line) >= _INDEX_CHARS:
+            return None
+        line += char
+    if not line:
+        return 0
+    digits = line[1:]
+    return int(digits) if line[:1] == b" " and digits.isdigit() else None

@@ -17,7 +17,7 @@ from typing import Any
 
 from . import protocol
 from .buffers import empty_segment
-from .bulk import BulkStream
+from .bulk import BulkStream, part_count
 from .devices import check_device, to_device
 from .errors import NotSerializableError, TransferError
 from .pickling import (
@@ -247,8 +247,10 @@ class TransferHandler:
         if content.get("commit"):
             return self._op_commit(content, [])
         if content.get("stream"):
-            incoming.bulk = BulkStream(incoming.segments, sending=False).start()
-            return {"port": incoming.bulk.port, "token": incoming.bulk.token}, []
+            parts = part_count(sum(sizes), int(content.get("parts") or 1))
+            incoming.bulk = BulkStream(incoming.segments, sending=False, parts=parts).start()
+            return {"port": incoming.bulk.port, "token": incoming.bulk.token,
+                    "parts": parts}, []
         return {}, []
 
     def _op_chunk(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
@@ -296,9 +298,10 @@ class TransferHandler:
         outgoing = _Outgoing(segments)
         self._outgoing[str(content["id"])] = outgoing
         if content.get("stream"):
-            outgoing.bulk = BulkStream(segments, sending=True).start()
+            parts = part_count(sum(s.nbytes for s in segments), int(content.get("parts") or 1))
+            outgoing.bulk = BulkStream(segments, sending=True, parts=parts).start()
             return {"variables": manifest, "inline": False, "port": outgoing.bulk.port,
-                    "token": outgoing.bulk.token}, []
+                    "token": outgoing.bulk.token, "parts": parts}, []
         return {"variables": manifest, "inline": False}, []
 
     def _op_read(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:

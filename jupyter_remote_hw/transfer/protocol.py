@@ -22,22 +22,24 @@ Ops (client to kernel):
 ``import`` (modules)
     Import each ``{"name", "module"}`` and bind it to its name; answers
     ``imported`` and ``failed`` (with the ``reason``).
-``receive`` (id, variables, device, commit, stream)
+``receive`` (id, variables, device, commit, stream, parts)
     Announce an incoming transfer; buffers carry whole segments in order
     when it is small. With ``commit`` it is assigned at once. With
-    ``stream`` the kernel answers the ``port`` and ``token`` of a bulk stream
-    (``bulk.py``) to send every segment through, instead of ``chunk`` requests.
+    ``stream`` the kernel answers the ``port``, ``token`` and ``parts`` of a
+    bulk stream (``bulk.py``) to send every segment through, instead of
+    ``chunk`` requests: ``parts`` connections at most ``parts`` asked (one
+    when not asked), each carrying its range of the bytes.
 ``chunk`` (id, segment, offset)
     One buffer of a segment.
 ``commit`` (id)
     Rebuild every variable, move it to the device, assign them all, or none.
 ``abort`` (id)
     Forget an incoming or outgoing transfer.
-``send`` (id, names, inline, stream)
+``send`` (id, names, inline, stream, parts)
     Serialize the named variables; answer the manifest, with every segment
     as buffers when the total is at most ``inline`` bytes. Otherwise, with
-    ``stream``, also the ``port`` and ``token`` of a bulk stream that sends
-    every segment.
+    ``stream``, also the ``port``, ``token`` and ``parts`` of a bulk stream
+    that sends every segment (over ``parts`` connections, as for ``receive``).
 ``read`` (id, segment, offset, size)
     One buffer of an outgoing segment.
 """
@@ -60,3 +62,7 @@ INLINE_LIMIT = 1024 * 1024
 STALE_AFTER = 600.0
 #: Seconds a ``commit`` waits for the last bytes of a bulk stream.
 COMMIT_WAIT = 30.0
+#: Connections (SSH channels) a client asks to split a large bulk stream over:
+#: each channel moves at most its window per round trip, so over a long link
+#: several at once move several times as much.
+CHANNELS = 8

@@ -127,3 +127,71 @@ async def test_a_stream_that_breaks_midway_assigns_nothing(start_kernel: StartKe
     assert cut
     assert await evaluate(kernel.link, "'a' in globals() or 'b' in globals()") == "False"
     assert await evaluate(kernel.link, PENDING) == "0"
+
+
+def test_parts_are_equal_ranges_and_views_cross_segments() -> None:
+    assert bulk.part_ranges(10, 3) == [(0, 4), (4, 7), (7, 10)]
+    assert bulk.part_count(bulk.PARTS_FROM - 1, 8) == 1
+    assert bulk.part_count(bulk.PARTS_FROM, 8) == min(8, bulk.PARTS_FROM // bulk.PART_MIN)
+    assert bulk.part_count(10 * bulk.PARTS_FROM, 99) == bulk.MAX_PARTS
+    segments = [b"abc", b"", b"defgh", b"ij"]
+    assert [bytes(v) for v in bulk.part_views(segments, 2, 9)] == [b"c", b"defgh", b"i"]
+    assert b"".join(bulk.part_views(segments, 0, 10)) == b"abcdefghij"
+
+
+def test_a_stream_in_parts_takes_each_part_on_its_own_connection_in_any_order() -> None:
+    segments = [bytearray(5), bytearray(300_000), bytearray(7)]
+    payload = (bytes(range(256)) * 1200)[:300_012]
+    stream = BulkStream(segments, sending=False, parts=3).start()
+    ranges = bulk.part_ranges(len(payload), 3)
+    try:
+        clients = [connect(stream.port) for _ in ranges]
+        for index in (2, 0, 1):  # the parts arrive in any order
+            start, end = ranges[index]
+            clients[index].sendall(stream.token.encode() + b" %d\n" % index
+                                   + payload[start:end])
+            clients[index].shutdown(socket.SHUT_WR)
+        for client, (start, end) in zip(clients, ranges):
+            assert client.recv(64) == b"%d\n" % (end - start)
+            client.close()
+        assert stream.wait(10)
+        assert stream.done and stream.error is None
+        assert b"".join(segments) == payload
+    finally:
+        stream.close()
+
+
+def test_a_sending_stream_in_parts_sends_each_range() -> None:
+    payload = bytes(range(256)) * 400
+    stream = BulkStream([memoryview(payload[:1000]), memoryview(payload[1000:])],
+                        sending=True, parts=4).start()
+    received = []
+    for index in range(4):
+        with connect(stream.port) as client:
+            client.sendall(stream.token.encode() + b" %d\n" % index)
+            data = b""
+            while chunk := client.recv(65536):
+                data += chunk
+            received.append(data)
+    assert stream.wait(10) and stream.done
+    assert [len(r) for r in received] == [end - start for start, end in bulk.part_ranges(
+        len(payload), 4)]
+    assert b"".join(received) == payload
+
+
+def test_one_part_cut_short_ends_every_part_and_the_stream_is_not_done() -> None:
+    stream = BulkStream([bytearray(3000)], sending=False, parts=3).start()
+    with connect(stream.port) as whole, connect(stream.port) as cut:
+        whole.sendall(stream.token.encode() + b" 0\n" + b"x" * 500)  # waits for more
+        cut.sendall(stream.token.encode() + b" 1\n" + b"y" * 400)
+        # A second claim of a part is refused; an index past the last too.
+        for line in (b" 1\n", b" 3\n", b" x\n"):
+            with connect(stream.port) as again:
+                again.sendall(stream.token.encode() + line)
+                assert dropped(again)
+        cut.shutdown(socket.SHUT_WR)
+        assert stream.wait(10)
+        assert dropped(whole)  # the other part's connection was ended too
+    assert not stream.done
+    assert stream.error is not None and stream.error.startswith(
+        "the client closed the transfer after 900 of 3000 bytes")
