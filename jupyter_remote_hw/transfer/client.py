@@ -3,8 +3,9 @@
 Control requests (announce, commit, abort) go over the kernel's shell channel.
 Bytes of a large transfer go over a bulk stream (``bulk.py``) when the client
 can reach the kernel's host (``opener``: an SSH channel to the host's
-127.0.0.1, or a local connection); otherwise they go as chunk messages over
-the shell channel, pipelined so that up to ``window`` chunks are in flight.
+127.0.0.1, or a local connection), split over up to ``channels`` streams at
+once when it is large; otherwise they go as chunk messages over the shell
+channel, pipelined so that up to ``window`` chunks are in flight.
 The receiving kernel assigns nothing until every byte has arrived and every
 variable has been rebuilt; any failure or interruption aborts the transfer
 there.
@@ -15,22 +16,27 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
 from ..kernel_link import KernelLink
 from . import protocol
 from .buffers import empty_segment
+from .bulk import part_ranges, part_views
 from .errors import NoTransferHandlerError, TransferError
 from .pickling import Pickled, from_segments, segment_sizes, to_segments
 from .streams import (
     STREAM_ERRORS,
     Feed,
+    NoStream,
+    Parts,
     StreamOpener,
     StreamReader,
     StreamWriter,
-    _NoStream,
+    close_parts,
     open_local_stream,
+    open_parts,
+    run_parts,
 )
 
 
@@ -58,12 +64,15 @@ async def _local_chunks(segments: list[Any], sizes: list[int],
         yield segment, offset, segments[segment][offset:offset + size]
 
 
-def _write_segments(segments: list[Any]) -> Feed:
-    """A feed that writes local segments (views of the variables' memory)."""
+#: The feeds of a bulk stream's parts, given each part's ``(start, end)``.
+PartFeeds = Callable[[list[tuple[int, int]]], list[Feed]]
+
+
+def _write_views(views: Iterable[memoryview]) -> Feed:
+    """A feed that writes local bytes (views of the variables' memory)."""
 
     async def feed(writer: StreamWriter, moved: Callable[[int], None]) -> None:
-        for segment in segments:
-            view = memoryview(segment).cast("B")
+        for view in views:
             for start in range(0, view.nbytes, STREAM_PIECE):
                 piece = view[start:start + STREAM_PIECE]
                 writer.write(piece)
@@ -71,6 +80,12 @@ def _write_segments(segments: list[Any]) -> Feed:
                 moved(piece.nbytes)
 
     return feed
+
+
+def _segment_feeds(segments: list[Any]) -> PartFeeds:
+    """Feeds that write each part's range of local segments."""
+    return lambda ranges: [_write_views(part_views(segments, start, end))
+                           for start, end in ranges]
 
 
 def _pipe(reader: StreamReader, total: int) -> Feed:
@@ -108,15 +123,19 @@ class TransferClient:
         window: Chunk messages in flight at once.
         opener: Opens a byte stream to a port on the kernel's host, for bulk
             streams; None sends large transfers as chunk messages.
+        channels: Streams a large bulk stream is split over at most (the
+            kernel decides how many, by size: ``bulk.part_count``).
     """
 
     def __init__(self, link: KernelLink, where: str, chunk_size: int = protocol.CHUNK_SIZE,
-                 window: int = protocol.WINDOW, opener: StreamOpener | None = None) -> None:
+                 window: int = protocol.WINDOW, opener: StreamOpener | None = None,
+                 channels: int = protocol.CHANNELS) -> None:
         self.link = link
         self.where = where
         self.chunk_size = chunk_size
         self.window = window
         self.opener = opener
+        self.channels = channels
 
     async def _request(self, content: dict[str, Any], buffers: list[Any] | None = None,
                        action: str = "transfer") -> tuple[dict[str, Any], list[Any]]:
@@ -176,18 +195,15 @@ class TransferClient:
 
     # ------------------------------------------------------------------ streams
 
-    async def _open(self, content: dict[str, Any]) -> tuple[StreamReader, StreamWriter]:
-        """Connect to the bulk stream a reply announced and present its token."""
-        if self.opener is None or "port" not in content:
-            raise _NoStream("no bulk stream")
-        try:
-            reader, writer = await self.opener(int(content["port"]))
-        except Exception as exc:
-            raise _NoStream(f"{type(exc).__name__}: {exc}") from exc
-        writer.write(str(content["token"]).encode() + b"\n")
-        return reader, writer
+    async def _open(self, content: dict[str, Any]) -> Parts:
+        """Connect to every part of the bulk stream a reply announced (see ``open_parts``)."""
+        parts = await open_parts(self.opener, content)
+        if len(parts) > 1:
+            self.link.log.debug("transfer with %s: bulk stream in %d parts", self.where,
+                                len(parts))
+        return parts
 
-    def _fall_back(self, reason: _NoStream) -> None:
+    def _fall_back(self, reason: NoStream) -> None:
         self.link.log.info("transfer with %s: no bulk stream (%s); sending chunk messages",
                            self.where, reason)
 
@@ -215,27 +231,32 @@ class TransferClient:
             return list(content["assigned"])
         if self.opener is not None:
             try:
-                return await self._push_streamed(manifest, _write_segments(segments), device,
-                                                  progress)
-            except _NoStream as reason:
+                return await self._push_streamed(manifest, _segment_feeds(segments), device,
+                                                  progress, self.channels)
+            except NoStream as reason:
                 self._fall_back(reason)
         return await self._push(manifest, _local_chunks(segments, sizes, self.chunk_size),
                                 device, progress)
 
-    async def _push_streamed(self, manifest: list[dict[str, Any]], feed: Feed,
-                             device: str | None, progress: Progress | None
+    async def _push_streamed(self, manifest: list[dict[str, Any]], feeds: PartFeeds,
+                             device: str | None, progress: Progress | None, parts: int
                              ) -> list[dict[str, Any]]:
-        """Announce the manifest, write every byte to the kernel's bulk stream, commit.
+        """Announce the manifest, write every part to the kernel's bulk stream, commit.
+
+        Args:
+            feeds: Each part's feed, given the parts' ranges.
+            parts: Parts asked for (the kernel answers how many it takes).
 
         Raises:
-            _NoStream: The stream could not be opened; nothing was sent (the
+            NoStream: The stream could not be opened; nothing was sent (the
                 announced transfer was aborted).
         """
         total = sum(segment_sizes(manifest))
         action = f"sending {_named([e['name'] for e in manifest])} to {self.where}"
 
         async def deliver(transfer_id: str, content: dict[str, Any]) -> None:
-            reader, writer = await self._open(content)
+            streams = await self._open(content)
+            ranges = part_ranges(total, len(streams))
             done = 0
 
             def moved(count: int) -> None:
@@ -244,22 +265,29 @@ class TransferClient:
                 if progress:
                     progress(done, total)
 
-            try:
+            async def part(index: int, feed: Feed) -> None:
+                reader, writer = streams[index]
                 await feed(writer, moved)
                 writer.write_eof()
                 line = await reader.readline()
+                received = int(line) if line.strip().isdigit() else 0
+                size = ranges[index][1] - ranges[index][0]
+                if received != size:
+                    where = f" in part {index + 1} of {len(streams)}" if len(streams) > 1 else ""
+                    raise TransferError(f"{action}: {self.where} received {received} of "
+                                        f"{size} bytes{where}. Nothing was assigned.")
+
+            try:
+                await run_parts([part(index, feed)
+                                 for index, feed in enumerate(feeds(ranges))])
             except STREAM_ERRORS as exc:
                 raise TransferError(f"{action}: the bulk stream broke after {done} of {total} "
                                     f"bytes ({type(exc).__name__}: {exc}). Nothing was "
                                     "assigned; run it again once the link is back.") from None
             finally:
-                writer.close()
-            received = int(line) if line.strip().isdigit() else 0
-            if received != total:
-                raise TransferError(f"{action}: {self.where} received {received} of {total} "
-                                    "bytes. Nothing was assigned.")
+                close_parts(streams)
 
-        return await self._announced(manifest, device, True, deliver)
+        return await self._announced(manifest, device, parts, deliver)
 
     async def _push(self, manifest: list[dict[str, Any]],
                     chunks: AsyncIterator[tuple[int, int, Any]], device: str | None,
@@ -270,13 +298,15 @@ class TransferClient:
         async def deliver(transfer_id: str, content: dict[str, Any]) -> None:
             await self._stream(transfer_id, chunks, total, progress)
 
-        return await self._announced(manifest, device, False, deliver)
+        return await self._announced(manifest, device, 0, deliver)
 
     async def _announced(self, manifest: list[dict[str, Any]], device: str | None,
-                         stream: bool,
+                         parts: int,
                          deliver: Callable[[str, dict[str, Any]], Awaitable[None]]
                          ) -> list[dict[str, Any]]:
         """Announce an incoming transfer, ``deliver`` its bytes, commit; abort on any failure.
+
+        ``parts``: the parts of a bulk stream to ask for; 0 for chunk messages.
 
         Returns:
             ``{"name", "type"}`` of each assigned variable.
@@ -285,7 +315,8 @@ class TransferClient:
         action = f"sending to {self.where}"
         content, _ = await self._request({"op": "receive", "id": transfer_id,
                                           "variables": manifest, "device": device,
-                                          "stream": stream}, action=action)
+                                          "stream": parts > 0, "parts": parts},
+                                         action=action)
         try:
             await deliver(transfer_id, content)
             content, _ = await self._request({"op": "commit", "id": transfer_id,
@@ -335,11 +366,12 @@ class TransferClient:
                                                  "size": size})
 
     async def _announce(self, names: list[str], inline: int,
-                        stream: bool) -> tuple[str, dict[str, Any], list[Any]]:
+                        parts: int) -> tuple[str, dict[str, Any], list[Any]]:
+        """Ask the kernel to send ``names``; ``parts``: of a bulk stream, or 0 for none."""
         transfer_id = uuid.uuid4().hex
         content, buffers = await self._request(
             {"op": "send", "id": transfer_id, "names": names, "inline": inline,
-             "stream": stream and self.opener is not None},
+             "stream": parts > 0 and self.opener is not None, "parts": parts},
             action=f"reading from {self.where}",
         )
         return transfer_id, content, buffers
@@ -351,7 +383,8 @@ class TransferClient:
             TransferError: A name is missing or a variable cannot be serialized
                 there (the error names it), or the transfer failed.
         """
-        transfer_id, content, buffers = await self._announce(names, protocol.INLINE_LIMIT, True)
+        transfer_id, content, buffers = await self._announce(names, protocol.INLINE_LIMIT,
+                                                             self.channels)
         manifest = content["variables"]
         sizes = segment_sizes(manifest)
         total = sum(sizes)
@@ -363,7 +396,7 @@ class TransferClient:
         try:
             try:
                 segments = await self._fetch_streamed(content, sizes, progress, names)
-            except _NoStream as reason:
+            except NoStream as reason:
                 if "port" in content:
                     self._fall_back(reason)
                 segments = await self._fetch(transfer_id, sizes, progress)
@@ -373,32 +406,39 @@ class TransferClient:
 
     async def _fetch_streamed(self, content: dict[str, Any], sizes: list[int],
                               progress: Progress | None, names: list[str]) -> list[Any]:
-        reader, writer = await self._open(content)
+        """Read every part of the kernel's bulk stream into new segments, all at once."""
+        streams = await self._open(content)
         segments = [empty_segment(size) for size in sizes]
         total = sum(sizes)
+        ranges = part_ranges(total, len(streams))
+        action = f"reading {_named(names)} from {self.where}"
         done = 0
-        try:
-            for segment in segments:
-                view = memoryview(segment)
+
+        async def part(reader: StreamReader, start: int, end: int) -> None:
+            nonlocal done
+            for view in part_views(segments, start, end):
                 position = 0
-                while position < len(segment):
-                    data = await reader.read(min(STREAM_PIECE, len(segment) - position))
+                while position < view.nbytes:
+                    data = await reader.read(min(STREAM_PIECE, view.nbytes - position))
                     if not data:
-                        raise TransferError(f"reading from {self.where}: the stream ended "
-                                            f"after {done} of {total} bytes")
+                        raise TransferError(f"{action}: the bulk stream ended after {done} of "
+                                            f"{total} bytes. Nothing was assigned.")
                     view[position:position + len(data)] = data
                     position += len(data)
                     done += len(data)
                     if progress:
                         progress(done, total)
+
+        try:
+            await run_parts([part(reader, start, end)
+                             for (reader, _), (start, end) in zip(streams, ranges, strict=True)])
             return segments
         except STREAM_ERRORS as exc:
-            raise TransferError(f"reading {_named(names)} from {self.where}: the bulk stream "
-                                f"broke after {done} of {total} bytes ({type(exc).__name__}: "
-                                f"{exc}). Nothing was assigned; run it again once the link is "
-                                "back.") from None
+            raise TransferError(f"{action}: the bulk stream broke after {done} of {total} bytes "
+                                f"({type(exc).__name__}: {exc}). Nothing was assigned; run it "
+                                "again once the link is back.") from None
         finally:
-            writer.close()
+            close_parts(streams)
 
     async def _read_chunks(self, transfer_id: str, sizes: list[int], chunk_size: int,
                            window: int) -> AsyncIterator[tuple[int, int, Any]]:
@@ -451,27 +491,35 @@ class TransferClient:
             ``{"name", "type"}`` of each variable assigned in ``destination``.
         """
         streams = destination.opener is not None
-        transfer_id, content, _ = await self._announce(names, 0, streams)
+        asked = min(self.channels, destination.channels) if streams else 0
+        transfer_id, content, _ = await self._announce(names, 0, asked)
         manifest = content["variables"]
         sizes = segment_sizes(manifest)
         try:
             if streams:
                 try:
-                    reader, writer = await self._open(content)
-                except _NoStream as reason:
+                    sources = await self._open(content)
+                except NoStream as reason:
                     if "port" in content:
                         self._fall_back(reason)
                 else:
+                    def pipes(ranges: list[tuple[int, int]]) -> list[Feed]:
+                        if len(ranges) != len(sources):
+                            raise NoStream(f"the kernels split the stream differently "
+                                           f"({len(sources)} and {len(ranges)} parts)")
+                        return [_pipe(reader, end - start)
+                                for (reader, _), (start, end) in zip(sources, ranges)]
+
                     try:
-                        return await destination._push_streamed(
-                            manifest, _pipe(reader, sum(sizes)), device, progress)
-                    except _NoStream as reason:
+                        return await destination._push_streamed(manifest, pipes, device,
+                                                                progress, len(sources))
+                    except NoStream as reason:
                         destination._fall_back(reason)
                         # This kernel's stream was opened: start over without it.
                         return await self.copy_to(destination.without_streams(), names,
                                                   device, progress)
                     finally:
-                        writer.close()
+                        close_parts(sources)
             chunks = self._read_chunks(transfer_id, sizes, destination.chunk_size,
                                        destination.window)
             return await destination._push(manifest, chunks, device, progress)
@@ -480,7 +528,8 @@ class TransferClient:
 
     def without_streams(self) -> TransferClient:
         """The same kernel, with large transfers sent as chunk messages."""
-        return TransferClient(self.link, self.where, self.chunk_size, self.window)
+        return TransferClient(self.link, self.where, self.chunk_size, self.window,
+                              channels=self.channels)
 
 
 __all__ = ["Progress", "StreamOpener", "TransferClient", "open_local_stream"]

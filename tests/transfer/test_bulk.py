@@ -1,5 +1,6 @@
 """The bulk stream of a transfer: only the token's holder gets in, on 127.0.0.1 only, a cut
-stream assigns nothing, and a client that cannot open one falls back to chunk messages."""
+stream assigns nothing, and a client that cannot open one falls back to chunk messages; a
+large one goes in parts over several SSH channels of a real sshd, all or nothing."""
 
 from __future__ import annotations
 
@@ -13,11 +14,20 @@ import pytest
 from jupyter_remote_hw.transfer import TransferError, bulk, dump_variables, load_variables
 from jupyter_remote_hw.transfer.bulk import BulkStream
 from jupyter_remote_hw.transfer.client import TransferClient
+from jupyter_remote_hw.transport import SSHConnection, TransportSettings
 
-from .conftest import StartKernel, evaluate
+from ..testhosts import SSHTestHost
+from .conftest import StartKernel, evaluate, run
 
 PENDING = ("get_ipython().kernel.shell_handlers['remote_hw_transfer_request']"
            ".__self__.pending")
+#: The kernel's bulk stream threads still running.
+BULK_THREADS = ("sum(t.name.startswith('remote-hw-bulk') "
+                "for t in __import__('threading').enumerate())")
+SHA = "__import__('hashlib').sha256({}.tobytes()).hexdigest()"
+
+#: Bytes of an array large enough to be split into parts.
+LARGE = 40 * 1024 * 1024
 
 
 def connect(port: int) -> socket.socket:
@@ -195,3 +205,145 @@ def test_one_part_cut_short_ends_every_part_and_the_stream_is_not_done() -> None
     assert not stream.done
     assert stream.error is not None and stream.error.startswith(
         "the client closed the transfer after 900 of 3000 bytes")
+
+
+class ThroughSSH:
+    """Opens bulk streams as the product does: a direct-tcpip channel of a real sshd per stream."""
+
+    def __init__(self, conn: SSHConnection) -> None:
+        self.conn = conn
+        self.writers: list[Any] = []
+        self.readers: list[Any] = []
+
+    async def __call__(self, port: int) -> Any:
+        reader, writer = await self.conn.open_connection("127.0.0.1", port)
+        self.readers.append(reader)
+        self.writers.append(writer)
+        return reader, writer
+
+    async def all_closed(self) -> None:
+        """Every channel opened has closed (both ends), within 10 s."""
+        for writer in self.writers:
+            await asyncio.wait_for(writer.channel.wait_closed(), 10)
+
+
+async def no_bulk_left(kernel: TransferClient) -> None:
+    """The kernel holds no transfer and, soon, no bulk stream thread."""
+    assert await evaluate(kernel.link, PENDING) == "0"
+    for _ in range(50):
+        if await evaluate(kernel.link, BULK_THREADS) == "0":
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("the kernel's bulk stream threads are still running")
+
+
+async def test_a_large_transfer_goes_over_several_ssh_channels_byte_for_byte(
+    start_kernel: StartKernel, ssh_host: SSHTestHost, ssh_settings: TransportSettings,
+) -> None:
+    kernel = await start_kernel()
+    array = np.random.default_rng(1).random(LARGE // 8)
+    async with SSHConnection(ssh_host.alias, ssh_settings) as conn:
+        opener = ThroughSSH(conn)
+        client = TransferClient(kernel.link, "the kernel", opener=opener, channels=4)
+        pushed = await client.push(dump_variables({"a": array, "b": "small"}, ["a", "b"]))
+        assert [v["name"] for v in pushed] == ["a", "b"]
+        assert len(opener.writers) == 4  # one channel per part
+        digest = await evaluate(kernel.link, SHA.format("a"))
+        assert digest == repr(__import__("hashlib").sha256(array.tobytes()).hexdigest())
+        back = load_variables(await client.pull(["a", "b"]))
+        assert len(opener.writers) == 8
+        np.testing.assert_array_equal(back["a"], array)
+        assert back["b"] == "small"
+        # A small transfer takes one channel.
+        await client.push(dump_variables({"c": np.ones(1_000_000)}, ["c"]))
+        assert len(opener.writers) == 9
+        await opener.all_closed()
+    await no_bulk_left(kernel)
+
+
+async def test_one_ssh_channel_closed_midway_fails_the_push_and_assigns_nothing(
+    start_kernel: StartKernel, ssh_host: SSHTestHost, ssh_settings: TransportSettings,
+) -> None:
+    kernel = await start_kernel()
+    async with SSHConnection(ssh_host.alias, ssh_settings) as conn:
+        opener = ThroughSSH(conn)
+
+        async def open_and_close_the_third(port: int) -> Any:
+            reader, writer = await opener(port)
+            if len(opener.writers) == 3:
+                real_write = writer.write
+
+                def write(data: Any) -> None:
+                    real_write(data)
+                    if memoryview(data).nbytes > 1000:  # the part's first piece of data
+                        writer.channel.close()
+
+                writer.write = write
+            return reader, writer
+
+        client = TransferClient(kernel.link, "the kernel", opener=open_and_close_the_third,
+                                channels=4)
+        values = {"a": np.ones(LARGE // 8), "b": 7}
+        with pytest.raises(TransferError, match=r"sending 'a', 'b' to the kernel: the bulk "
+                           r"stream broke after \d+ of \d+ bytes \(BrokenPipeError.*Nothing "
+                           r"was assigned"):
+            await client.push(dump_variables(values, ["a", "b"]))
+        assert len(opener.writers) == 4
+        await opener.all_closed()
+    assert await evaluate(kernel.link, "'a' in globals() or 'b' in globals()") == "False"
+    await no_bulk_left(kernel)
+
+
+async def test_one_ssh_channel_closed_midway_fails_the_pull(
+    start_kernel: StartKernel, ssh_host: SSHTestHost, ssh_settings: TransportSettings,
+) -> None:
+    kernel = await start_kernel()
+    reply, _ = await run(kernel.link, f"import numpy as np; a = np.ones({LARGE // 8})")
+    assert reply["status"] == "ok"
+    async with SSHConnection(ssh_host.alias, ssh_settings) as conn:
+        opener = ThroughSSH(conn)
+
+        async def open_and_close_the_second(port: int) -> Any:
+            reader, writer = await opener(port)
+            if len(opener.writers) == 2:
+                real_read = reader.read
+
+                async def read(n: int = -1) -> bytes:
+                    data: bytes = await real_read(n)
+                    writer.channel.close()
+                    return data
+
+                reader.read = read
+            return reader, writer
+
+        client = TransferClient(kernel.link, "the kernel", opener=open_and_close_the_second,
+                                channels=4)
+        with pytest.raises(TransferError, match=r"reading 'a' from the kernel: the bulk stream "
+                           r"(ended|broke) after \d+ of \d+ bytes.*Nothing was assigned"):
+            await client.pull(["a"])
+        assert len(opener.writers) == 4
+        await opener.all_closed()
+    await no_bulk_left(kernel)
+
+
+async def test_a_large_copy_pipes_each_part_to_the_same_part_of_the_other_kernel(
+    start_kernel: StartKernel,
+) -> None:
+    kernels = [await start_kernel(), await start_kernel()]
+    opened: list[int] = []
+
+    async def counting(port: int) -> Any:
+        opened.append(port)
+        return await asyncio.open_connection("127.0.0.1", port)
+
+    source, destination = (TransferClient(k.link, f"kernel {i}", opener=counting, channels=3)
+                           for i, k in enumerate(kernels))
+    reply, _ = await run(source.link, "import numpy as np\n"
+                         f"x = np.random.default_rng(2).random({LARGE // 8})")
+    assert reply["status"] == "ok"
+    assert [a["name"] for a in await source.copy_to(destination, ["x"])] == ["x"]
+    assert len(opened) == 6 and len(set(opened)) == 2  # three parts out, three in
+    assert await evaluate(destination.link, SHA.format("x")) == \
+        await evaluate(source.link, SHA.format("x"))
+    for kernel in kernels:
+        await no_bulk_left(kernel)
