@@ -31,7 +31,7 @@ from .errors import (
     HostUnreachableError,
     TransportError,
 )
-from .forward import CHANNEL_WINDOW, LocalForward
+from .forward import LocalForward
 from .settings import TransportSettings
 from .state import ConnectionState, StateChange, StateListener
 
@@ -105,6 +105,12 @@ class CommandResult:
 #: is fewer packets to decrypt and hand over (a forward, whose bytes go on to
 #: a local socket, measured best at 32 KiB).
 STREAM_MAX_PACKET = 256 * 1024
+#: Receive window of a byte stream opened by :meth:`SSHConnection.open_connection`:
+#: twice a forward's, as a transfer's bulk stream is read at once into its
+#: buffers and a download over a long link moves at most one window per round
+#: trip on each channel (a large transfer takes several channels; the bytes in
+#: flight never exceed the transfer's own size).
+STREAM_WINDOW = 16 * 1024 * 1024
 
 
 class _Client(asyncssh.SSHClient):
@@ -543,8 +549,8 @@ class SSHConnection:
     ) -> tuple[asyncssh.SSHReader[bytes], asyncssh.SSHWriter[bytes]]:
         """Open a byte stream to ``remote_host:remote_port`` as seen from the host.
 
-        Made for bulk transfers: the channel's receive window is as large as
-        a forward's, so downloads are not held back by round trips, and the
+        Made for bulk transfers: the channel's receive window is twice a
+        forward's, so downloads are less held back by round trips, and the
         host may send larger packets than on a forward.
 
         Raises:
@@ -555,7 +561,7 @@ class SSHConnection:
         conn = await self.wait_connected(self.settings.forward_wait_timeout)
         try:
             return await conn.open_connection(remote_host, remote_port, encoding=None,
-                                              window=CHANNEL_WINDOW,
+                                              window=STREAM_WINDOW,
                                               max_pktsize=STREAM_MAX_PACKET)
         except asyncssh.ChannelOpenError as exc:
             raise ConnectionFailedError(

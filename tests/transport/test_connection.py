@@ -203,7 +203,7 @@ async def test_tcp_stream_on_the_host_with_a_wide_window(ssh_host: SSHTestHost) 
     port = server.sockets[0].getsockname()[1]
     async with server, SSHConnection(ssh_host.alias, settings_for(ssh_host.ssh_config)) as conn:
         reader, writer = await conn.open_connection("127.0.0.1", port)
-        assert writer.channel.get_recv_window() >= 8 * 1024 * 1024
+        assert writer.channel.get_recv_window() == 16 * 1024 * 1024
         writer.write(b"go\n")
         assert await reader.read() == payload
         writer.close()
