@@ -38,7 +38,7 @@ MODULES = (
     "jupyter_remote_hw.machines", "jupyter_remote_hw.budget", "jupyter_remote_hw.providers",
     "jupyter_remote_hw.providers.aws", "jupyter_remote_hw.transport",
     "jupyter_remote_hw.provisioner", "jupyter_remote_hw.kernelspecs",
-    "jupyter_remote_hw.server.extension",
+    "jupyter_remote_hw.server.extension", "jupyter_remote_hw.transfer.restricted",
 )
 
 
