@@ -98,6 +98,8 @@ class RemoteKernel:
     manager: AsyncKernelManager
     link: KernelLink
     transfer: TransferClient
+    run_by_others: bool = False
+    """Someone else could run code in it (once true, true until it ends)."""
 
     @property
     def kernel_id(self) -> str:
@@ -344,6 +346,18 @@ class RemoteSessions:
         finally:
             if not task.done():
                 task.cancel()
+
+    async def others_can_run_code(self, kernel: RemoteKernel) -> bool:
+        """Whether someone else can run code in ``kernel``, or could since it started.
+
+        Asked of its provisioner (the host's agent knows which kernels were
+        shared with a role that runs code; a joined kernel always counts);
+        a provisioner that cannot say counts as yes.
+        """
+        if not kernel.run_by_others:
+            ask = getattr(kernel.manager.provisioner, "others_can_run_code", None)
+            kernel.run_by_others = True if ask is None else bool(await ask())
+        return kernel.run_by_others
 
     async def push(self, kernel: RemoteKernel, pickled: list[Pickled], device: str | None,
                    emit: Emit) -> list[dict[str, Any]]:

@@ -437,7 +437,8 @@ class AgentServer:
         kernel_id = arg_str(args, "kernel_status", "kernel_id", required=True)
         kernel = self.kernels.get(kernel_id)
         await self._state_known([kernel.state_known])
-        return kernel.status()
+        return {**kernel.status(),
+                "others_can_run_code": self.shares.others_can_run_code(str(kernel_id))}
 
     async def _list_kernels(self, args: dict[str, Any]) -> dict[str, Any]:
         await self._state_known([k.state_known for k in list(self.kernels.kernels.values())])

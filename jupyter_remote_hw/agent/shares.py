@@ -25,6 +25,13 @@ revocation is left (a process's start time is always readable).
 The relays look up the kernel's ports on each new connection, so a share
 outlives kernel restarts; shares are kept in ``shares.json`` and reopened by
 the next agent.
+
+A kernel shared with a role that reaches more than its outputs (shell,
+control or stdin: a teammate can run code there) is marked from the moment
+the share is added until the kernel ends, in ``run_by_others.json``:
+revoking the share does not undo what was run meanwhile, so the owner's side
+keeps treating what comes from that kernel as someone else's (``kernel_status``
+answers ``others_can_run_code``).
 """
 
 from __future__ import annotations
@@ -61,6 +68,8 @@ _KEY_BLOB = re.compile(r"^[A-Za-z0-9+/]+=*$")
 _EXPIRY = re.compile(r"^\d{12}Z$")
 _BUFFER = 256 * 1024
 _SWEEP_INTERVAL = 10.0
+#: Channels that only show a kernel's outputs; any other lets a teammate run code.
+_WATCH_ONLY = frozenset({"iopub_port", "hb_port"})
 #: ``sshd: user@notty``, ``sshd: user [priv]`` (OpenSSH before 9.8) or
 #: ``sshd-session: user@notty`` (9.8 and later): an sshd process serving one connection.
 _SSHD_SESSION = re.compile(
@@ -78,6 +87,11 @@ def is_sshd_program(argv0: str) -> bool:
     """Whether argv[0] is sshd's: ``/usr/sbin/sshd -D``, ``sshd: user@notty``,
     ``/usr/lib/openssh/sshd-session``, ``sshd-session: user [priv]``."""
     return os.path.basename(argv0.split(":", 1)[0].split(" ", 1)[0]) in _SSHD_PROGRAMS
+
+
+def runs_code(channels: list[str]) -> bool:
+    """Whether a share of these kernel channels lets its holder run code in the kernel."""
+    return bool(set(channels) - _WATCH_ONLY)
 
 
 def key_line(public_key: str, ports: list[int], expiry_time: str, share_id: str) -> str:
@@ -310,8 +324,31 @@ class ShareRelays:
         self._links: dict[str, set[tuple[asyncio.StreamWriter, int]]] = {}
         self._expiry: dict[str, asyncio.TimerHandle] = {}
         self._sweeper: asyncio.Task[None] | None = None
+        self._run_by_others_path = os.path.join(os.path.dirname(path), "run_by_others.json")
+        self.run_by_others: set[str] = set()
+        """Kernels someone else could run code in since they started (see the module)."""
 
     # ------------------------------------------------------------------ persistence
+
+    def _save_run_by_others(self) -> None:
+        fd, partial = tempfile.mkstemp(prefix=".run_by_others.",
+                                       dir=os.path.dirname(self._run_by_others_path))
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(sorted(self.run_by_others), handle)
+        os.chmod(partial, 0o600)
+        os.replace(partial, self._run_by_others_path)
+
+    def _load_run_by_others(self) -> None:
+        try:
+            with open(self._run_by_others_path, encoding="utf-8") as handle:
+                kept = json.load(handle)
+        except FileNotFoundError:
+            return
+        except ValueError:
+            kept = []
+            log.warning("%s does not read as JSON; kernels of shares kept are still marked",
+                        self._run_by_others_path)
+        self.run_by_others = {str(kernel_id) for kernel_id in kept if isinstance(kernel_id, str)}
 
     def _save(self) -> None:
         data = {sid: asdict(share) for sid, share in self.shares.items()}
@@ -332,10 +369,13 @@ class ShareRelays:
     async def open(self) -> None:
         """Reopen the relays of shares kept by a previous agent; drop expired ones."""
         self._sweeper = asyncio.ensure_future(self._sweep_forever())
+        self._load_run_by_others()
         kept = self._load()
         for sid, values in kept.items():
             share = Share(**values)
             self.shares[sid] = share
+            if runs_code(share.channels):
+                self.run_by_others.add(share.kernel_id)
             if share.revoked is None and share.expires <= time.time():
                 await self.drop(sid)
                 continue
@@ -382,6 +422,9 @@ class ShareRelays:
                     f"this key already has share {other}{what} on this host, and sshd would "
                     "only ever use that share's line: revoke it first, or share with another "
                     "of the teammate's keys"))
+        if runs_code(channels) and kernel_id not in self.run_by_others:
+            self.run_by_others.add(kernel_id)  # before the teammate can reach it
+            self._save_run_by_others()
         await self._listen(share, keep_ports=False)
         line = key_line(public_key, list(share.ports.values()), expiry_time, share_id)
         try:
@@ -438,7 +481,16 @@ class ShareRelays:
                if share.kernel_id == kernel_id and share.revoked is None]
         for sid in ids:
             await self.drop(sid)
+        if kernel_id in self.run_by_others:
+            self.run_by_others.discard(kernel_id)
+            self._save_run_by_others()
         return ids
+
+    def others_can_run_code(self, kernel_id: str) -> bool:
+        """Whether someone else could run code in the kernel since it started (see the module)."""
+        return kernel_id in self.run_by_others or any(
+            share.kernel_id == kernel_id and runs_code(share.channels)
+            for share in self.shares.values())
 
     def list(self) -> list[dict[str, Any]]:
         """Every share (not revoked) with its live connection count."""

@@ -195,6 +195,26 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         code = status.get("exit_code")
         return int(code) if code is not None else -1
 
+    @on_home_loop
+    async def others_can_run_code(self) -> bool:
+        """Whether someone else can run code in this kernel, or could since it started.
+
+        The host's agent knows: a share whose role runs code marks the kernel
+        until it ends. When the host cannot say (unreachable, an error), the
+        answer is True: what comes from the kernel is then handled as someone
+        else's.
+        """
+        if self._remote is None:
+            return True
+        try:
+            async with asyncio.timeout(self.poll_timeout):
+                status = await self._agent_call("kernel_status", wait=None)
+        except (AgentError, AgentUnavailableError, TimeoutError, TransportError) as exc:
+            self.log.warning("kernel %s: cannot learn from its host whether others can run "
+                             "code in it (%s); taken to be so", self.kernel_id, exc)
+            return True
+        return status.get("others_can_run_code") is not False
+
     async def wait(self) -> int | None:
         """Wait until the kernel has ended; return its exit code."""
         while (code := await self.poll()) is None:

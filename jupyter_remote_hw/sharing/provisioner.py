@@ -80,6 +80,10 @@ class SharedKernelProvisioner(KernelProvisionerBase):
             await asyncio.sleep(0.1)
         return code
 
+    async def others_can_run_code(self) -> bool:
+        """Always: a joined kernel is someone else's."""
+        return True
+
     async def send_signal(self, signum: int) -> None:
         """Signals never reach the owner's kernel (interrupts go as control messages)."""
         self.log.debug("shared kernel: signal %d not sent to the owner's kernel", signum)

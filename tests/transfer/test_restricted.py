@@ -59,7 +59,7 @@ def data_science_values() -> dict[str, Any]:
                     np.datetime64("2026-01-01"), np.str_("a")],
         "dtypes": [np.dtype("f4"), np.dtype([("a", "i4"), ("b", "f8")])],
         "records": np.array([(1, 2.0)], dtype=[("a", "i4"), ("b", "f8")]),
-        "masked": np.ma.masked_array([1, 2, 3], mask=[0, 1, 0]),
+        "masked": np.ma.masked_array([1, 2, 3], mask=[False, True, False]),
         "objects": np.array([1, "two", None], dtype=object),
         "rng": np.random.default_rng(0),
         "frame": pd.DataFrame({
