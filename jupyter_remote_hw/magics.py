@@ -24,6 +24,9 @@ from .providers import Target, UnknownHardwareError
 from .provisioner.errors import KernelLaunchError
 from .remote_sessions import Emit, RemoteKernel, RemoteKernelLostError, RemoteSessions
 from .transfer import TransferError, dump_variables, load_variables
+from .transfer.pickling import Pickled
+from .transfer.restricted import SharedKernelPulls, load_variables_restricted
+from .untrusted_output import untrusted_display
 
 #: Transfers at least this large show a progress bar.
 PROGRESS_BAR_BYTES = 8 * 1024 * 1024
@@ -119,20 +122,24 @@ class _LaunchDisplay:
             self.handle.update({"text/plain": text}, raw=True)
 
 
-def _show_output(msg: dict[str, Any]) -> None:
-    """Show one IOPub message of a remote cell in the local cell."""
+def _show_output(msg: dict[str, Any], untrusted: bool = False) -> None:
+    """Show one IOPub message of a remote cell in the local cell.
+
+    ``untrusted``: the remote kernel is one someone else can run code in; its
+    rich output is shown as untrusted (see :mod:`~jupyter_remote_hw.untrusted_output`).
+    """
     kind = msg["msg_type"]
     content = msg["content"]
     if kind == "stream":
         stream = sys.stderr if content.get("name") == "stderr" else sys.stdout
         stream.write(content.get("text", ""))
         stream.flush()
-    elif kind in ("display_data", "execute_result"):
-        publish_display_data(content.get("data", {}), content.get("metadata") or {},
-                             transient=content.get("transient"))
-    elif kind == "update_display_data":
-        publish_display_data(content.get("data", {}), content.get("metadata") or {},
-                             transient=content.get("transient"), update=True)
+    elif kind in ("display_data", "execute_result", "update_display_data"):
+        data, metadata = content.get("data") or {}, content.get("metadata") or {}
+        if untrusted:
+            data, metadata = untrusted_display(data, metadata)
+        publish_display_data(data, metadata, transient=content.get("transient"),
+                             update=kind == "update_display_data")
     elif kind == "clear_output":
         clear_output(wait=bool(content.get("wait")))
 
@@ -171,14 +178,18 @@ class RemoteMagics(Magics):
         """Start (or reuse) the kernel on ``target`` and run ``work`` with it."""
         launch = _LaunchDisplay(target)
         progress = _Progress(description)
+        untrusted = False
 
         async def job(emit: Emit) -> Any:
             kernel = await self.sessions.kernel(target, emit)
             return await work(kernel, emit)
 
         def on_event(kind: str, payload: Any) -> None:
+            nonlocal untrusted
             if kind == "output":
-                _show_output(payload)
+                _show_output(payload, untrusted)
+            elif kind == "untrusted":
+                untrusted = bool(payload)
             elif kind == "launch":
                 launch.event(payload)
             elif kind == "progress":
@@ -198,6 +209,22 @@ class RemoteMagics(Magics):
 
     def _assign(self, values: dict[str, Any]) -> None:
         self._shell.user_ns.update(values)
+
+    def _load(self, pickled: list[Pickled], restricted: bool, target: Target) -> dict[str, Any]:
+        """Rebuild pulled variables: restricted to data types when someone else can run
+        code in the kernel they come from (see :mod:`~jupyter_remote_hw.transfer.restricted`)."""
+        if not restricted:
+            return load_variables(pickled)
+        allowed = SharedKernelPulls(config=self.sessions.config).allowed_types
+        return load_variables_restricted(
+            pickled, f"{target.name} (a kernel that someone else can run code in)", allowed)
+
+    async def _pull(self, kernel: RemoteKernel, names: list[str],
+                    emit: Emit) -> tuple[list[Pickled], bool]:
+        """Fetch variables, and whether someone else can run code where they come from
+        (asked after: a share added meanwhile counts)."""
+        pickled = await self.sessions.pull(kernel, names, emit)
+        return pickled, await self.sessions.others_can_run_code(kernel)
 
     # ------------------------------------------------------------------ magics
 
@@ -221,15 +248,18 @@ class RemoteMagics(Magics):
         inputs, outputs = _names(args.inputs), _names(args.outputs)
         pickled = dump_variables(self._shell.user_ns, inputs) if inputs else []
 
-        async def work(kernel: RemoteKernel, emit: Emit) -> tuple[dict[str, Any], list[Any]]:
+        async def work(kernel: RemoteKernel,
+                       emit: Emit) -> tuple[dict[str, Any], tuple[list[Pickled], bool]]:
             if pickled:
                 await self.sessions.push(kernel, pickled, args.device, emit)
+            emit(("untrusted", await self.sessions.others_can_run_code(kernel)))
             reply = await self.sessions.execute(kernel, cell, emit)
             if reply.get("status") != "ok" or not outputs:
-                return reply, []
-            return reply, await self.sessions.pull(kernel, outputs, emit)
+                return reply, ([], False)
+            return reply, await self._pull(kernel, outputs, emit)
 
-        reply, fetched = self._run(target, work, f"{target.name}", interrupt=True)
+        reply, (fetched, restricted) = self._run(target, work, f"{target.name}",
+                                                 interrupt=True)
         if reply.get("status") == "error":
             if reply.get("ename") == "KeyboardInterrupt":
                 raise KeyboardInterrupt
@@ -238,7 +268,7 @@ class RemoteMagics(Magics):
             raise remote_error({"ename": "Aborted", "evalue": "the remote cell was aborted"},
                                target.name)
         if fetched:
-            self._assign(load_variables(fetched))
+            self._assign(self._load(fetched, restricted, target))
 
     @magic_arguments()
     @argument("names", nargs="+", help="Variables to send: a,b or a b.")
@@ -274,10 +304,11 @@ class RemoteMagics(Magics):
         if len(local_names) != len(names):
             raise UsageError(f"--as names {len(local_names)} variables for {len(names)} fetched")
 
-        async def work(kernel: RemoteKernel, emit: Emit) -> list[Any]:
-            return await self.sessions.pull(kernel, names, emit)
+        async def work(kernel: RemoteKernel, emit: Emit) -> tuple[list[Pickled], bool]:
+            return await self._pull(kernel, names, emit)
 
-        values = load_variables(self._run(target, work, f"← {target.name}"))
+        fetched, restricted = self._run(target, work, f"← {target.name}")
+        values = self._load(fetched, restricted, target)
         self._assign({new: values[old] for old, new in zip(names, local_names, strict=True)})
 
     @magic_arguments()
