@@ -19,6 +19,7 @@ from .test_kernels import make_bare_venv
 
 AGENT_DIR = Path(agent_package.__file__).parent
 MODULES = sorted(AGENT_DIR.glob("*.py"))
+BOOT = AGENT_DIR / "boot.py"
 ALLOWED_THIRD_PARTY = {"zmq"}
 
 
@@ -43,9 +44,24 @@ def test_agent_imports_only_stdlib_zmq_and_itself() -> None:
 
 def test_agent_modules_parse_as_python_3_8() -> None:
     for module in MODULES:
+        if module.name == BOOT.name:
+            continue
         source = module.read_text()
         ast.parse(source, str(module), feature_version=(3, 8))
         assert "from __future__ import annotations" in source, module.name
+
+
+def test_the_boot_script_parses_on_older_pythons_to_refuse_them_clearly(
+        tmp_path: Path) -> None:
+    """It checks the version itself, so it must not fail to parse first."""
+    source = BOOT.read_text()
+    ast.parse(source, str(BOOT), feature_version=(3, 7))
+    assert "from __future__" not in source and 'f"' not in source and "f'" not in source
+    old = subprocess.run([sys.executable, "-c", source.replace("(3, 8)", "(99, 0)"),
+                          str(tmp_path), "x.pyz", "0" * 64, "1", "0"],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert old.returncode == 1
+    assert "older than 3.8; install a newer Python there" in json.loads(old.stdout)["error"]
 
 
 def test_zipapp_of_the_agent_alone_serves(workdir: Path) -> None:
