@@ -304,11 +304,19 @@ class RemoteHWCommands:
             [[c.instance_id, c.name or "-", c.instance_type, c.region, c.state, _money(c.cost),
               c.reason] for c in candidates],
             headers=["INSTANCE", "NAME", "TYPE", "REGION", "STATE", "COST SO FAR", "WHY"]))
-        if not self._confirm(f"Terminate these {len(candidates)} instance(s)?", yes):
+        others = [c.instance_id for c in candidates if not c.launched]
+        if others:
+            self._print(f"left running: {', '.join(others)}: tagged as yours, but not launched "
+                        "from this ledger (anyone allowed to tag in the account can set those "
+                        "tags). Check them, and end them yourself if they are yours.")
+        ours = [c for c in candidates if c.launched]
+        if not ours:
+            return
+        if not self._confirm(f"Terminate these {len(ours)} instance(s)?", yes):
             self._print("nothing terminated")
             return
-        self._note(f"Terminating {len(candidates)} instance(s)…")
-        ended = await self.aws.reap(candidates)
+        self._note(f"Terminating {len(ours)} instance(s)…")
+        ended = await self.aws.reap(ours)
         self._print(f"terminated {len(ended)}: {', '.join(ended)}")
 
     # ------------------------------------------------------------------ catalog
@@ -436,7 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
     trust.add_argument("--yes", action="store_true", help="do not ask")
 
     reap = commands.add_parser(
-        "reap", help="terminate instances tagged as yours that no live session claims")
+        "reap", help="terminate instances launched from this ledger that no live session "
+        "claims; list those only tagged as yours")
     reap.add_argument("--yes", action="store_true", help="do not ask (for scripts)")
     reap.add_argument("--region", action="append", help="a region to search (repeatable)")
 

@@ -17,6 +17,7 @@ from jupyter_remote_hw.cli import main
 from jupyter_remote_hw.ledger import Ledger
 from jupyter_remote_hw.providers.aws import CREATED_BY_TAG, LEDGER_TAG, OWNER_TAG
 
+from .cloudinit import InstanceHost, instance_host  # noqa: F401
 from .motoserver import aws_env, client, moto_endpoint  # noqa: F401
 from .testhosts import SSHTestHost
 
@@ -37,7 +38,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def config(aws_env: str, ssh_host: SSHTestHost, short_tmp: Path,  # noqa: F811
-           tmp_path: Path) -> dict[str, Any]:
+           tmp_path: Path, instance_host: InstanceHost) -> dict[str, Any]:  # noqa: F811
     ec2 = client(aws_env, "ec2")
     image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     client(aws_env, "ssm").put_parameter(Name=AMI_PARAMETER, Value=image, Type="String")
@@ -50,10 +51,11 @@ def config(aws_env: str, ssh_host: SSHTestHost, short_tmp: Path,  # noqa: F811
                         "include_ssh_config": False},
         "AWSProvider": {
             "endpoint_url": aws_env, "ami_ssm_parameter": AMI_PARAMETER,
-            "ssh_cidr": "203.0.113.7/32", "public_key_file": f"{ssh_host.user_key}.pub",
-            "ssh_user": ssh_host.user, "python": sys.executable,
+            "ssh_cidr": "203.0.113.7/32",
+            "public_key_file": f"{instance_host.host.user_key}.pub",
+            "ssh_user": instance_host.host.user, "python": sys.executable,
             "remote_root": str(short_tmp / "r"), "state_dir": str(short_tmp / "aws"),
-            "ssh_endpoint_redirect": f"127.0.0.1:{ssh_host.port}", "poll_interval": 0.05,
+            "ssh_endpoint_redirect": instance_host.redirect, "poll_interval": 0.05,
             "owner": OWNER, "stop_command": ["true"], "idle_stop": 600, "deadman": 1200,
         },
     }
@@ -156,6 +158,13 @@ def test_launch_over_budget_is_refused(config: dict[str, Any], tmp_path: Path,
 def test_reap_lists_with_cost_and_asks(config: dict[str, Any], tmp_path: Path,
                                        aws_env: str, monkeypatch: pytest.MonkeyPatch  # noqa: F811
                                        ) -> None:
+    code, _, err = cli(config, tmp_path, "launch", "t3.medium", "--name", "quiet",
+                       "--no-prepare")
+    assert code == 0, err
+    ledger = Ledger(Path(config["MachineManager"]["ledger_path"]))
+    [quiet] = ledger.machines()
+    ledger.touch_machine(quiet.machine_id, at=time.time() - 3 * 3600)
+    ledger.close()
     ec2 = client(aws_env, "ec2")
     image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     ours = ec2.run_instances(ImageId=image, InstanceType="g5.xlarge", MinCount=1, MaxCount=1,
@@ -169,16 +178,19 @@ def test_reap_lists_with_cost_and_asks(config: dict[str, Any], tmp_path: Path,
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
     code, out, err = cli(config, tmp_path, "reap")
     assert code == 1 and "Pass --yes" in err
-    assert orphan in out and "not in this ledger" in out and "g5.xlarge" in out
+    assert quiet.resource_id in out and "no client for 180 min" in out
+    assert orphan in out and "not launched from this ledger" in out and "g5.xlarge" in out
+    assert f"left running: {orphan}: tagged as yours, but not launched" in out
     code, out, err = cli(config, tmp_path, "reap", "--yes")
-    assert code == 0 and f"terminated 1: {orphan}" in out
+    assert code == 0 and f"terminated 1: {quiet.resource_id}" in out
     looking = "Looking for instances tagged as yours in the configured regions…"
     assert err.splitlines() == [looking, "Terminating 1 instance(s)…"]
     states = {i["InstanceId"]: i["State"]["Name"] for r in
               ec2.describe_instances()["Reservations"] for i in r["Instances"]}
-    assert states[other] == "running" and states[orphan] in ("shutting-down", "terminated")
-    code, out, _ = cli(config, tmp_path, "reap")
-    assert code == 0 and "nothing to reap" in out
+    assert states[other] == states[orphan] == "running"
+    assert states[quiet.resource_id] in ("shutting-down", "terminated")
+    code, out, _ = cli(config, tmp_path, "reap", "--yes")
+    assert code == 0 and f"left running: {orphan}" in out and "terminated 1" not in out
 
 
 def test_catalog_refresh_writes_the_user_catalog(config: dict[str, Any], tmp_path: Path) -> None:

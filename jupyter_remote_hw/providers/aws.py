@@ -2,12 +2,13 @@
 
 A launch resolves the hardware through the catalog, checks the budget, reads
 the AMI from an SSM parameter, makes sure of a security group and a key pair,
-and runs the instance with tags that mark it as ours. Once it runs, its SSH
-host key is taken from the console output (or, failing that, trusted on first
-use and recorded), an ssh_config alias is written for it, and the host is
-prepared like any SSH host; the agent there enforces idle stop and the
-dead-man switch. Every step is a launch step with its time; every state
-change is a ledger event, and the ledger accrues the cost.
+and runs the instance with tags that mark it as ours, IMDSv2 required and its
+root volume encrypted. Its SSH host key is made here and given to it at first
+boot (``aws_hostkeys``), recorded, and checked on every connection; an
+ssh_config alias is written for it, and the host is prepared like any SSH
+host; the agent there enforces idle stop and the dead-man switch. Every step
+is a launch step with its time; every state change is a ledger event, and the
+ledger accrues the cost.
 
 boto3 calls block, so they run in threads (``asyncio.to_thread``).
 """
@@ -37,10 +38,24 @@ from ..agent_client import AgentClient, AgentError, AgentUnavailableError, Progr
 from ..budget import BudgetGuard
 from ..catalog import Catalog, CatalogEntry
 from ..ledger import ACTIVE_STATES, FINAL_STATES, Ledger, MachineExistsError, MachineRecord
-from ..transport import SSHConnection, TransportError, TransportManager
+from ..transport import HostKeyError, SSHConnection, TransportError, TransportManager
 from ..user_errors import log_failure
 from .aws_credentials import credentials_status
 from .aws_errors import AUTH_CODES, AWSError, credentials_error, error_code, launch_error
+from .aws_hostkeys import (
+    INJECTED,
+    HostKeyPair,
+    fingerprint,
+    known_hosts_file,
+    known_hosts_text,
+    learn_host_key,
+    mismatch_error,
+    new_host_key,
+    user_data,
+)
+from .aws_instance import METADATA_OPTIONS, cancel_spot_request, root_volume, spot_options
+from .aws_keypair import checked_key_pair, user_public_key
+from .aws_network import user_security_group
 from .ssh import SSHMachine
 from .target import Target, slug
 from .usability import Unusable
@@ -64,23 +79,9 @@ DEFAULT_AMI_PARAMETER = (
 )
 """The PyTorch GPU Deep Learning AMI (Ubuntu), latest release."""
 
-SECURITY_GROUP_NAME = "jupyter-remote-hw-ssh"
-SSHD_HARDENING = """#!/bin/sh
-# jupyter-remote-hw: share keys may not create UNIX-socket listeners on this machine
-# (docs/sharing.md). sshd keeps the first value it reads, so this file sorts first.
-mkdir -p /etc/ssh/sshd_config.d
-printf 'AllowStreamLocalForwarding local\n' > /etc/ssh/sshd_config.d/01-jupyter-remote-hw.conf
-systemctl reload ssh 2>/dev/null || systemctl reload sshd 2>/dev/null || true
-"""
-"""The instance's boot script when ``harden_sshd`` is on (EC2 user data)."""
 LIVE_INSTANCE_STATES = ["pending", "running", "stopping", "stopped"]
 
 _TRANSITION_TIME = re.compile(r"\((\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (?:GMT|UTC)\)")
-
-_HOST_KEYS = re.compile(
-    r"-----BEGIN SSH HOST KEY KEYS-----\s*(.*?)\s*-----END SSH HOST KEY KEYS-----", re.DOTALL
-)
-
 
 def default_owner() -> str:
     """``user@host`` of whoever runs this process."""
@@ -101,22 +102,13 @@ def transition_time(reason: str | None) -> float | None:
     return float(calendar.timegm(time.strptime(found.group(1), "%Y-%m-%d %H:%M:%S")))
 
 
-def host_keys_from_console(output: str) -> list[str]:
-    """The ``<type> <base64>`` host keys that cloud-init printed on the console, if any."""
-    found = _HOST_KEYS.search(output or "")
-    if not found:
-        return []
-    keys = []
-    for line in found.group(1).splitlines():
-        parts = line.split()
-        if len(parts) >= 2 and parts[0].startswith(("ssh-", "ecdsa-")):
-            keys.append(f"{parts[0]} {parts[1]}")
-    return keys
-
-
 @dataclass(frozen=True)
 class ReapCandidate:
     """An instance tagged as ours that nothing live claims.
+
+    Only an instance whose id the ledger recorded at its launch (with matching
+    tags) is terminated; one that merely carries our tags is reported, never
+    ended, since tags can be set by anyone allowed to tag in the account.
 
     Attributes:
         instance_id: The EC2 instance id.
@@ -127,6 +119,7 @@ class ReapCandidate:
         name: Its target name from its tags, or ``""``.
         reason: Why it is reaped (no ledger row, no client for so long...).
         cost: US dollars it cost so far (from the ledger, else price x time since launch).
+        launched: Whether this ledger launched that instance id; False: reported only.
     """
 
     instance_id: str
@@ -137,6 +130,7 @@ class ReapCandidate:
     name: str
     reason: str
     cost: float
+    launched: bool = True
 
 
 class AWSMachine(SSHMachine):
@@ -251,8 +245,18 @@ class AWSProvider(Provider):
     harden_sshd = Bool(
         True, config=True,
         help="Have the instance's sshd refuse remote UNIX-socket forwards "
-        "(AllowStreamLocalForwarding local, through a boot script), which no authorized_keys "
-        "option can forbid a teammate's share key; jupyter-remote-hw needs only local ones.",
+        "(AllowStreamLocalForwarding local, through the boot cloud-config), which no "
+        "authorized_keys option can forbid a teammate's share key; jupyter-remote-hw needs "
+        "only local ones.",
+    )
+    host_key_source = Enum(
+        ["injected", "console"], "injected", config=True,
+        help="Where an instance's SSH host key is learnt, once, before it is trusted: "
+        "'injected' makes the key here and gives it to the instance at first boot (cloud-init "
+        "ssh_keys in the user data, which principals allowed ec2:DescribeInstanceAttribute "
+        "can read); 'console' reads the keys cloud-init prints on the console output, "
+        "waiting until they are there. Either way the key is recorded and every later "
+        "connection must present it; nothing is trusted on first use.",
     )
     shutdown_behavior = Enum(
         ["stop", "terminate"], "stop", config=True,
@@ -485,12 +489,16 @@ class AWSProvider(Provider):
             network = await self._network(region)
             key_name = await self._key_pair(region)
             ami = await self._ami(region)
+            host_key = new_host_key() if self.host_key_source == "injected" else None
+            known = {"host_key_public": host_key.public, "host_key": host_key.fingerprint,
+                     "host_key_source": INJECTED} if host_key is not None else {}
             machine_id = "m-" + secrets.token_hex(6)
             try:
                 record = ledger.add_machine(
                     machine_id, name, self.name, owner=self.owner,
                     instance_type=entry.instance_type, region=region, market=market,
-                    price_per_hour=price or 0.0, info={"ami": ami, "key_name": key_name, **network},
+                    price_per_hour=price or 0.0,
+                    info={"ami": ami, "key_name": key_name, **network, **known},
                     detail=f"{entry.instance_type} {market} at ${price or 0:.4g}/h",
                     admit=lambda running: self.budget.check(what, price, ledger,
                                                             running=running),
@@ -500,7 +508,8 @@ class AWSProvider(Provider):
                                "another name", kind="config") from None
             steps.note(f"requested: {entry.instance_type} ({market}) in {region}, {ami}")
             try:
-                instance_id = await self._run_instance(record, entry, ami, key_name, network)
+                instance_id = await self._run_instance(record, entry, ami, key_name, network,
+                                                       host_key)
             except Exception as exc:
                 ledger.set_machine_state(machine_id, "failed", str(exc))
                 raise
@@ -566,32 +575,9 @@ class AWSProvider(Provider):
                 "c.AWSProvider.security_group_id to a group of your own that allows SSH",
                 kind="config",
             )
-        ec2 = self.client("ec2", region)
-        from botocore.exceptions import ClientError
-
-        groups = (await self._call("find the security group", ec2.describe_security_groups,
-                                   Filters=[{"Name": "group-name",
-                                             "Values": [SECURITY_GROUP_NAME]}]))["SecurityGroups"]
-        if groups:
-            group_id = str(groups[0]["GroupId"])
-        else:
-            created = await self._call(
-                "create the security group", ec2.create_security_group,
-                GroupName=SECURITY_GROUP_NAME,
-                Description="jupyter-remote-hw: SSH from the configured addresses only",
-                TagSpecifications=[{"ResourceType": "security-group",
-                                    "Tags": [{"Key": CREATED_BY_TAG, "Value": CREATED_BY}]}],
-            )
-            group_id = str(created["GroupId"])
-        try:
-            await self._call("open SSH in the security group",
-                             ec2.authorize_security_group_ingress, GroupId=group_id,
-                             IpPermissions=[{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22,
-                                             "IpRanges": [{"CidrIp": self.ssh_cidr,
-                                                           "Description": "jupyter-remote-hw"}]}])
-        except ClientError as exc:
-            if error_code(exc) != "InvalidPermission.Duplicate":
-                raise
+        group_id = await user_security_group(
+            self._call, self.client("ec2", region), self.owner, self.ssh_cidr,
+            (CREATED_BY_TAG, CREATED_BY), OWNER_TAG, self.log)
         return {**network, "security_group_id": group_id}
 
     def _public_key(self) -> str:
@@ -613,17 +599,21 @@ class AWSProvider(Provider):
         return public.with_suffix("") if public.suffix == ".pub" else public
 
     async def _key_pair(self, region: str) -> str:
-        if self.key_name:
-            return self.key_name
+        """The key pair to launch with, checked against the local public key."""
         from botocore.exceptions import ClientError
 
+        ec2 = self.client("ec2", region)
+        if self.key_name:
+            local = user_public_key(self.identity_file, self.public_key_file)
+            await checked_key_pair(self._call, ec2, self.key_name, region, local, self.log)
+            return self.key_name
         material = self._public_key()
         digest = base64.b32encode(material.split()[1][-16:].encode()).decode()[:8].lower() \
             if len(material.split()) > 1 else "key"
         name = f"jupyter-remote-hw-{slug(self.owner)}-{digest}"
-        ec2 = self.client("ec2", region)
         try:
-            await self._call("find the key pair", ec2.describe_key_pairs, KeyNames=[name])
+            await checked_key_pair(self._call, ec2, name, region,
+                                   (material, self.public_key_file), self.log, required=True)
             return name
         except ClientError as exc:
             if error_code(exc) != "InvalidKeyPair.NotFound":
@@ -645,33 +635,30 @@ class AWSProvider(Provider):
         ]
 
     async def _run_instance(self, record: MachineRecord, entry: CatalogEntry, ami: str,
-                            key_name: str, network: dict[str, Any]) -> str:
+                            key_name: str, network: dict[str, Any],
+                            host_key: HostKeyPair | None) -> str:
         from botocore.exceptions import ClientError
 
+        ec2 = self.client("ec2", record.region)
         params: dict[str, Any] = {
             "ImageId": ami, "InstanceType": entry.instance_type, "MinCount": 1, "MaxCount": 1,
             "KeyName": key_name, "SecurityGroupIds": [network["security_group_id"]],
             "InstanceInitiatedShutdownBehavior": self.shutdown_behavior,
+            "MetadataOptions": dict(METADATA_OPTIONS),
+            "BlockDeviceMappings": [await root_volume(self._call, ec2, ami,
+                                                      self.root_volume_gib)],
             "TagSpecifications": [{"ResourceType": kind, "Tags": self._tags(record)}
                                   for kind in ("instance", "volume")],
         }
         if network.get("subnet_id"):
             params["SubnetId"] = network["subnet_id"]
-        if self.harden_sshd:
-            params["UserData"] = SSHD_HARDENING
-        if self.root_volume_gib > 0:
-            params["BlockDeviceMappings"] = [{"DeviceName": "/dev/sda1", "Ebs": {
-                "VolumeSize": int(self.root_volume_gib), "VolumeType": "gp3",
-                "DeleteOnTermination": True}}]
+        if (data := user_data(host_key, self.harden_sshd)) is not None:
+            params["UserData"] = data
         if record.market == "spot":
             # A spot instance that stops on shutdown must be persistent.
-            persistent = self.shutdown_behavior == "stop"
-            params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": {
-                "SpotInstanceType": "persistent" if persistent else "one-time",
-                "InstanceInterruptionBehavior": "stop" if persistent else "terminate"}}
+            params["InstanceMarketOptions"] = spot_options(self.shutdown_behavior == "stop")
         try:
-            reply = await self._call(f"launch {entry.instance_type}",
-                                     self.client("ec2", record.region).run_instances, **params)
+            reply = await self._call(f"launch {entry.instance_type}", ec2.run_instances, **params)
         except ClientError as exc:
             alternatives, regions = self._alternatives(entry)
             raise launch_error(exc, entry.instance_type, record.region, record.market,
@@ -763,6 +750,8 @@ class AWSProvider(Provider):
         ledger = self._ledger()
         self.budget.check(f"{record.instance_type} ({record.market}) in {record.region}",
                           record.price_per_hour, ledger, exclude=record.machine_id)
+        if record.info.get("security_group_id") and not self.security_group_id and self.ssh_cidr:
+            await self._network(record.region)  # SSH from the current address only
         await self._call("start the instance", self.client("ec2", record.region).start_instances,
                          InstanceIds=[record.resource_id])
         ledger.set_machine_state(record.machine_id, "pending", detail)
@@ -773,13 +762,22 @@ class AWSProvider(Provider):
         assert updated is not None
         return updated
 
+    async def _end_instance(self, record: MachineRecord, instance_id: str) -> None:
+        """Terminate an instance we launched, cancelling its spot request first."""
+        ec2 = self.client("ec2", record.region)
+        if record.market == "spot":
+            request = await cancel_spot_request(self._call, ec2, instance_id)
+            if request:
+                self._ledger().note_machine(record.machine_id, "spot request cancelled",
+                                            request)
+        await self._call("terminate the instance", ec2.terminate_instances,
+                         InstanceIds=[instance_id])
+
     async def terminate(self, record: MachineRecord, detail: str = "by the user") -> MachineRecord:
         """Terminate an instance: it and its disk are gone, and it costs nothing more."""
         ledger = self._ledger()
         if record.resource_id:
-            await self._call("terminate the instance",
-                             self.client("ec2", record.region).terminate_instances,
-                             InstanceIds=[record.resource_id])
+            await self._end_instance(record, record.resource_id)
         await self.transport_close(record)
         return ledger.set_machine_state(record.machine_id, "terminated", detail)
 
@@ -808,55 +806,31 @@ class AWSProvider(Provider):
                            "subnet without public addresses (set c.AWSProvider.subnet_id)")
         return str(address), 22
 
-    async def _trust_host(self, record: MachineRecord, host: str, port: int) -> str:
-        """Write the known_hosts line for the instance; return how the key was learned."""
-        import asyncssh
-
-        known = self._state_path() / "known_hosts"
-        name = host if port == 22 else f"[{host}]:{port}"
-        output = ""
-        try:
-            reply = await self._call("read the console output",
-                                     self.client("ec2", record.region).get_console_output,
-                                     InstanceId=record.resource_id, Latest=True)
-            output = str(reply.get("Output") or "")
-        except Exception as exc:  # noqa: BLE001 (not every account may read it: fall back)
-            self.log.info("console output of %s not read: %s", record.resource_id, exc)
-        listed = []
-        for key in host_keys_from_console(output):
-            try:
-                asyncssh.import_public_key(key)
-            except (asyncssh.KeyImportError, ValueError):
-                continue  # a line that is not a key: not trusted
-            listed.append(key)
-        probe = await asyncssh.get_server_host_key(host, port)
-        if probe is None:
-            raise AWSError(f"{name} offered no SSH host key")
-        offered = " ".join(probe.export_public_key("openssh").decode().split()[:2])
-        if listed:
-            if offered not in listed:
-                raise AWSError(
-                    f"the SSH host key of {record.resource_id} at {name} is not one of the keys "
-                    "its console output lists: someone may be in between. Nothing was trusted.",
-                    kind="hostkey",
-                )
-            keys, source = listed, "console output"
-        else:
-            keys, source = [offered], "trust on first use"
-        fingerprint = probe.get_fingerprint("sha256")
-        lines = [line for line in (known.read_text().splitlines() if known.exists() else [])
-                 if line.split(" ", 1)[0] != name]
-        lines += [f"{name} {key}" for key in keys]
-        _write_private(known, "\n".join(lines) + "\n")
+    async def _known_host(self, record: MachineRecord, host: str, port: int) -> bool:
+        """Write the machine's known_hosts file with its recorded host key at ``host:port``,
+        learning the key first (once) when the ledger has none; False while it cannot be
+        learnt yet (the console output lists no keys so far)."""
         ledger = self._ledger()
-        ledger.update_machine(record.machine_id, info={
-            "address": host, "port": port, "host_key": fingerprint, "host_key_source": source})
-        ledger.note_machine(record.machine_id, "host key",
-                            f"{fingerprint} ({source}" + (
-                                ": not verified against the console; recorded)"
-                                if source == "trust on first use" else ")"))
-        self.log.info("machine %s: host key %s from %s", record.name, fingerprint, source)
-        return source
+        record = ledger.get_machine(record.machine_id) or record
+        public = str(record.info.get("host_key_public") or "")
+        if not public:
+            learnt = await learn_host_key(self._call, self.client("ec2", record.region),
+                                          record, host, port, self.log)
+            if learnt is None:
+                return False
+            public, source = learnt
+            ledger.update_machine(record.machine_id, info={
+                "host_key_public": public, "host_key": fingerprint(public),
+                "host_key_source": source})
+            ledger.note_machine(record.machine_id, "host key",
+                                f"{fingerprint(public)} ({source})")
+            self.log.info("machine %s: host key %s from the %s", record.name,
+                          fingerprint(public), source)
+        _write_private(known_hosts_file(self._state_path(), self.alias(record.name)),
+                       known_hosts_text(host, port, [public]))
+        if record.info.get("address") != host or record.info.get("port") != port:
+            ledger.update_machine(record.machine_id, info={"address": host, "port": port})
+        return True
 
     def _write_ssh_config(self, record: MachineRecord, host: str, port: int) -> Path:
         path = self._state_path() / "ssh_config"
@@ -865,7 +839,7 @@ class AWSProvider(Provider):
         blocks[alias] = (
             f"Host {alias}\n    HostName {host}\n    Port {port}\n    User {self.ssh_user}\n"
             f"    IdentityFile {self.identity()}\n    IdentitiesOnly yes\n"
-            f"    UserKnownHostsFile {self._state_path() / 'known_hosts'}\n"
+            f"    UserKnownHostsFile {known_hosts_file(self._state_path(), alias)}\n"
             "    StrictHostKeyChecking yes\n"
         )
         _write_private(path, "".join(blocks.values()))
@@ -905,24 +879,38 @@ class AWSProvider(Provider):
 
     async def _wait_ssh(self, record: MachineRecord, host: str, port: int,
                         steps: LaunchSteps) -> SSHConnection:
+        """Connect once the instance answers, presenting the host key recorded for it."""
         assert self.transport is not None
         deadline = time.monotonic() + self.ssh_timeout
-        # A host key already recorded for this address stays; a new address is learned.
-        trusted = bool(record.info.get("host_key")) and record.info.get("address") == host \
-            and record.info.get("port") == port
-        last: Exception | None = None
+        where = host if port == 22 else f"[{host}]:{port}"
+        known = False
+        last: Exception | str | None = None
         while time.monotonic() < deadline:
             try:
-                if not trusted:
-                    await self._trust_host(record, host, port)
-                    trusted = True
-                return await self.transport.connect(self.alias(record.name))
+                known = known or await self._known_host(record, host, port)
+                if known:
+                    return await self.transport.connect(self.alias(record.name))
+                last = "its console output lists no SSH host key yet"
+                steps.note(f"waiting for the console output of {record.resource_id} to list "
+                           "its SSH host keys")
+            except HostKeyError as exc:
+                current = self._ledger().get_machine(record.machine_id) or record
+                raise mismatch_error(
+                    record.resource_id, record.name, where,
+                    str(current.info.get("host_key") or "(none)"),
+                    str(current.info.get("host_key_source") or "recorded"),
+                    exc.fingerprint) from None
             except AWSError:
                 raise
             except Exception as exc:  # noqa: BLE001 (not up yet: refused, reset, no route...)
                 last = exc
                 steps.note(f"waiting for SSH on {host}:{port} ({exc})")
-                await asyncio.sleep(self.poll_interval)
+            await asyncio.sleep(self.poll_interval)
+        if isinstance(last, str):
+            raise AWSError(f"{record.resource_id}: {last} after {self.ssh_timeout:.0f} s "
+                           "(c.AWSProvider.ssh_timeout), and no host key is trusted on first "
+                           "use. Connect again later, or launch with "
+                           "c.AWSProvider.host_key_source = 'injected'.", kind="hostkey")
         raise AWSError(f"{record.resource_id} runs but SSH at {host}:{port} did not answer "
                        f"within {self.ssh_timeout:.0f} s (c.AWSProvider.ssh_timeout): {last}. "
                        "Check that c.AWSProvider.ssh_cidr covers your address.")
@@ -977,18 +965,22 @@ class AWSProvider(Provider):
         runs, or when it has been stopped for :attr:`terminate_after_stopped`.
         """
         now = time.time() if now is None else now
-        ledger = self._ledger()
         found: list[ReapCandidate] = []
         for region in regions or [self.region]:
             for instance in await self.owned_instances(region):
                 tags = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
                 machine_id = tags.get(LEDGER_TAG, "")
-                record = ledger.get_machine(machine_id) if machine_id else None
+                instance_id = str(instance["InstanceId"])
+                record = self._launched(machine_id, instance_id, region, tags)
                 state = str(instance["State"]["Name"])
                 reason = ""
-                if record is None or record.state in FINAL_STATES:
-                    reason = "not in this ledger (its owner's session is gone)" if record is None \
-                        else f"the ledger has it {record.state}"
+                if record is None:
+                    reason = ("tagged as yours but not launched from this ledger: not "
+                              "terminated; check it and end it yourself (`aws ec2 "
+                              f"terminate-instances --region {region} --instance-ids "
+                              f"{instance_id}`)")
+                elif record.state in FINAL_STATES:
+                    reason = f"the ledger has it {record.state}"
                 elif state in ("pending", "running"):
                     seen = record.last_seen or record.created
                     if now - seen > self.reap_after > 0:
@@ -999,13 +991,25 @@ class AWSProvider(Provider):
                 if not reason:
                     continue
                 found.append(ReapCandidate(
-                    instance_id=str(instance["InstanceId"]), region=region, state=state,
+                    instance_id=instance_id, region=region, state=state,
                     instance_type=str(instance.get("InstanceType", "")), machine_id=machine_id,
                     name=tags.get(TARGET_TAG, ""), reason=reason,
                     cost=record.cost(now) if record is not None
                     else self._estimate(instance, region, now),
+                    launched=record is not None,
                 ))
         return found
+
+    def _launched(self, machine_id: str, instance_id: str, region: str,
+                  tags: dict[str, str]) -> MachineRecord | None:
+        """The ledger's row of the machine that launched ``instance_id``, when the
+        instance's tags name that row and our owner; else None."""
+        record = self._ledger().get_machine(machine_id) if machine_id else None
+        if record is None or record.provider != self.name or record.resource_id != instance_id \
+                or record.region != region or tags.get(OWNER_TAG) != record.owner \
+                or tags.get(CREATED_BY_TAG) != CREATED_BY:
+            return None
+        return record
 
     def _estimate(self, instance: dict[str, Any], region: str, now: float) -> float:
         """Price x time since launch, for an instance the ledger does not know."""
@@ -1019,15 +1023,23 @@ class AWSProvider(Provider):
         return float(max(0.0, now - launched.timestamp()) * price / 3600.0)
 
     async def reap(self, candidates: list[ReapCandidate]) -> list[str]:
-        """Terminate the candidates' instances; return their ids."""
+        """Terminate the candidates' instances that this ledger launched; return their ids.
+
+        Each is checked again before it is ended: its id must be the one the
+        ledger recorded for the machine its tags name. The others are logged and
+        left running.
+        """
         ended = []
         ledger = self._ledger()
         for candidate in candidates:
-            await self._call("terminate the instance",
-                             self.client("ec2", candidate.region).terminate_instances,
-                             InstanceIds=[candidate.instance_id])
             record = ledger.get_machine(candidate.machine_id) if candidate.machine_id else None
-            if record is not None and record.state not in FINAL_STATES:
+            if not candidate.launched or record is None or record.provider != self.name \
+                    or record.resource_id != candidate.instance_id:
+                self.log.warning("reap: %s in %s is not one this ledger launched: left "
+                                 "running", candidate.instance_id, candidate.region)
+                continue
+            await self._end_instance(record, candidate.instance_id)
+            if record.state not in FINAL_STATES:
                 await self.transport_close(record)
                 ledger.set_machine_state(record.machine_id, "terminated",
                                          f"reaped: {candidate.reason}")
@@ -1065,7 +1077,7 @@ def _ssh_blocks(text: str) -> dict[str, str]:
 
 def _write_private(path: Path, text: str) -> None:
     """Write a file only its owner can read, atomically."""
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(text)

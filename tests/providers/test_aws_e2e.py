@@ -16,6 +16,7 @@ import pytest
 from jupyter_remote_hw.machines import MachineManager
 from jupyter_remote_hw.providers.aws import LEDGER_TAG, AWSProvider
 
+from ..cloudinit import InstanceHost, instance_host  # noqa: F401
 from ..motoserver import aws_env, client, moto_endpoint  # noqa: F401
 from ..provisioner.conftest import (  # noqa: F401 (fixtures)
     Fetch,
@@ -44,7 +45,8 @@ def lifetime(request: pytest.FixtureRequest, moto_endpoint: str) -> dict[str, An
 
 @pytest.fixture
 def jp_server_config(ssh_host: SSHTestHost, short_tmp: Path, aws_env: str,  # noqa: F811
-                     lifetime: dict[str, Any]) -> dict[str, Any]:
+                     lifetime: dict[str, Any],
+                     instance_host: InstanceHost) -> dict[str, Any]:  # noqa: F811
     ec2 = client(aws_env, "ec2")
     image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     client(aws_env, "ssm").put_parameter(Name=AMI_PARAMETER, Value=image, Type="String")
@@ -53,10 +55,11 @@ def jp_server_config(ssh_host: SSHTestHost, short_tmp: Path, aws_env: str,  # no
         MachineManager={"ledger_path": str(short_tmp / "ledger.sqlite3")},
         AWSProvider={
             "endpoint_url": aws_env, "ami_ssm_parameter": AMI_PARAMETER,
-            "ssh_cidr": "203.0.113.7/32", "public_key_file": f"{ssh_host.user_key}.pub",
-            "ssh_user": ssh_host.user, "python": sys.executable,
+            "ssh_cidr": "203.0.113.7/32",
+            "public_key_file": f"{instance_host.host.user_key}.pub",
+            "ssh_user": instance_host.host.user, "python": sys.executable,
             "remote_root": str(short_tmp / "r"), "state_dir": str(short_tmp / "aws"),
-            "ssh_endpoint_redirect": f"127.0.0.1:{ssh_host.port}",
+            "ssh_endpoint_redirect": instance_host.redirect,
             "machines": [{"name": "gpu", "hardware": "A10G"}],
             "poll_interval": 0.1, "heartbeat_interval": 0.5, "owner": "tester@e2e",
             **lifetime,
@@ -67,6 +70,7 @@ def jp_server_config(ssh_host: SSHTestHost, short_tmp: Path, aws_env: str,  # no
 async def test_launch_run_a_cell_terminate(
     start_kernel: StartKernel, channels: OpenChannels,  # noqa: F811
     jp_fetch: Fetch, jp_serverapp: Any, aws_env: str, ssh_host: SSHTestHost,  # noqa: F811
+    instance_host: InstanceHost,  # noqa: F811
 ) -> None:
     specs = json.loads((await jp_fetch("api", "kernelspecs")).body)["kernelspecs"]
     assert specs[KERNEL]["spec"]["display_name"] == \
@@ -84,11 +88,12 @@ async def test_launch_run_a_cell_terminate(
     record = aws.live_machine("aws-gpu")
     assert record is not None and record.state == "running"
     assert record.instance_type == "g5.xlarge" and record.price_per_hour == 1.006
-    # The host key was learned on first use (moto's console has none) and recorded.
-    assert record.info["host_key_source"] == "trust on first use"
-    assert record.info["host_key"] == ssh_host.fingerprint()
+    # The host key was made for the instance at launch and given to it at first boot.
+    assert record.info["host_key_source"] == "injected at launch"
+    assert record.info["host_key"] == instance_host.host.fingerprint()
+    assert instance_host.booted == [record.resource_id]
     events = [e.event for e in manager.ledger.machine_events(record.machine_id)]
-    assert events[:3] == ["requested", "pending", "running"] and "host key" in events
+    assert events[:3] == ["requested", "pending", "running"]
     # The launch went through the cloud steps, each timed.
     steps = jp_serverapp.kernel_manager.get_kernel(kernel_id).provisioner.launch_steps
     names = [r.name for r in steps.records]
