@@ -151,4 +151,4 @@ async def test_metrics_need_authentication(jp_fetch: Fetch, jp_http_port: int,
     url = f"http://127.0.0.1:{jp_http_port}{jp_base_url}jupyter-remote-hw/api/usage/x"
     with pytest.raises(HTTPClientError) as caught:
         await AsyncHTTPClient().fetch(url)
-    assert caught.value.code == 403
+    assert caught.value.code == 401
