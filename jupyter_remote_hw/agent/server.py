@@ -442,7 +442,10 @@ class AgentServer:
 
     async def _list_kernels(self, args: dict[str, Any]) -> dict[str, Any]:
         await self._state_known([k.state_known for k in list(self.kernels.kernels.values())])
-        return {"kernels": self.kernels.list_status()}
+        return {"kernels": [
+            {**status, "others_can_run_code":
+             self.shares.others_can_run_code(str(status["kernel_id"]))}
+            for status in self.kernels.list_status()]}
 
     @staticmethod
     async def _state_known(events: list[asyncio.Event]) -> None:
