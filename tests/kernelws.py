@@ -35,10 +35,11 @@ class KernelChannels:
         self.ws = ws
         self.session = uuid.uuid4().hex
 
-    def _message(self, msg_type: str, content: dict[str, Any], channel: str) -> dict[str, Any]:
+    def _message(self, msg_type: str, content: dict[str, Any], channel: str,
+                 msg_id: str | None = None) -> dict[str, Any]:
         return {
             "header": {
-                "msg_id": uuid.uuid4().hex,
+                "msg_id": msg_id or uuid.uuid4().hex,
                 "msg_type": msg_type,
                 "username": "test",
                 "session": self.session,
@@ -52,9 +53,10 @@ class KernelChannels:
             "buffers": [],
         }
 
-    async def send(self, msg_type: str, content: dict[str, Any], channel: str = "shell") -> str:
-        """Send one message; return its msg_id."""
-        message = self._message(msg_type, content, channel)
+    async def send(self, msg_type: str, content: dict[str, Any], channel: str = "shell",
+                   msg_id: str | None = None) -> str:
+        """Send one message (with ``msg_id`` when given); return its msg_id."""
+        message = self._message(msg_type, content, channel, msg_id)
         await self.ws.write_message(json.dumps(message))
         return str(message["header"]["msg_id"])
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +33,11 @@ def _ticking_cell(seconds: int) -> str:
             "    time.sleep(1)\n")
 
 
-async def _start(kc: KernelChannels, code: str) -> str:
+async def _start(kc: KernelChannels, code: str, msg_id: str | None = None) -> str:
     return await kc.send("execute_request", {
         "code": code, "silent": False, "store_history": False, "user_expressions": {},
         "allow_stdin": False, "stop_on_error": True,
-    })
+    }, msg_id=msg_id)
 
 
 def _ticks(done: Execution) -> list[int]:
@@ -53,16 +54,22 @@ async def _cut_during_ticks(ns_host: NetnsTestHost, kc: KernelChannels, ticks: i
     """
     assert ns_host.link is not None
     msg_ids = [await _start(kc, _ticking_cell(ticks))]
+    if sent_in_cut is not None:
+        msg_ids.append(uuid.uuid4().hex)
+    # Read all along, as a notebook does: a client that stops reading stops
+    # answering the server's websocket pings, and the server closes it.
+    collecting = asyncio.create_task(kc.collect_all(msg_ids, timeout=ticks + cut + 90))
     await asyncio.sleep(cut_after)
     ns_host.link.cut()
     try:
         await asyncio.sleep(cut / 2)
         if sent_in_cut is not None:
-            msg_ids.append(await _start(kc, sent_in_cut))
+            await _start(kc, sent_in_cut, msg_ids[1])
         await asyncio.sleep(cut / 2)
+        assert not collecting.done()
     finally:
         ns_host.link.restore()
-    found = await kc.collect_all(msg_ids, timeout=ticks + 90)
+    found = await collecting
     return found[0], (found[1] if sent_in_cut is not None else None)
 
 
