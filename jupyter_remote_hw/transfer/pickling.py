@@ -213,13 +213,18 @@ def load_variables(pickled: list[Pickled]) -> dict[str, Any]:
         try:
             values[item.name] = pickle.loads(item.data, buffers=item.buffers)
         except Exception as exc:
-            raise TransferError(
-                f"cannot rebuild {item.name!r} ({item.type_name}) here: "
-                f"{type(exc).__name__}: {exc}. Nothing was assigned; install what it needs "
-                "on this side.",
-                item.name,
-            ) from exc
+            raise rebuild_error(item, exc) from exc
     return values
+
+
+def rebuild_error(item: Pickled, exc: BaseException) -> TransferError:
+    """The error for a variable whose pickle failed to load on this side."""
+    return TransferError(
+        f"cannot rebuild {item.name!r} ({item.type_name}) here: "
+        f"{type(exc).__name__}: {exc}. Nothing was assigned; install what it needs "
+        "on this side.",
+        item.name,
+    )
 
 
 def to_segments(pickled: list[Pickled]) -> tuple[list[dict[str, Any]], list[memoryview]]:

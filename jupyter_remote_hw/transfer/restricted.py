@@ -47,7 +47,7 @@ from traitlets import List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
 from .errors import TransferError
-from .pickling import Pickled
+from .pickling import Pickled, rebuild_error
 
 SETTING: Final = "c.SharedKernelPulls.allowed_types"
 """The setting that allows more types, as written in ``jupyter_server_config.py``."""
@@ -412,10 +412,5 @@ def load_variables_restricted(pickled: list[Pickled], source: str,
         except RefusedGlobalError as exc:
             raise TransferError(_refusal(item, source, exc, extra), item.name) from None
         except Exception as exc:
-            raise TransferError(
-                f"cannot rebuild {item.name!r} ({item.type_name}) here: "
-                f"{type(exc).__name__}: {exc}. Nothing was assigned; install what it needs "
-                "on this side.",
-                item.name,
-            ) from exc
+            raise rebuild_error(item, exc) from exc
     return values
