@@ -4,7 +4,9 @@ and what it may be, never a traceback and never silently ignored.
 
 The command line loads the configuration with :func:`load_config_files` and checks it
 with :func:`check_config`; the server extension checks the server's configuration with
-:func:`check_config` before it builds anything, and refuses to start on a bad value.
+:func:`check_config` before it builds anything, and refuses to start on a bad value or
+on a file the server could not load (:func:`unloaded_config_file`): its settings,
+budgets among them, would be silently missing.
 
 Every number setting of jupyter-remote-hw is a finite number, 0 or more: NaN,
 infinity or a negative budget or timeout never mean "no limit" (0 does, where a
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import json
 import math
 import os
 import traceback
@@ -94,6 +97,59 @@ def load_config_files(names: Sequence[str], paths: Sequence[str],
                 if loader.full_filename not in loaded:
                     loaded.append(loader.full_filename)
     return config, loaded
+
+
+def config_file_candidates(names: Sequence[str], paths: Sequence[str],
+                           config_file: str | None = None) -> list[str]:
+    """The files a Jupyter application loads when they exist, as it searches for them.
+
+    Args:
+        names: Base names searched in ``paths`` (``jupyter_config``,
+            ``jupyter_server_config``), lowest priority first.
+        paths: Its configuration directories (``config_file_paths``).
+        config_file: One file given by the user; it replaces the search for the
+            last of ``names``.
+    """
+    found = [os.path.join(directory, name + suffix) for name in names[:-1]
+             for directory in paths for suffix in (".py", ".json")]
+    if config_file:
+        found.append(config_file)
+    else:
+        found += [os.path.join(directory, names[-1] + suffix)
+                  for directory in paths for suffix in (".py", ".json")]
+    return found
+
+
+def unloaded_config_file(candidates: Iterable[str],
+                         loaded: Iterable[str]) -> ConfigError | None:
+    """The first configuration file an application found but could not load, if any.
+
+    For a server, which loads its files itself and goes on without one that fails
+    (logging the error): a file that exists where it looks but is not among the
+    ones it loaded did not load. Its error is found again by parsing it, never by
+    running it a second time.
+
+    Args:
+        candidates: The files it loads when they exist (:func:`config_file_candidates`).
+        loaded: The files it loaded (``loaded_config_files``).
+    """
+    done = {os.path.abspath(path) for path in loaded}
+    for candidate in candidates:
+        path = os.path.abspath(candidate)
+        if path in done or not os.path.isfile(path):
+            continue
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+            if path.endswith(".json"):
+                json.loads(text)
+            else:
+                compile(text, path, "exec")
+        except (OSError, SyntaxError, ValueError) as exc:
+            return _load_error(path, exc)
+        return ConfigError(f"configuration file {path} did not load (the error is logged "
+                           "above); fix or remove it", path)
+    return None
 
 
 def _load_error(path: str, exc: BaseException) -> ConfigError:
@@ -233,4 +289,5 @@ def _file_setting(files: Iterable[str], section: str, name: str) -> str | None:
 
 
 
-__all__ = ["ConfigError", "check_config", "configurable_classes", "load_config_files"]
+__all__ = ["ConfigError", "check_config", "config_file_candidates", "configurable_classes",
+           "load_config_files", "unloaded_config_file"]

@@ -15,6 +15,7 @@ from traitlets import TraitError
 
 from jupyter_remote_hw.budget import BudgetGuard
 from jupyter_remote_hw.cli import main
+from jupyter_remote_hw.config_check import config_file_candidates, unloaded_config_file
 
 from .serverprocess import start_server
 
@@ -109,14 +110,8 @@ def test_a_budget_cannot_be_set_to_no_limit_by_nan_or_a_negative() -> None:
     assert BudgetGuard(max_total=0).max_total == 0.0
 
 
-async def test_the_server_refuses_to_start_with_a_bad_setting(tmp_path: Path) -> None:
-    dirs = {name: tmp_path / name for name in ("config", "data", "runtime", "nb")}
-    for directory in dirs.values():
-        directory.mkdir()
-    config = dirs["config"] / "jupyter_server_config.py"
-    config.write_text("c.ServerApp.jpserver_extensions = {'jupyter_remote_hw': True}\n"
-                      "c.BudgetGuard.max_per_machine = float('nan')\n")
-    log = tmp_path / "server.log"
+def _server_exit(dirs: dict[str, Path], log: Path) -> tuple[int, str]:
+    """Start a server that is expected to refuse to start; its exit code and its log."""
     server = start_server(dirs, log)
     try:
         code = server.process.wait(timeout=60)
@@ -124,11 +119,65 @@ async def test_the_server_refuses_to_start_with_a_bad_setting(tmp_path: Path) ->
         if server.process.poll() is None:
             server.process.kill()
             server.process.wait()
-    text = log.read_text()
+    return code, log.read_text()
+
+
+async def test_the_server_refuses_to_start_with_a_bad_setting(tmp_path: Path) -> None:
+    dirs = {name: tmp_path / name for name in ("config", "data", "runtime", "nb")}
+    for directory in dirs.values():
+        directory.mkdir()
+    config = dirs["config"] / "jupyter_server_config.py"
+    config.write_text("c.ServerApp.jpserver_extensions = {'jupyter_remote_hw': True}\n"
+                      "c.BudgetGuard.max_per_machine = float('nan')\n")
+    code, text = _server_exit(dirs, tmp_path / "server.log")
     assert code == 1, text
     assert f"jupyter_remote_hw: {config}: c.BudgetGuard.max_per_machine = nan is refused" in text
     assert "The server does not start." in text
     assert "Traceback" not in text
+
+
+@pytest.mark.parametrize(("name", "text", "where"), [
+    ("jupyter_server_config.py", "c.BudgetGuard.max_total = 20.0\nc.ServerApp.x = (\n",
+     ", line 2: syntax error"),
+    ("jupyter_server_config.json", '{"BudgetGuard": {"max_total": 20.0,}}',
+     ", line 1: JSONDecodeError"),
+])
+async def test_the_server_refuses_to_start_when_a_config_file_does_not_load(
+        tmp_path: Path, name: str, text: str, where: str) -> None:
+    """jupyter_server logs the error and starts without the file: its budget would be
+    missing, so our extension stops the start, naming the file and the line."""
+    dirs = {d: tmp_path / d for d in ("config", "data", "runtime", "nb")}
+    for directory in dirs.values():
+        directory.mkdir()
+    (dirs["config"] / "jupyter_config.json").write_text(
+        json.dumps({"ServerApp": {"jpserver_extensions": {"jupyter_remote_hw": True}}}))
+    broken = dirs["config"] / name
+    broken.write_text(text)
+    code, logged = _server_exit(dirs, tmp_path / "server.log")
+    assert code == 1, logged
+    ours = [line for line in logged.splitlines() if "jupyter_remote_hw:" in line]
+    assert len(ours) == 1, logged
+    assert f"configuration file {broken}{where}" in ours[0]
+    assert ours[0].endswith("fix or remove it. The server does not start.")
+
+
+def test_a_config_file_given_on_the_command_line_replaces_the_searched_one(
+        tmp_path: Path) -> None:
+    """With ``--config``, a jupyter_server_config.py in the config directories is not
+    loaded by design, and is not taken for one that failed."""
+    searched = tmp_path / "jupyter_server_config.py"
+    searched.write_text("c.ServerApp.x = (\n")
+    given = tmp_path / "mine.py"
+    given.write_text("c.BudgetGuard.max_total = 1.0\n")
+    candidates = config_file_candidates(["jupyter_config", "jupyter_server_config"],
+                                        [str(tmp_path)], str(given))
+    assert str(searched) not in candidates and str(given) in candidates
+    assert unloaded_config_file(candidates, [str(given)]) is None
+    searching = config_file_candidates(["jupyter_config", "jupyter_server_config"],
+                                       [str(tmp_path)])
+    broken = unloaded_config_file(searching, [])
+    assert broken is not None and broken.path == str(searched)
+    assert f"{searched}, line 1: syntax error" in str(broken)
 
 
 def test_the_command_line_itself_exits_1_with_one_line(jcfg: Path) -> None:

@@ -12,7 +12,12 @@ from tornado.platform.asyncio import BaseAsyncIOLoop
 from traitlets import Bool, Float
 
 from .. import __version__
-from ..config_check import ConfigError, check_config
+from ..config_check import (
+    ConfigError,
+    check_config,
+    config_file_candidates,
+    unloaded_config_file,
+)
 from ..hardware_actions import HardwareActions
 from ..hardware_events import EventHub
 from ..kernelspecs import RemoteHWKernelSpecManager
@@ -84,11 +89,18 @@ class RemoteHWExtension(ExtensionApp):
         ``jupyter_server_config.d`` files, so both classes are set here, and
         each only when nobody chose another one.
 
-        First the configuration is checked: a setting of ours of the wrong type or
-        out of range is logged in one line (file, setting, what it may be) and the
-        server refuses to start, rather than starting with a limit ignored.
+        First the configuration is checked: a configuration file the server could
+        not load, or a setting of ours of the wrong type or out of range, is logged
+        in one line (file and line, or setting and what it may be) and the server
+        refuses to start, rather than starting with a limit ignored.
         """
         try:
+            broken = unloaded_config_file(
+                config_file_candidates(["jupyter_config", serverapp.config_file_name],
+                                       serverapp.config_file_paths, serverapp.config_file),
+                serverapp.loaded_config_files)
+            if broken is not None:
+                raise broken
             check_config(serverapp.config, serverapp.loaded_config_files)
         except ConfigError as exc:
             self.log.critical("jupyter_remote_hw: %s. The server does not start.", exc)
