@@ -112,19 +112,7 @@ class SSHMachine(Machine):
         new kernel's relay does not wait a round trip for its channel.
         """
         client = await self.agent()
-        spare, self._spare = self._spare, None
-        stream: tuple[Any, Any] | None = None
-        if spare is not None:
-            if spare.done() and not spare.cancelled() and spare.exception() is None:
-                stream = spare.result()
-                if stream[0].at_eof():
-                    stream[1].close()
-                    stream = None
-            else:
-                spare.cancel()
-                await asyncio.gather(spare, return_exceptions=True)
-                if not spare.cancelled() and spare.exception() is None:
-                    spare.result()[1].close()
+        stream = await self._take_spare()
         if stream is None:
             if client.socket is None:
                 raise RuntimeError("the agent's socket is not known")
@@ -132,6 +120,22 @@ class SSHMachine(Machine):
             stream = await conn.open_unix_connection(client.socket)
         self._open_spare(client)
         return stream
+
+    async def _take_spare(self) -> tuple[Any, Any] | None:
+        """The stream opened ahead of need if it is open now; any other is closed."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        ready = spare.done()
+        spare.cancel()
+        await asyncio.gather(spare, return_exceptions=True)
+        if spare.cancelled() or spare.exception() is not None:
+            return None
+        stream: tuple[Any, Any] = spare.result()
+        if ready and not stream[0].at_eof():
+            return stream
+        stream[1].close()
+        return None
 
     @staticmethod
     async def _forward(conn: SSHConnection, remote_port: int, local_port: int) -> LocalForward:
@@ -159,12 +163,9 @@ class SSHMachine(Machine):
 
     async def close(self) -> None:
         self._closing = True
-        spare, self._spare = self._spare, None
-        if spare is not None:
-            spare.cancel()
-            await asyncio.gather(spare, return_exceptions=True)
-            if not spare.cancelled() and spare.exception() is None:
-                spare.result()[1].close()
+        stream = await self._take_spare()
+        if stream is not None:
+            stream[1].close()
         for kernel_id in set(self._forwards) | set(self._relays):
             await self.unexpose(kernel_id)
         await super().close()
