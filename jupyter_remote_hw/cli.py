@@ -31,7 +31,7 @@ from .ledger import FINAL_STATES, MachineRecord
 from .machines import MachineManager
 from .providers import Target
 from .providers.aws import AWSProvider, ReapCandidate
-from .providers.aws_errors import AWSError
+from .providers.aws.errors import AWSError
 from .sharing import cli as sharing_cli
 from .transport.host_keys import TRUSTED, fetch_presented_key, record_key, refuse_changed
 from .user_errors import is_expected, one_line

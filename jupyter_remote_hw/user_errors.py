@@ -19,7 +19,7 @@ from .agent_client.errors import AgentError
 from .budget import BudgetExceededError
 from .catalog.query import CatalogQueryError
 from .launch_steps import LaunchError
-from .providers.aws_errors import AWSError
+from .providers.aws.errors import AWSError
 from .providers.errors import UnknownHardwareError
 from .sharing.roles import ShareError
 from .transport import HostKeyError, TransportError

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_remote_hw.cli import main
-from jupyter_remote_hw.providers import aws_credentials
+from jupyter_remote_hw.providers.aws import credentials as aws_credentials
 
 NO_CREDENTIALS = "AWS: no credentials — set AWS_PROFILE or run `aws configure`"
 PREFIX = "jupyter remote-hw "

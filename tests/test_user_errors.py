@@ -11,7 +11,7 @@ import pytest
 
 from jupyter_remote_hw.budget import BudgetExceededError
 from jupyter_remote_hw.launch_steps import LaunchError, LaunchSteps
-from jupyter_remote_hw.providers.aws_errors import AWSError
+from jupyter_remote_hw.providers.aws.errors import AWSError
 from jupyter_remote_hw.transport import HostUnreachableError
 from jupyter_remote_hw.user_errors import commands_in, install_filter, is_expected
 

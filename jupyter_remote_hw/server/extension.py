@@ -26,7 +26,7 @@ from ..machines import MachineManager
 from ..orphans import reap_orphans
 from ..providers import LocalProvider, SSHProvider
 from ..providers.aws import AWSProvider
-from ..providers.aws_upkeep import CloudUpkeep
+from ..providers.aws.upkeep import CloudUpkeep
 from ..provisioner import RemoteHWProvisioner
 from ..share_actions import ShareActions
 from ..transport import TransportManager

@@ -12,7 +12,7 @@ from jupyter_remote_hw.catalog import SHIPPED_CATALOG, hardware_options, read_ca
 from jupyter_remote_hw.hardware import HardwareOption, list_hardware, provider_statuses
 from jupyter_remote_hw.hardware_folds import Fold, fold_hardware
 from jupyter_remote_hw.machines import MachineManager
-from jupyter_remote_hw.providers import aws_credentials
+from jupyter_remote_hw.providers.aws import credentials as aws_credentials
 from jupyter_remote_hw.widgets import columns
 
 

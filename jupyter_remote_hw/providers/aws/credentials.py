@@ -11,7 +11,7 @@ import os
 import threading
 import time
 
-from .usability import Unusable
+from ..usability import Unusable
 
 #: Seconds an answer is reused.
 CHECK_TTL = 15.0

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from .aws_errors import AWSError
+from .errors import AWSError
 
 Call = Callable[..., Awaitable[Any]]
 """How boto3 calls are made: ``await call(step, fn, **kwargs)`` (in a thread)."""

@@ -16,9 +16,9 @@ import pytest
 from jupyter_remote_hw.machines import MachineManager
 from jupyter_remote_hw.providers.aws import LEDGER_TAG, AWSProvider
 
-from ..cloudinit import InstanceHost, instance_host  # noqa: F401
-from ..motoserver import aws_env, client, moto_endpoint  # noqa: F401
-from ..provisioner.conftest import (  # noqa: F401 (fixtures)
+from ...cloudinit import InstanceHost, instance_host  # noqa: F401
+from ...motoserver import aws_env, client, moto_endpoint  # noqa: F401
+from ...provisioner.conftest import (  # noqa: F401 (fixtures)
     Fetch,
     OpenChannels,
     StartKernel,
@@ -26,8 +26,8 @@ from ..provisioner.conftest import (  # noqa: F401 (fixtures)
     start_kernel,
     write_config,
 )
-from ..serverloop import jp_asyncio_loop  # noqa: F401 (fixture)
-from ..testhosts import SSHTestHost
+from ...serverloop import jp_asyncio_loop  # noqa: F401 (fixture)
+from ...testhosts import SSHTestHost
 
 AMI_PARAMETER = "/test/jupyter-remote-hw/e2e-ami"
 KERNEL = "remote-hw-aws-gpu"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .aws_errors import AWSError
+from .errors import AWSError
 
 Call = Callable[..., Awaitable[Any]]
 """How boto3 calls are made: ``await call(step, fn, **kwargs)`` (in a thread)."""

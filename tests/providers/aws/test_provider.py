@@ -25,12 +25,12 @@ from jupyter_remote_hw.providers.aws import (
     OWNER_TAG,
     AWSProvider,
 )
-from jupyter_remote_hw.providers.aws_hostkeys import fingerprint, host_keys_from_console
-from jupyter_remote_hw.providers.aws_keypair import ec2_fingerprints
+from jupyter_remote_hw.providers.aws.host_keys import fingerprint, host_keys_from_console
+from jupyter_remote_hw.providers.aws.key_pair import ec2_fingerprints
 
-from ..cloudinit import InstanceHost, instance_host  # noqa: F401
-from ..motoserver import aws_env, client, moto_endpoint  # noqa: F401
-from ..testhosts import keygen, loopback_host
+from ...cloudinit import InstanceHost, instance_host  # noqa: F401
+from ...motoserver import aws_env, client, moto_endpoint  # noqa: F401
+from ...testhosts import keygen, loopback_host
 
 AMI_PARAMETER = "/test/jupyter-remote-hw/ami-id"
 OWNER = "tester@test-host"
@@ -405,7 +405,7 @@ async def test_upkeep_syncs_and_terminates_overdue(
         provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:  # noqa: F811
     import logging
 
-    from jupyter_remote_hw.providers.aws_upkeep import CloudUpkeep
+    from jupyter_remote_hw.providers.aws.upkeep import CloudUpkeep
 
     upkeep = CloudUpkeep(provider, interval=0.2, log=logging.getLogger("test"))
     assert (await upkeep.run_once()).synced == 0  # nothing launched: nothing asked of EC2
@@ -450,7 +450,7 @@ def reachable(provider: AWSProvider, instance_host: InstanceHost,  # noqa: F811
     boots with the host key of the instance's user data."""
     from jupyter_remote_hw.transport import TransportManager
 
-    from ..conftest import TEST_TRANSPORT
+    from ...conftest import TEST_TRANSPORT
 
     provider.transport = TransportManager(**TEST_TRANSPORT)
     provider.ssh_endpoint_redirect = instance_host.redirect

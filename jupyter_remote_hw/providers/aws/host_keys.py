@@ -43,8 +43,8 @@ from typing import Any
 
 import asyncssh
 
-from ..ledger import MachineRecord
-from .aws_errors import AWSError
+from ...ledger import MachineRecord
+from .errors import AWSError
 
 Call = Callable[..., Awaitable[Any]]
 """How boto3 calls are made: ``await call(step, fn, **kwargs)`` (in a thread)."""

@@ -11,7 +11,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
-from .aws import AWSProvider
+from .provider import AWSProvider
 
 
 @dataclass

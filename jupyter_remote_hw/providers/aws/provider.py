@@ -4,7 +4,7 @@ A launch resolves the hardware through the catalog, checks the budget, reads
 the AMI from an SSM parameter, makes sure of a security group and a key pair,
 and runs the instance with tags that mark it as ours, IMDSv2 required and its
 root volume encrypted. Its SSH host key is made here and given to it at first
-boot (``aws_hostkeys``), recorded, and checked on every connection; an
+boot (``host_keys``), recorded, and checked on every connection; an
 ssh_config alias is written for it, and the host is prepared like any SSH
 host; the agent there enforces idle stop and the dead-man switch. Every step
 is a launch step with its time; every state change is a ledger event, and the
@@ -34,15 +34,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from jupyter_core.paths import jupyter_data_dir
 from traitlets import Bool, Dict, Enum, Float, Instance, List, Unicode
 
-from ..agent_client import AgentClient, AgentError, AgentUnavailableError, Progress
-from ..budget import BudgetGuard
-from ..catalog import Catalog, CatalogEntry
-from ..ledger import ACTIVE_STATES, FINAL_STATES, Ledger, MachineExistsError, MachineRecord
-from ..transport import HostKeyError, SSHConnection, TransportError, TransportManager
-from ..user_errors import log_failure
-from .aws_credentials import credentials_status
-from .aws_errors import AUTH_CODES, AWSError, credentials_error, error_code, launch_error
-from .aws_hostkeys import (
+from ...agent_client import AgentClient, AgentError, AgentUnavailableError, Progress
+from ...budget import BudgetGuard
+from ...catalog import Catalog, CatalogEntry
+from ...ledger import ACTIVE_STATES, FINAL_STATES, Ledger, MachineExistsError, MachineRecord
+from ...transport import HostKeyError, SSHConnection, TransportError, TransportManager
+from ...user_errors import log_failure
+from ..ssh import SSHMachine
+from ..target import Target, slug
+from ..usability import Unusable
+from .credentials import credentials_status
+from .errors import AUTH_CODES, AWSError, credentials_error, error_code, launch_error
+from .host_keys import (
     INJECTED,
     HostKeyPair,
     fingerprint,
@@ -53,17 +56,14 @@ from .aws_hostkeys import (
     new_host_key,
     user_data,
 )
-from .aws_instance import METADATA_OPTIONS, cancel_spot_request, root_volume, spot_options
-from .aws_keypair import checked_key_pair, user_public_key
-from .aws_network import user_security_group
-from .ssh import SSHMachine
-from .target import Target, slug
-from .usability import Unusable
+from .instance import METADATA_OPTIONS, cancel_spot_request, root_volume, spot_options
+from .key_pair import checked_key_pair, user_public_key
+from .network import user_security_group
 
 if TYPE_CHECKING:
-    from ..launch_steps import LaunchSteps
+    from ...launch_steps import LaunchSteps
 
-from .base import Machine, Provider
+from ..base import Machine, Provider
 
 T = TypeVar("T")
 
@@ -465,8 +465,8 @@ class AWSProvider(Provider):
             LaunchError: A step failed (its message names the step and what to try);
                 an instance that was created is terminated again.
         """
-        from ..catalog import wants_spot
-        from ..launch_steps import LaunchSteps
+        from ...catalog import wants_spot
+        from ...launch_steps import LaunchSteps
 
         region = region or self.region
         steps = steps or LaunchSteps(name or hardware, "-", self.log)
@@ -745,7 +745,7 @@ class AWSProvider(Provider):
     async def start(self, record: MachineRecord, steps: LaunchSteps | None = None,
                     detail: str = "by the user") -> MachineRecord:
         """Start a stopped instance again (the budget is checked first)."""
-        from ..launch_steps import LaunchSteps
+        from ...launch_steps import LaunchSteps
 
         ledger = self._ledger()
         self.budget.check(f"{record.instance_type} ({record.market}) in {record.region}",

@@ -14,8 +14,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .aws_errors import AWSError, error_code
-from .target import slug
+from ..target import slug
+from .errors import AWSError, error_code
 
 Call = Callable[..., Awaitable[Any]]
 """How boto3 calls are made: ``await call(step, fn, **kwargs)`` (in a thread)."""
