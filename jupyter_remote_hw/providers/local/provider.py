@@ -12,20 +12,20 @@ from typing import TYPE_CHECKING, Any
 
 from traitlets import Bool, Unicode
 
-from ..agent.hardware import (
+from ...agent.hardware import (
     NVIDIA_QUERY,
     NVIDIA_SMI_TIMEOUT,
     cpu_count,
     gpu_label,
     parse_gpu_csv,
 )
-from ..agent_client import AgentClient, Progress, start_local_agent
-from ..transfer.client import open_local_stream
-from .base import Machine, Provider
-from .target import Target, gib_label
+from ...agent_client import AgentClient, Progress, start_local_agent
+from ...transfer.client import open_local_stream
+from ..base import Machine, Provider
+from ..target import Target, gib_label
 
 if TYPE_CHECKING:
-    from ..launch_steps import LaunchSteps
+    from ...launch_steps import LaunchSteps
 
 DEFAULT_STATE_DIR = "~/.local/state/jupyter-remote-hw/local"
 
