@@ -1,10 +1,18 @@
 """The ``aws`` provider: EC2 instances launched for the user, reached over SSH.
 
-Its parts: the provider and its machines (``provider``), the instance's launch
-options (``instance``), key pairs (``key_pair``) and SSH host keys
-(``host_keys``), the security group (``network``), credentials
-(``credentials``), the periodic sync and terminate timer (``upkeep``), and its
-errors (``errors``).
+:class:`AWSProvider` (``provider``: its targets, and the machine for a kernel) is
+built from one class per concern, each on top of the one before:
+
+- ``account``: the settings (``c.AWSProvider.*``), boto3 clients, the ledger;
+- ``access``: the security group (``network``) and key pair (``key_pair``);
+- ``instances``: an instance's state (sync, stop, start, terminate);
+- ``reach``: SSH to a running instance with its known host key (``host_keys``),
+  and the held :class:`AWSMachine` (``machine``);
+- ``launch``: RunInstances with its options (``launch_options``);
+- ``reaping``: our instances that nothing live claims.
+
+Beside them: ``tags`` (what marks a resource as ours), ``credentials``,
+``upkeep`` (the server's periodic sync and terminate timer) and ``errors``.
 
 The names below are loaded when first used, so that importing one part (its
 errors, say) does not import the whole provider.
@@ -16,32 +24,26 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .account import DEFAULT_AMI_PARAMETER
     from .errors import AWSError
-    from .provider import (
-        CREATED_BY,
-        CREATED_BY_TAG,
-        DEFAULT_AMI_PARAMETER,
-        LEDGER_TAG,
-        OWNER_TAG,
-        TARGET_TAG,
-        AWSMachine,
-        AWSProvider,
-        ReapCandidate,
-    )
+    from .machine import AWSMachine
+    from .provider import AWSProvider
+    from .reaping import ReapCandidate
+    from .tags import CREATED_BY, CREATED_BY_TAG, LEDGER_TAG, OWNER_TAG, TARGET_TAG
     from .upkeep import CloudUpkeep
 
 _WHERE = {
     "AWSError": "errors",
-    "AWSMachine": "provider",
+    "AWSMachine": "machine",
     "AWSProvider": "provider",
-    "CREATED_BY": "provider",
-    "CREATED_BY_TAG": "provider",
+    "CREATED_BY": "tags",
+    "CREATED_BY_TAG": "tags",
     "CloudUpkeep": "upkeep",
-    "DEFAULT_AMI_PARAMETER": "provider",
-    "LEDGER_TAG": "provider",
-    "OWNER_TAG": "provider",
-    "ReapCandidate": "provider",
-    "TARGET_TAG": "provider",
+    "DEFAULT_AMI_PARAMETER": "account",
+    "LEDGER_TAG": "tags",
+    "OWNER_TAG": "tags",
+    "ReapCandidate": "reaping",
+    "TARGET_TAG": "tags",
 }
 
 __all__ = [

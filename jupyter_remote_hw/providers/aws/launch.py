@@ -1,0 +1,200 @@
+"""Launching an instance for a hardware query, leaving nothing billing when it fails."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from ...catalog import CatalogEntry
+from ...ledger import FINAL_STATES, MachineExistsError, MachineRecord
+from ...user_errors import log_failure
+from ..target import slug
+from .errors import AWSError, error_code, launch_error
+from .host_keys import (
+    INJECTED,
+    HostKeyPair,
+    new_host_key,
+    user_data,
+)
+from .launch_options import METADATA_OPTIONS, root_volume, spot_options
+from .reach import AWSReach
+from .tags import CREATED_BY, CREATED_BY_TAG, LEDGER_TAG, OWNER_TAG, TARGET_TAG
+
+if TYPE_CHECKING:
+    from ...launch_steps import LaunchSteps
+
+
+class AWSLaunch(AWSReach):
+    """Launching an instance: budget, AMI, network, key pair, RunInstances, then the wait
+    until it runs; an instance whose launch failed is terminated again."""
+
+    def _alternatives(self, entry: CatalogEntry) -> tuple[list[str], list[str]]:
+        same_gpu = [e.instance_type for e in self.catalog.search(
+            entry.gpu_name.lower() if entry.gpu_name else "cpu", region=entry.region)
+            if e.instance_type != entry.instance_type and e.price() is not None]
+        regions = sorted({e.region for e in self.catalog.entries
+                          if e.instance_type == entry.instance_type and e.region != entry.region})
+        return same_gpu, regions
+
+    async def launch(self, hardware: str, *, name: str | None = None, region: str | None = None,
+                     spot: bool | None = None, steps: LaunchSteps | None = None,
+                     connect: bool = True) -> MachineRecord:
+        """Launch an instance for ``hardware`` (a catalog query or an instance type).
+
+        Steps: ``requested`` (budget, AMI, security group, key, RunInstances),
+        ``running`` (waiting for EC2), then with ``connect`` ``SSH reachable`` and
+        ``host prepared``.
+
+        Args:
+            hardware: A catalog query (``A10G``, ``a100:8``, ``gpu_mem>=40 cheapest``) or
+                an instance type.
+            name: The target name (default ``aws-<instance type>``).
+            region: The region (default :attr:`region`).
+            spot: Spot (True), on-demand (False), or the query/:attr:`market` (None).
+            steps: Where the steps are reported; a new recorder when None.
+            connect: Also wait for SSH and prepare the host (agent and lifetime policy).
+
+        Returns:
+            The machine's ledger row.
+
+        Raises:
+            LaunchError: A step failed (its message names the step and what to try);
+                an instance that was created is terminated again.
+        """
+        from ...catalog import wants_spot
+        from ...launch_steps import LaunchSteps
+
+        region = region or self.region
+        steps = steps or LaunchSteps(name or hardware, "-", self.log)
+        with steps.step("requested"):
+            entry = self.catalog.resolve(hardware, region)
+            use_spot = spot if spot is not None else (wants_spot(hardware)
+                                                      or self.market == "spot")
+            market = "spot" if use_spot else "on-demand"
+            price = entry.price(spot=use_spot)
+            name = name or "aws-" + slug(entry.instance_type.replace(".", "-"))
+            ledger = self._ledger()
+            if self.live_machine(name) is not None:
+                raise AWSError(f"a machine named {name} already exists: start it "
+                               f"(`jupyter remote-hw start {name}`) or pick another name",
+                               kind="config")
+            what = f"{entry.instance_type} ({market}) in {region}"
+            self.budget.check(what, price, ledger)  # before anything is asked of AWS
+            if (blocked := await asyncio.to_thread(self.usability)) is not None:
+                raise AWSError(f"AWS: {blocked.text}", kind="credentials")
+            network = await self._network(region)
+            key_name = await self._key_pair(region)
+            ami = await self._ami(region)
+            host_key = new_host_key() if self.host_key_source == "injected" else None
+            known = {"host_key_public": host_key.public, "host_key": host_key.fingerprint,
+                     "host_key_source": INJECTED} if host_key is not None else {}
+            machine_id = "m-" + secrets.token_hex(6)
+            try:
+                record = ledger.add_machine(
+                    machine_id, name, self.name, owner=self.owner,
+                    instance_type=entry.instance_type, region=region, market=market,
+                    price_per_hour=price or 0.0,
+                    info={"ami": ami, "key_name": key_name, **network, **known},
+                    detail=f"{entry.instance_type} {market} at ${price or 0:.4g}/h",
+                    admit=lambda running: self.budget.check(what, price, ledger,
+                                                            running=running),
+                )
+            except MachineExistsError as exc:  # launched meanwhile by another process
+                raise AWSError(f"{exc}: start it (`jupyter remote-hw start {name}`) or pick "
+                               "another name", kind="config") from None
+            steps.note(f"requested: {entry.instance_type} ({market}) in {region}, {ami}")
+            try:
+                instance_id = await self._run_instance(record, entry, ami, key_name, network,
+                                                       host_key)
+            except Exception as exc:
+                ledger.set_machine_state(machine_id, "failed", str(exc))
+                raise
+            ledger.update_machine(machine_id, resource_id=instance_id)
+            ledger.set_machine_state(machine_id, "pending", instance_id)
+            ledger.touch_machine(machine_id)
+        try:
+            with steps.step("running"):
+                await self._wait_state(machine_id, "running", steps)
+            if connect:
+                target = self._target(name, entry)
+                machine = await self.connect(target, steps)
+                await machine.close()
+        except BaseException as exc:
+            await self._abandon(machine_id, exc)
+            raise
+        updated = ledger.get_machine(machine_id)
+        assert updated is not None
+        return updated
+
+    async def _abandon(self, machine_id: str, exc: BaseException) -> None:
+        """Terminate an instance whose launch failed, so nothing is left billing."""
+        record = self._ledger().get_machine(machine_id)
+        if record is None or not record.resource_id or record.state in FINAL_STATES:
+            return
+        self.log.warning("launch of %s failed (%s): terminating %s", record.name, exc,
+                         record.resource_id)
+        try:
+            await self.terminate(record, detail=f"launch failed: {exc}")
+        except Exception as terminate_exc:  # noqa: BLE001 (logged, traceback if a bug)
+            log_failure(self.log, terminate_exc,
+                        f"could not terminate {record.resource_id} after a failed launch; "
+                        "`jupyter remote-hw reap` will find it")
+
+    async def _ami(self, region: str) -> str:
+        ssm = self.client("ssm", region)
+        from botocore.exceptions import ClientError
+
+        try:
+            reply = await self._call("read the AMI parameter", ssm.get_parameter,
+                                     Name=self.ami_ssm_parameter)
+        except ClientError as exc:
+            if error_code(exc) == "ParameterNotFound":
+                raise AWSError(
+                    f"the AMI parameter {self.ami_ssm_parameter} does not exist in {region}: "
+                    "set c.AWSProvider.ami_ssm_parameter to a parameter naming an AMI "
+                    "(aws ssm get-parameters-by-path --path /aws/service/deeplearning/ami "
+                    "lists the Deep Learning AMIs)", "ParameterNotFound", "config",
+                ) from None
+            raise
+        return str(reply["Parameter"]["Value"])
+
+    def _tags(self, record: MachineRecord) -> list[dict[str, str]]:
+        return [
+            {"Key": "Name", "Value": f"jupyter-remote-hw {record.name}"},
+            {"Key": CREATED_BY_TAG, "Value": CREATED_BY},
+            {"Key": OWNER_TAG, "Value": record.owner},
+            {"Key": LEDGER_TAG, "Value": record.machine_id},
+            {"Key": TARGET_TAG, "Value": record.name},
+        ]
+
+    async def _run_instance(self, record: MachineRecord, entry: CatalogEntry, ami: str,
+                            key_name: str, network: dict[str, Any],
+                            host_key: HostKeyPair | None) -> str:
+        from botocore.exceptions import ClientError
+
+        ec2 = self.client("ec2", record.region)
+        params: dict[str, Any] = {
+            "ImageId": ami, "InstanceType": entry.instance_type, "MinCount": 1, "MaxCount": 1,
+            "KeyName": key_name, "SecurityGroupIds": [network["security_group_id"]],
+            "InstanceInitiatedShutdownBehavior": self.shutdown_behavior,
+            "MetadataOptions": dict(METADATA_OPTIONS),
+            "BlockDeviceMappings": [await root_volume(self._call, ec2, ami,
+                                                      self.root_volume_gib)],
+            "TagSpecifications": [{"ResourceType": kind, "Tags": self._tags(record)}
+                                  for kind in ("instance", "volume")],
+        }
+        if network.get("subnet_id"):
+            params["SubnetId"] = network["subnet_id"]
+        if (data := user_data(host_key, self.harden_sshd)) is not None:
+            params["UserData"] = data
+        if record.market == "spot":
+            # A spot instance that stops on shutdown must be persistent.
+            params["InstanceMarketOptions"] = spot_options(self.shutdown_behavior == "stop")
+        try:
+            reply = await self._call(f"launch {entry.instance_type}", ec2.run_instances, **params)
+        except ClientError as exc:
+            alternatives, regions = self._alternatives(entry)
+            raise launch_error(exc, entry.instance_type, record.region, record.market,
+                               alternatives, regions) from None
+        return str(reply["Instances"][0]["InstanceId"])
