@@ -33,6 +33,7 @@ from .launch_steps import LaunchListener, LaunchSteps
 from .ledger import Ledger
 from .providers import LocalProvider, Machine, Provider, SSHProvider, Target, UnknownHardwareError
 from .providers.aws import AWSProvider
+from .providers.slurm import SLURMProvider
 from .transport import TransportError, TransportManager
 from .transport.state import ConnectionState, StateChange
 
@@ -67,7 +68,7 @@ class MachineManager(SingletonConfigurable):
 
     Configure it (and the providers and transport it creates) in
     ``jupyter_server_config.py``: ``c.MachineManager.*``, ``c.LocalProvider.*``,
-    ``c.SSHProvider.*``, ``c.AWSProvider.*``, ``c.BudgetGuard.*``, ``c.TransportManager.*``.
+    ``c.SSHProvider.*``, ``c.AWSProvider.*``, ``c.SLURMProvider.*``, ``c.BudgetGuard.*``, ``c.TransportManager.*``.
     """
 
     ledger_path = Unicode(
@@ -102,6 +103,8 @@ class MachineManager(SingletonConfigurable):
         self.ledger = Ledger(path)
         self.providers["aws"] = AWSProvider(parent=self, log=self.log, transport=self.transport,
                                             ledger=self.ledger)
+        self.providers["slurm"] = SLURMProvider(parent=self, log=self.log,
+                                                transport=self.transport, ledger=self.ledger)
         self._machines: dict[str, Machine] = {}
         #: Kernels in the ledger that a server could not reattach yet (their host is
         #: away), by kernel id: their target's name. The server keeps retrying them.

@@ -84,6 +84,11 @@ class Machine(ABC):
     async def unexpose(self, kernel_id: str) -> None:
         """Stop making a kernel's ports reachable here."""
 
+    def end_reason(self) -> str | None:
+        """Why the machine ended for good under its kernels (a scheduler's job ended by
+        its time limit, say), or None while it lasts. Its kernels are then dead."""
+        return None
+
     def expect_drops(self, kernel_id: str) -> None:
         """The kernel is stopping or restarting: its clients' reconnects will fail for a
         while, which is not worth a warning (only machines with forwards log them)."""

@@ -177,6 +177,10 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         if self._remote is None:
             return 0
         machine = self._machine
+        ended = machine.end_reason() if machine is not None else None
+        if ended:
+            self._report_end(ended)
+            return -1
         if machine is None or not machine.link_up:
             return None
         if self._launched_at is not None:
@@ -194,6 +198,14 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             return None
         code = status.get("exit_code")
         return int(code) if code is not None else -1
+
+    def _report_end(self, reason: str) -> None:
+        """The kernel's machine ended under it: say why, once, where the server shows it."""
+        parent = self.parent
+        if parent is not None and getattr(parent, "reason", None) != reason:
+            self.log.warning("kernel %s died: %s", self.kernel_id, reason)
+            if hasattr(parent, "reason"):
+                parent.reason = reason  # jupyter_server lists it with the kernel
 
     @on_home_loop
     async def others_can_run_code(self) -> bool:

@@ -1,0 +1,464 @@
+"""The ``slurm`` provider: GPUs from SLURM clusters, one holder job per target in use.
+
+Each configured cluster is reached through its login node (an SSH host). Its
+targets come from ``sinfo``: one per partition and GPU type. A kernel on such a
+target runs in an allocation that a holder job keeps: submitted with
+``sbatch --parsable`` on the login node, watched in the queue (the launch steps
+say the job id, state, reason, queue position and expected start), then the
+agent is started inside it (see :mod:`.machine`). Kernels on the same target
+share its allocation; the job ends when its last kernel is shut down, when the
+agent's idle stop fires, or when SLURM ends it (time limit, scancel,
+preemption), which the kernel reports as the reason it died.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import shlex
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from traitlets import Dict, Float, Instance, TraitError, Unicode, validate
+
+from ...ledger import Ledger
+from ...ledger.store import FINAL_STATES as LEDGER_FINAL
+from ...transport import CommandResult, SSHConnection, TransportError, TransportManager
+from ..aws import default_owner
+from ..base import Machine, Provider
+from ..target import Target
+from ..usability import Unusable
+from .errors import HOPELESS_REASONS, LoginUnreachableError, SLURMError, sbatch_error
+from .machine import Allocation, SLURMMachine, job_dir
+from .queue import COMMENT_TAG, JobState, SlurmShell, parse_duration
+from .targets import SINFO_COMMAND, NodeRow, Offer, make_target, offers, parse_sinfo, target_name
+
+if TYPE_CHECKING:
+    from ...launch_steps import LaunchSteps
+
+#: The keys a cluster's entry in ``c.SLURMProvider.clusters`` may have.
+CLUSTER_KEYS = {
+    "login", "partitions", "account", "qos", "time", "gpus", "cpus", "mem", "sbatch_options",
+    "env", "python", "root", "workdir", "warn", "idle_stop",
+}
+
+#: The holder job's script: it keeps the allocation, notes SLURM's early warning, and
+#: ends the job once the agent it was made for has come and gone.
+HOLDER_SCRIPT = """#!/bin/sh
+# jupyter-remote-hw: holds this allocation for a notebook's kernels.
+d={base}/$SLURM_JOB_ID
+mkdir -p "$d" && chmod 700 "$d"
+trap 'date +%s > "$d/warned"' USR1
+while :; do
+  if [ -e "$d/agent/agent.lock" ] && flock -n "$d/agent/agent.lock" true 2>/dev/null; then
+    exit 0
+  fi
+  sleep 5 & wait $!
+done
+"""
+
+
+class SLURMProvider(Provider):
+    """SLURM clusters, reached through their login nodes over SSH.
+
+    Configure as ``c.SLURMProvider.clusters = {"name": {"login": "alias", ...}}``.
+    """
+
+    name = "slurm"
+
+    clusters = Dict(
+        config=True,
+        help="SLURM clusters to offer, by name, each a dict: 'login' (the login node: an "
+        "ssh_config alias or [user@]host, required), 'partitions' (list of partitions to "
+        "offer, default all), 'account' and 'qos' (sbatch --account/--qos), 'time' (time "
+        "limit of a job, SLURM syntax such as '60' or '4:00:00'; default 60 minutes), "
+        "'gpus' (GPUs per allocation, default 1), 'cpus' (CPUs per allocation, default 1), "
+        "'mem' (memory per allocation, e.g. '16G'; default the partition's default), "
+        "'sbatch_options' (list of extra sbatch arguments), 'env' (dict of variables set "
+        "for every SLURM command, such as SLURM_CONF), 'python' (the nodes' Python with "
+        "ipykernel, default python3), 'root' (directory on the cluster for the agent's files, "
+        "default the login home; it must be the same path on the nodes), 'workdir' (where "
+        "kernels start when the notebook's directory does not exist there), 'warn' (seconds "
+        "before the time limit at which SLURM warns the job, default 300), 'idle_stop' "
+        "(seconds without kernel activity after which the job is cancelled; default "
+        "SLURMProvider.idle_stop).",
+    )
+    idle_stop = Float(
+        3600.0, min=0.0, config=True,
+        help="Seconds without kernel activity (a running cell is activity) after which an "
+        "allocation's agent cancels its job, releasing the GPUs; 0: never. A cluster's "
+        "'idle_stop' overrides it.",
+    )
+    queue_poll = Float(
+        3.0, min=0.2, config=True,
+        help="Seconds between checks of a pending job's queue state during a launch.",
+    )
+    watch_interval = Float(
+        5.0, min=0.2, config=True,
+        help="Seconds between checks of a running job's state (to report its end).",
+    )
+    sinfo_ttl = Float(
+        30.0, min=0.0, config=True,
+        help="Seconds the partitions read from sinfo are used before they are read again.",
+    )
+    owner = Unicode(config=True, help="Who our jobs belong to in the ledger (default user@host).")
+
+    transport = Instance(TransportManager, allow_none=True)
+    ledger = Instance(Ledger, allow_none=True)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not self.owner:
+            self.owner = default_owner()
+        self._rows: dict[str, tuple[float, list[NodeRow]]] = {}
+        self._errors: dict[str, str] = {}
+        self._refreshing: asyncio.Task[None] | None = None
+
+    @validate("clusters")
+    def _check_clusters(self, proposal: Any) -> dict[str, dict[str, Any]]:
+        for name, entry in proposal["value"].items():
+            if not isinstance(entry, dict) or not isinstance(entry.get("login"), str) \
+                    or not entry["login"]:
+                raise TraitError(f"SLURMProvider.clusters: {name!r} has no 'login'")
+            unknown = set(entry) - CLUSTER_KEYS
+            if unknown:
+                raise TraitError(f"SLURMProvider.clusters: {name!r} has unknown keys "
+                                 f"{sorted(unknown)}; use {sorted(CLUSTER_KEYS)}")
+        return dict(proposal["value"])
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _cluster(self, name: str) -> dict[str, Any]:
+        return dict(self.clusters[name])
+
+    def _cache_file(self, cluster: str) -> Path | None:
+        if self.ledger is None:
+            return None
+        return Path(self.ledger.path).parent / "slurm" / f"{cluster}.sinfo"
+
+    async def _connect(self, cluster: str) -> SSHConnection:
+        """The login node's SSH connection.
+
+        Raises:
+            LoginUnreachableError: It cannot be reached; the message names the cluster.
+        """
+        assert self.transport is not None
+        login = str(self._cluster(cluster)["login"])
+        try:
+            return await self.transport.connect(login)
+        except TransportError as exc:
+            raise LoginUnreachableError(
+                login, f"SLURM cluster {cluster}: the login node {login} cannot be reached "
+                f"({exc}). Check that `ssh {login}` works from the Jupyter server's machine.",
+            ) from exc
+
+    def shell(self, cluster: str, conn: SSHConnection) -> SlurmShell:
+        """A runner of SLURM commands on ``cluster``'s login node."""
+        env = {str(k): str(v) for k, v in dict(self._cluster(cluster).get("env") or {}).items()}
+        return SlurmShell(cluster, conn, env)
+
+    # ------------------------------------------------------------------ targets
+
+    async def refresh(self, cluster: str | None = None) -> None:
+        """Read the partitions of ``cluster`` (default: every cluster) from sinfo now.
+
+        A cluster that cannot be asked keeps the partitions read before, and
+        :meth:`usability` says why.
+        """
+        for name in [cluster] if cluster else list(self.clusters):
+            try:
+                conn = await self._connect(name)
+                text = await self.shell(name, conn).checked(SINFO_COMMAND, "sinfo")
+            except (TransportError, SLURMError, OSError) as exc:
+                self._errors[name] = str(exc)
+                self.log.warning("%s", exc)
+                continue
+            self._errors.pop(name, None)
+            self._rows[name] = (time.monotonic(), parse_sinfo(text))
+            path = self._cache_file(name)
+            if path is not None:
+                with contextlib.suppress(OSError):
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(text)
+
+    def _cached_rows(self, cluster: str) -> list[NodeRow] | None:
+        if cluster in self._rows:
+            return self._rows[cluster][1]
+        path = self._cache_file(cluster)
+        if path is not None and path.exists():
+            with contextlib.suppress(OSError):
+                rows = parse_sinfo(path.read_text())
+                self._rows[cluster] = (float("-inf"), rows)
+                return rows
+        return None
+
+    def _refresh_soon(self) -> None:
+        """Refresh stale partitions in the background, when called on a running loop."""
+        stale = [name for name in self.clusters
+                 if time.monotonic() - self._rows.get(name, (float("-inf"), []))[0]
+                 > self.sinfo_ttl]
+        if not stale or self.transport is None:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = asyncio.create_task(self.refresh(), name="slurm sinfo")
+
+    def offers(self, cluster: str) -> list[Offer]:
+        """The partitions × GPU types of ``cluster`` as last read (configured partitions
+        sinfo does not list are kept, so that launching them says what is wrong)."""
+        entry = self._cluster(cluster)
+        partitions = [str(p) for p in entry.get("partitions") or []]
+        rows = self._cached_rows(cluster)
+        if rows is None:
+            return []
+        found = offers(rows, partitions or None, int(entry.get("gpus", 1)))
+        listed = {o.partition for o in found}
+        found += [Offer(p, None) for p in partitions if p not in listed]
+        return found
+
+    def targets(self) -> list[Target]:
+        self._refresh_soon()
+        found = []
+        for cluster in self.clusters:
+            entry = self._cluster(cluster)
+            for offer in self.offers(cluster):
+                found.append(make_target(
+                    cluster, str(entry["login"]), offer, int(entry.get("gpus", 1)),
+                    python=str(entry.get("python") or "python3"),
+                    root=str(entry["root"]) if entry.get("root") else None,
+                    workdir=str(entry.get("workdir") or "~")))
+        return found
+
+    def availability(self, target_name_: str) -> str | None:
+        """What is free now on a target's nodes (as last read), for people."""
+        for cluster, offer in self._all_offers():
+            if target_name(cluster, offer) == target_name_:
+                return offer.availability() if offer.nodes else "not listed by sinfo"
+        return None
+
+    def _all_offers(self) -> list[tuple[str, Offer]]:
+        return [(cluster, offer) for cluster in self.clusters for offer in self.offers(cluster)]
+
+    def usability(self) -> Unusable | None:
+        """Why a cluster's login node could not be asked, when it could not."""
+        if not self._errors:
+            return None
+        cluster, error = next(iter(self._errors.items()))
+        login = self._cluster(cluster)["login"] if cluster in self.clusters else cluster
+        return Unusable(f"SLURM cluster {cluster} not reachable", f"check that `ssh {login}` "
+                        f"works ({error})", (f"ssh {login}",))
+
+    def _resolve(self, target: Target) -> tuple[str, Offer]:
+        for cluster, offer in self._all_offers():
+            if target_name(cluster, offer) == target.name:
+                return cluster, offer
+        raise SLURMError(target.where, f"{target.name} is no longer offered")
+
+    # ------------------------------------------------------------------ launch
+
+    def _sbatch_options(self, cluster: str, offer: Offer, base: str, tag: str) -> list[str]:
+        entry = self._cluster(cluster)
+        gpus = int(entry.get("gpus", 1))
+        options = ["-p", offer.partition, "-N", "1", "-n", "1",
+                   "-c", str(int(entry.get("cpus", 1))),
+                   "-t", str(entry.get("time") or "60"),
+                   f"--signal=B:USR1@{int(entry.get('warn', 300))}",
+                   "-J", "jupyter-remote-hw", f"--comment={tag}",
+                   "-D", base, "-o", f"{base}/%j.out"]
+        if offer.gres:
+            options.append(f"--gres={offer.gres}:{gpus}")
+        for key, flag in (("account", "--account"), ("qos", "--qos"), ("mem", "--mem")):
+            if entry.get(key):
+                options.append(f"{flag}={entry[key]}")
+        options += [str(o) for o in entry.get("sbatch_options") or []]
+        return options
+
+    def _check_limits(self, cluster: str, offer: Offer) -> None:
+        """Refuse, before submitting, a time limit over the partition's own."""
+        entry = self._cluster(cluster)
+        asked = parse_duration(_minutes(str(entry.get("time") or "60")))
+        limit = parse_duration(offer.time_limit)
+        if asked is not None and limit is not None and asked > limit:
+            raise SLURMError(cluster, f"the time limit {entry.get('time')} is over partition "
+                             f"{offer.partition!r}'s maximum of {offer.time_limit}: lower the "
+                             "cluster's 'time'")
+
+    async def open_machine(self, target: Target, steps: LaunchSteps) -> Machine:
+        assert self.transport is not None and self.ledger is not None
+        cluster, offer = self._resolve(target)
+        with steps.step("connect"):
+            conn = await self._connect(cluster)
+        shell = self.shell(cluster, conn)
+        allocation = await self._live_allocation(target, shell, steps)
+        if allocation is None:
+            allocation = await self._submit(cluster, offer, target, shell, steps)
+        entry = self._cluster(cluster)
+        idle = float(entry.get("idle_stop", self.idle_stop))
+        machine = SLURMMachine(
+            target, self.transport, conn, self.log, self.agent_idle_exit,
+            self.relay_buffer_mib * 1024 * 1024, shell=shell, allocation=allocation,
+            ledger=self.ledger, watch_interval=self.watch_interval,
+            lifetime={"idle_stop": idle, "deadman": 0.0,
+                      "stop_command": ["scancel", allocation.job_id]} if idle else None,
+        )
+        try:
+            with steps.step("prepare host"):
+                await machine.agent(progress=steps.note)
+        except BaseException:
+            await machine.release("its agent could not start")
+            await machine.close()
+            raise
+        return machine
+
+    async def _live_allocation(self, target: Target, shell: SlurmShell,
+                               steps: LaunchSteps) -> Allocation | None:
+        """The allocation this ledger holds for ``target`` when its job still runs."""
+        assert self.ledger is not None
+        records = [m for m in self.ledger.machines(provider=self.name)
+                   if m.name == target.name and m.state not in LEDGER_FINAL]
+        for record in records:
+            info = record.info
+            state = await shell.job(record.resource_id) if record.resource_id else None
+            if state is not None and (state.running or state.pending):
+                with steps.step("queue"):
+                    await self._wait_running(shell, state.job_id, steps)
+                self.ledger.set_machine_state(record.machine_id, "running", "reattached")
+                return Allocation(str(info["cluster"]), record.resource_id, str(info["home"]),
+                                  str(info["job_dir"]), record.machine_id)
+            detail = state.end_line() if state is not None else "never submitted"
+            self.ledger.set_machine_state(record.machine_id, "terminated", detail)
+        return None
+
+    async def _submit(self, cluster: str, offer: Offer, target: Target, shell: SlurmShell,
+                      steps: LaunchSteps) -> Allocation:
+        """Submit the holder job and wait until it runs (the queue is the launch step)."""
+        assert self.ledger is not None
+        entry = self._cluster(cluster)
+        machine_id = "s-" + secrets.token_hex(6)
+        tag = f"{COMMENT_TAG}:{machine_id}"
+        with steps.step("submit job"):
+            self._check_limits(cluster, offer)
+            home = shlex.quote(str(entry["root"])) if entry.get("root") else '"$HOME"'
+            base_expr = f"{home}/.local/state/jupyter-remote-hw/slurm"
+            self.ledger.add_machine(
+                machine_id, target.name, self.name, owner=self.owner,
+                instance_type=target.hardware, region=cluster,
+                info={"cluster": cluster, "partition": offer.partition,
+                      "login": entry["login"]}, detail=f"partition {offer.partition}")
+            result = await self._sbatch(shell, cluster, offer, home, base_expr, tag)
+            lines = result.stdout.strip().splitlines()
+            if not result.ok or len(lines) < 3:
+                error = sbatch_error(
+                    cluster, result.stderr, partition=offer.partition,
+                    partitions=sorted({o.partition for o in self.offers(cluster) if o.nodes}),
+                    detail=f"{offer.gres or 'CPUs'}:{entry.get('gpus', 1)}".lstrip(":"),
+                    time=str(entry.get("time") or "60"))
+                self.ledger.set_machine_state(machine_id, "failed", str(error))
+                raise error
+            home_dir, base, job_id = lines[-3], lines[-2], lines[-1].split(";")[0]
+            allocation = Allocation(cluster, job_id, home_dir, job_dir(base, job_id), machine_id)
+            self.ledger.update_machine(machine_id, resource_id=job_id,
+                                       info={"home": home_dir, "job_dir": allocation.job_dir})
+            self.ledger.set_machine_state(machine_id, "pending", f"SLURM job {job_id}")
+            steps.note(f"submitted SLURM job {job_id} to partition {offer.partition} of {cluster}")
+        try:
+            with steps.step("queue"):
+                await self._wait_running(shell, job_id, steps)
+        except BaseException as exc:
+            detail = "the launch was cancelled" if isinstance(exc, asyncio.CancelledError) \
+                else f"the launch failed: {exc}"
+            await shell.cancel(job_id)
+            self.ledger.set_machine_state(machine_id, "terminated",
+                                          f"SLURM job {job_id} was cancelled: {detail}")
+            raise
+        self.ledger.set_machine_state(machine_id, "running", f"SLURM job {job_id} runs")
+        return allocation
+
+    async def _sbatch(self, shell: SlurmShell, cluster: str, offer: Offer, home: str,
+                      base_expr: str, tag: str) -> CommandResult:
+        """Make the jobs' directory and submit the holder job; prints home, base, job id."""
+        options = shlex.join(self._sbatch_options(cluster, offer, "@BASE@", tag))
+        options = options.replace("'@BASE@/%j.out'", '"$b/%j.out"').replace("@BASE@", '"$b"')
+        script = HOLDER_SCRIPT.replace("{base}", "\"$JRHW_BASE\"")
+        return await shell.run(
+            f"h={home}; b={base_expr}; mkdir -p \"$b\" && chmod 700 \"$b\" && "
+            f"echo \"$h\" && echo \"$b\" && JRHW_BASE=\"$b\" sbatch --parsable "
+            f"--export=ALL,JRHW_BASE {options}",
+            input=script)
+
+    async def _wait_running(self, shell: SlurmShell, job_id: str, steps: LaunchSteps) -> JobState:
+        """Report the job's queue state every :attr:`queue_poll` seconds until it runs.
+
+        Raises:
+            SLURMError: It ended, or pends for a reason waiting cannot clear.
+        """
+        said = ""
+        while True:
+            state = await shell.job(job_id, with_position=True)
+            if state.running:
+                steps.note(f"job {job_id} RUNNING on {state.nodes}")
+                return state
+            if state.ended:
+                raise SLURMError(shell.cluster, state.end_line() + " before it started")
+            hopeless = HOPELESS_REASONS.get(state.reason)
+            if hopeless is not None:
+                raise SLURMError(shell.cluster, f"job {job_id} can never start: {hopeless} "
+                                 f"({state.reason}); change the cluster's settings")
+            line = state.queue_line()
+            if line != said:
+                steps.note(line)
+                said = line
+            await asyncio.sleep(self.queue_poll)
+
+    # ------------------------------------------------------------------ reaping
+
+    async def reap(self, live_kernel_targets: set[str]) -> list[str]:
+        """Cancel our jobs whose kernels are gone.
+
+        A job is ours when its comment carries our tag. It is reaped when the
+        ledger has no live record of it, or when no kernel the ledger knows runs
+        on its target (``live_kernel_targets``).
+
+        Returns:
+            The cancelled job ids.
+        """
+        assert self.ledger is not None
+        cancelled = []
+        for cluster in self.clusters:
+            try:
+                shell = self.shell(cluster, await self._connect(cluster))
+                jobs = await shell.ours()
+            except (TransportError, OSError) as exc:
+                self.log.warning("reap: %s", exc)
+                continue
+            for state, comment in jobs:
+                machine_id = comment.split(":", 1)[1] if ":" in comment else ""
+                record = self.ledger.get_machine(machine_id) if machine_id else None
+                if record is not None and record.state not in LEDGER_FINAL \
+                        and record.name in live_kernel_targets:
+                    continue
+                await shell.cancel(state.job_id)
+                cancelled.append(state.job_id)
+                detail = f"SLURM job {state.job_id} was cancelled: reaped (no live kernel)"
+                if record is not None:
+                    self.ledger.set_machine_state(record.machine_id, "terminated", detail)
+                self.log.info("%s", detail)
+        return cancelled
+
+
+def _minutes(text: str) -> str:
+    """SLURM's ``-t`` forms as ``[days-]h:m:s`` (a bare number is minutes)."""
+    text = text.strip()
+    if text.isdigit():
+        return f"{int(text) // 60}:{int(text) % 60}:00"
+    if "-" not in text and text.count(":") == 1:
+        return f"0:{text}"
+    return text
+
+
+__all__ = ["CLUSTER_KEYS", "HOLDER_SCRIPT", "SLURMProvider"]

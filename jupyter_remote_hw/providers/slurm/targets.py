@@ -1,0 +1,163 @@
+"""Targets from ``sinfo``: one per partition and GPU type, with what its nodes offer now."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..target import Target, slug
+
+#: sinfo's fields, one line per node and partition, ``|``-separated.
+SINFO_FIELDS = ("PartitionName", "NodeList", "CPUs", "Memory", "Gres", "GresUsed",
+                "StateCompact", "Time", "Available", "CPUsState")
+SINFO_COMMAND = "sinfo -h -N -O '" + ",".join(f"{name}:256|" for name in SINFO_FIELDS) + "'"
+
+#: A GRES entry: ``gpu:a100:2``, ``gpu:2``, ``gpu:a100:2(S:0-1)``, ``gpu:a100:1(IDX:0)``.
+_GRES = re.compile(r"^gpu(?::(?P<type>[^:(,]+))?:(?P<count>\d+)")
+
+#: Node states in which a node takes no new job.
+_UNUSABLE = ("down", "drain", "drng", "fail", "maint", "inval", "unk", "futr", "resv", "boot")
+
+
+def _gpus(gres: str) -> tuple[str | None, int]:
+    """The GPU type (None when untyped) and count of one sinfo GRES field."""
+    for entry in re.split(r",(?![^(]*\))", gres):
+        found = _GRES.match(entry.strip())
+        if found:
+            return found["type"], int(found["count"])
+    return None, 0
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """One node of one partition, as sinfo describes it."""
+
+    partition: str
+    node: str
+    cpus: int
+    memory_mb: int
+    gpu_type: str | None
+    gpus: int
+    gpus_used: int
+    state: str
+    time_limit: str
+    available: bool
+    cpus_idle: int
+
+    @property
+    def usable(self) -> bool:
+        """Whether the node takes jobs at all (up, not drained or down)."""
+        return self.available and not self.state.lower().startswith(_UNUSABLE)
+
+
+def parse_sinfo(text: str) -> list[NodeRow]:
+    """The rows of :data:`SINFO_COMMAND`'s output (lines it cannot read are skipped)."""
+    rows = []
+    for line in text.splitlines():
+        fields = [f.strip() for f in line.split("|")]
+        if len(fields) < len(SINFO_FIELDS):
+            continue
+        part, node, cpus, mem, gres, used, state, limit, avail, cpu_state = \
+            fields[:len(SINFO_FIELDS)]
+        gpu_type, count = _gpus(gres)
+        _, in_use = _gpus(used)
+        try:
+            idle = int(cpu_state.split("/")[1])
+            rows.append(NodeRow(part.rstrip("*"), node, int(cpus), int(mem or 0), gpu_type, count,
+                                in_use, state, limit, avail == "up", idle))
+        except (ValueError, IndexError):
+            continue
+    return rows
+
+
+@dataclass
+class Offer:
+    """One partition × GPU type: the target it makes and what its nodes have now.
+
+    Attributes:
+        partition: The partition.
+        gpu_type: The GPU type (``a100``), None for untyped GPUs, ``""`` for CPU nodes.
+        nodes: The nodes.
+        cpus: CPUs per node (the smallest node's).
+        memory_mb: Memory per node in MB (the smallest node's).
+        gpus_per_node: GPUs per node (the smallest node's).
+        gpus_free: GPUs free now, over usable nodes.
+        nodes_free: Usable nodes where one more kernel fits now.
+        time_limit: The partition's time limit as SLURM prints it.
+    """
+
+    partition: str
+    gpu_type: str | None
+    nodes: list[str] = field(default_factory=list)
+    cpus: int = 0
+    memory_mb: int = 0
+    gpus_per_node: int = 0
+    gpus_free: int = 0
+    nodes_free: int = 0
+    time_limit: str = ""
+
+    @property
+    def gres(self) -> str:
+        """The ``--gres`` value for ``count`` GPUs of this type (``gpu:a100``), or ``""``."""
+        if self.gpu_type == "":
+            return ""
+        return "gpu" if self.gpu_type is None else f"gpu:{self.gpu_type}"
+
+    def label(self, gpus: int) -> str:
+        """The hardware label: ``A100 ×1 (of 2 per node) · 2 CPUs · 4 GiB``."""
+        memory = f"{self.memory_mb / 1024:g} GiB"
+        if self.gpu_type == "":
+            return f"{self.cpus} CPUs · {memory}"
+        name = (self.gpu_type or "GPU").upper()
+        return f"{name} ×{gpus} (of {self.gpus_per_node} per node) · {self.cpus} CPUs · {memory}"
+
+    def availability(self) -> str:
+        """What is free now, for people: ``2 of 2 GPUs free on 1 node``."""
+        count = len(self.nodes)
+        nodes = f"{count} node{'s' if count != 1 else ''}"
+        if self.gpu_type == "":
+            return f"{self.nodes_free} of {nodes} with free CPUs"
+        return f"{self.gpus_free} of {self.gpus_per_node * count} GPUs free on {nodes}"
+
+
+def offers(rows: list[NodeRow], partitions: list[str] | None, gpus: int) -> list[Offer]:
+    """Group sinfo's rows by partition and GPU type (only ``partitions`` when given)."""
+    found: dict[tuple[str, str | None], Offer] = {}
+    for row in rows:
+        if partitions and row.partition not in partitions:
+            continue
+        gpu_type = row.gpu_type if row.gpus else ""
+        offer = found.setdefault((row.partition, gpu_type), Offer(row.partition, gpu_type))
+        first = not offer.nodes
+        offer.nodes.append(row.node)
+        offer.cpus = row.cpus if first else min(offer.cpus, row.cpus)
+        offer.memory_mb = row.memory_mb if first else min(offer.memory_mb, row.memory_mb)
+        offer.gpus_per_node = row.gpus if first else min(offer.gpus_per_node, row.gpus)
+        offer.time_limit = row.time_limit
+        if row.usable:
+            free = max(0, row.gpus - row.gpus_used)
+            offer.gpus_free += free
+            if row.cpus_idle > 0 and (gpu_type == "" or free >= gpus):
+                offer.nodes_free += 1
+    order = {name: i for i, name in enumerate(partitions or [])}
+    return sorted(found.values(), key=lambda o: (order.get(o.partition, len(order)),
+                                                 o.partition, o.gpu_type or ""))
+
+
+def target_name(cluster: str, offer: Offer) -> str:
+    """``slurm-<cluster>-<partition>-<gpu type or cpu>``."""
+    kind = offer.gpu_type if offer.gpu_type else ("gpu" if offer.gpu_type is None else "cpu")
+    return f"slurm-{slug(cluster)}-{slug(offer.partition)}-{slug(kind)}"
+
+
+def make_target(cluster: str, login: str, offer: Offer, gpus: int, *, python: str,
+                root: str | None, workdir: str | None) -> Target:
+    """The picker's target for ``offer``."""
+    return Target(name=target_name(cluster, offer), provider="slurm",
+                  where=f"SLURM {cluster} · {offer.partition}",
+                  hardware=offer.label(gpus), host=login, python=python, root=root,
+                  workdir=workdir)
+
+
+__all__ = ["SINFO_COMMAND", "NodeRow", "Offer", "make_target", "offers", "parse_sinfo",
+           "target_name"]
