@@ -197,7 +197,7 @@ class SLURMMachine(SSHMachine):
         ])
         ticks = int(AGENT_START_WAIT * 10)
         command = (
-            f"d={directory}; "
+            f"d={directory}; mkdir -p \"$d\" && chmod 700 \"$d\" || exit 1; "
             f"[ \"$(sha256sum {shlex.quote(bundle)} 2>/dev/null | cut -c1-64)\" = {digest} ] "
             "|| { echo need; exit 3; }; "
             "rm -f \"$d/agent.out\"; "

@@ -1,0 +1,151 @@
+"""Kernels in SLURM allocations, through a real Jupyter server and the dev cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from jupyter_remote_hw.machines import MachineManager
+from jupyter_remote_hw.providers.slurm import SLURMProvider
+
+from ...kernelws import KernelChannels
+from ...serverloop import jp_asyncio_loop  # noqa: F401 (fixture)
+from ...testhosts import SSHTestHost
+from .conftest import CLUSTER, FILLER, cluster_entry, our_jobs, server_config, slurm
+
+A100 = "remote-hw-slurm-dev-gpu-a100"
+T4 = "remote-hw-slurm-dev-gpu-t4"
+
+
+@pytest.fixture
+def jp_server_config(login_host: SSHTestHost, short_tmp: Path, clean_queue: None
+                     ) -> dict[str, Any]:
+    return server_config(login_host.ssh_config, short_tmp,
+                         {CLUSTER: cluster_entry(login_host.alias, short_tmp / "c")})
+
+
+@pytest.fixture
+async def manager(jp_serverapp: Any) -> MachineManager:
+    """The server's machine manager, with the cluster's partitions read."""
+    machines: MachineManager = MachineManager.instance()
+    provider = machines.providers["slurm"]
+    assert isinstance(provider, SLURMProvider)
+    await provider.refresh()
+    return machines
+
+
+@pytest.fixture
+async def kernels(jp_fetch: Any, jp_ws_fetch: Any, manager: MachineManager
+                  ) -> AsyncIterator[Any]:
+    """Start kernels through the API; each is shut down afterwards."""
+    started: list[str] = []
+    opened: list[KernelChannels] = []
+
+    class Kernels:
+        async def start(self, name: str) -> str:
+            response = await jp_fetch("api", "kernels", method="POST",
+                                      body=json.dumps({"name": name}))
+            kernel_id = str(json.loads(response.body)["id"])
+            started.append(kernel_id)
+            return kernel_id
+
+        async def channels(self, kernel_id: str) -> KernelChannels:
+            kc = KernelChannels(await jp_ws_fetch("api", "kernels", kernel_id, "channels"))
+            opened.append(kc)
+            await kc.wait_ready()
+            return kc
+
+        async def model(self, kernel_id: str) -> dict[str, Any]:
+            return dict(json.loads((await jp_fetch("api", "kernels", kernel_id)).body))
+
+        async def stop(self, kernel_id: str) -> None:
+            await jp_fetch("api", "kernels", kernel_id, method="DELETE")
+
+    yield Kernels()
+    for kc in opened:
+        await kc.close()
+    for kernel_id in started:
+        try:
+            await jp_fetch("api", "kernels", kernel_id, method="DELETE")
+        except HTTPClientError:
+            pass
+
+
+def job_state(job_id: str) -> str:
+    return slurm("squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T").stdout.strip()
+
+
+async def test_kernel_runs_in_the_allocation_and_shutdown_ends_the_job(
+    kernels: Any, manager: MachineManager, jp_serverapp: Any,
+) -> None:
+    events: list[dict[str, Any]] = []
+    manager.launch_listeners.append(events.append)
+    began = time.monotonic()
+    kernel_id = await kernels.start(A100)
+    launch = time.monotonic() - began
+    kc = await kernels.channels(kernel_id)
+    ran = await kc.execute("import os; print(os.environ['CUDA_VISIBLE_DEVICES'], "
+                           "os.environ['SLURM_JOB_ID'], os.environ['SLURMD_NODENAME'])")
+    assert ran.status == "ok", ran
+    visible, job_id, node = ran.stdout.split()
+    assert visible == "0" and node == "gpu1"
+    assert job_state(job_id) == "RUNNING"
+    # The launch steps named the job and the queue.
+    notes = [e["detail"] for e in events if e["state"] == "progress"]
+    assert any(n.startswith(f"submitted SLURM job {job_id} to partition gpu") for n in notes)
+    assert f"job {job_id} RUNNING on gpu1" in notes
+    steps = [e["step"] for e in events if e["state"] == "done"]
+    assert steps[:4] == ["resolve hardware", "connect", "submit job", "queue"]
+    print(f"launch on SLURM: {launch:.2f} s")  # noqa: T201 (reported by pytest -s)
+
+    await kc.close()
+    await kernels.stop(kernel_id)
+    assert job_state(job_id) in ("CANCELLED", "COMPLETING")
+    record = manager.ledger.find_machine(job_id)
+    assert record is not None and record.state == "terminated"
+    assert "its last kernel was shut down" in manager.ledger.machine_events(
+        record.machine_id)[-1].detail
+
+
+async def test_pending_launch_shows_the_queue_and_cancelling_it_cancels_the_job(
+    manager: MachineManager, jp_serverapp: Any,
+) -> None:
+    filled = slurm("sbatch", "--parsable", "-J", FILLER, "-p", "gpu", "--gres=gpu:t4:1",
+                   "-t", "5", "-o", "/dev/null", "--wrap", "sleep 300")
+    assert filled.returncode == 0, filled.stderr
+    for _ in range(100):  # the scheduler starts it within a few seconds
+        if job_state(filled.stdout.strip()) == "RUNNING":
+            break
+        await asyncio.sleep(0.1)
+    events: list[dict[str, Any]] = []
+    manager.launch_listeners.append(events.append)
+    target = manager.target("slurm-dev-gpu-t4")
+    steps = manager.steps(target.name, "pending-test")
+    launch = asyncio.ensure_future(manager.machine(target, steps))
+    try:
+        for _ in range(100):
+            notes = [e["detail"] for e in events if e["state"] == "progress"]
+            if any("PENDING (Resources)" in n for n in notes):
+                break
+            await asyncio.sleep(0.2)
+        # The first line may come before the scheduler gave a reason; the queue is
+        # checked again every queue_poll seconds, and a new line said when it changes.
+        pending = next(n for n in notes if "PENDING (Resources)" in n)
+        job_id = pending.split()[1]
+        assert pending.startswith(f"job {job_id} PENDING (Resources), position 1 in the gpu "
+                                  "queue"), pending
+        assert job_state(job_id) == "PENDING"
+    finally:
+        launch.cancel()
+        await asyncio.gather(launch, return_exceptions=True)
+    assert job_state(job_id) == "CANCELLED"
+    assert [j for j in our_jobs() if j == job_id] in ([], [job_id])
+    record = manager.ledger.find_machine(job_id)
+    assert record is not None and record.state == "terminated"
