@@ -68,7 +68,8 @@ class MachineManager(SingletonConfigurable):
 
     Configure it (and the providers and transport it creates) in
     ``jupyter_server_config.py``: ``c.MachineManager.*``, ``c.LocalProvider.*``,
-    ``c.SSHProvider.*``, ``c.AWSProvider.*``, ``c.SLURMProvider.*``, ``c.BudgetGuard.*``, ``c.TransportManager.*``.
+    ``c.SSHProvider.*``, ``c.AWSProvider.*``, ``c.SLURMProvider.*``, ``c.BudgetGuard.*``,
+    ``c.TransportManager.*``.
     """
 
     ledger_path = Unicode(

@@ -26,7 +26,7 @@ from traitlets import Dict, Float, Instance, TraitError, Unicode, validate
 from ...ledger import Ledger
 from ...ledger.store import FINAL_STATES as LEDGER_FINAL
 from ...transport import CommandResult, SSHConnection, TransportError, TransportManager
-from ..aws import default_owner
+from ..aws.tags import default_owner
 from ..base import Machine, Provider
 from ..target import Target
 from ..usability import Unusable

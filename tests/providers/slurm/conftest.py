@@ -34,7 +34,8 @@ def slurm_cluster() -> str:
         pytest.skip(f"SLURM cannot be installed here: {script} is missing")
     if not is_root():
         pytest.skip("SLURM cannot be installed here: ../shared/slurm/up.sh needs root")
-    done = subprocess.run([str(script)], capture_output=True, text=True, timeout=600)
+    done = subprocess.run([str(script)], check=False, capture_output=True, text=True,
+                          timeout=600)
     if done.returncode != 0 or shutil.which("sbatch") is None:
         pytest.skip(f"SLURM cannot be installed here: up.sh failed: {done.stderr[-500:]}")
     return SLURM_CONF
@@ -42,7 +43,7 @@ def slurm_cluster() -> str:
 
 def slurm(*argv: str) -> subprocess.CompletedProcess[str]:
     """Run a SLURM command here (the login node is this machine)."""
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=30,
+    return subprocess.run(list(argv), check=False, capture_output=True, text=True, timeout=30,
                           env={**os.environ, "SLURM_CONF": SLURM_CONF})
 
 

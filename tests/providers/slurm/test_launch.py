@@ -103,7 +103,7 @@ async def test_kernel_runs_in_the_allocation_and_shutdown_ends_the_job(
     assert f"job {job_id} RUNNING on gpu1" in notes
     steps = [e["step"] for e in events if e["state"] == "done"]
     assert steps[:4] == ["resolve hardware", "connect", "submit job", "queue"]
-    print(f"launch on SLURM: {launch:.2f} s")  # noqa: T201 (reported by pytest -s)
+    print(f"launch on SLURM: {launch:.2f} s")
 
     await kc.close()
     await kernels.stop(kernel_id)
