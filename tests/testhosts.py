@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 SSHD = shutil.which("sshd", path="/usr/sbin:/usr/local/sbin:" + os.environ.get("PATH", ""))
 IP = shutil.which("ip", path="/usr/sbin:/sbin:/usr/bin:" + os.environ.get("PATH", ""))
@@ -343,3 +344,21 @@ def netns_host(root: Path, alias: str = "nshost") -> Iterator[NetnsTestHost]:
         subprocess.run([IP or "ip", "link", "del", outer], check=False, capture_output=True)
         subprocess.run([IP or "ip", "route", "del", "blackhole", f"{_NETNS_PREFIX}.{octet}.0/30"],
                        check=False, capture_output=True)
+
+
+KERNEL_CHANNELS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+
+
+async def forward_kernel(conn: Any, remote: dict[str, Any]) -> dict[str, Any]:
+    """Forward a host kernel's five channels to local ports; its connection info here.
+
+    A kernel on UNIX sockets (``ipc``) is reached through forwards to its socket paths.
+    """
+    local = {**remote, "ip": "127.0.0.1", "transport": "tcp"}
+    for name in KERNEL_CHANNELS:
+        if remote.get("transport") == "ipc":
+            forward = await conn.forward_local_port(0, remote_path=f"{remote['ip']}-{remote[name]}")
+        else:
+            forward = await conn.forward_local_port(remote[name])
+        local[name] = forward.local_port
+    return local

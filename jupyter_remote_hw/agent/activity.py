@@ -7,6 +7,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from .connection import channel_url
 from .messaging import AGENT_SESSION, Message, Signer, parse
 from .zmqcompat import zmq_module
 
@@ -162,7 +163,7 @@ class ActivityTracker:
             sock.setsockopt(zmq.LINGER, 0)
             for topic in _TOPICS:
                 sock.setsockopt(zmq.SUBSCRIBE, topic)
-            sock.connect(f"{info.get('transport', 'tcp')}://{info['ip']}:{info['iopub_port']}")
+            sock.connect(channel_url(info, "iopub_port"))
             while True:
                 frames = await sock.recv_multipart()
                 message = parse(frames, signer)

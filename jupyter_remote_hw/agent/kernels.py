@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import glob
 import importlib
 import importlib.util
@@ -24,6 +25,7 @@ from .connection import (
     new_connection_info,
     ports_of,
     read_connection_file,
+    remove_ipc_sockets,
     write_private_json,
 )
 from .holds import Hold, Owner
@@ -433,8 +435,15 @@ class KernelManager:
         )
 
     def _new_kernel(self, kernel_id: str, spec: LaunchSpec) -> Kernel:
-        """Register a kernel with fresh ports and key, and write its connection file."""
-        connection = new_connection_info(avoid=self._ports_in_use())
+        """Register a kernel with fresh channels and key, and write its connection file.
+
+        An ipykernel listens on UNIX sockets in the state directory, which
+        only this user can enter; a custom command line (which may not speak
+        ZMQ's ``ipc`` transport) gets ports on 127.0.0.1.
+        """
+        ipc_dir = self.paths.root if spec.argv and (
+            spec.is_default or spec.ipykernel_python() is not None) else None
+        connection = new_connection_info(avoid=self._ports_in_use(), ipc_dir=ipc_dir)
         write_private_json(self.paths.connection_file(kernel_id), connection)
         tracker = ActivityTracker(kernel_id, connection, self.context)
         kernel = Kernel(kernel_id, connection, spec, tracker)
@@ -535,9 +544,15 @@ class KernelManager:
         await kernel.tracker.close()
         if self.kernels.get(kernel.kernel_id) is kernel:
             del self.kernels[kernel.kernel_id]
-        self._remove_files(kernel.kernel_id)
+        self._remove_files(kernel.kernel_id, kernel.connection)
 
-    def _remove_files(self, kernel_id: str) -> None:
+    def _remove_files(self, kernel_id: str, connection: dict[str, Any] | None = None) -> None:
+        """Remove a kernel's files, and its sockets when they are in the state directory."""
+        if connection is None:
+            with contextlib.suppress(OSError, ValueError):
+                connection = read_connection_file(self.paths.connection_file(kernel_id))
+        if connection is not None and os.path.dirname(str(connection["ip"])) == self.paths.root:
+            remove_ipc_sockets(connection)
         for path in (
             self.paths.connection_file(kernel_id),
             self.paths.kernel_pid(kernel_id),

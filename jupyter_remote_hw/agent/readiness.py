@@ -7,7 +7,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from .connection import PORT_NAMES
+from .connection import PORT_NAMES, channel_url, open_channel
 from .messaging import AGENT_SESSION, Signer, build, parse
 from .zmqcompat import zmq_module
 
@@ -23,10 +23,10 @@ TIMEOUT = "timeout"
 _POLL_INTERVAL = 0.05
 
 
-async def _tcp_accepts(host: str, port: int) -> bool:
-    """Whether something accepts TCP connections on ``host:port``."""
+async def _accepts(connection: dict[str, Any], name: str) -> bool:
+    """Whether something accepts connections on one of the kernel's channels."""
     try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 1.0)
+        _, writer = await asyncio.wait_for(open_channel(connection, name), 1.0)
     except (OSError, asyncio.TimeoutError):
         return False
     writer.close()
@@ -37,15 +37,14 @@ async def _tcp_accepts(host: str, port: int) -> bool:
     return True
 
 
-async def _wait_tcp(
+async def _wait_listening(
     connection: dict[str, Any], is_alive: Callable[[], bool], deadline: float
 ) -> str:
-    """Wait until all five kernel ports accept TCP connections."""
-    host = str(connection["ip"])
+    """Wait until all five kernel channels accept connections."""
     while True:
         if not is_alive():
             return DIED
-        results = [await _tcp_accepts(host, int(connection[name])) for name in PORT_NAMES]
+        results = [await _accepts(connection, name) for name in PORT_NAMES]
         if all(results):
             return READY
         if time.monotonic() >= deadline:
@@ -75,9 +74,7 @@ async def _wait_kernel_info(
         sock.setsockopt(zmq.IMMEDIATE, 1)
         sock.setsockopt(zmq.RECONNECT_IVL, 20)
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, 200)
-        sock.connect(
-            f"{connection.get('transport', 'tcp')}://{connection['ip']}:{connection['shell_port']}"
-        )
+        sock.connect(channel_url(connection, "shell_port"))
         request_id: str | None = None
         while True:
             if not is_alive():
@@ -114,8 +111,8 @@ async def wait_until_ready(
     """Wait until the kernel answers, its process dies, or time runs out.
 
     With pyzmq the kernel must answer a ``kernel_info_request`` on its shell
-    channel (so it is ready to execute); without pyzmq, all five of its ports
-    must accept TCP connections.
+    channel (so it is ready to execute); without pyzmq, all five of its
+    channels must accept connections.
 
     Args:
         connection: The kernel's connection dict.
@@ -128,5 +125,5 @@ async def wait_until_ready(
     """
     deadline = time.monotonic() + timeout
     if context is None:
-        return await _wait_tcp(connection, is_alive, deadline)
+        return await _wait_listening(connection, is_alive, deadline)
     return await _wait_kernel_info(connection, context, is_alive, deadline)

@@ -23,6 +23,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from .connection import channel_url
 from .messaging import DELIMITER, PROTOCOL_VERSION, Signer, is_welcome
 from .protocol import BAD_REQUEST, AgentError
 from .relay_frames import (
@@ -89,7 +90,7 @@ class KernelRelay:
 
     Args:
         kernel_id: The kernel.
-        connection: Its connection dict (ports on 127.0.0.1, key, scheme).
+        connection: Its connection dict (where its channels are, key, scheme).
         context: The agent's zmq asyncio context.
         limit: Bytes of unacknowledged messages kept before output is dropped.
     """
@@ -115,7 +116,6 @@ class KernelRelay:
         self._link_task: asyncio.Future[None] | None = None
         zmq = zmq_module
         identity = ("relay-" + uuid.uuid4().hex).encode()
-        ip = str(connection.get("ip") or "127.0.0.1")
         self._sockets: list[Any] = []
         for name in CHANNELS:
             kind = zmq.SUB if name == "iopub" else zmq.DEALER
@@ -128,7 +128,7 @@ class KernelRelay:
                 sock.setsockopt(zmq.SUBSCRIBE, b"")
             else:
                 sock.setsockopt(zmq.IDENTITY, identity)
-            sock.connect(f"tcp://{ip}:{int(connection[name + '_port'])}")
+            sock.connect(channel_url(connection, name + "_port"))
             self._sockets.append(sock)
         self._readers = [asyncio.ensure_future(self._read_kernel(i)) for i in
                          range(len(CHANNELS))]

@@ -79,7 +79,7 @@ class AgentServer:
         self.hardware = HardwareReporter()
         self.metrics = MetricsSampler()
         self.lifetime = LifetimeWatch(os.path.join(paths.root, "lifetime.json"), self.kernels)
-        self.shares = ShareRelays(os.path.join(paths.root, "shares.json"), self._kernel_port)
+        self.shares = ShareRelays(os.path.join(paths.root, "shares.json"), self._kernel_channel)
         self.relays = KernelRelays(self.context, lambda kid: self.kernels.get(kid).connection)
         self._server: asyncio.AbstractServer | None = None
         self._writers: set[asyncio.StreamWriter] = set()
@@ -466,11 +466,11 @@ class AgentServer:
     async def _lifetime(self, args: dict[str, Any]) -> dict[str, Any]:
         return self.lifetime.status()
 
-    def _kernel_port(self, kernel_id: str, channel: str) -> int:
+    def _kernel_channel(self, kernel_id: str, channel: str) -> dict[str, Any]:
         connection = self.kernels.get(kernel_id).connection
         if channel not in connection:
             raise AgentError(BAD_REQUEST, f"kernel {kernel_id} has no channel {channel!r}")
-        return int(connection[channel])
+        return connection
 
     async def _add_share(self, args: dict[str, Any]) -> dict[str, Any]:
         op = "add_share"

@@ -22,7 +22,7 @@ to a revoked share's ports, those ports stay bound, refusing every
 connection, until no sshd session of this user that began before the
 revocation is left (a process's start time is always readable).
 
-The relays look up the kernel's ports on each new connection, so a share
+The relays look up the kernel's channels on each new connection, so a share
 outlives kernel restarts; shares are kept in ``shares.json`` and reopened by
 the next agent.
 
@@ -48,6 +48,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from .connection import open_channel
 from .protocol import BAD_REQUEST, AgentError
 
 log = logging.getLogger(__name__)
@@ -312,13 +313,14 @@ class ShareRelays:
 
     Args:
         path: The JSON file the shares are kept in.
-        kernel_port: Looks up a kernel's port for a channel (raises AgentError
-            when the kernel is gone).
+        kernel_channel: Looks up the connection dict of a kernel that has a
+            channel (raises AgentError when the kernel or channel is gone).
     """
 
-    def __init__(self, path: str, kernel_port: Callable[[str, str], int]) -> None:
+    def __init__(self, path: str,
+                 kernel_channel: Callable[[str, str], dict[str, Any]]) -> None:
         self.path = path
-        self.kernel_port = kernel_port
+        self.kernel_channel = kernel_channel
         self.shares: dict[str, Share] = {}
         self._servers: dict[str, list[asyncio.AbstractServer]] = {}
         self._links: dict[str, set[tuple[asyncio.StreamWriter, int]]] = {}
@@ -407,7 +409,7 @@ class ShareRelays:
         if share_id in self.shares:
             raise AgentError(BAD_REQUEST, f"share {share_id} exists already")
         for channel in channels:
-            self.kernel_port(kernel_id, channel)  # the kernel and channel exist
+            self.kernel_channel(kernel_id, channel)  # the kernel and channel exist
         expiry_time = time.strftime("%Y%m%d%H%MZ", time.gmtime(expires))
         share = Share(share_id, kernel_id, list(channels), {}, expires,
                       os.path.expanduser(authorized_keys))
@@ -568,8 +570,8 @@ class ShareRelays:
                 self._save()
             upstream: asyncio.StreamWriter | None = None
             try:
-                port = self.kernel_port(share.kernel_id, channel)
-                up_reader, upstream = await asyncio.open_connection("127.0.0.1", port)
+                info = self.kernel_channel(share.kernel_id, channel)
+                up_reader, upstream = await open_channel(info, channel)
                 await asyncio.gather(_pipe(reader, upstream), _pipe(up_reader, writer))
             except (OSError, AgentError) as exc:
                 log.info("share %s: %s relay ended: %s", share.share_id, channel, exc)

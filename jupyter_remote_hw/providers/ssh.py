@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from traitlets import Bool, Dict, Instance, List, TraitError, Unicode, validate
 
+from ..agent.connection import channel_path
 from ..agent_client import AgentClient, Progress, start_ssh_agent
 from ..kernel_relay import KernelRelayClient
 from ..transport import LocalForward, SSHConnection, TransportManager
@@ -76,15 +77,18 @@ class SSHMachine(Machine):
             self._relays[kernel_id] = relay
         old = self._forwards.get(kernel_id, {})
         hb = old.get("hb_port")
-        if hb is None or not hb.active or hb.remote_port != connection["hb_port"]:
+        hb_path = channel_path(connection, "hb_port")
+        hb_port = 0 if hb_path is not None else int(connection["hb_port"])
+        if hb is None or not hb.active or (hb.remote_port, hb.remote_path) != (hb_port, hb_path):
             if hb is not None:
                 await hb.close()
-            hb = await self._forward(conn, int(connection["hb_port"]),
+            hb = await self._forward(conn, hb_port, hb_path,
                                      hb.local_port if hb is not None else
                                      wanted.get("hb_port", 0))
             self._forwards[kernel_id] = {"hb_port": hb}
         local = dict(connection)
         local["ip"] = "127.0.0.1"
+        local["transport"] = "tcp"
         local.update(relay.ports)
         local["hb_port"] = hb.local_port
         return local
@@ -138,13 +142,15 @@ class SSHMachine(Machine):
         return None
 
     @staticmethod
-    async def _forward(conn: SSHConnection, remote_port: int, local_port: int) -> LocalForward:
+    async def _forward(conn: SSHConnection, remote_port: int, remote_path: str | None,
+                       local_port: int) -> LocalForward:
         if local_port:
             try:
-                return await conn.forward_local_port(remote_port, local_port=local_port)
+                return await conn.forward_local_port(remote_port, remote_path=remote_path,
+                                                     local_port=local_port)
             except OSError:
                 pass  # taken meanwhile: any free port will do
-        return await conn.forward_local_port(remote_port)
+        return await conn.forward_local_port(remote_port, remote_path=remote_path)
 
     async def open_stream(self, port: int) -> tuple[Any, Any]:
         conn = await self._connection()

@@ -570,9 +570,11 @@ class SSHConnection:
             ) from None
 
     async def forward_local_port(
-        self, remote_port: int, *, remote_host: str = "127.0.0.1", local_port: int = 0
+        self, remote_port: int, *, remote_host: str = "127.0.0.1",
+        remote_path: str | None = None, local_port: int = 0,
     ) -> LocalForward:
-        """Listen on 127.0.0.1 and tunnel each client to ``remote_host:remote_port``.
+        """Listen on 127.0.0.1 and tunnel each client to ``remote_host:remote_port``,
+        or to the host's UNIX socket ``remote_path`` when one is given.
 
         The local port is kept across reconnects; it is closed with this
         connection or by :meth:`LocalForward.close`.
@@ -582,6 +584,7 @@ class SSHConnection:
             lambda: self.wait_connected(self.settings.forward_wait_timeout),
             remote_port,
             remote_host=remote_host,
+            remote_path=remote_path,
             local_port=local_port,
             log=self.log,
         )

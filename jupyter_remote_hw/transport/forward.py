@@ -72,13 +72,23 @@ class _LocalSide(SSHForwarder):
         fwd = self._forward
         try:
             conn = await fwd._get_connection()
-            await conn.create_connection(
-                cast(Callable[[], asyncssh.SSHTCPSession[bytes]], lambda: SSHForwarder(self)),
-                fwd.remote_host,
-                fwd.remote_port,
-                window=CHANNEL_WINDOW,
-                max_pktsize=CHANNEL_MAX_PACKET,
-            )
+            if fwd.remote_path is not None:
+                await conn.create_unix_connection(
+                    cast(Callable[[], asyncssh.SSHUNIXSession[bytes]],
+                         lambda: SSHForwarder(self)),
+                    fwd.remote_path,
+                    window=CHANNEL_WINDOW,
+                    max_pktsize=CHANNEL_MAX_PACKET,
+                )
+            else:
+                await conn.create_connection(
+                    cast(Callable[[], asyncssh.SSHTCPSession[bytes]],
+                         lambda: SSHForwarder(self)),
+                    fwd.remote_host,
+                    fwd.remote_port,
+                    window=CHANNEL_WINDOW,
+                    max_pktsize=CHANNEL_MAX_PACKET,
+                )
         except (OSError, asyncssh.Error, TransportError, TimeoutError) as exc:
             fwd._dropped_a_client(exc)
             self.close()
@@ -100,12 +110,14 @@ class _LocalSide(SSHForwarder):
 
 
 class LocalForward:
-    """A listener on 127.0.0.1 whose clients reach ``remote_host:remote_port`` on the host.
+    """A listener on 127.0.0.1 whose clients reach ``remote_host:remote_port``, or the
+    UNIX socket ``remote_path``, on the host.
 
     Attributes:
         destination: The SSH host the tunnel goes through.
         remote_host: Address on the far side (usually the host's own 127.0.0.1).
-        remote_port: Port on the far side.
+        remote_port: Port on the far side (0 with a ``remote_path``).
+        remote_path: A UNIX socket on the far side, or None for a TCP port.
         local_port: The local port; fixed for the forward's whole life.
     """
 
@@ -116,12 +128,14 @@ class LocalForward:
         remote_port: int,
         *,
         remote_host: str = "127.0.0.1",
+        remote_path: str | None = None,
         local_port: int = 0,
         log: logging.Logger,
     ) -> None:
         self.destination = destination
         self.remote_host = remote_host
         self.remote_port = remote_port
+        self.remote_path = remote_path
         self.local_port = local_port
         self.log = log
         self._get_connection = get_connection
@@ -140,10 +154,17 @@ class LocalForward:
         )
         self.local_port = int(self._server.sockets[0].getsockname()[1])
         self.log.debug(
-            "forward 127.0.0.1:%d -> %s:%d on %s started",
-            self.local_port, self.remote_host, self.remote_port, self.destination,
+            "forward 127.0.0.1:%d -> %s on %s started",
+            self.local_port, self.remote, self.destination,
         )
         return self
+
+    @property
+    def remote(self) -> str:
+        """Where clients are tunnelled to, for messages."""
+        if self.remote_path is not None:
+            return self.remote_path
+        return f"{self.remote_host}:{self.remote_port}"
 
     @property
     def active(self) -> bool:
@@ -170,16 +191,16 @@ class LocalForward:
         log = self.log.debug if self._failing or self._closing else self.log.warning
         self._failing = True
         log(
-            "forward 127.0.0.1:%d -> %s:%d on %s: dropped a client: %s",
-            self.local_port, self.remote_host, self.remote_port, self.destination, exc,
+            "forward 127.0.0.1:%d -> %s on %s: dropped a client: %s",
+            self.local_port, self.remote, self.destination, exc,
         )
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
             self.log.error(
-                "forward 127.0.0.1:%d -> %s:%d on %s: tunnel task failed",
-                self.local_port, self.remote_host, self.remote_port, self.destination,
+                "forward 127.0.0.1:%d -> %s on %s: tunnel task failed",
+                self.local_port, self.remote, self.destination,
                 exc_info=exc,
             )
 

@@ -45,21 +45,48 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+def tcp_listeners(pid: int) -> list[int]:
+    """The TCP ports a process listens on."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    ports = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            cols = row.split()
+            if cols[3] == "0A" and cols[9] in inodes:  # 0A: LISTEN
+                ports.append(int(cols[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+CHANNELS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+
+
 async def test_start_kernel_connection_file_and_ports(agent: Agent, client: AgentClient) -> None:
     started = await start(agent, client, kernel_id="k-1")
     assert started["kernel_id"] == "k-1"
     info = started["connection"]
-    assert info["ip"] == "127.0.0.1"
-    assert info["transport"] == "tcp"
+    # An ipykernel listens on UNIX sockets in the owner-only state directory, not on TCP.
+    assert info["transport"] == "ipc"
+    assert os.path.dirname(info["ip"]) == str(agent.state_dir)
+    assert stat.S_IMODE(agent.state_dir.stat().st_mode) == 0o700
     assert info["signature_scheme"] == "hmac-sha256"
     assert info["kernel_name"] == ""
     assert len(info["key"]) == 64
-    ports = [
-        info[name] for name in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
-    ]
-    assert len(set(ports)) == 5
-    for port in ports:
-        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    assert [info[name] for name in CHANNELS] == [1, 2, 3, 4, 5]
+    for name in CHANNELS:
+        path = f"{info['ip']}-{info[name]}"
+        assert stat.S_ISSOCK(os.stat(path).st_mode)
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(path)
+    # ipykernel's own pipe for the output of forked subprocesses is the one TCP
+    # listener left: it only receives, and drops what lacks its random secret.
+    assert len(tcp_listeners(started["pid"])) <= 1
 
     path = agent.kernels_dir / "k-1.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -78,6 +105,41 @@ async def test_start_kernel_connection_file_and_ports(agent: Agent, client: Agen
     # The kernel is a session of its own: it outlives the agent's session and signals.
     assert os.getsid(started["pid"]) == started["pid"]
     assert info["key"] not in (agent.state_dir / "agent.log").read_text()
+
+    # Shutting down removes the sockets with the connection file.
+    await client.call("shutdown_kernel", kernel_id="k-1", now=True)
+    assert not [p for p in os.listdir(agent.state_dir) if p.startswith(os.path.basename(info["ip"]))]
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="switching to another user needs root")
+async def test_another_user_of_the_host_cannot_reach_a_kernel(
+    agent: Agent, client: AgentClient
+) -> None:
+    started = await start(agent, client)
+    info = started["connection"]
+    probe = (
+        "import socket, sys\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "try:\n"
+        "    s.connect(sys.argv[1])\n"
+        "except OSError as exc:\n"
+        "    print(type(exc).__name__)\n"
+        "else:\n"
+        "    print('connected')\n"
+    )
+    for name in ("iopub_port", "shell_port"):
+        path = f"{info['ip']}-{info[name]}"
+        done = await asyncio.to_thread(
+            subprocess.run,
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+             "/usr/bin/python3", "-c", probe, path],
+            capture_output=True, text=True, timeout=30, check=True,
+        )
+        out = done.stdout.strip()
+        assert out == "PermissionError", (name, out)
+        # The owner still can.
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(path)
 
 
 async def test_generated_id_and_code_runs_in_the_kernel(agent: Agent, client: AgentClient) -> None:

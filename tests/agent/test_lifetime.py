@@ -24,9 +24,7 @@ from jupyter_remote_hw.agent_client import (
 from jupyter_remote_hw.transport import SSHConnection
 
 from ..conftest import settings_for
-from ..testhosts import SSHTestHost
-
-PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+from ..testhosts import SSHTestHost, forward_kernel
 
 
 @pytest.fixture
@@ -60,8 +58,7 @@ async def wait_for(check: Any, timeout: float) -> bool:
 
 
 async def forwarded(conn: SSHConnection, remote: dict[str, Any]) -> dict[str, Any]:
-    forwards = [await conn.forward_local_port(remote[p]) for p in PORTS]
-    return {**remote, **{p: f.local_port for p, f in zip(PORTS, forwards, strict=True)}}
+    return await forward_kernel(conn, remote)
 
 
 def run_cell(connection: dict[str, Any], code: str, timeout: float) -> str:

@@ -26,9 +26,7 @@ from jupyter_remote_hw.agent_client import (
 from jupyter_remote_hw.transport import SSHConnection
 
 from ..conftest import settings_for
-from ..testhosts import SSHTestHost
-
-PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+from ..testhosts import SSHTestHost, forward_kernel
 
 
 @pytest.fixture
@@ -73,9 +71,11 @@ async def test_agent_over_ssh_runs_a_kernel_reached_through_forwards(
             & 0o077 == 0
         started = await client.call("start_kernel")
         remote = started["connection"]
-        assert remote["ip"] == "127.0.0.1"
-        forwards = [await ssh_conn.forward_local_port(remote[p]) for p in PORTS]
-        local = {**remote, **{p: f.local_port for p, f in zip(PORTS, forwards, strict=True)}}
+        # The kernel's channels are UNIX sockets in the state directory, reached
+        # through forwards to their paths.
+        assert remote["transport"] == "ipc"
+        assert remote["ip"].startswith(str(short_tmp / ".local/state/jupyter-remote-hw"))
+        local = await forward_kernel(ssh_conn, remote)
         result = await asyncio.to_thread(
             _execute, local, "import os, getpass; result = (os.getpid(), getpass.getuser())"
         )
