@@ -22,6 +22,14 @@ to a revoked share's ports, those ports stay bound, refusing every
 connection, until no sshd session of this user that began before the
 revocation is left (a process's start time is always readable).
 
+The relays are TCP listeners on 127.0.0.1 because ``permitopen`` limits a
+key to TCP destinations (OpenSSH has no such limit for UNIX sockets). Any
+user of the host can connect to 127.0.0.1, so a relay admits only
+connections whose socket belongs to this user (the owner's sshd session
+carrying a teammate's forward does; another user's process does not): the
+owner of a socket is in ``/proc/net/tcp`` for everyone to read. Behind the
+relays, the kernel itself listens on UNIX sockets only its owner can reach.
+
 The relays look up the kernel's channels on each new connection, so a share
 outlives kernel restarts; shares are kept in ``shares.json`` and reopened by
 the next agent.
@@ -207,6 +215,26 @@ def _peer_inodes(local_port: int, peer_ports: set[int]) -> set[str]:
         except OSError:
             continue
     return found
+
+
+def _peer_uid(local_port: int, peer_port: int) -> int | None:
+    """The uid owning the socket that connected from ``peer_port`` to our ``local_port``.
+
+    ``/proc/net/tcp`` lists every socket of the host's network namespace with
+    its owner, readable by any user; None when the connection is not listed.
+    """
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as handle:
+                next(handle, None)
+                for row in handle:
+                    cols = row.split()
+                    if int(cols[1].rsplit(":", 1)[1], 16) == peer_port and \
+                            int(cols[2].rsplit(":", 1)[1], 16) == local_port:
+                        return int(cols[7])
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
 
 
 def _holders(inodes: set[str]) -> set[int]:
@@ -555,6 +583,13 @@ class ShareRelays:
                 writer.close()
                 return
             peer_port = int(writer.get_extra_info("peername")[1])
+            owner = _peer_uid(share.ports[channel], peer_port)
+            if owner != os.getuid():
+                log.warning("share %s: refused a %s connection from %s, not this user",
+                            share.share_id, channel,
+                            "an unknown process" if owner is None else f"uid {owner}")
+                writer.close()
+                return
             links = self._links.setdefault(share.share_id, set())
             attaching = not links
             entry = (writer, peer_port)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import asyncssh
@@ -13,7 +15,7 @@ from jupyter_remote_hw.sharing import COLLABORATOR, ShareFile
 from jupyter_remote_hw.sharing.join import Attachment
 
 from ..testhosts import SSHTestHost
-from .conftest import OwnedKernel, run, started_client, stop_client
+from .conftest import OwnedKernel, own_kernel, run, started_client, stop_client
 
 
 async def test_collaborator_runs_code_on_the_owners_kernel_and_both_see_it(
@@ -95,3 +97,52 @@ async def test_share_key_opens_nothing_but_its_own_ports(
     for path in kernel_paths:
         assert f"connect to path {path}, but the request was denied" in log
 
+
+def _first_bytes(port: int, as_user: int | None) -> bytes:
+    """What a fresh TCP connection to 127.0.0.1:``port`` receives first (b"": closed)."""
+    probe = (
+        "import socket, sys\n"
+        "s = socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=10)\n"
+        "s.settimeout(10)\n"
+        "sys.stdout.write(s.recv(64).hex())\n"
+    )
+    prefix = [] if as_user is None else [
+        "setpriv", f"--reuid={as_user}", f"--regid={as_user}", "--clear-groups"]
+    done = subprocess.run([*prefix, "/usr/bin/python3", "-c", probe, str(port)],
+                          capture_output=True, text=True, timeout=30, check=True)
+    return bytes.fromhex(done.stdout.strip())
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="switching to another user needs root")
+async def test_another_user_of_the_host_cannot_use_a_shares_relay(
+    owned: OwnedKernel, teammate_key: Path,
+) -> None:
+    """A share's relays listen on TCP (``permitopen`` limits keys to TCP), where any user
+    of the host may connect: the relay closes a connection that is not this user's."""
+    granted = await owned.share(teammate_key, COLLABORATOR, expires_in=3600)
+    port = granted.share_file.ports["iopub_port"]
+    # The owner's own process gets the kernel's ZMTP greeting through the relay...
+    assert (await asyncio.to_thread(_first_bytes, port, None))[:1] == b"\xff"
+    # ... another user's gets nothing: the relay closed the connection.
+    assert await asyncio.to_thread(_first_bytes, port, 65534) == b""
+
+
+async def test_hardened_host_refuses_unix_socket_listeners(
+    hardened_host: SSHTestHost, short_tmp: Path, teammate_key: Path, tmp_path: Path,
+) -> None:
+    """``port-forwarding`` lets a key listen on UNIX sockets on the host, which no key
+    option forbids; with ``AllowStreamLocalForwarding local`` in sshd_config sshd
+    refuses it, while the owner's side still reaches its agent's socket."""
+    async with own_kernel(hardened_host, short_tmp) as owned:  # the agent is reached
+        granted = await owned.share(teammate_key, COLLABORATOR, expires_in=3600)
+        async with Attachment(granted.share_file, teammate_key) as attachment:
+            assert attachment.conn is not None
+            planted = tmp_path / "planted.sock"
+            with pytest.raises(asyncssh.ChannelListenError):
+                await attachment.conn.forward_remote_path(str(planted), "/dev/null")
+            assert not planted.exists()
+            teammate = await started_client(attachment.connection_info())
+            try:
+                assert (await run(teammate, "on_hardened = 1"))["status"] == "ok"
+            finally:
+                stop_client(teammate)
