@@ -179,7 +179,7 @@ def write_private_json(path: str, data: dict[str, Any]) -> None:
         data: JSON-serializable dict.
     """
     tmp = f"{path}.{secrets.token_hex(4)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         with os.fdopen(fd, "w") as handle:
             json.dump(data, handle, indent=1)

@@ -56,7 +56,7 @@ def _emit(line: dict[str, Any]) -> None:
 
 def _try_lock(path: str) -> int | None:
     """Take the agent lock without waiting; return its fd, or None when held."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -242,7 +242,7 @@ def _daemon_main(paths: StatePaths, ready_fd: int, log_level: str, idle_exit: fl
     """Body of the detached agent: redirect stdio, serve, report readiness on ``ready_fd``."""
     os.chdir("/")
     devnull = os.open(os.devnull, os.O_RDWR)
-    log_fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    log_fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
     os.dup2(devnull, 0)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)

@@ -495,7 +495,8 @@ class KernelManager:
         connection_file = self.paths.connection_file(kernel_id)
         if not os.path.exists(connection_file):
             write_private_json(connection_file, kernel.connection)
-        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
+                         0o600)
         try:
             with os.fdopen(log_fd, "ab") as log_file:
                 log_file.write(

@@ -122,7 +122,8 @@ def write_pid_file(path: str, pid: int) -> None:
         path: The pid file.
         pid: The process id.
     """
-    with open(path, "w") as handle:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as handle:
         handle.write(f"{pid}\n")
 
 

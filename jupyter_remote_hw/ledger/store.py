@@ -152,7 +152,7 @@ class Ledger:
         if not path.parent.exists():
             path.parent.mkdir(parents=True, mode=0o700)
             os.chmod(path.parent, 0o700)  # whatever the umask
-        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+        fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600)
         os.close(fd)
         os.chmod(path, 0o600)
         # One connection, used from whichever thread drives the machines (a
