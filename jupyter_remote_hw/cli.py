@@ -35,6 +35,7 @@ from .providers.aws.errors import AWSError
 from .sharing import cli as sharing_cli
 from .transport.host_keys import TRUSTED, fetch_presented_key, record_key, refuse_changed
 from .user_errors import is_expected, one_line
+from .validation import HOST, NAME, argument_type
 
 
 class CLIError(Exception):
@@ -418,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     launch = commands.add_parser("launch", help="launch a cloud machine")
     launch.add_argument("hardware", help="a catalog query ('A10G', 'a100:8', "
                         "'gpu_mem>=40 cheapest') or an instance type")
-    launch.add_argument("--name", help="its name (default aws-<instance type>)")
+    launch.add_argument("--name", type=argument_type(NAME, "name"), help="its name (default aws-<instance type>)")
     launch.add_argument("--region", help="the AWS region (default c.AWSProvider.region)")
     market = launch.add_mutually_exclusive_group()
     market.add_argument("--spot", dest="spot", action="store_true", default=None)
@@ -429,18 +430,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     stop = commands.add_parser("stop", help="stop a machine (its disk stays); on a local or "
                                "SSH target, shut down the kernels there")
-    stop.add_argument("machine", help="its name, ledger id or instance id")
+    stop.add_argument("machine", type=argument_type(NAME, "machine"), help="its name, ledger id or instance id")
     stop.add_argument("--yes", action="store_true",
                       help="do not ask before shutting down a local or SSH target's kernels")
     start = commands.add_parser("start", help="start a stopped machine")
-    start.add_argument("machine", help="its name, ledger id or instance id")
+    start.add_argument("machine", type=argument_type(NAME, "machine"), help="its name, ledger id or instance id")
     terminate = commands.add_parser("terminate", help="terminate a machine and its disk")
-    terminate.add_argument("machine", help="its name, ledger id or instance id")
+    terminate.add_argument("machine", type=argument_type(NAME, "machine"),
+                           help="its name, ledger id or instance id")
     terminate.add_argument("--yes", action="store_true", help="do not ask")
 
     trust = commands.add_parser(
         "trust", help="show an SSH host's key fingerprint and trust it in known_hosts")
-    trust.add_argument("host", help="the host as you name it to ssh (an ssh_config alias too)")
+    trust.add_argument("host", type=argument_type(HOST, "host"), help="the host as you name it to ssh (an ssh_config alias too)")
     trust.add_argument("--yes", action="store_true", help="do not ask")
 
     reap = commands.add_parser(

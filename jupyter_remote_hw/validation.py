@@ -8,8 +8,9 @@ field and what is allowed, never echoing a long value whole.
 
 from __future__ import annotations
 
+import argparse
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from jsonschema import Draft202012Validator, validators
@@ -186,3 +187,24 @@ __all__ = [
     "HOST", "KERNEL_ID", "NAME", "PATTERN_WORDS", "SHARE_ID", "InvalidInputError", "allowed", "check_identifier",
     "check_json", "describe", "quote", "validator",
 ]
+
+
+def argument_type(pattern: str, what: str) -> Callable[[str], str]:
+    """An ``argparse`` ``type=`` that accepts only identifiers matching ``pattern``.
+
+    A bad value ends the command with argparse's one-line usage error naming
+    the argument, before it reaches a path, a command line or a log.
+
+    Args:
+        pattern: One of :data:`SHARE_ID`, :data:`KERNEL_ID`, :data:`HOST`, :data:`NAME`.
+        what: What it is, for the message.
+    """
+
+    def check(value: str) -> str:
+        try:
+            return check_identifier(value, pattern, what)
+        except InvalidInputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    check.__name__ = what  # argparse names the type in some messages
+    return check

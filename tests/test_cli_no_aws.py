@@ -79,3 +79,24 @@ def test_reap_says_there_are_no_credentials(tmp_path: Path) -> None:
     assert code == 1 and out == ""
     line = error_line(err, "reap")
     assert "found none" in line and "`aws configure`" in line
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (("stop", "x$(touch /tmp/owned)"), ("argument machine: machine 'x$(touch /tmp/owned)' is "
+     "not valid: 1 to 128 letters, digits and '.-_:@+'")),
+    (("terminate", "--yes", "a b"), "argument machine: machine 'a b' is not valid"),
+    (("trust", "gpu;sh"), "argument host: host 'gpu;sh' is not valid"),
+    (("revoke", "../../etc/passwd"), ("argument SHARE_ID: share id '../../etc/passwd' is not "
+     "valid: 1 to 64 letters, digits, '-' or '_'")),
+    (("share", "k" * 5000, "--with", "key.pub", "--role", "viewer"),
+     "argument KERNEL_OR_MACHINE: kernel 'kkkk"),
+])
+def test_identifiers_on_the_command_line_are_checked_first(
+    argv: tuple[str, ...], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as ended:
+        main(list(argv))
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert len(err) < 600  # a long value is cut, not echoed whole

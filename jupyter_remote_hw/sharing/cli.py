@@ -22,7 +22,7 @@ from ..agent_client import AgentError, AgentUnavailableError
 from ..ledger.store import ShareRecord
 from ..machines import MachineManager
 from ..transport import TransportError
-from ..validation import SHARE_ID, check_identifier
+from ..validation import NAME, SHARE_ID, argument_type, check_identifier
 from .join import Attachment
 from .lookup import find_kernel, open_machine
 from .owner import DEFAULT_AUTHORIZED_KEYS, ShareOwner, read_public_key
@@ -38,7 +38,7 @@ def add_parsers(commands: Any) -> None:
     """Add the sharing subcommands to ``commands`` (an argparse subparsers object)."""
     share = commands.add_parser(
         "share", help="let a teammate's SSH key watch (viewer) or use (collaborator) a kernel")
-    share.add_argument("kernel", metavar="KERNEL_OR_MACHINE",
+    share.add_argument("kernel", metavar="KERNEL_OR_MACHINE", type=argument_type(NAME, "kernel"),
                        help="a kernel id (or its start) from the ledger, or a target running "
                        "one kernel")
     share.add_argument("--with", dest="pubkey", required=True, metavar="PUBKEY",
@@ -60,7 +60,7 @@ def add_parsers(commands: Any) -> None:
 
     revoke = commands.add_parser(
         "revoke", help="end a share: remove its key line and drop the teammate at once")
-    revoke.add_argument("share_id", metavar="SHARE_ID")
+    revoke.add_argument("share_id", metavar="SHARE_ID", type=argument_type(SHARE_ID, "share id"))
 
     join = commands.add_parser(
         "join", help="attach to a kernel shared with you (runs until Ctrl-C)")
