@@ -16,6 +16,7 @@ setting's help says so).
 from __future__ import annotations
 
 import copy
+import difflib
 import importlib
 import json
 import math
@@ -204,8 +205,16 @@ def check_config(config: Config, files: Iterable[str] = (),
                 continue
             for name, value in config[section].items():
                 trait = traits.get(name)
-                if trait is None or isinstance(value, LazyConfigValue):
+                if trait is None:
+                    if section == cls.__name__:
+                        raise _unknown_setting(files, section, name, traits)
                     continue
+                if isinstance(value, LazyConfigValue):
+                    # ``c.X.y.append(...)``: check what it makes of the default.
+                    try:
+                        value = value.get_value(trait.default())
+                    except Exception:  # noqa: BLE001, S112 (traitlets will say it)
+                        continue
                 problem = _problem(trait, value) or _handler_problem(cls, name, trait, value)
                 if problem is not None:
                     setting = f"{section}.{name}"
@@ -214,6 +223,19 @@ def check_config(config: Config, files: Iterable[str] = (),
                         f"{where}: c.{setting} = {quote(value)} is refused: "
                         f"{problem}{_purpose(trait)}", where if where in files else None,
                         setting)
+
+
+def _unknown_setting(files: Iterable[str], section: str, name: str,
+                     traits: dict[str, TraitType[Any, Any]]) -> ConfigError:
+    """A setting our class does not have: most often a misspelt one, which would
+    otherwise be ignored with a warning (a budget that silently does not apply)."""
+    where = _file_setting(files, section, name) or "the configuration"
+    close = difflib.get_close_matches(name, list(traits), n=1)
+    hint = f": did you mean c.{section}.{close[0]}?" if close else (
+        f"; its settings are listed by `jupyter server --help-all` under {section}")
+    return ConfigError(f"{where}: c.{section}.{quote(name)[1:-1]} is not a setting of "
+                       f"{section}{hint}", where if where in files else None,
+                       f"{section}.{name}")
 
 
 def _problem(trait: TraitType[Any, Any], value: Any) -> str | None:

@@ -49,6 +49,12 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
     ("c.TransportManager.keepalive_count_max = 1.5", "it must be a whole number, 0 or more"),
     ('c.SSHProvider.hosts = [{"hst": "box"}]', "has no 'host'"),
     ("c.RemoteHWExtension.list_targets = 'no'", "it must be a boolean"),
+    # A misspelt budget would otherwise be a warning, and no budget at all.
+    ("c.BudgetGuard.max_totl = 10", ("c.BudgetGuard.max_totl is not a setting of BudgetGuard: "
+     "did you mean c.BudgetGuard.max_total\\?")),
+    ("c.AWSProvider.zzz = 1", "c.AWSProvider.zzz is not a setting of AWSProvider; its settings"),
+    # Changing a list in place is checked like setting it.
+    ('c.SSHProvider.hosts.append({"hst": "box"})', "has no 'host'"),
 ])
 def test_a_bad_setting_is_refused_in_one_line(jcfg: Path, line: str, said: str) -> None:
     path = jcfg / "jupyter_server_config.py"
