@@ -39,6 +39,12 @@ StreamOpener = Callable[[], Awaitable[tuple[Any, Any]]]
 #: Seconds between attempts to reopen a broken stream, growing to the last.
 RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0, 5.0)
 
+#: Bytes of client requests kept here while the host has not acknowledged them
+#: (the link is down). Beyond this, the relay stops reading from clients: their
+#: requests wait in their own queues, and a client whose queue is full blocks,
+#: as against a busy kernel. Nothing is dropped.
+REQUEST_LIMIT = 64 * 1024 * 1024
+
 
 class RelayRefusedError(Exception):
     """The host's agent refused the relay (the kernel is gone there)."""
@@ -56,10 +62,13 @@ class KernelRelayClient:
         open_stream: Opens a stream to the host's agent (waiting for the link).
         log: Where to log.
         limit: Bytes the host's relay keeps while this side is away.
+        request_limit: Bytes of client requests kept here while the host has not
+            acknowledged them (see :data:`REQUEST_LIMIT`).
     """
 
     def __init__(self, kernel_id: str, connection: dict[str, Any], open_stream: StreamOpener,
-                 log: logging.Logger | None = None, limit: int = 0) -> None:
+                 log: logging.Logger | None = None, limit: int = 0,
+                 request_limit: int = REQUEST_LIMIT) -> None:
         self.kernel_id = kernel_id
         self._session = Session(key=str(connection.get("key", "")).encode(),
                                 signature_scheme=str(connection.get("signature_scheme",
@@ -74,6 +83,10 @@ class KernelRelayClient:
         self._host_epoch: str | None = None
         self._received = 0
         self._kept: collections.deque[tuple[int, int, list[bytes]]] = collections.deque()
+        self._kept_bytes = 0
+        self.request_limit = request_limit
+        self._room = asyncio.Event()
+        self._room.set()
         self._seq = 0
         self._sent = 0
         self._wake = asyncio.Event()
@@ -91,7 +104,9 @@ class KernelRelayClient:
             sock = self._context.socket(zmq.XPUB if name == "iopub" else zmq.ROUTER)
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.SNDHWM, 0)
-            sock.setsockopt(zmq.RCVHWM, 0)
+            # Messages libzmq reads ahead per client while this side reads none
+            # (over the request limit): then the client itself waits.
+            sock.setsockopt(zmq.RCVHWM, 64)
             if name == "iopub":
                 sock.setsockopt(zmq.XPUB_VERBOSE, 1)  # every client's subscription, welcomed
             else:
@@ -118,9 +133,17 @@ class KernelRelayClient:
     async def _read_clients(self, channel: int) -> None:
         sock = self._sockets[channel]
         while True:
+            if not self._room.is_set():
+                self.log.warning(
+                    "kernel %s: %d MiB of requests wait for the link to the host; "
+                    "clients wait until it is back", self.kernel_id, self._kept_bytes >> 20)
+                await self._room.wait()
             parts = await sock.recv_multipart()
             self._seq += 1
             self._kept.append((self._seq, channel, parts))
+            self._kept_bytes += sum(len(p) for p in parts)
+            if self._kept_bytes >= self.request_limit:
+                self._room.clear()
             self._wake.set()
 
     async def _welcome(self, channel: int) -> None:
@@ -207,7 +230,10 @@ class KernelRelayClient:
     def _forget_upto(self, seq: int) -> None:
         """The host has everything up to ``seq``: stop keeping it."""
         while self._kept and self._kept[0][0] <= seq:
-            self._kept.popleft()
+            _, _, parts = self._kept.popleft()
+            self._kept_bytes -= sum(len(p) for p in parts)
+        if self._kept_bytes < self.request_limit:
+            self._room.set()
 
     async def _send_kept(self, writer: Any) -> None:
         while True:
