@@ -238,9 +238,24 @@ class SSHConnection:
     # -- connecting --------------------------------------------------------
 
     def _options(self) -> asyncssh.SSHClientConnectionOptions:
+        options, self._known_files = self._verified_options(self.destination)
+        return options
+
+    def _verified_options(
+        self, host: str, **given: Any
+    ) -> tuple[asyncssh.SSHClientConnectionOptions, list[str]]:
+        """Options to reach ``host`` (the destination or a jump host) from the ssh_config
+        files, with its host key always verified, and the known_hosts files it uses.
+
+        Args:
+            host: An ssh_config alias or host name.
+            given: Options that the ssh_config does not set for this host
+                (a ProxyJump hop's user and port).
+        """
         s = self.settings
         kwargs: dict[str, Any] = {
-            "host": self.destination,
+            **given,
+            "host": host,
             "connect_timeout": s.connect_timeout,
             "keepalive_interval": s.keepalive_interval,
             "keepalive_count_max": s.keepalive_count_max,
@@ -259,19 +274,69 @@ class SSHConnection:
             # "UserKnownHostsFile none" would turn verification off: never do that.
             self.log.warning(
                 "ssh %s: ssh_config disables known_hosts; verifying against %s anyway",
-                self.destination, _DEFAULT_KNOWN_HOSTS,
+                host, _DEFAULT_KNOWN_HOSTS,
             )
             overrides["known_hosts"] = b""
         # The files that record host keys, and the first, where a trusted key is written.
-        self._known_files = self._known_hosts_files(options)
-        present = [f for f in self._known_files if Path(f).expanduser().exists()]
-        if "known_hosts" not in overrides and present != self._known_files:
+        known_files = self._known_hosts_files(options)
+        present = [f for f in known_files if Path(f).expanduser().exists()]
+        if "known_hosts" not in overrides and present != known_files:
             # A known_hosts file that does not exist yet records no key, as for OpenSSH
             # (asyncssh would fail on it): verify against the others, or against none.
             overrides["known_hosts"] = present or b""
         if overrides:
             options = asyncssh.SSHClientConnectionOptions(**kwargs, **overrides)
-        return options
+        return options, known_files
+
+    async def _open_jump_hosts(self, spec: str) -> asyncssh.SSHClientConnection:
+        """Connect through a ProxyJump chain (``[user@]host[:port],...``), each hop's host
+        key verified as the destination's is (asyncssh alone would take each hop's
+        ssh_config as it is, ``UserKnownHostsFile none`` included).
+
+        Returns:
+            The connection to the last hop; closing it closes the ones before.
+
+        Raises:
+            HostKeyError: A hop's host key is unknown or changed.
+            OSError, asyncssh.Error: A hop could not be reached or refused us.
+        """
+        last: asyncssh.SSHClientConnection | None = None
+        config = list(self.settings.ssh_config_files) or ()
+        try:
+            for hop in (part.strip() for part in spec.split(",") if part.strip()):
+                user, _, address = hop.rpartition("@")
+                host, _, port = address.partition(":") if address.count(":") == 1 else \
+                    (address, "", "")
+                given: dict[str, Any] = {}
+                if user:
+                    given["username"] = user
+                if port:
+                    given["port"] = int(port)
+                options, files = self._verified_options(host, **given)
+                try:
+                    conn = await asyncssh.connect(host, config=config, options=options,
+                                                  tunnel=last or ())
+                except asyncssh.HostKeyNotVerifiable:
+                    where = f"{options.host}:{options.port}"
+                    raise HostKeyError(
+                        self.destination,
+                        f"host key of jump host {hop} ({where}), on the way to "
+                        f"{self.destination}, is not known or has changed; nothing was "
+                        f"trusted automatically. Check it and add it to {files[0]} (connect "
+                        f"once with `ssh {shlex.quote(hop)}`), then retry.",
+                        fingerprint=None, changed=False, host=str(options.host),
+                        port=int(options.port),
+                    ) from None
+                conn.set_tunnel(last)
+                last = conn
+        except BaseException:
+            if last is not None:
+                last.close()
+            raise
+        if last is None:
+            raise HostUnreachableError(self.destination,
+                                       f"ProxyJump of {self.destination} names no host")
+        return last
 
     def resolved_address(self) -> tuple[str, int, list[str]]:
         """The host name and port the destination resolves to, and its known_hosts files.
@@ -307,14 +372,22 @@ class SSHConnection:
         host, port, user = str(options.host), int(options.port), str(options.username)
         where = f"{self.destination} ({host}:{port})" if host != self.destination else \
             f"{host}:{port}"
+        jump = options.tunnel if isinstance(options.tunnel, str) and \
+            options.tunnel.lower() != "none" else None
+        tunnel: asyncssh.SSHClientConnection | None = None
         try:
+            if jump is not None:
+                tunnel = await self._open_jump_hosts(jump)
             conn = await asyncssh.connect(
                 self.destination,
-                # Given again beside the options so that ProxyJump hops read it too.
                 config=list(self.settings.ssh_config_files) or (),
                 options=options,
+                tunnel=tunnel or (),
                 client_factory=lambda: _Client(self),
             )
+            if tunnel is not None:
+                conn.set_tunnel(tunnel)  # closed with the connection
+                tunnel = None
         except asyncssh.HostKeyNotVerifiable as exc:
             raise await self._host_key_error(options, where, host, port, exc) from None
         except asyncssh.PermissionDenied as exc:
@@ -339,6 +412,9 @@ class SSHConnection:
             raise HostUnreachableError(
                 self.destination, f"{where} closed the connection: {exc.reason}"
             ) from None
+        finally:
+            if tunnel is not None:  # the destination was not reached through it
+                tunnel.close()
         self._lost_reason = None
         return conn
 

@@ -155,3 +155,27 @@ async def test_errors_arrive_within_the_timeout(ssh_host: SSHTestHost, tmp_path:
     async with asyncio.timeout(3):
         with pytest.raises(HostUnreachableError):
             await SSHConnection("closed", settings_for(config, connect_timeout=2)).open()
+
+
+async def test_config_cannot_turn_host_key_checking_off_for_a_jump_host(
+    ssh_host: SSHTestHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each ProxyJump hop's key is verified as the destination's is."""
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ssh/known_hosts to fall back on
+    config = write_config(
+        tmp_path,
+        ssh_host.config_block("carelessjump", UserKnownHostsFile="none",
+                              StrictHostKeyChecking="no")
+        + ssh_host.config_block("behind", ProxyJump="carelessjump"),
+    )
+    with pytest.raises(HostKeyError) as raised:
+        await SSHConnection("behind", settings_for(config)).open()
+    assert "host key of jump host carelessjump" in str(raised.value)
+    # With the jump host's key known, the same chain connects, and closes as one.
+    config = write_config(
+        tmp_path,
+        ssh_host.config_block("carefuljump") + ssh_host.config_block("behind2",
+                                                                    ProxyJump="carefuljump"),
+    )
+    async with SSHConnection("behind2", settings_for(config)) as conn:
+        assert (await conn.run("echo $SSH_CONNECTION")).ok
