@@ -93,8 +93,9 @@ class Machine(ABC):
         """The kernel is stopping or restarting: its clients' reconnects will fail for a
         while, which is not worth a warning (only machines with forwards log them)."""
 
-    async def open_stream(self, port: int) -> tuple[Any, Any]:
-        """Open a byte stream to ``port`` on the host's 127.0.0.1 (a transfer's bulk stream).
+    async def open_stream(self, where: int | str) -> tuple[Any, Any]:
+        """Open a byte stream to a port on the host's 127.0.0.1 (an ``int``) or to a UNIX
+        socket there (a ``str``): a transfer's bulk stream.
 
         Returns:
             A reader and a writer (``asyncio`` or ``asyncssh`` streams).

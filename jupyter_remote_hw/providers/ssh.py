@@ -152,9 +152,11 @@ class SSHMachine(Machine):
                 pass  # taken meanwhile: any free port will do
         return await conn.forward_local_port(remote_port, remote_path=remote_path)
 
-    async def open_stream(self, port: int) -> tuple[Any, Any]:
+    async def open_stream(self, where: int | str) -> tuple[Any, Any]:
         conn = await self._connection()
-        return await conn.open_connection("127.0.0.1", port)
+        if isinstance(where, str):
+            return await conn.open_unix_connection(where)
+        return await conn.open_connection("127.0.0.1", where)
 
     def expect_drops(self, kernel_id: str) -> None:
         for fwd in self._forwards.get(kernel_id, {}).values():

@@ -147,8 +147,9 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         return await client.call(op, wait, kernel_id=self.kernel_id, **args)
 
     @on_home_loop
-    async def open_stream(self, port: int) -> tuple[Any, Any]:
-        """Open a byte stream to ``port`` on the kernel's host's 127.0.0.1.
+    async def open_stream(self, where: int | str) -> tuple[Any, Any]:
+        """Open a byte stream to a port on the kernel's host's 127.0.0.1, or to a UNIX
+        socket there (its path).
 
         Transfers use it for their bulk streams (see ``transfer/bulk.py``).
 
@@ -158,7 +159,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         """
         if self._machine is None:
             raise AgentUnavailableError(f"kernel {self.kernel_id} has no machine")
-        return await self._machine.open_stream(port)
+        return await self._machine.open_stream(where)
 
     # ------------------------------------------------------------------ process-like API
 

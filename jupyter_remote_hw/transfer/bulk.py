@@ -1,12 +1,13 @@
-"""The kernel side of a transfer's bulk stream: TCP connections for one transfer's bytes.
+"""The kernel side of a transfer's bulk stream: connections for one transfer's bytes.
 
 A large transfer's bytes do not go through the kernel's shell channel, where
-each chunk is a message the kernel has to parse. Instead the kernel listens on
-an ephemeral port of 127.0.0.1, in a thread of its own, and reads the segments
-straight into their buffers (or writes them straight from the variables'
-memory). The client reaches the port through its SSH connection to the host
-(a ``direct-tcpip`` channel), so on the wire the bytes take the same path as
-``ssh host cat``.
+each chunk is a message the kernel has to parse. Instead the kernel listens,
+in a thread of its own, on a UNIX socket in its own owner-only directory (a
+kernel whose channels are UNIX sockets) or else on an ephemeral port of
+127.0.0.1, and reads the segments straight into their buffers (or writes them
+straight from the variables' memory). The client reaches it through its SSH
+connection to the host (a ``direct-streamlocal`` or ``direct-tcpip``
+channel), so on the wire the bytes take the same path as ``ssh host cat``.
 
 One SSH channel carries at most its window per round trip (sshd's is 2 MiB
 for bytes sent to the host), so over a long link a large transfer is split
@@ -15,8 +16,8 @@ into *parts*: contiguous ranges of the segments laid end to end
 once. The client asks for at most some number of parts; the kernel decides
 how many (:func:`part_count`) and answers it.
 
-The port is announced in the reply to the transfer's ``receive`` or ``send``
-request, with a one-time token and the number of parts. The first line the
+The socket's path (or port) is announced in the reply to the transfer's
+``receive`` or ``send`` request, with a one-time token and the number of parts. The first line the
 client sends on each connection is that token, followed by a space and the
 part's index when there are several parts; a connection that sends anything
 else is dropped and the listener waits for the next (another user of the
@@ -40,6 +41,7 @@ on any host).
 from __future__ import annotations
 
 import hmac
+import os
 import secrets
 import socket
 import threading
@@ -108,9 +110,17 @@ class BulkStream:
         segments: The buffers: filled when receiving, read when sending.
         sending: True to send ``segments`` to the client, False to receive them.
         parts: Connections the bytes are split over (see :func:`part_ranges`).
+        directory: An owner-only directory to listen in on a UNIX socket (the
+            kernel's own, when its channels are UNIX sockets), or None for a
+            port of 127.0.0.1.
+
+    Attributes:
+        port: The port listened on (0 on a UNIX socket).
+        path: The UNIX socket listened on, or None on a port.
     """
 
-    def __init__(self, segments: Sequence[Any], sending: bool, parts: int = 1) -> None:
+    def __init__(self, segments: Sequence[Any], sending: bool, parts: int = 1,
+                 directory: str | None = None) -> None:
         self.segments = segments
         self.sending = sending
         self.token = secrets.token_hex(_TOKEN_BYTES)
@@ -119,10 +129,17 @@ class BulkStream:
         self.error: str | None = None
         self._ranges = part_ranges(self.total, self.parts)
         self._moved = [0] * self.parts
-        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._listener.bind(("127.0.0.1", 0))
+        self.path: str | None = None
+        self.port = 0
+        if directory is not None:
+            self.path = os.path.join(directory, "b" + self.token[:8])
+            self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._listener.bind(self.path)
+        else:
+            self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self._listener.bind(("127.0.0.1", 0))
+            self.port = self._listener.getsockname()[1]
         self._listener.listen(self.parts + 4)
-        self.port: int = self._listener.getsockname()[1]
         self._clients: list[socket.socket] = []
         self._closed = threading.Event()
         self._lock = threading.Lock()
@@ -158,6 +175,11 @@ class BulkStream:
                 except OSError:
                     pass
                 sock.close()
+            if self.path is not None:
+                try:
+                    os.unlink(self.path)
+                except OSError:
+                    pass
 
     # ------------------------------------------------------------------ threads
 

@@ -34,6 +34,7 @@ from .streams import (
     StreamReader,
     StreamWriter,
     close_parts,
+    has_stream,
     open_local_stream,
     open_parts,
     run_parts,
@@ -397,7 +398,7 @@ class TransferClient:
             try:
                 segments = await self._fetch_streamed(content, sizes, progress, names)
             except NoStream as reason:
-                if "port" in content:
+                if has_stream(content):
                     self._fall_back(reason)
                 segments = await self._fetch(transfer_id, sizes, progress)
         finally:
@@ -500,7 +501,7 @@ class TransferClient:
                 try:
                     sources = await self._open(content)
                 except NoStream as reason:
-                    if "port" in content:
+                    if has_stream(content):
                         self._fall_back(reason)
                 else:
                     def pipes(ranges: list[tuple[int, int]]) -> list[Feed]:

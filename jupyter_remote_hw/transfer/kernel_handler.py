@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -89,6 +90,28 @@ def _trial(name: str, value: Any, check: bool) -> dict[str, Any]:
     except NotSerializableError as exc:  # whatever pickling raised, with its reason
         return {"carriable": False, "checked": True, "reason": exc.reason}
     return {"carriable": True, "checked": True, "nbytes": nbytes}
+
+
+def socket_directory() -> str | None:
+    """The directory of this kernel's UNIX sockets, when its channels are UNIX sockets.
+
+    A bulk stream listens there: a directory only the kernel's owner can enter.
+    """
+    try:
+        from ipykernel.kernelapp import IPKernelApp
+    except ImportError:
+        return None
+    if not IPKernelApp.initialized():
+        return None
+    app = IPKernelApp.instance()
+    if app.transport != "ipc":
+        return None
+    return os.path.dirname(os.path.abspath(app.ip))
+
+
+def _where(bulk: BulkStream) -> dict[str, Any]:
+    """Where a reply says its bulk stream listens: ``path`` or ``port``."""
+    return {"path": bulk.path} if bulk.path is not None else {"port": bulk.port}
 
 
 class TransferHandler:
@@ -248,8 +271,9 @@ class TransferHandler:
             return self._op_commit(content, [])
         if content.get("stream"):
             parts = part_count(sum(sizes), int(content.get("parts") or 1))
-            incoming.bulk = BulkStream(incoming.segments, sending=False, parts=parts).start()
-            return {"port": incoming.bulk.port, "token": incoming.bulk.token,
+            incoming.bulk = BulkStream(incoming.segments, sending=False, parts=parts,
+                                       directory=socket_directory()).start()
+            return {**_where(incoming.bulk), "token": incoming.bulk.token,
                     "parts": parts}, []
         return {}, []
 
@@ -299,8 +323,9 @@ class TransferHandler:
         self._outgoing[str(content["id"])] = outgoing
         if content.get("stream"):
             parts = part_count(sum(s.nbytes for s in segments), int(content.get("parts") or 1))
-            outgoing.bulk = BulkStream(segments, sending=True, parts=parts).start()
-            return {"variables": manifest, "inline": False, "port": outgoing.bulk.port,
+            outgoing.bulk = BulkStream(segments, sending=True, parts=parts,
+                                       directory=socket_directory()).start()
+            return {"variables": manifest, "inline": False, **_where(outgoing.bulk),
                     "token": outgoing.bulk.token, "parts": parts}, []
         return {"variables": manifest, "inline": False}, []
 

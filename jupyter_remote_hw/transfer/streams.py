@@ -40,8 +40,9 @@ class StreamWriter(Protocol):
     def close(self) -> None: ...
 
 
-#: Opens a byte stream to a port on the kernel's host's 127.0.0.1.
-StreamOpener = Callable[[int], Awaitable[tuple[StreamReader, StreamWriter]]]
+#: Opens a byte stream to a port on the kernel's host's 127.0.0.1 (an ``int``), or to
+#: a UNIX socket there (a ``str``, its path).
+StreamOpener = Callable[[int | str], Awaitable[tuple[StreamReader, StreamWriter]]]
 
 #: Writes a transfer's bytes to a bulk stream, reporting bytes written so far.
 Feed = Callable[[StreamWriter, Callable[[int], None]], Awaitable[None]]
@@ -51,9 +52,16 @@ Feed = Callable[[StreamWriter, Callable[[int], None]], Awaitable[None]]
 _LOCAL_STREAM_LIMIT = 4 * 1024 * 1024
 
 
-async def open_local_stream(port: int) -> tuple[StreamReader, StreamWriter]:
+async def open_local_stream(where: int | str) -> tuple[StreamReader, StreamWriter]:
     """A :data:`StreamOpener` for kernels on this machine."""
-    return await asyncio.open_connection("127.0.0.1", port, limit=_LOCAL_STREAM_LIMIT)
+    if isinstance(where, str):
+        return await asyncio.open_unix_connection(where, limit=_LOCAL_STREAM_LIMIT)
+    return await asyncio.open_connection("127.0.0.1", where, limit=_LOCAL_STREAM_LIMIT)
+
+
+def has_stream(content: dict[str, Any]) -> bool:
+    """Whether a reply announces a bulk stream."""
+    return bool(content.get("path")) or "port" in content
 
 
 class NoStream(Exception):
@@ -75,18 +83,20 @@ async def open_parts(opener: StreamOpener | None, content: dict[str, Any]) -> Pa
     Each stream has presented the token and its part's index.
 
     Args:
-        opener: Opens a stream to a port on the kernel's host; None when there is no way.
-        content: The reply announcing the stream: ``port``, ``token``, ``parts``
-            (one when absent, as from a kernel that splits nothing).
+        opener: Opens a stream to a port or UNIX socket on the kernel's host; None
+            when there is no way.
+        content: The reply announcing the stream: ``path`` or ``port``, ``token``,
+            ``parts`` (one when absent, as from a kernel that splits nothing).
 
     Raises:
         NoStream: The reply announced no stream, or a part's stream could not
             be opened (those that were are closed again).
     """
-    if opener is None or "port" not in content:
+    if opener is None or not (has_stream(content)):
         raise NoStream("no bulk stream")
-    port, parts = int(content["port"]), max(1, int(content.get("parts") or 1))
-    tasks = [asyncio.ensure_future(opener(port)) for _ in range(parts)]
+    where: int | str = str(content["path"]) if content.get("path") else int(content["port"])
+    parts = max(1, int(content.get("parts") or 1))
+    tasks = [asyncio.ensure_future(opener(where)) for _ in range(parts)]
     try:
         results = await asyncio.gather(*tasks, return_exceptions=True)
     except asyncio.CancelledError:

@@ -66,6 +66,14 @@ async def test_kernel_runs_on_the_ssh_host(
     assert info["ip"] == "127.0.0.1"
     assert provisioner._remote is not None
     assert [info[p] for p in PORTS] != [provisioner._remote[p] for p in PORTS]
+    # On the host, its channels and its transfers' bulk streams are UNIX sockets in the
+    # agent's owner-only state directory.
+    assert info["transport"] == "tcp" and provisioner._remote["transport"] == "ipc"
+    state_dir = os.path.dirname(provisioner._remote["ip"])
+    assert str(remote_root) in state_dir
+    where = await kc.execute("from jupyter_remote_hw.transfer.kernel_handler import "
+                             "socket_directory\nprint(socket_directory())")
+    assert where.stdout.strip() == state_dir, where
 
 
 async def test_interrupt_keeps_state_and_restart_keeps_machine_and_ports(

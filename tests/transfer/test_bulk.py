@@ -5,7 +5,9 @@ large one goes in parts over several SSH channels of a real sshd, all or nothing
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -139,6 +141,29 @@ async def test_a_stream_that_breaks_midway_assigns_nothing(start_kernel: StartKe
     assert await evaluate(kernel.link, PENDING) == "0"
 
 
+def test_a_stream_in_a_directory_listens_on_a_unix_socket_there(tmp_path: Path) -> None:
+    data = bytes(range(256)) * 40
+    stream = BulkStream([bytearray(data)], sending=True, directory=str(tmp_path)).start()
+    try:
+        assert stream.port == 0 and stream.path is not None
+        assert os.path.dirname(stream.path) == str(tmp_path)
+        with socket.socket(socket.AF_UNIX) as intruder:  # no token: dropped
+            intruder.connect(stream.path)
+            intruder.sendall(b"not-the-token\n")
+            assert intruder.recv(10) == b""
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(stream.path)
+            client.sendall(stream.token.encode() + b"\n")
+            received = b""
+            while chunk := client.recv(65536):
+                received += chunk
+        assert received == data
+        assert stream.wait(10) and stream.done
+    finally:
+        stream.close()
+    assert not os.path.exists(stream.path)
+
+
 def test_parts_are_equal_ranges_and_views_cross_segments() -> None:
     assert bulk.part_ranges(10, 3) == [(0, 4), (4, 7), (7, 10)]
     assert bulk.part_count(bulk.PARTS_FROM - 1, 8) == 1
@@ -215,8 +240,11 @@ class ThroughSSH:
         self.writers: list[Any] = []
         self.readers: list[Any] = []
 
-    async def __call__(self, port: int) -> Any:
-        reader, writer = await self.conn.open_connection("127.0.0.1", port)
+    async def __call__(self, where: int | str) -> Any:
+        if isinstance(where, str):
+            reader, writer = await self.conn.open_unix_connection(where)
+        else:
+            reader, writer = await self.conn.open_connection("127.0.0.1", where)
         self.readers.append(reader)
         self.writers.append(writer)
         return reader, writer

@@ -75,8 +75,8 @@ class LocalMachine(Machine):
     async def unexpose(self, kernel_id: str) -> None:
         return None
 
-    async def open_stream(self, port: int) -> tuple[Any, Any]:
-        return await open_local_stream(port)
+    async def open_stream(self, where: int | str) -> tuple[Any, Any]:
+        return await open_local_stream(where)
 
 
 class LocalProvider(Provider):
