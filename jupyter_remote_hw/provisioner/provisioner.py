@@ -203,10 +203,18 @@ class RemoteHWProvisioner(KernelProvisionerBase):
     def _report_end(self, reason: str) -> None:
         """The kernel's machine ended under it: say why, once, where the server shows it."""
         parent = self.parent
-        if parent is not None and getattr(parent, "reason", None) != reason:
-            self.log.warning("kernel %s died: %s", self.kernel_id, reason)
-            if hasattr(parent, "reason"):
-                parent.reason = reason  # jupyter_server lists it with the kernel
+        if parent is None or getattr(parent, "reason", None) == reason:
+            return
+        self.log.warning("kernel %s died: %s", self.kernel_id, reason)
+        if hasattr(parent, "reason"):
+            parent.reason = reason  # jupyter_server lists it with the kernel
+        event = {"kernel_id": self.kernel_id, "target": self.target, "step": "kernel died",
+                 "state": "failed", "seconds": None, "detail": reason}
+        for listener in list(self.manager.launch_listeners):
+            try:
+                listener(event)
+            except Exception:  # one listener's bug must not stop the others
+                self.log.exception("a launch listener failed on %s", event)
 
     @on_home_loop
     async def others_can_run_code(self) -> bool:
@@ -242,6 +250,8 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         if signum == 0:
             await self.poll()
             return
+        if self._machine is not None and self._machine.end_reason():
+            return  # its machine ended, and the kernel with it: nothing to signal
         self._launched_at = None
         try:
             if signum == signal.SIGINT:
@@ -357,6 +367,11 @@ class RemoteHWProvisioner(KernelProvisionerBase):
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(connection_file)
         target = self._target()
+        ended = self._machine.end_reason() if self._machine is not None else None
+        if ended and self._remote is not None:
+            # A restart does not quietly take new hardware (a new allocation) in its place.
+            with steps.step("restart kernel"):
+                raise RuntimeError(f"{ended}; start a new kernel to run on {target.name} again")
         self._machine = await self.manager.machine(target, steps)
         if adopting:
             with steps.step("find kernel"):

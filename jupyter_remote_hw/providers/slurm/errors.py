@@ -61,9 +61,10 @@ HOPELESS_REASONS = {
 def sbatch_error(cluster: str, stderr: str, *, partition: str, partitions: list[str],
                  detail: str, time: str) -> SLURMError:
     """The one-line error for a refused submission, from sbatch's own words."""
-    said = " ".join(line.strip() for line in stderr.splitlines() if line.strip())
-    said = re.sub(r"\bsbatch: error:\s*", "", said).strip() or "no reason given"
-    lowered = said.lower()
+    lines = [re.sub(r"^sbatch: error:\s*", "", line.strip()) for line in stderr.splitlines()
+             if line.strip()]
+    said = lines[-1] if lines else "no reason given"
+    lowered = " ".join(lines).lower()
     for fragment, template in _SBATCH_ERRORS:
         if fragment in lowered:
             text = template.format(partition=partition, partitions=", ".join(partitions) or "none",

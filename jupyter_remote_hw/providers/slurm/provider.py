@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import secrets
 import shlex
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -114,6 +115,7 @@ class SLURMProvider(Provider):
             self.owner = default_owner()
         self._rows: dict[str, tuple[float, list[NodeRow]]] = {}
         self._errors: dict[str, str] = {}
+        self._tried: set[str] = set()
         self._refreshing: asyncio.Task[None] | None = None
 
     @validate("clusters")
@@ -138,16 +140,18 @@ class SLURMProvider(Provider):
             return None
         return Path(self.ledger.path).parent / "slurm" / f"{cluster}.sinfo"
 
-    async def _connect(self, cluster: str) -> SSHConnection:
-        """The login node's SSH connection.
+    async def _connect(self, cluster: str,
+                       transport: TransportManager | None = None) -> SSHConnection:
+        """The login node's SSH connection (through ``transport``, default the shared one).
 
         Raises:
             LoginUnreachableError: It cannot be reached; the message names the cluster.
         """
-        assert self.transport is not None
+        transport = transport or self.transport
+        assert transport is not None
         login = str(self._cluster(cluster)["login"])
         try:
-            return await self.transport.connect(login)
+            return await transport.connect(login)
         except TransportError as exc:
             raise LoginUnreachableError(
                 login, f"SLURM cluster {cluster}: the login node {login} cannot be reached "
@@ -161,7 +165,8 @@ class SLURMProvider(Provider):
 
     # ------------------------------------------------------------------ targets
 
-    async def refresh(self, cluster: str | None = None) -> None:
+    async def refresh(self, cluster: str | None = None,
+                      transport: TransportManager | None = None) -> None:
         """Read the partitions of ``cluster`` (default: every cluster) from sinfo now.
 
         A cluster that cannot be asked keeps the partitions read before, and
@@ -169,7 +174,7 @@ class SLURMProvider(Provider):
         """
         for name in [cluster] if cluster else list(self.clusters):
             try:
-                conn = await self._connect(name)
+                conn = await self._connect(name, transport)
                 text = await self.shell(name, conn).checked(SINFO_COMMAND, "sinfo")
             except (TransportError, SLURMError, OSError) as exc:
                 self._errors[name] = str(exc)
@@ -194,6 +199,27 @@ class SLURMProvider(Provider):
                 return rows
         return None
 
+    def _read_now(self, cluster: str) -> None:
+        """Read ``cluster``'s partitions at once, on a connection of a thread's own (the
+        first listing in a process that never read them: a kernelspec lookup cannot wait
+        for a background reading)."""
+        if self.transport is None or cluster in self._tried:
+            return
+        self._tried.add(cluster)
+        settings = {name: getattr(self.transport, name)
+                    for name in self.transport.trait_names(config=True)}
+
+        async def read() -> None:
+            own = TransportManager(log=self.log, **settings)
+            try:
+                await self.refresh(cluster, own)
+            finally:
+                await own.close_all()
+
+        worker = threading.Thread(target=asyncio.run, args=(read(),), daemon=True)
+        worker.start()
+        worker.join()
+
     def _refresh_soon(self) -> None:
         """Refresh stale partitions in the background, when called on a running loop."""
         stale = [name for name in self.clusters
@@ -214,6 +240,9 @@ class SLURMProvider(Provider):
         entry = self._cluster(cluster)
         partitions = [str(p) for p in entry.get("partitions") or []]
         rows = self._cached_rows(cluster)
+        if rows is None:
+            self._read_now(cluster)
+            rows = self._cached_rows(cluster)
         if rows is None:
             return []
         found = offers(rows, partitions or None, int(entry.get("gpus", 1)))
@@ -355,7 +384,7 @@ class SLURMProvider(Provider):
             if not result.ok or len(lines) < 3:
                 error = sbatch_error(
                     cluster, result.stderr, partition=offer.partition,
-                    partitions=sorted({o.partition for o in self.offers(cluster) if o.nodes}),
+                    partitions=sorted({r.partition for r in self._cached_rows(cluster) or []}),
                     detail=f"{offer.gres or 'CPUs'}:{entry.get('gpus', 1)}".lstrip(":"),
                     time=str(entry.get("time") or "60"))
                 self.ledger.set_machine_state(machine_id, "failed", str(error))
@@ -417,18 +446,28 @@ class SLURMProvider(Provider):
 
     # ------------------------------------------------------------------ reaping
 
-    async def reap(self, live_kernel_targets: set[str]) -> list[str]:
-        """Cancel our jobs whose kernels are gone.
+    async def reap(self, live_kernel_targets: set[str], *, dry_run: bool = False
+                   ) -> tuple[list[str], list[str]]:
+        """Cancel the jobs this ledger started whose kernels are gone.
 
-        A job is ours when its comment carries our tag. It is reaped when the
-        ledger has no live record of it, or when no kernel the ledger knows runs
-        on its target (``live_kernel_targets``).
+        A job is ours when its comment carries our tag and the ledger id in it is
+        one of this ledger's allocations; it is reaped when no kernel the ledger
+        knows runs on its target (``live_kernel_targets``) or when the ledger
+        already counts it as ended. Jobs with our tag that this ledger did not
+        start (another Jupyter server's, on another machine) are left running and
+        returned, for people to check.
+
+        Args:
+            live_kernel_targets: Targets that live kernels run on.
+            dry_run: Only say what would be cancelled.
 
         Returns:
-            The cancelled job ids.
+            The job ids cancelled (or to cancel, with ``dry_run``), and those of
+            tagged jobs left running because this ledger did not start them.
         """
         assert self.ledger is not None
-        cancelled = []
+        cancelled: list[str] = []
+        unknown: list[str] = []
         for cluster in self.clusters:
             try:
                 shell = self.shell(cluster, await self._connect(cluster))
@@ -439,16 +478,20 @@ class SLURMProvider(Provider):
             for state, comment in jobs:
                 machine_id = comment.split(":", 1)[1] if ":" in comment else ""
                 record = self.ledger.get_machine(machine_id) if machine_id else None
-                if record is not None and record.state not in LEDGER_FINAL \
-                        and record.name in live_kernel_targets:
+                if record is None or record.provider != self.name:
+                    unknown.append(state.job_id)
+                    continue
+                if record.state not in LEDGER_FINAL and record.name in live_kernel_targets:
+                    continue
+                cancelled.append(state.job_id)
+                if dry_run:
                     continue
                 await shell.cancel(state.job_id)
-                cancelled.append(state.job_id)
                 detail = f"SLURM job {state.job_id} was cancelled: reaped (no live kernel)"
-                if record is not None:
+                with contextlib.suppress(KeyError):
                     self.ledger.set_machine_state(record.machine_id, "terminated", detail)
                 self.log.info("%s", detail)
-        return cancelled
+        return cancelled, unknown
 
 
 def _minutes(text: str) -> str:

@@ -81,8 +81,9 @@ class JobState:
 
     @property
     def ended(self) -> bool:
-        """Whether it has ended (or is ending)."""
-        return self.state in FINAL_STATES or self.state in ("GONE", "COMPLETING")
+        """Whether it has ended (a job still ``COMPLETING`` has not: its final state,
+        the reason it ended, comes with the next look)."""
+        return self.state in FINAL_STATES or self.state == "GONE"
 
     def queue_line(self) -> str:
         """The launch step's line while it pends: id, state, reason, position, start."""

@@ -5,25 +5,36 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tornado.httpclient import HTTPClientError
+
+from jupyter_remote_hw.ledger import Ledger
+from jupyter_remote_hw.machines import MachineManager
+from jupyter_remote_hw.providers.slurm import SLURMProvider
+from jupyter_remote_hw.transport import TransportManager
 
 from ...conftest import TEST_TRANSPORT
-from ...testhosts import SSHTestHost, is_root, loopback_host
+from ...kernelws import KernelChannels
+from ...serverloop import jp_asyncio_loop  # noqa: F401 (fixture)
+from ...testhosts import SSHTestHost, free_port, is_root, loopback_host
 
 #: The dev cluster's scripts, beside the checkout.
 SLURM_DEV = Path(__file__).resolve().parents[4].parent / "shared" / "slurm"
 STATE = Path(os.environ.get("SLURM_DEV_DIR", "/tmp/slurm-dev"))
 SLURM_CONF = str(STATE / "etc" / "slurm.conf")
 CLUSTER = "dev"
-#: Names of the jobs tests submit themselves (to fill a node).
-FILLER = "jrhw-test-filler"
+#: Name of the jobs this session submits itself (to fill a node).
+FILLER = f"jrhw-test-filler-{secrets.token_hex(4)}"
+#: The cluster roots this session configured: the provider's jobs work below them.
+ROOTS: set[str] = set()
 
 
 @pytest.fixture(scope="session")
@@ -48,10 +59,19 @@ def slurm(*argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def our_jobs() -> list[str]:
-    """Ids of every job the tests (or the provider they drive) submitted, live or not."""
-    out = slurm("squeue", "-h", "-o", "%i|%j").stdout
-    return [line.split("|")[0] for line in out.splitlines()
-            if line.split("|")[-1] in ("jupyter-remote-hw", "jupyter-remote-hw-agent", FILLER)]
+    """Ids of the live jobs this test session submitted, itself or through the provider.
+
+    Other sessions may share the cluster (the same tests, run elsewhere at the same
+    time); their jobs are left alone: a filler job carries this session's name, and
+    the provider's jobs work in a directory under a root this session configured.
+    """
+    out = slurm("squeue", "-h", "-o", "%i|%j|%Z").stdout
+    found = []
+    for line in out.splitlines():
+        job_id, name, workdir = (line.split("|") + ["", ""])[:3]
+        if name == FILLER or any(workdir.startswith(root) for root in ROOTS):
+            found.append(job_id)
+    return found
 
 
 def cancel_ours() -> None:
@@ -79,6 +99,7 @@ def login_host(tmp_path_factory: pytest.TempPathFactory, slurm_cluster: str
 
 def cluster_entry(login: str, root: Path, **extra: Any) -> dict[str, Any]:
     """One cluster's entry for ``c.SLURMProvider.clusters``."""
+    ROOTS.add(str(root) + "/")
     return {"login": login, "env": {"SLURM_CONF": SLURM_CONF}, "python": sys.executable,
             "root": str(root), "time": "10", **extra}
 
@@ -97,6 +118,82 @@ def server_config(ssh_config: Path, state: Path, clusters: dict[str, Any],
     for section, values in extra.items():
         config.setdefault(section, {}).update(values)
     return config
+
+
+@pytest.fixture
+async def manager(jp_serverapp: Any) -> MachineManager:
+    """The server's machine manager, with the cluster's partitions read."""
+    machines: MachineManager = MachineManager.instance()
+    provider = machines.providers["slurm"]
+    assert isinstance(provider, SLURMProvider)
+    await provider.refresh()
+    return machines
+
+
+@pytest.fixture
+async def kernels(jp_fetch: Any, jp_ws_fetch: Any, manager: MachineManager
+                  ) -> AsyncIterator[Any]:
+    """Start kernels through the API; each is shut down afterwards."""
+    started: list[str] = []
+    opened: list[KernelChannels] = []
+
+    class Kernels:
+        async def start(self, name: str) -> str:
+            response = await jp_fetch("api", "kernels", method="POST",
+                                      body=json.dumps({"name": name}))
+            kernel_id = str(json.loads(response.body)["id"])
+            started.append(kernel_id)
+            return kernel_id
+
+        async def channels(self, kernel_id: str) -> KernelChannels:
+            kc = KernelChannels(await jp_ws_fetch("api", "kernels", kernel_id, "channels"))
+            opened.append(kc)
+            await kc.wait_ready()
+            return kc
+
+        async def model(self, kernel_id: str) -> dict[str, Any]:
+            return dict(json.loads((await jp_fetch("api", "kernels", kernel_id)).body))
+
+        async def stop(self, kernel_id: str) -> None:
+            await jp_fetch("api", "kernels", kernel_id, method="DELETE")
+
+    yield Kernels()
+    for kc in opened:
+        await kc.close()
+    for kernel_id in started:
+        try:
+            await jp_fetch("api", "kernels", kernel_id, method="DELETE")
+        except HTTPClientError:
+            pass
+
+
+@pytest.fixture
+async def make(login_host: SSHTestHost, short_tmp: Path, clean_queue: None
+               ) -> AsyncIterator[Any]:
+    """Providers of one cluster 'dev' with the entry's keys given; all closed afterwards."""
+    made: list[SLURMProvider] = []
+    config = short_tmp / "ssh_config"
+    config.write_text(login_host.ssh_config.read_text() + login_host.config_block(
+        "dead-login", Port=free_port()))
+
+    def provider(**entry: Any) -> SLURMProvider:
+        login = str(entry.pop("login", login_host.alias))
+        transport = TransportManager(ssh_config_files=[str(config)], **TEST_TRANSPORT)
+        made.append(SLURMProvider(
+            transport=transport, ledger=Ledger(short_tmp / "ledger.sqlite3"), queue_poll=0.5,
+            clusters={"dev": cluster_entry(login, short_tmp / "c", **entry)}))
+        return made[-1]
+
+    yield provider
+    for provider in made:
+        assert provider.transport is not None and provider.ledger is not None
+        await provider.transport.close_all()
+        provider.ledger.close()
+
+
+def job_state(job_id: str) -> str:
+    """The job's SLURM state (empty once SLURM forgot it)."""
+    return slurm("squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T").stdout.strip()
 
 
 __all__ = ["CLUSTER", "FILLER", "cluster_entry", "json", "our_jobs", "server_config", "slurm"]

@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tornado.httpclient import HTTPClientError
 
 from jupyter_remote_hw.machines import MachineManager
-from jupyter_remote_hw.providers.slurm import SLURMProvider
 
-from ...kernelws import KernelChannels
-from ...serverloop import jp_asyncio_loop  # noqa: F401 (fixture)
 from ...testhosts import SSHTestHost
-from .conftest import CLUSTER, FILLER, cluster_entry, our_jobs, server_config, slurm
+from .conftest import CLUSTER, FILLER, cluster_entry, job_state, our_jobs, server_config, slurm
 
 A100 = "remote-hw-slurm-dev-gpu-a100"
 T4 = "remote-hw-slurm-dev-gpu-t4"
@@ -29,57 +23,6 @@ def jp_server_config(login_host: SSHTestHost, short_tmp: Path, clean_queue: None
                      ) -> dict[str, Any]:
     return server_config(login_host.ssh_config, short_tmp,
                          {CLUSTER: cluster_entry(login_host.alias, short_tmp / "c")})
-
-
-@pytest.fixture
-async def manager(jp_serverapp: Any) -> MachineManager:
-    """The server's machine manager, with the cluster's partitions read."""
-    machines: MachineManager = MachineManager.instance()
-    provider = machines.providers["slurm"]
-    assert isinstance(provider, SLURMProvider)
-    await provider.refresh()
-    return machines
-
-
-@pytest.fixture
-async def kernels(jp_fetch: Any, jp_ws_fetch: Any, manager: MachineManager
-                  ) -> AsyncIterator[Any]:
-    """Start kernels through the API; each is shut down afterwards."""
-    started: list[str] = []
-    opened: list[KernelChannels] = []
-
-    class Kernels:
-        async def start(self, name: str) -> str:
-            response = await jp_fetch("api", "kernels", method="POST",
-                                      body=json.dumps({"name": name}))
-            kernel_id = str(json.loads(response.body)["id"])
-            started.append(kernel_id)
-            return kernel_id
-
-        async def channels(self, kernel_id: str) -> KernelChannels:
-            kc = KernelChannels(await jp_ws_fetch("api", "kernels", kernel_id, "channels"))
-            opened.append(kc)
-            await kc.wait_ready()
-            return kc
-
-        async def model(self, kernel_id: str) -> dict[str, Any]:
-            return dict(json.loads((await jp_fetch("api", "kernels", kernel_id)).body))
-
-        async def stop(self, kernel_id: str) -> None:
-            await jp_fetch("api", "kernels", kernel_id, method="DELETE")
-
-    yield Kernels()
-    for kc in opened:
-        await kc.close()
-    for kernel_id in started:
-        try:
-            await jp_fetch("api", "kernels", kernel_id, method="DELETE")
-        except HTTPClientError:
-            pass
-
-
-def job_state(job_id: str) -> str:
-    return slurm("squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T").stdout.strip()
 
 
 async def test_kernel_runs_in_the_allocation_and_shutdown_ends_the_job(

@@ -24,8 +24,7 @@ async def test_targets_are_partitions_by_gpu_type_with_availability(
 ) -> None:
     slurm_provider = provider(login_host, tmp_path)
     try:
-        assert slurm_provider.targets() == []  # nothing read yet
-        await slurm_provider.refresh()
+        # The first listing reads sinfo at once (a kernelspec lookup cannot wait).
         targets = {t.name: t for t in slurm_provider.targets()}
         assert sorted(targets) == ["slurm-dev-debug-a100", "slurm-dev-debug-t4",
                                    "slurm-dev-gpu-a100", "slurm-dev-gpu-t4"]

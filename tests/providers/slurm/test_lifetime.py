@@ -1,0 +1,159 @@
+"""How SLURM allocations end: the time limit, reaping, and a server restart in between."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tornado.httpclient import AsyncHTTPClient
+
+from jupyter_remote_hw.launch_steps import LaunchSteps
+from jupyter_remote_hw.providers.slurm import SLURMMachine
+
+from ...serverprocess import Server
+from ...serverprocess import start_server as start_server_process
+from ...testhosts import SSHTestHost
+from .conftest import CLUSTER, FILLER, cluster_entry, job_state, server_config, slurm
+
+
+@pytest.fixture
+def jp_server_config(login_host: SSHTestHost, short_tmp: Path, clean_queue: None
+                     ) -> dict[str, Any]:
+    # One-minute jobs, warned 50 s before their end.
+    return server_config(login_host.ssh_config, short_tmp, {CLUSTER: cluster_entry(
+        login_host.alias, short_tmp / "c", time="1", warn=50, partitions=["debug"])})
+
+
+@pytest.mark.timeout(200)
+async def test_time_limit_kills_the_kernel_with_slurms_reason(
+    jp_server_config: dict[str, Any], kernels: Any, manager: Any, short_tmp: Path,
+) -> None:
+    events: list[dict[str, Any]] = []
+    manager.launch_listeners.append(events.append)
+    kernel_id = await kernels.start("remote-hw-slurm-dev-debug-a100")
+    kc = await kernels.channels(kernel_id)
+    ran = await kc.execute("import os; print(os.environ['SLURM_JOB_ID'])")
+    job_id = ran.stdout.strip()
+    began = time.monotonic()
+    died: list[dict[str, Any]] = []
+    while not died and time.monotonic() - began < 150:
+        await asyncio.sleep(1)
+        died = [e for e in events if e["step"] == "kernel died"]
+    (death,) = died
+    assert death["kernel_id"] == kernel_id and death["state"] == "failed"
+    assert death["detail"] == (f"SLURM job {job_id} ended: TIMEOUT (it reached its time limit)")
+    assert job_state(job_id) == "TIMEOUT"
+    # SLURM's early warning reached the holder job.
+    warned = short_tmp / "c" / ".local/state/jupyter-remote-hw/slurm" / job_id / "warned"
+    assert warned.exists()
+    # The automatic restart does not take a new allocation: it fails with the reason.
+    for _ in range(50):
+        refused = [e for e in events if e["step"] == "restart kernel" and e["state"] == "failed"]
+        if refused:
+            break
+        await asyncio.sleep(0.2)
+    assert refused and refused[0]["detail"].startswith(f"SLURM job {job_id} ended: TIMEOUT")
+    submitted = [e for e in events if e["step"] == "submit job" and e["state"] == "done"]
+    assert len(submitted) == 1  # no second job was submitted
+    record = manager.ledger.find_machine(job_id)
+    assert record.state == "terminated" and "TIMEOUT" in \
+        manager.ledger.machine_events(record.machine_id)[-1].detail
+
+
+async def test_reap_cancels_our_jobs_whose_kernels_are_gone(make: Any) -> None:
+    provider = make()
+    await provider.refresh()
+    target = next(t for t in provider.targets() if t.name == "slurm-dev-gpu-a100")
+    machine = await provider.open_machine(target, LaunchSteps(target.name, "k", provider.log))
+    assert isinstance(machine, SLURMMachine)
+    held = machine.allocation.job_id
+    try:
+        # A job with our tag that this ledger did not start (another server's)...
+        root = str(provider.clusters["dev"]["root"])
+        stray = slurm("sbatch", "--parsable", "-J", "jupyter-remote-hw", "-p", "gpu", "-t", "5",
+                      "--comment=jupyter-remote-hw:s-000000000000", "-o", "/dev/null",
+                      "-D", root, "--wrap", "sleep 300").stdout.strip()
+        # ... and a job that is not ours at all: neither is touched.
+        other = slurm("sbatch", "--parsable", "-J", FILLER, "-p", "gpu", "-t", "5",
+                      "-o", "/dev/null", "--wrap", "sleep 300").stdout.strip()
+        cancelled, unknown = await provider.reap({target.name})
+        assert cancelled == [] and stray in unknown
+        assert job_state(held) == "RUNNING" and job_state(other) in ("RUNNING", "PENDING")
+        assert job_state(stray) in ("RUNNING", "PENDING")
+        # Once no kernel runs on its target, the allocation goes.
+        assert await provider.reap(set(), dry_run=True) == ([held], unknown)
+        assert job_state(held) == "RUNNING"
+        assert (await provider.reap(set()))[0] == [held]
+        assert job_state(held) in ("CANCELLED", "COMPLETING")
+        assert provider.ledger is not None
+        record = provider.ledger.find_machine(held)
+        assert record is not None and record.state == "terminated"
+    finally:
+        await machine.close()
+
+
+@pytest.fixture
+def server_dirs(short_tmp: Path, login_host: SSHTestHost) -> dict[str, Path]:
+    made = {name: short_tmp / name for name in ("config", "data", "runtime", "nb")}
+    for path in made.values():
+        path.mkdir()
+    config = server_config(login_host.ssh_config, short_tmp, {
+        CLUSTER: cluster_entry(login_host.alias, short_tmp / "c")})
+    (made["config"] / "jupyter_server_config.json").write_text(json.dumps(config))
+    return made
+
+
+@pytest.fixture
+async def servers(server_dirs: dict[str, Path], short_tmp: Path, clean_queue: None
+                  ) -> AsyncIterator[Any]:
+    started: list[Server] = []
+
+    def start() -> Server:
+        server = start_server_process(server_dirs, short_tmp / f"server-{len(started)}.log")
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        with contextlib.suppress(ProcessLookupError):
+            server.process.kill()
+        server.process.wait(10)
+    AsyncHTTPClient().close()
+
+
+@pytest.mark.timeout(180)
+async def test_a_restarted_server_reattaches_the_kernel_in_its_running_job(servers: Any) -> None:
+    first: Server = servers()
+    await first.ready()
+    kernel_id = (await first.api("kernels", method="POST",
+                                 body={"name": "remote-hw-slurm-dev-gpu-a100"}))["id"]
+    kc = await first.channels(kernel_id)
+    ran = await kc.execute("import os; x = 42; print(os.environ['SLURM_JOB_ID'])")
+    job_id = ran.stdout.strip()
+    await kc.close()
+    first.process.send_signal(signal.SIGKILL)
+    first.process.wait(10)
+    assert job_state(job_id) == "RUNNING"
+
+    second: Server = servers()
+    await second.ready()
+    for _ in range(150):
+        listed = [k["id"] for k in await second.api("kernels")]
+        if kernel_id in listed:
+            break
+        await asyncio.sleep(0.2)
+    assert listed == [kernel_id], second.log.read_text()[-4000:]
+    kc = await second.channels(kernel_id)
+    ran = await kc.execute("print(x, os.environ['SLURM_JOB_ID'])")
+    assert ran.stdout.split() == ["42", job_id]
+    await kc.close()
+    assert job_state(job_id) == "RUNNING"
+    await second.api("kernels", kernel_id, method="DELETE")
+    assert job_state(job_id) in ("CANCELLED", "COMPLETING")
