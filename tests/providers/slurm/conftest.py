@@ -69,7 +69,7 @@ def our_jobs() -> list[str]:
     found = []
     for line in out.splitlines():
         job_id, name, workdir = (line.split("|") + ["", ""])[:3]
-        if name == FILLER or any(workdir.startswith(root) for root in ROOTS):
+        if name == FILLER or any(f"{workdir}/".startswith(root) for root in ROOTS):
             found.append(job_id)
     return found
 

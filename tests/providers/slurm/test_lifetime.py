@@ -78,10 +78,11 @@ async def test_reap_cancels_our_jobs_whose_kernels_are_gone(make: Any) -> None:
         # A job with our tag that this ledger did not start (another server's)...
         root = str(provider.clusters["dev"]["root"])
         stray = slurm("sbatch", "--parsable", "-J", "jupyter-remote-hw", "-p", "gpu", "-t", "5",
+                      "-w", "gpu1",
                       "--comment=jupyter-remote-hw:s-000000000000", "-o", "/dev/null",
                       "-D", root, "--wrap", "sleep 300").stdout.strip()
         # ... and a job that is not ours at all: neither is touched.
-        other = slurm("sbatch", "--parsable", "-J", FILLER, "-p", "gpu", "-t", "5",
+        other = slurm("sbatch", "--parsable", "-J", FILLER, "-p", "gpu", "-t", "5", "-w", "gpu1",
                       "-o", "/dev/null", "--wrap", "sleep 300").stdout.strip()
         cancelled, unknown = await provider.reap({target.name})
         assert cancelled == [] and stray in unknown

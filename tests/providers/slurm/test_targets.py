@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from jupyter_remote_hw.ledger import Ledger
@@ -10,7 +11,7 @@ from jupyter_remote_hw.transport import TransportManager
 
 from ...conftest import TEST_TRANSPORT
 from ...testhosts import SSHTestHost
-from .conftest import FILLER, cluster_entry, slurm
+from .conftest import FILLER, cluster_entry, job_state, slurm
 
 
 def provider(login: SSHTestHost, tmp_path: Path, **entry: object) -> SLURMProvider:
@@ -39,6 +40,10 @@ async def test_targets_are_partitions_by_gpu_type_with_availability(
         filled = slurm("sbatch", "--parsable", "-J", FILLER, "-p", "gpu", "--gres=gpu:t4:1",
                        "-t", "5", "-o", "/dev/null", "--wrap", "sleep 300")
         assert filled.returncode == 0, filled.stderr
+        for _ in range(100):  # the scheduler starts it within a few seconds
+            if job_state(filled.stdout.strip()) == "RUNNING":
+                break
+            await asyncio.sleep(0.1)
         for _ in range(50):
             await slurm_provider.refresh()
             if slurm_provider.availability("slurm-dev-gpu-t4") != "1 of 1 GPUs free on 1 node":
