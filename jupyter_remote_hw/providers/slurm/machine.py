@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,18 +71,23 @@ class SLURMMachine(SSHMachine):
         watch_interval: Seconds between checks of the job's state.
         lifetime: The agent's lifetime policy (idle stop), with ``scancel`` as its
             stop command; empty: none.
+        notify: Called with a line for the user when SLURM warns that the job's
+            time is nearly up.
     """
 
     def __init__(self, target: Target, transport: TransportManager, conn: SSHConnection,
                  log: logging.Logger, idle_exit: float, relay_buffer: int, *,
                  shell: SlurmShell, allocation: Allocation, ledger: Ledger,
-                 watch_interval: float = 5.0, lifetime: dict[str, Any] | None = None) -> None:
+                 watch_interval: float = 5.0, lifetime: dict[str, Any] | None = None,
+                 notify: Callable[[str], None] | None = None) -> None:
         super().__init__(target, transport, conn, log, idle_exit, relay_buffer)
         self.shell = shell
         self.allocation = allocation
         self.ledger = ledger
         self.watch_interval = watch_interval
         self.lifetime = dict(lifetime or {})
+        self.notify = notify
+        self._warned = False
         self.job: JobState | None = None
         """The job's state when last checked."""
         self._ended: str | None = None
@@ -106,11 +112,24 @@ class SLURMMachine(SSHMachine):
             self.ledger.set_machine_state(self.allocation.machine_id, "terminated", self._ended)
 
     async def refresh(self) -> JobState:
-        """Ask SLURM for the job's state now; an ended job is recorded as such."""
-        state = await self.shell.job(self.allocation.job_id)
+        """Ask SLURM for the job's state now; an ended job is recorded as such, and
+        SLURM's early warning is said once."""
+        marker = None if self._warned else f"{self.allocation.job_dir}/warned"
+        state = await self.shell.job(self.allocation.job_id, marker=marker)
         self.job = state
         if state.ended:
             self._mark_ended(state)
+        elif state.marked and not self._warned:
+            self._warned = True
+            left = state.seconds_left()
+            when = f"in {left:.0f} s" if left is not None else "soon"
+            notice = (f"SLURM job {state.job_id} ends {when} (its time limit): save your work; "
+                      "the kernel ends with it")
+            self.log.warning("machine %s: %s", self.target.name, notice)
+            with contextlib.suppress(KeyError):
+                self.ledger.note_machine(self.allocation.machine_id, "warned", notice)
+            if self.notify is not None:
+                self.notify(notice)
         return state
 
     async def _watch(self) -> None:

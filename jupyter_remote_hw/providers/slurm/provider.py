@@ -334,6 +334,7 @@ class SLURMProvider(Provider):
             ledger=self.ledger, watch_interval=self.watch_interval,
             lifetime={"idle_stop": idle, "deadman": 0.0,
                       "stop_command": ["scancel", allocation.job_id]} if idle else None,
+            notify=lambda line: self._notify(target, line),
         )
         try:
             with steps.step("prepare host"):
@@ -343,6 +344,16 @@ class SLURMProvider(Provider):
             await machine.close()
             raise
         return machine
+
+    def _notify(self, target: Target, line: str) -> None:
+        """Tell the launch listeners (the event socket: toolbar and notices) ``line``."""
+        event = {"kernel_id": "", "target": target.name, "step": "time limit",
+                 "state": "progress", "seconds": None, "detail": line}
+        for listener in list(getattr(self.parent, "launch_listeners", [])):
+            try:
+                listener(event)
+            except Exception:  # one listener's bug must not stop the others
+                self.log.exception("a launch listener failed on %s", event)
 
     async def _live_allocation(self, target: Target, shell: SlurmShell,
                                steps: LaunchSteps) -> Allocation | None:

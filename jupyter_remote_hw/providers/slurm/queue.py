@@ -56,6 +56,7 @@ class JobState:
         partition: Its partition.
         time_limit: Its time limit as SLURM prints it.
         position: Its place among the partition's pending jobs (1 first), when pending.
+        marked: Whether the marker file asked about exists (see :meth:`SlurmShell.job`).
     """
 
     job_id: str
@@ -68,6 +69,7 @@ class JobState:
     partition: str = ""
     time_limit: str = ""
     position: int | None = None
+    marked: bool = False
 
     @property
     def pending(self) -> bool:
@@ -162,16 +164,29 @@ class SlurmShell:
         """``sbatch --parsable OPTIONS`` with ``script`` on its stdin."""
         return await self.run(shlex.join(["sbatch", "--parsable", *options]), input=script)
 
-    async def job(self, job_id: str, with_position: bool = False) -> JobState:
-        """The job's state now (``GONE`` once squeue no longer lists it)."""
+    async def job(self, job_id: str, with_position: bool = False,
+                  marker: str | None = None) -> JobState:
+        """The job's state now (``GONE`` once squeue no longer lists it).
+
+        Args:
+            job_id: The job.
+            with_position: Also find its place among its partition's pending jobs.
+            marker: A file on the cluster whose existence is reported in
+                :attr:`JobState.marked` (the holder's note of SLURM's warning).
+        """
         text = f"squeue -h -t all -j {shlex.quote(job_id)} -o '{_JOB_FORMAT}' 2>/dev/null"
         if with_position:
             text += "; echo @@; squeue -h -t PD --sort=-p,i -o '%i|%P'"
+        if marker:
+            text += f"; test -e {shlex.quote(marker)} && echo @@marked"
         result = await self.run(text)
-        head, _, queue = result.stdout.partition("@@")
+        marked = "@@marked" in result.stdout
+        head, _, queue = result.stdout.replace("@@marked", "").partition("@@")
         state = next((parse_job(line) for line in head.splitlines() if line.strip()), None)
         if state is None:
             return JobState(job_id=job_id, state="GONE")
+        if marked:
+            state = JobState(**{**state.__dict__, "marked": True})
         if with_position and state.pending:
             ahead = [line.split("|")[0] for line in queue.splitlines()
                      if line.strip() and line.split("|")[-1] == state.partition]

@@ -92,3 +92,20 @@ async def test_pending_launch_shows_the_queue_and_cancelling_it_cancels_the_job(
     assert [j for j in our_jobs() if j == job_id] in ([], [job_id])
     record = manager.ledger.find_machine(job_id)
     assert record is not None and record.state == "terminated"
+
+
+async def test_two_kernels_on_one_target_share_its_allocation(
+    kernels: Any, manager: MachineManager,
+) -> None:
+    first, second = await kernels.start(A100), await kernels.start(A100)
+    jobs = []
+    for kernel_id in (first, second):
+        kc = await kernels.channels(kernel_id)
+        ran = await kc.execute("import os; print(os.environ['SLURM_JOB_ID'])")
+        jobs.append(ran.stdout.strip())
+    assert jobs[0] == jobs[1]
+    # The allocation stays while one of its kernels runs, and ends with the last.
+    await kernels.stop(first)
+    assert job_state(jobs[0]) == "RUNNING"
+    await kernels.stop(second)
+    assert job_state(jobs[0]) in ("CANCELLED", "COMPLETING")

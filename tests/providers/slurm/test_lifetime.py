@@ -50,9 +50,15 @@ async def test_time_limit_kills_the_kernel_with_slurms_reason(
     assert death["kernel_id"] == kernel_id and death["state"] == "failed"
     assert death["detail"] == (f"SLURM job {job_id} ended: TIMEOUT (it reached its time limit)")
     assert job_state(job_id) == "TIMEOUT"
-    # SLURM's early warning reached the holder job.
+    # SLURM's early warning reached the holder job, and the user was told before the end.
     warned = short_tmp / "c" / ".local/state/jupyter-remote-hw/slurm" / job_id / "warned"
     assert warned.exists()
+    notices = [e for e in events if e["step"] == "time limit"]
+    assert len(notices) == 1 and events.index(notices[0]) < events.index(death)
+    assert notices[0]["target"] == "slurm-dev-debug-a100"
+    assert notices[0]["detail"].startswith(f"SLURM job {job_id} ends in ")
+    assert notices[0]["detail"].endswith(" s (its time limit): save your work; the kernel "
+                                         "ends with it")
     # The automatic restart does not take a new allocation: it fails with the reason.
     for _ in range(50):
         refused = [e for e in events if e["step"] == "restart kernel" and e["state"] == "failed"]
