@@ -26,12 +26,12 @@ from . import cli_machines
 from .catalog import CatalogEntry, user_catalog_path, write_catalog
 from .catalog.refresh import refresh_entries
 from .config_check import ConfigError, check_config, load_config_files
-from .launch_steps import LaunchError, LaunchSteps
 from .ledger import FINAL_STATES, MachineRecord
 from .machines import MachineManager
 from .providers import Target
 from .providers.aws import AWSProvider, ReapCandidate
 from .providers.aws.errors import AWSError
+from .providers.launch_steps import LaunchError, LaunchSteps
 from .providers.slurm.reaping import reap_slurm
 from .sharing import cli as sharing_cli
 from .transport.host_keys import TRUSTED, fetch_presented_key, record_key, refuse_changed

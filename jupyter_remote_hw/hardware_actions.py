@@ -15,11 +15,11 @@ from typing import Any
 
 from .agent_client import AgentError, AgentUnavailableError
 from .hardware_events import EventHub
-from .launch_steps import LaunchError
 from .ledger.store import ACTIVE_STATES, FINAL_STATES, MachineRecord
 from .machine_view import KernelFacts, MachineView, link_states, owned_hardware_note
 from .machines import MachineManager
 from .providers import KERNEL_NAME_PREFIX, Target, UnknownHardwareError
+from .providers.launch_steps import LaunchError
 from .switching import CARRY_ALL, carry, kernel_namespace, mark_missing_modules
 from .transfer import TransferError
 from .user_errors import commands_in, host_key_details

@@ -57,7 +57,7 @@ class EventHub:
         return event
 
     def launch_listener(self, event: dict[str, Any]) -> None:
-        """A launch listener (see :mod:`..launch_steps`): publishes ``launch`` events."""
+        """A launch listener (see :mod:`.providers.launch_steps`): publishes ``launch`` events."""
         self.publish("launch", **event)
 
 

@@ -29,10 +29,10 @@ from traitlets.config import Config, SingletonConfigurable
 from traitlets.config.loader import ConfigFileNotFound, JSONFileConfigLoader, PyFileConfigLoader
 
 from .agent_client import AgentError, AgentUnavailableError
-from .launch_steps import LaunchListener, LaunchSteps
 from .ledger import Ledger
 from .providers import LocalProvider, Machine, Provider, SSHProvider, Target, UnknownHardwareError
 from .providers.aws import AWSProvider
+from .providers.launch_steps import LaunchListener, LaunchSteps
 from .providers.slurm import SLURMProvider
 from .transport import TransportError, TransportManager
 from .transport.state import ConnectionState, StateChange

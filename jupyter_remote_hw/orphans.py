@@ -20,10 +20,10 @@ import socket
 
 from .agent.protocol import UNKNOWN_KERNEL
 from .agent_client import AgentError, AgentUnavailableError
-from .launch_steps import LaunchError, LaunchSteps
 from .ledger.store import KernelRecord
 from .machines import MachineManager
 from .providers import UnknownHardwareError
+from .providers.launch_steps import LaunchError, LaunchSteps
 from .transport import TransportError
 
 MAGIC_OWNER = "magic:"

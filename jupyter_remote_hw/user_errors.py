@@ -18,9 +18,9 @@ from .agent_client import AgentUnavailableError
 from .agent_client.errors import AgentError
 from .budget import BudgetExceededError
 from .catalog.query import CatalogQueryError
-from .launch_steps import LaunchError
 from .providers.aws.errors import AWSError
 from .providers.errors import UnknownHardwareError
+from .providers.launch_steps import LaunchError
 from .sharing.roles import ShareError
 from .transport import HostKeyError, TransportError
 from .validation import InvalidInputError

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from jupyter_remote_hw.budget import BudgetExceededError
-from jupyter_remote_hw.launch_steps import LaunchError, LaunchSteps
 from jupyter_remote_hw.providers.aws.errors import AWSError
+from jupyter_remote_hw.providers.launch_steps import LaunchError, LaunchSteps
 from jupyter_remote_hw.transport import HostUnreachableError
 from jupyter_remote_hw.user_errors import commands_in, install_filter, is_expected
 

@@ -16,7 +16,7 @@ from .target import Target
 from .usability import Unusable
 
 if TYPE_CHECKING:
-    from ..launch_steps import LaunchSteps
+    from .launch_steps import LaunchSteps
 
 PORT_NAMES = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
 """The five ports of a kernel connection."""

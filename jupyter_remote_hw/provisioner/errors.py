@@ -5,8 +5,8 @@ from __future__ import annotations
 from jupyter_client.kernelspec import NoSuchKernel
 from tornado.web import HTTPError
 
-from ..launch_steps import LaunchError
 from ..providers import UnknownHardwareError
+from ..providers.launch_steps import LaunchError
 
 
 class KernelLaunchError(HTTPError):

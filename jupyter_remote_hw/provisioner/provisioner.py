@@ -30,11 +30,11 @@ from traitlets import Float, Unicode
 
 from ..agent.holds import process_identity
 from ..agent_client import AgentError, AgentUnavailableError
-from ..launch_steps import LaunchError, LaunchSteps
 from ..ledger.store import SERVER_OWNER
 from ..machines import MachineManager, server_config
 from ..providers import Machine, Target
 from ..providers.base import PORT_NAMES
+from ..providers.launch_steps import LaunchError, LaunchSteps
 from ..transport import TransportError
 from .errors import KernelLaunchError
 

@@ -13,7 +13,7 @@ from .errors import AWSError, error_code
 from .launch_options import cancel_spot_request
 
 if TYPE_CHECKING:
-    from ...launch_steps import LaunchSteps
+    from ..launch_steps import LaunchSteps
 
 
 _TRANSITION_TIME = re.compile(r"\((\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (?:GMT|UTC)\)")
@@ -111,7 +111,7 @@ class AWSInstances(AWSAccess):
     async def start(self, record: MachineRecord, steps: LaunchSteps | None = None,
                     detail: str = "by the user") -> MachineRecord:
         """Start a stopped instance again (the budget is checked first)."""
-        from ...launch_steps import LaunchSteps
+        from ..launch_steps import LaunchSteps
 
         ledger = self._ledger()
         self.budget.check(f"{record.instance_type} ({record.market}) in {record.region}",

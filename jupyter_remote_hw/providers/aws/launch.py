@@ -22,7 +22,7 @@ from .reach import AWSReach
 from .tags import CREATED_BY, CREATED_BY_TAG, LEDGER_TAG, OWNER_TAG, TARGET_TAG
 
 if TYPE_CHECKING:
-    from ...launch_steps import LaunchSteps
+    from ..launch_steps import LaunchSteps
 
 
 class AWSLaunch(AWSReach):
@@ -63,7 +63,7 @@ class AWSLaunch(AWSReach):
                 an instance that was created is terminated again.
         """
         from ...catalog import wants_spot
-        from ...launch_steps import LaunchSteps
+        from ..launch_steps import LaunchSteps
 
         region = region or self.region
         steps = steps or LaunchSteps(name or hardware, "-", self.log)

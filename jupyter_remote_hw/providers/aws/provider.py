@@ -26,7 +26,7 @@ from .launch import AWSLaunch
 from .reaping import AWSReaping
 
 if TYPE_CHECKING:
-    from ...launch_steps import LaunchSteps
+    from ..launch_steps import LaunchSteps
 
 
 class AWSProvider(AWSLaunch, AWSReaping):

@@ -24,7 +24,7 @@ from .instances import AWSInstances
 from .machine import AWSMachine
 
 if TYPE_CHECKING:
-    from ...launch_steps import LaunchSteps
+    from ..launch_steps import LaunchSteps
 
 
 class AWSReach(AWSInstances):

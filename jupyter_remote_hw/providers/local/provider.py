@@ -25,7 +25,7 @@ from ..base import Machine, Provider
 from ..target import Target, gib_label
 
 if TYPE_CHECKING:
-    from ...launch_steps import LaunchSteps
+    from ..launch_steps import LaunchSteps
 
 DEFAULT_STATE_DIR = "~/.local/state/jupyter-remote-hw/local"
 

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 import yaml
 
-from jupyter_remote_hw.launch_steps import LaunchError
 from jupyter_remote_hw.ledger import Ledger
 from jupyter_remote_hw.providers.aws import (
     CREATED_BY_TAG,
@@ -27,6 +26,7 @@ from jupyter_remote_hw.providers.aws import (
 )
 from jupyter_remote_hw.providers.aws.host_keys import fingerprint, host_keys_from_console
 from jupyter_remote_hw.providers.aws.key_pair import ec2_fingerprints
+from jupyter_remote_hw.providers.launch_steps import LaunchError
 
 from ...cloudinit import InstanceHost, instance_host  # noqa: F401
 from ...motoserver import aws_env, client, moto_endpoint  # noqa: F401
@@ -465,7 +465,7 @@ def reachable(provider: AWSProvider, instance_host: InstanceHost,  # noqa: F811
 
 async def reopen(provider: AWSProvider, name: str) -> None:
     """Open the machine ``name`` again (start it when stopped, connect), then let go."""
-    from jupyter_remote_hw.launch_steps import LaunchSteps
+    from jupyter_remote_hw.providers.launch_steps import LaunchSteps
 
     [target] = [t for t in provider.targets() if t.name == name]
     machine = await provider.open_machine(target, LaunchSteps(name, "-", logging.getLogger()))

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 
 from jupyter_remote_hw.agent_client import AgentError, AgentUnavailableError
-from jupyter_remote_hw.launch_steps import (
+from jupyter_remote_hw.providers import UnknownHardwareError
+from jupyter_remote_hw.providers.launch_steps import (
     STEP_HINTS,
     LaunchError,
     LaunchListener,
     LaunchSteps,
     StepRecord,
 )
-from jupyter_remote_hw.providers import UnknownHardwareError
 from jupyter_remote_hw.transport import (
     AuthenticationError,
     CommandTimeoutError,
