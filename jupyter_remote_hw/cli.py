@@ -27,7 +27,7 @@ from .catalog import CatalogEntry, user_catalog_path, write_catalog
 from .catalog.refresh import refresh_entries
 from .config_check import ConfigError, check_config, load_config_files
 from .ledger import FINAL_STATES, MachineRecord
-from .machines import MachineManager
+from .machines.manager import MachineManager
 from .providers import Target
 from .providers.aws import AWSProvider, ReapCandidate
 from .providers.aws.errors import AWSError

@@ -25,8 +25,8 @@ from typing import Any
 from jupyter_server.serverapp import list_running_servers
 
 from .ledger.store import FINAL_STATES
-from .machine_view import OWNED_PROVIDERS, MachineView
-from .machines import MachineManager
+from .machines.manager import MachineManager
+from .machines.view import OWNED_PROVIDERS, MachineView
 from .providers import Target
 
 log = logging.getLogger(__name__)

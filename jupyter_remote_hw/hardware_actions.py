@@ -16,8 +16,8 @@ from typing import Any
 from .agent_client import AgentError, AgentUnavailableError
 from .hardware_events import EventHub
 from .ledger.store import ACTIVE_STATES, FINAL_STATES, MachineRecord
-from .machine_view import KernelFacts, MachineView, link_states, owned_hardware_note
-from .machines import MachineManager
+from .machines.manager import MachineManager
+from .machines.view import KernelFacts, MachineView, link_states, owned_hardware_note
 from .providers import KERNEL_NAME_PREFIX, Target, UnknownHardwareError
 from .providers.launch_steps import LaunchError
 from .switching import CARRY_ALL, carry, kernel_namespace, mark_missing_modules

@@ -13,7 +13,7 @@ from typing import Any
 from ipykernel.kernelspec import RESOURCES
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager, NoSuchKernel
 
-from .machines import MachineManager
+from .machines.manager import MachineManager
 from .providers import KERNEL_NAME_PREFIX, Target, UnknownHardwareError
 from .provisioner.errors import UnknownHardwareKernelSpec
 

@@ -21,7 +21,7 @@ import socket
 from .agent.protocol import UNKNOWN_KERNEL
 from .agent_client import AgentError, AgentUnavailableError
 from .ledger.store import KernelRecord
-from .machines import MachineManager
+from .machines.manager import MachineManager
 from .providers import UnknownHardwareError
 from .providers.launch_steps import LaunchError, LaunchSteps
 from .transport import TransportError

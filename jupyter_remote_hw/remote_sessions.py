@@ -33,7 +33,7 @@ from traitlets.config import Config
 
 from .kernel_link import KernelLink
 from .kernelspecs import RemoteHWKernelSpecManager
-from .machines import MachineManager, server_config
+from .machines.manager import MachineManager, server_config
 from .providers import Target, UnknownHardwareError
 from .transfer.client import TransferClient
 from .transfer.pickling import Pickled

@@ -23,7 +23,7 @@ from .agent_client import AgentError, AgentUnavailableError
 from .hardware_actions import HardwareRequestError
 from .hardware_events import EventHub
 from .ledger.store import ShareRecord
-from .machines import MachineManager
+from .machines.manager import MachineManager
 from .sharing.lookup import find_kernel, open_machine
 from .sharing.owner import ShareOwner, read_public_key
 from .sharing.provisioner import prune_kernelspecs, write_kernelspec

@@ -15,7 +15,7 @@ from typing import Any
 from jupyter_client.multikernelmanager import MultiKernelManager
 
 from .agent_client import AgentError, AgentUnavailableError
-from .machines import MachineManager
+from .machines.manager import MachineManager
 from .transfer import TransferError
 from .transfer.client import TransferClient
 from .variables import answering, transfer_client

@@ -14,7 +14,7 @@ from pathlib import Path
 from jupyter_client.manager import KernelManager
 from traitlets.config import Config
 
-from jupyter_remote_hw.machines import MachineManager
+from jupyter_remote_hw.machines.manager import MachineManager
 from jupyter_remote_hw.orphans import orphaned_kernels, process_alive, reap_orphans
 
 from .agent.kernelclient import shell_reply

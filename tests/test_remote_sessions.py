@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from traitlets.config import Config
 
-from jupyter_remote_hw.machines import MachineManager
+from jupyter_remote_hw.machines.manager import MachineManager
 from jupyter_remote_hw.providers import UnknownHardwareError
 from jupyter_remote_hw.remote_sessions import find_target
 

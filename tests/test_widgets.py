@@ -79,7 +79,7 @@ def test_the_row_chosen_is_where_remote_cells_run(env: dict[str, str], short_tmp
 
 
 def test_an_unusable_row_says_why_in_a_few_words_and_its_price() -> None:
-    from jupyter_remote_hw.hardware import HardwareOption
+    from jupyter_remote_hw.machines.hardware import HardwareOption
     from jupyter_remote_hw.widgets import columns
 
     p5e = HardwareOption(

@@ -2,7 +2,6 @@
 
 from .catalog import Catalog, user_catalog_path
 from .entries import SHIPPED_CATALOG, CatalogEntry, CatalogFileError, read_catalog, write_catalog
-from .options import hardware_options
 from .query import CatalogQueryError, search, wants_spot
 
 __all__ = [
@@ -11,7 +10,6 @@ __all__ = [
     "CatalogEntry",
     "CatalogFileError",
     "CatalogQueryError",
-    "hardware_options",
     "read_catalog",
     "search",
     "user_catalog_path",

@@ -31,7 +31,7 @@ from traitlets import Float, Unicode
 from ..agent.holds import process_identity
 from ..agent_client import AgentError, AgentUnavailableError
 from ..ledger.store import SERVER_OWNER
-from ..machines import MachineManager, server_config
+from ..machines.manager import MachineManager, server_config
 from ..providers import Machine, Target
 from ..providers.base import PORT_NAMES
 from ..providers.launch_steps import LaunchError, LaunchSteps

@@ -22,7 +22,7 @@ from ..hardware_actions import HardwareActions
 from ..hardware_events import EventHub
 from ..kernelspecs import RemoteHWKernelSpecManager
 from ..ledger.store import SERVER_OWNER
-from ..machines import MachineManager
+from ..machines.manager import MachineManager
 from ..orphans import reap_orphans
 from ..providers import LocalProvider, SSHProvider
 from ..providers.aws import AWSProvider

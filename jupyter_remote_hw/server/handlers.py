@@ -31,11 +31,11 @@ from jupyter_server.utils import url_path_join
 from tornado import web, websocket
 from tornado.escape import url_escape
 
-from ..hardware import list_hardware, provider_statuses
 from ..hardware_actions import HardwareActions, HardwareRequestError
 from ..hardware_events import EventHub
 from ..host_key_actions import trust_host_key
 from ..kernel_metrics import KernelMetrics
+from ..machines.hardware import list_hardware, provider_statuses
 from ..share_actions import ShareActions
 from ..user_errors import is_expected, launch_logged, one_line
 from ..validation import NAME, InvalidInputError, check_identifier, check_json, quote

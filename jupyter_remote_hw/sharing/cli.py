@@ -20,7 +20,7 @@ from tabulate import tabulate
 
 from ..agent_client import AgentError, AgentUnavailableError
 from ..ledger.store import ShareRecord
-from ..machines import MachineManager
+from ..machines.manager import MachineManager
 from ..transport import TransportError
 from ..validation import NAME, SHARE_ID, argument_type, check_identifier
 from .join import Attachment

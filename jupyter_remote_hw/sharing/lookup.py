@@ -4,7 +4,7 @@ machine that runs exactly one kernel."""
 from __future__ import annotations
 
 from ..agent_client import AgentError, AgentUnavailableError
-from ..machines import MachineManager
+from ..machines.manager import MachineManager
 from ..providers import Machine, UnknownHardwareError
 from ..transport import TransportError
 from .roles import REFUSED, UNKNOWN, UNREACHABLE, ShareError

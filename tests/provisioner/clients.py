@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_remote_hw.kernelspecs import target_kernel_spec
-from jupyter_remote_hw.machines import MachineManager
+from jupyter_remote_hw.machines.manager import MachineManager
 from jupyter_remote_hw.providers import Target
 
 from ..conftest import TEST_TRANSPORT

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from jupyter_remote_hw.machines import MachineManager
+from jupyter_remote_hw.machines.manager import MachineManager
 
 from ..testhosts import SSHTestHost, free_port
 from .conftest import Fetch, bare_python, processes_under, write_config

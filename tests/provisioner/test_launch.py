@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from jupyter_remote_hw.machines import MachineManager
+from jupyter_remote_hw.machines.manager import MachineManager
 from jupyter_remote_hw.provisioner import RemoteHWProvisioner
 
 from ..testhosts import SSHTestHost

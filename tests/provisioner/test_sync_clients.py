@@ -23,7 +23,7 @@ from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
-from jupyter_remote_hw.machines import MachineManager
+from jupyter_remote_hw.machines.manager import MachineManager
 
 from ..testhosts import SSHTestHost
 from .clients import SSH_KERNEL, ClientEnv, client_env

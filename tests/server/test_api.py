@@ -12,7 +12,7 @@ import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from tornado.websocket import websocket_connect
 
-from jupyter_remote_hw.machines import MachineManager
+from jupyter_remote_hw.machines.manager import MachineManager
 
 from ..provisioner.conftest import LOCAL_KERNEL, SHOWN, SSH_TARGET, OpenChannels
 from ..testhosts import SSHTestHost

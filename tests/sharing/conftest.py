@@ -16,7 +16,7 @@ from jupyter_client.asynchronous.client import AsyncKernelClient
 from traitlets.config import Config
 
 from jupyter_remote_hw.agent_client import AgentClient
-from jupyter_remote_hw.machines import MachineManager
+from jupyter_remote_hw.machines.manager import MachineManager
 from jupyter_remote_hw.providers.ssh import SSHMachine
 from jupyter_remote_hw.sharing.owner import ShareOwner
 

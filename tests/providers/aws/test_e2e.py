@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_remote_hw.machines import MachineManager
+from jupyter_remote_hw.machines.manager import MachineManager
 from jupyter_remote_hw.providers.aws import LEDGER_TAG, AWSProvider
 
 from ...cloudinit import InstanceHost, instance_host  # noqa: F401

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..catalog.entries import CatalogEntry
 from ..providers.usability import Unusable
-from .entries import CatalogEntry
 
 if TYPE_CHECKING:
-    from ..machines import MachineManager
+    from .manager import MachineManager
 
 #: Why a catalog row that the aws provider does not offer yet cannot be picked.
 NOT_SET_UP = Unusable(
@@ -29,7 +29,7 @@ def hardware_options(manager: MachineManager) -> list[dict[str, Any]]:
     what to do: the provider's own reason (no credentials) first, else how to set the
     type up. Targets are listed by the listing itself; their rows win over these.
     """
-    from ..hardware import provider_title, unusable_fields
+    from .hardware import provider_title, unusable_fields
 
     provider: Any = manager.providers.get("aws")
     if provider is None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_remote_hw.ledger import Ledger
-from jupyter_remote_hw.machine_view import (
+from jupyter_remote_hw.machines.view import (
     KERNEL_DISPLAY_NAME,
     KernelFacts,
     MachineView,

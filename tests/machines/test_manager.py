@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from traitlets.config import Config
 
-from jupyter_remote_hw.machines import MachineManager
+from jupyter_remote_hw.machines.manager import MachineManager
 from jupyter_remote_hw.providers import UnknownHardwareError
 
 ManagerFactory = Callable[..., MachineManager]

@@ -24,8 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .ledger.store import ACTIVE_STATES, FINAL_STATES, SERVER_OWNER, Ledger, MachineRecord
-from .providers import Target
+from ..ledger.store import ACTIVE_STATES, FINAL_STATES, SERVER_OWNER, Ledger, MachineRecord
+from ..providers import Target
 
 #: What every hardware target runs: ipykernel's Python 3, as its own kernelspec names it.
 KERNEL_DISPLAY_NAME = "Python 3 (ipykernel)"

@@ -28,14 +28,14 @@ from traitlets import Float, Instance, List, Unicode
 from traitlets.config import Config, SingletonConfigurable
 from traitlets.config.loader import ConfigFileNotFound, JSONFileConfigLoader, PyFileConfigLoader
 
-from .agent_client import AgentError, AgentUnavailableError
-from .ledger import Ledger
-from .providers import LocalProvider, Machine, Provider, SSHProvider, Target, UnknownHardwareError
-from .providers.aws import AWSProvider
-from .providers.launch_steps import LaunchListener, LaunchSteps
-from .providers.slurm import SLURMProvider
-from .transport import TransportError, TransportManager
-from .transport.state import ConnectionState, StateChange
+from ..agent_client import AgentError, AgentUnavailableError
+from ..ledger import Ledger
+from ..providers import LocalProvider, Machine, Provider, SSHProvider, Target, UnknownHardwareError
+from ..providers.aws import AWSProvider
+from ..providers.launch_steps import LaunchListener, LaunchSteps
+from ..providers.slurm import SLURMProvider
+from ..transport import TransportError, TransportManager
+from ..transport.state import ConnectionState, StateChange
 
 T = TypeVar("T")
 

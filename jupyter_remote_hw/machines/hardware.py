@@ -3,7 +3,7 @@ it can be used now.
 
 Used by the REST API (``GET /jupyter-remote-hw/api/hardware``), the JupyterLab picker
 and the ipywidgets picker. Targets come from the providers (``local`` and SSH
-hosts); entries of the hardware catalog are added when ``jupyter_remote_hw.catalog``
+hosts); entries of the hardware catalog are added when ``.catalog_rows``
 offers ``hardware_options()`` (see :func:`catalog_options`).
 """
 
@@ -14,14 +14,14 @@ import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from .agent.hardware import cpu_count, memory_mib
-from .ledger.store import FINAL_STATES
-from .machine_view import machine_state as view_state
-from .providers.usability import Unusable
+from ..agent.hardware import cpu_count, memory_mib
+from ..ledger.store import FINAL_STATES
+from ..providers.usability import Unusable
+from .view import machine_state as view_state
 
 if TYPE_CHECKING:
-    from .machines import MachineManager
-    from .providers import Target
+    from ..providers import Target
+    from .manager import MachineManager
 
 #: How the pickers name each provider (``AWS: no credentials — …``).
 PROVIDER_TITLES = {"local": "This machine", "ssh": "SSH", "aws": "AWS", "slurm": "SLURM",
@@ -215,12 +215,12 @@ def provider_statuses(manager: MachineManager) -> list[ProviderStatus]:
 def catalog_options(manager: MachineManager) -> list[HardwareOption]:
     """Rows of the hardware catalog, when the catalog offers them.
 
-    The hook: ``jupyter_remote_hw.catalog.hardware_options(manager)`` returning
+    The hook: ``jupyter_remote_hw.machines.catalog_rows.hardware_options(manager)`` returning
     dicts with :class:`HardwareOption`'s fields (``name``, ``kernel_name``,
     ``provider``, ``label``, ``hardware``, ``where`` required). Without it, no rows.
     """
     try:
-        catalog = importlib.import_module(f"{__package__}.catalog")
+        catalog = importlib.import_module(f"{__package__}.catalog_rows")
     except ImportError:
         return []
     hook = getattr(catalog, "hardware_options", None)
