@@ -3,18 +3,18 @@ it can be used now.
 
 Used by the REST API (``GET /jupyter-remote-hw/api/hardware``), the JupyterLab picker
 and the ipywidgets picker. Targets come from the providers (``local`` and SSH
-hosts); entries of the hardware catalog are added when ``.catalog_rows``
-offers ``hardware_options()`` (see :func:`catalog_options`).
+hosts); the aws provider's catalog entries in its region are added
+(see :func:`hardware_options`).
 """
 
 from __future__ import annotations
 
-import importlib
 import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..agent.hardware import cpu_count, memory_mib
+from ..catalog.entries import CatalogEntry
 from ..ledger.store import FINAL_STATES
 from ..providers.usability import Unusable
 from .view import machine_state as view_state
@@ -212,23 +212,63 @@ def provider_statuses(manager: MachineManager) -> list[ProviderStatus]:
     return statuses
 
 
-def catalog_options(manager: MachineManager) -> list[HardwareOption]:
-    """Rows of the hardware catalog, when the catalog offers them.
+#: Why a catalog row that the aws provider does not offer yet cannot be picked.
+NOT_SET_UP = Unusable(
+    "not set up", "start one with `jupyter remote-hw launch TYPE`, or list it in "
+    "c.AWSProvider.machines", ("jupyter remote-hw launch TYPE",))
 
-    The hook: ``jupyter_remote_hw.machines.catalog_rows.hardware_options(manager)`` returning
-    dicts with :class:`HardwareOption`'s fields (``name``, ``kernel_name``,
-    ``provider``, ``label``, ``hardware``, ``where`` required). Without it, no rows.
+
+def option_name(entry: CatalogEntry) -> str:
+    """The target name a catalog row would have (``aws-g5-xlarge``)."""
+    return "aws-" + entry.instance_type.replace(".", "-")
+
+
+def hardware_options(manager: MachineManager) -> list[dict[str, Any]]:
+    """One listing row per catalog entry in the aws provider's region.
+
+    A row is usable when the aws provider offers it as a target (configured in
+    ``c.AWSProvider.machines`` or launched before); otherwise it says why in words and
+    what to do: the provider's own reason (no credentials) first, else how to set the
+    type up. Targets are listed by the listing itself; their rows win over these.
     """
-    try:
-        catalog = importlib.import_module(f"{__package__}.catalog_rows")
-    except ImportError:
+    provider: Any = manager.providers.get("aws")
+    if provider is None:
         return []
-    hook = getattr(catalog, "hardware_options", None)
-    if hook is None:
-        return []
+    targets = {t.name for t in provider.targets()}
+    blocked: Unusable | None = provider.usability()
+    rows = []
+    for entry in provider.catalog.search("", region=provider.region):
+        name = option_name(entry)
+        unusable, why_not = blocked, None
+        if unusable is None and name not in targets:
+            unusable = NOT_SET_UP
+            why_not = (f"not set up — start one with `jupyter remote-hw launch "
+                       f"{entry.instance_type}`, or list it in c.AWSProvider.machines")
+        rows.append({
+            "name": name,
+            "kernel_name": "remote-hw-" + name,
+            "provider": "aws",
+            "provider_title": provider_title("aws"),
+            "label": f"{entry.hardware} · {entry.instance_type}",
+            "hardware": entry.hardware,
+            "where": f"{entry.instance_type} · {entry.region}",
+            "gpu": entry.gpu_name or None,
+            "gpu_count": entry.gpu_count,
+            "gpu_memory_gib": entry.gpu_memory_gib or None,
+            "vcpus": entry.vcpus,
+            "memory_gib": entry.memory_gib,
+            "price_per_hour": entry.on_demand_usd_per_hour,
+            **unusable_fields(unusable, why_not),
+            "source": "catalog",
+        })
+    return rows
+
+
+def catalog_options(manager: MachineManager) -> list[HardwareOption]:
+    """Rows of the hardware catalog (see :func:`hardware_options`) as listing rows."""
     fields = set(HardwareOption.__dataclass_fields__)
     options = []
-    for row in hook(manager):
+    for row in hardware_options(manager):
         values = {key: value for key, value in dict(row).items() if key in fields}
         values.setdefault("source", "catalog")
         options.append(HardwareOption(**values))
@@ -246,5 +286,5 @@ def list_hardware(manager: MachineManager) -> list[HardwareOption]:
     return options
 
 
-__all__ = ["HardwareOption", "ProviderStatus", "catalog_options", "list_hardware",
+__all__ = ["HardwareOption", "ProviderStatus", "catalog_options", "hardware_options", "list_hardware",
            "parse_hardware_label", "provider_statuses", "provider_title", "unusable_fields"]

@@ -9,9 +9,13 @@ import pytest
 from traitlets.config import Config
 
 from jupyter_remote_hw.catalog import SHIPPED_CATALOG, read_catalog
-from jupyter_remote_hw.machines.catalog_rows import hardware_options
 from jupyter_remote_hw.machines.folds import Fold, fold_hardware
-from jupyter_remote_hw.machines.hardware import HardwareOption, list_hardware, provider_statuses
+from jupyter_remote_hw.machines.hardware import (
+    HardwareOption,
+    hardware_options,
+    list_hardware,
+    provider_statuses,
+)
 from jupyter_remote_hw.machines.manager import MachineManager
 from jupyter_remote_hw.providers.aws import credentials as aws_credentials
 from jupyter_remote_hw.widgets import columns
