@@ -7,10 +7,11 @@ import math
 from traitlets import Bunch, Float, TraitError, validate
 from traitlets.config import LoggingConfigurable
 
+from .errors import UserError
 from .ledger import Ledger
 
 
-class BudgetExceededError(RuntimeError):
+class BudgetExceededError(UserError, RuntimeError):
     """A launch would exceed a configured limit; the message gives the figures.
 
     Attributes:

@@ -4,71 +4,24 @@ to show them: the commands to run, and for an unknown host key, the key to trust
 A failure is *expected* when it comes from the user's setup or input: a host that cannot
 be reached or whose key is not known, refused credentials, no AWS credentials or
 capacity, a launch over budget, unknown hardware, a bad query or share. Those are logged
-as one WARNING line; anything else is a bug and keeps its traceback.
+as one WARNING line; anything else is a bug and keeps its traceback. Which errors are
+expected is said where they are defined (see :mod:`.errors`, re-exported here); this
+module adds what the server's logs and the front end need on top of it.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator
 from typing import Any
 
-from .agent_client import AgentUnavailableError
-from .agent_client.errors import AgentError
-from .budget import BudgetExceededError
-from .catalog.query import CatalogQueryError
-from .providers.aws.errors import AWSError
-from .providers.errors import UnknownHardwareError
+from .errors import EXPECTED_ERRORS, causes, expected_error, is_expected, log_failure, one_line
 from .providers.launch_steps import LaunchError
-from .sharing.roles import ShareError
-from .transport import HostKeyError, TransportError
-from .validation import InvalidInputError
-
-#: Errors whose message says what the user should do: never a bug of ours.
-EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
-    TransportError, AgentUnavailableError, BudgetExceededError, CatalogQueryError,
-    AWSError, UnknownHardwareError, ShareError, TimeoutError, InvalidInputError,
-)
-#: Agent error kinds that are the host's setup, not a bug (the message says what to install).
-EXPECTED_AGENT_KINDS = frozenset({"no_ipykernel"})
+from .transport import HostKeyError
 
 _COMMAND = re.compile(r"`([^`\n]+)`")
 #: A command with a part to fill in (``ssh <host>``) is an example, not one to copy.
 _PLACEHOLDER = re.compile(r"<[A-Za-z][\w -]*>")
-
-
-def causes(exc: BaseException) -> Iterator[BaseException]:
-    """``exc`` and what it wraps: its ``launch_error``, then its causes, outermost first."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        wrapped = getattr(current, "launch_error", None)
-        if isinstance(wrapped, BaseException) and id(wrapped) not in seen:
-            current = wrapped
-        else:
-            current = current.__cause__ or (
-                None if current.__suppress_context__ else current.__context__)
-
-
-def expected_error(exc: BaseException) -> BaseException | None:
-    """The user error at the root of ``exc``, or None when ``exc`` is a bug."""
-    for cause in causes(exc):
-        if isinstance(cause, EXPECTED_ERRORS):
-            return cause
-        if isinstance(cause, AgentError) and cause.kind in EXPECTED_AGENT_KINDS:
-            return cause
-        status = getattr(cause, "status", None)
-        if isinstance(cause, LaunchError) and status in (404, 504) and cause.__cause__ is None:
-            return cause  # a launch timeout names the setting to raise
-    return None
-
-
-def is_expected(exc: BaseException) -> bool:
-    """Whether ``exc`` is the user's to fix (see :func:`expected_error`)."""
-    return expected_error(exc) is not None
 
 
 def commands_in(*texts: str | None) -> list[str]:
@@ -90,20 +43,6 @@ def host_key_details(exc: BaseException) -> dict[str, Any] | None:
         return None
     return {"destination": error.destination, "host": error.host, "port": error.port,
             "fingerprint": error.fingerprint, "changed": error.changed}
-
-
-def log_failure(log: logging.Logger | logging.LoggerAdapter[Any], exc: BaseException,
-                what: str) -> None:
-    """Log ``what`` failed: one WARNING line for a user error, the traceback for a bug."""
-    if is_expected(exc):
-        log.warning("%s: %s", what, one_line(str(exc)))
-    else:
-        log.error("%s", what, exc_info=exc)
-
-
-def one_line(text: str) -> str:
-    """``text`` with its line breaks folded, for a single log line."""
-    return " ".join(text.split())
 
 
 def launch_logged(exc: BaseException) -> bool:
@@ -196,6 +135,7 @@ def install_filter(log: logging.Logger) -> None:
 
 
 __all__ = [
-    "EXPECTED_ERRORS", "ExpectedErrorFilter", "LongURIFilter", "commands_in", "expected_error",
-    "host_key_details", "install_filter", "is_expected", "launch_logged", "log_failure",
+    "EXPECTED_ERRORS", "ExpectedErrorFilter", "LongURIFilter", "causes", "commands_in",
+    "expected_error", "host_key_details", "install_filter", "is_expected", "launch_logged",
+    "log_failure", "one_line",
 ]

@@ -16,6 +16,8 @@ from typing import Any
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError, best_match
 
+from .errors import UserError
+
 #: A share id: what ``secrets.token_urlsafe`` gives, without ``.`` or ``/``.
 SHARE_ID = r"^[A-Za-z0-9_-]{1,64}$"
 #: A kernel id (Jupyter's are UUIDs), or the start of one.
@@ -30,7 +32,7 @@ NAME = r"^[A-Za-z0-9_.:@+-]{1,128}$"
 QUOTE_LIMIT = 60
 
 
-class InvalidInputError(ValueError):
+class InvalidInputError(UserError, ValueError):
     """Input from outside is not what it may be.
 
     Attributes:

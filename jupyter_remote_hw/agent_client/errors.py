@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from ..errors import UserError
+
+#: Agent error kinds that are the host's setup, not a bug (the message says what to install).
+EXPECTED_AGENT_KINDS = frozenset({"no_ipykernel"})
+
 
 class AgentError(Exception):
     """The agent answered a request with an error.
@@ -17,6 +22,11 @@ class AgentError(Exception):
         self.where = where
         self.kind = kind
 
+    @property
+    def user_error(self) -> bool:
+        """Whether the host's setup is at fault, not a bug (see :mod:`...errors`)."""
+        return self.kind in EXPECTED_AGENT_KINDS
 
-class AgentUnavailableError(Exception):
+
+class AgentUnavailableError(UserError):
     """No agent could be started or reached on a host; the message says which step failed."""

@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from ..errors import UserError
 from .entries import CatalogEntry
 
 _COMPARE = re.compile(r"^([a-z_$]+)\s*(>=|<=|==|=|>|<)\s*\$?([0-9]*\.?[0-9]+)$")
@@ -40,7 +41,7 @@ _FIELDS: dict[str, Callable[[CatalogEntry, bool], float | None]] = {
 _KEYWORDS = ("cheapest", "spot", "cpu", "region=")
 
 
-class CatalogQueryError(ValueError):
+class CatalogQueryError(UserError, ValueError):
     """A query term the catalog does not understand; the message suggests what was meant.
 
     Attributes:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ..errors import UserError
 
-class UnknownHardwareError(LookupError):
+
+class UnknownHardwareError(UserError, LookupError):
     """No configured target has the requested name.
 
     Attributes:

@@ -68,6 +68,12 @@ class LaunchError(Exception):
             f"{self.reason}. {hint}".rstrip()
         )
 
+    @property
+    def user_error(self) -> bool:
+        """Whether the user is to fix it (see :mod:`...errors`): unknown hardware, or a
+        timeout, whose hint names the setting to raise; not when a step raised."""
+        return self.status in (404, 504) and self.__cause__ is None
+
 
 def _classify(exc: BaseException, step: str) -> tuple[int, str]:
     """The HTTP status and hint for an exception raised inside ``step``."""

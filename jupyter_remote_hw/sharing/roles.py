@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from ..errors import UserError
 from ..providers.base import PORT_NAMES
 from ..validation import quote
 
@@ -46,7 +47,7 @@ UNREACHABLE = "unreachable"
 """ShareError kind: the host cannot be reached."""
 
 
-class ShareError(Exception):
+class ShareError(UserError):
     """A share cannot be made, read, joined or revoked; the message says why and what to do.
 
     Attributes:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ..errors import UserError
 
-class TransportError(Exception):
+
+class TransportError(UserError):
     """Base class: something went wrong talking to ``destination`` over SSH.
 
     Attributes:

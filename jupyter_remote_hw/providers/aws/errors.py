@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...errors import UserError
+
 #: EC2 error codes that mean "no capacity now" and what the user can change.
 CAPACITY_CODES = {
     "InsufficientInstanceCapacity": "AWS has no {type} capacity in {where} right now",
@@ -24,7 +26,7 @@ AUTH_CODES = {"AuthFailure", "UnauthorizedOperation", "InvalidClientTokenId",
               "SignatureDoesNotMatch", "ExpiredToken", "RequestExpired"}
 
 
-class AWSError(RuntimeError):
+class AWSError(UserError, RuntimeError):
     """An AWS call failed; the message says which step, why, and what to try.
 
     Attributes:

@@ -7,8 +7,8 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from ...catalog import CatalogEntry
+from ...errors import log_failure
 from ...ledger import FINAL_STATES, MachineExistsError, MachineRecord
-from ...user_errors import log_failure
 from ..target import slug
 from .errors import AWSError, error_code, launch_error
 from .host_keys import (
