@@ -1,13 +1,40 @@
-"""What every provider offers: its targets, and a prepared machine for a target."""
+"""The provider contract: what every provider does, and what a machine it prepares offers.
+
+A provider is where machines come from (this machine, SSH hosts, EC2, a SLURM
+cluster...). Its lifecycle, in the order a kernel meets it:
+
+1. **Offer targets** (:meth:`Provider.targets`): the hardware a user can pick now.
+2. **Check usability** (:meth:`Provider.usability`): whether machines can be started
+   now, and if not, why and what to do (no credentials, no configured cluster).
+3. **Prepare a machine** and **connect** (:meth:`Provider.open_machine`): make the
+   target's machine exist and run (launch or start an instance, submit a job and
+   wait in its queue), then reach it and make sure its agent runs. Every part is a
+   step on the :class:`~.launch_steps.LaunchSteps` it is given, timed and named when
+   it fails; a scheduler reports its queue state (job id, state, reason, position,
+   expected start) as notes of its step.
+4. **Report live resources**: the machine's agent reports its CPUs, memory and GPUs
+   and their use (:meth:`Machine.agent`); the provider reports the machines it holds
+   that cost money (:meth:`Provider.live_machines`).
+5. **Release** (:meth:`Provider.release`): when a machine runs no kernel any more
+   and its agent stopped, let go of it (and of what it holds: a job, a reservation).
+6. **Reap what is ours** (:meth:`Provider.reap_unclaimed`): end what this provider
+   started and nothing live claims any more.
+7. **Estimate cost** (:meth:`Provider.price_per_hour`): what a target costs per hour.
+
+A new provider is a package under ``providers/`` with a :class:`Provider` subclass
+that implements :meth:`~Provider.targets` and :meth:`~Provider.open_machine` (and
+overrides the others where it has something to say), registered under the entry
+point group ``jupyter_remote_hw.providers`` by its :attr:`~Provider.name`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from abc import ABC, abstractmethod
+from abc import ABC, ABCMeta, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from traitlets import Float, Int
+from traitlets import Float, Int, MetaHasTraits
 from traitlets.config import LoggingConfigurable
 
 from ..agent_client import AgentClient, Progress
@@ -16,7 +43,11 @@ from .target import Target
 from .usability import Unusable
 
 if TYPE_CHECKING:
+    from ..ledger import MachineRecord
     from .launch_steps import LaunchSteps
+
+#: The entry point group providers are registered under, by name.
+ENTRY_POINT_GROUP = "jupyter_remote_hw.providers"
 
 PORT_NAMES = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
 """The five ports of a kernel connection."""
@@ -24,6 +55,10 @@ PORT_NAMES = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port
 
 class Machine(ABC):
     """A host with a running agent, from which kernel ports can be reached here.
+
+    What a provider's :meth:`Provider.open_machine` returns: the agent (which starts,
+    interrupts and stops kernels and reports the host's resources), the kernels'
+    ports made reachable here, and byte streams to the host for transfers.
 
     Args:
         target: The target this machine serves.
@@ -112,11 +147,19 @@ class Machine(ABC):
             await self._client.close()
 
 
-class Provider(LoggingConfigurable):
-    """Where machines come from. Subclasses are configured through traitlets.
+class ProviderMeta(MetaHasTraits, ABCMeta):
+    """The metaclass of providers: traitlets' (for their settings) and ``abc``'s (so
+    that a provider missing a part of the contract cannot be created)."""
 
-    (Not an ``ABC``: traitlets' metaclass rules that out; the two methods
-    below raise until a subclass defines them.)
+
+class Provider(LoggingConfigurable, metaclass=ProviderMeta):
+    """Where machines come from (see the module's docstring for the lifecycle).
+
+    Subclasses are configured through traitlets, as ``c.<ClassName>.<setting>``.
+
+    Attributes:
+        name: The provider's name in targets, the ledger and the entry point group
+            (``local``, ``ssh``, ``aws``).
     """
 
     name: ClassVar[str]
@@ -135,23 +178,53 @@ class Provider(LoggingConfigurable):
         "beyond this, and the cell says how much.",
     )
 
+    @abstractmethod
     def targets(self) -> list[Target]:
         """The targets this provider offers now."""
-        raise NotImplementedError
 
     def usability(self) -> Unusable | None:
         """None when this provider can start machines now, else why not and what to do."""
         return None
 
-    def close(self) -> None:
-        """Release what the provider holds open (HTTP connection pools); it can still be used."""
-
+    @abstractmethod
     async def open_machine(self, target: Target, steps: LaunchSteps) -> Machine:
-        """Reach ``target``'s host and make sure its agent runs.
+        """Prepare ``target``'s machine and reach it: make it exist and run, then make
+        sure its agent runs.
 
-        Runs the ``connect`` and ``prepare host`` steps on ``steps``.
+        Runs its steps on ``steps`` (at least ``connect`` and ``prepare host``; a
+        machine that must be launched or queued for first has steps for that too).
+        A machine this call launched is ended again when a later step fails, so that
+        nothing is left costing money.
 
         Raises:
             LaunchError: A step failed.
         """
-        raise NotImplementedError
+
+    def live_machines(self) -> list[MachineRecord]:
+        """The machines of this provider that run or are about to, and cost money while
+        they do, as the ledger has them (none for hardware the user owns)."""
+        return []
+
+    async def release(self, machine: Machine) -> None:
+        """Let go of a machine whose agent stopped because it ran no kernel: its
+        streams and forwards here (and whatever the provider holds for it)."""
+        await machine.close()
+
+    async def reap_unclaimed(self, live_targets: set[str]) -> list[str]:
+        """End what this provider started that nothing live claims any more.
+
+        Args:
+            live_targets: The targets that kernels known to the ledger run on.
+
+        Returns:
+            What was ended (instance or job ids); none by default.
+        """
+        return []
+
+    def price_per_hour(self, target: Target) -> float | None:
+        """US dollars per hour that ``target``'s machine costs while it runs; 0 for
+        hardware the user owns, None when not known."""
+        return None
+
+    def close(self) -> None:
+        """Release what the provider holds open (HTTP connection pools); it can still be used."""

@@ -58,6 +58,20 @@ class AWSProvider(AWSLaunch, AWSReaping):
                 found[record.name] = self._target(record.name, entry)
         return list(found.values())
 
+    def price_per_hour(self, target: Target) -> float | None:
+        """The recorded price of the target's live machine, else the catalog's for its
+        instance type, region and market; None when the catalog does not know it."""
+        if self.ledger is not None and (record := self.live_machine(target.name)) is not None:
+            return record.price_per_hour
+        spec = self._spec(target.name) or {}
+        instance_type, _, region = target.where.partition(" · ")
+        try:
+            entry = self.catalog.entry(instance_type, region or self.region)
+        except ValueError:
+            return None
+        market = spec.get("market") or self.market
+        return entry.price(spot=market == "spot")
+
     def usability(self) -> Unusable | None:
         """No credentials in the AWS chain, said in words; None when there are some."""
         return credentials_status()

@@ -103,6 +103,10 @@ class LocalProvider(Provider):
             hardware=gib_label(self.hardware) or detect_hardware(), python=sys.executable,
         )]
 
+    def price_per_hour(self, target: Target) -> float | None:
+        """Nothing: this machine is the user's own."""
+        return 0.0
+
     async def open_machine(self, target: Target, steps: LaunchSteps) -> Machine:
         machine = LocalMachine(target, Path(self.state_dir).expanduser(), self.log,
                                self.agent_idle_exit)
