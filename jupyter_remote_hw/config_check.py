@@ -35,6 +35,7 @@ from traitlets.config.loader import (
 )
 from traitlets.traitlets import ValidateHandler
 
+from .providers.registry import BUILTIN_PROVIDERS, provider_entry_points
 from .validation import quote
 
 #: The modules whose configurable classes are checked.
@@ -174,6 +175,12 @@ def configurable_classes() -> list[type[Configurable]]:
     """Every configurable class of jupyter-remote-hw, its subclasses included."""
     for name in MODULES:
         importlib.import_module(name)
+    for point in provider_entry_points():
+        try:
+            importlib.import_module(point.module)
+        except Exception:
+            if point.name in BUILTIN_PROVIDERS:
+                raise
     found: list[type[Configurable]] = []
     pending: list[type[Any]] = [Configurable]
     while pending:

@@ -30,10 +30,9 @@ from traitlets.config.loader import ConfigFileNotFound, JSONFileConfigLoader, Py
 
 from ..agent_client import AgentError, AgentUnavailableError
 from ..ledger import Ledger
-from ..providers import LocalProvider, Machine, Provider, SSHProvider, Target, UnknownHardwareError
-from ..providers.aws import AWSProvider
+from ..providers import Machine, Provider, Target, UnknownHardwareError
 from ..providers.launch_steps import LaunchListener, LaunchSteps
-from ..providers.slurm import SLURMProvider
+from ..providers.registry import provider_classes
 from ..transport import TransportError, TransportManager
 from ..transport.state import ConnectionState, StateChange
 
@@ -95,17 +94,19 @@ class MachineManager(SingletonConfigurable):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.transport = TransportManager(parent=self, log=self.log)
-        self.providers: dict[str, Provider] = {
-            "local": LocalProvider(parent=self, log=self.log),
-            "ssh": SSHProvider(parent=self, log=self.log, transport=self.transport),
-        }
         path = Path(self.ledger_path or Path(jupyter_data_dir()) / "jupyter_remote_hw"
                     / "ledger.sqlite3").expanduser()
         self.ledger = Ledger(path)
-        self.providers["aws"] = AWSProvider(parent=self, log=self.log, transport=self.transport,
-                                            ledger=self.ledger)
-        self.providers["slurm"] = SLURMProvider(parent=self, log=self.log,
-                                                transport=self.transport, ledger=self.ledger)
+        #: Every provider, by name (see :mod:`..providers.registry`); each gets this
+        #: process's SSH connections and ledger when it has a setting for them.
+        self.providers: dict[str, Provider] = {}
+        for name, cls in provider_classes(self.log).items():
+            shared: dict[str, Any] = {}
+            if cls.class_traits().get("transport") is not None:
+                shared["transport"] = self.transport
+            if cls.class_traits().get("ledger") is not None:
+                shared["ledger"] = self.ledger
+            self.providers[name] = cls(parent=self, log=self.log, **shared)
         self._machines: dict[str, Machine] = {}
         #: Kernels in the ledger that a server could not reattach yet (their host is
         #: away), by kernel id: their target's name. The server keeps retrying them.
@@ -289,7 +290,7 @@ class MachineManager(SingletonConfigurable):
             if not result.get("stopping"):
                 return False
             del self._machines[target_name]
-            await machine.close()
+            await self._release(machine)
             host = machine.target.host
             if host is not None and not any(
                 m.target.host == host for m in self._machines.values()
@@ -321,3 +322,12 @@ class MachineManager(SingletonConfigurable):
         for provider in self.providers.values():
             provider.close()
         self.ledger.close()
+
+    async def _release(self, machine: Machine) -> None:
+        """Have the machine's provider let go of it (or close it, when no provider of
+        that name is left)."""
+        provider = self.providers.get(machine.target.provider)
+        if provider is None:
+            await machine.close()
+        else:
+            await provider.release(machine)

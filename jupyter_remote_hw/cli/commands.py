@@ -1,0 +1,528 @@
+"""``jupyter remote-hw``: list, launch, stop, start, terminate and reap machines; the catalog;
+share kernels with teammates (share, shares, revoke, join).
+
+Reads the same configuration as the Jupyter server (``jupyter_server_config.py``
+or ``.json`` in the Jupyter config path, or ``--config FILE``) and the same
+ledger, so it sees the machines the server launched and the other way round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from botocore.exceptions import BotoCoreError, ClientError
+from jupyter_core.application import JupyterApp
+from tabulate import tabulate
+from traitlets.config import Config
+
+from ..catalog import CatalogEntry, user_catalog_path, write_catalog
+from ..catalog.refresh import refresh_entries
+from ..config_check import ConfigError, check_config, load_config_files
+from ..errors import is_expected, one_line
+from ..ledger import FINAL_STATES, MachineRecord
+from ..machines.manager import MachineManager
+from ..providers import Target
+from ..providers.aws import AWSProvider, ReapCandidate
+from ..providers.aws.errors import AWSError
+from ..providers.launch_steps import LaunchError, LaunchSteps
+from ..sharing import cli as sharing_cli
+from ..transport.host_keys import TRUSTED, fetch_presented_key, record_key, refuse_changed
+from ..validation import HOST, NAME, argument_type
+from . import machines as cli_machines
+
+
+class CLIError(Exception):
+    """A command failed; the message says why and what to do (exit status 1)."""
+
+
+def load_config(path: str | None) -> Config:
+    """The Jupyter server's configuration (or ``path``'s), as the server would read it.
+
+    Raises:
+        CLIError: ``path`` is not a file.
+        ConfigError: A file does not load, or a setting is of the wrong type or out
+            of range (the message names the file and the setting).
+    """
+    app = JupyterApp()
+    if path and not Path(path).is_file():
+        raise CLIError(f"no configuration file {path}")
+    config, files = load_config_files(["jupyter_config", "jupyter_server_config"],
+                                      app.config_file_paths, path)
+    check_config(config, files)
+    return config
+
+
+def _money(value: float | None) -> str:
+    """Dollars for people: ``$0.0042``, ``$1.01``, ``?`` when unknown."""
+    if value is None:
+        return "?"
+    if value < 1:
+        return "$" + (f"{value:.4f}".rstrip("0").rstrip(".") or "0")
+    return f"${value:,.2f}"
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+def _ago(when: float | None, now: float) -> str:
+    return "never" if when is None else f"{_duration(now - when)} ago"
+
+
+class RemoteHWCommands:
+    """The subcommands, over one machine manager.
+
+    Args:
+        manager: The process's machine manager (providers, ledger).
+        out: Where tables go.
+        err: Where progress and questions go.
+    """
+
+    def __init__(self, manager: MachineManager, out: TextIO, err: TextIO) -> None:
+        self.manager = manager
+        self.out = out
+        self.err = err
+
+    @property
+    def aws(self) -> AWSProvider:
+        provider = self.manager.providers["aws"]
+        assert isinstance(provider, AWSProvider)
+        return provider
+
+    def _print(self, text: str = "") -> None:
+        self.out.write(text + "\n")
+
+    def _machine(self, key: str) -> MachineRecord:
+        record = self.manager.ledger.find_machine(key)
+        if record is None:
+            names = sorted({m.name for m in self.manager.ledger.machines()
+                            if m.state not in FINAL_STATES})
+            raise CLIError(f"no machine {key!r} in the ledger {self.manager.ledger.path}; "
+                           f"the live ones are: {', '.join(names) or 'none'} "
+                           "(`jupyter remote-hw list`)")
+        return record
+
+    # ------------------------------------------------------------------ list
+
+    async def list_machines(self, show_all: bool, sync: bool) -> None:
+        now = time.time()
+        if sync and any(m.state not in FINAL_STATES for m in
+                        self.manager.ledger.machines(provider="aws")):
+            try:
+                await self.aws.sync_all()
+            except (AWSError, ClientError, BotoCoreError) as exc:
+                self.err.write(f"warning: states as last recorded; EC2 did not answer: {exc}\n")
+        models, servers = await cli_machines.machine_models(self.manager, show_all)
+        if models:
+            self._print(tabulate(
+                cli_machines.render_rows(models, _money, _duration),
+                headers=cli_machines.HEADERS))
+        else:
+            self._print("no machines: pick hardware as a notebook's kernel in JupyterLab, or "
+                        "`jupyter remote-hw launch HARDWARE`")
+        if not servers:
+            self.err.write("no Jupyter server is running: kernels and states as the ledger "
+                           f"has them ({self.manager.ledger.path})\n")
+        records = self.manager.ledger.machines()
+        total = sum(r.price_per_hour for r in records if r.active)
+        spent = sum(r.cost(now) for r in self.manager.ledger.machines())
+        self._print(f"\nrunning now: {_money(total)}/h · spent in all: {_money(spent)}")
+        if (blocked := self.aws.usability()) is not None:
+            self._print(f"AWS: {blocked.text}")
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _note(self, text: str) -> None:
+        """Say on stderr, at once, what a command is waiting for."""
+        self.err.write(text + "\n")
+        self.err.flush()
+
+    def _steps(self, name: str) -> LaunchSteps:
+        began = time.monotonic()
+
+        def show(event: dict[str, Any]) -> None:
+            at = f"[{time.monotonic() - began:6.1f} s]"
+            if event["state"] == "done":
+                self.err.write(f"{at} ✓ {event['step']} ({event['seconds']:.1f} s)\n")
+            elif event["state"] == "failed":
+                self.err.write(f"{at} ✗ {event['step']} failed after {event['seconds']:.1f} s\n")
+            elif event["state"] == "progress" and event["detail"]:
+                self.err.write(f"{at}     {event['detail']}\n")
+            elif event["state"] == "started":
+                self.err.write(f"{at} … {event['step']}\n")
+            self.err.flush()
+
+        return LaunchSteps(name, "-", self.manager.log, [show])
+
+    async def launch(self, hardware: str, name: str | None, region: str | None,
+                     spot: bool | None, prepare: bool) -> None:
+        owned = cli_machines.owned_target(self.manager, hardware)
+        if owned is not None:
+            raise CLIError(cli_machines.no_launch(owned))
+        self.err.write(f"Launching {hardware}:\n")
+        steps = self._steps(name or hardware)
+        began = time.monotonic()
+        record = await self.aws.launch(hardware, name=name, region=region, spot=spot,
+                                       steps=steps, connect=prepare)
+        self.err.write(f"Ready in {time.monotonic() - began:.1f} s.\n")
+        self._print(tabulate([[record.name, record.instance_type, record.region, record.market,
+                               record.state, _money(record.price_per_hour),
+                               record.resource_id]],
+                             headers=["NAME", "TYPE", "REGION", "MARKET", "STATE", "$/H",
+                                      "INSTANCE"]))
+        policy = self.aws.lifetime_policy()
+        if prepare:
+            self._print(f"It stops itself after {policy['idle_stop'] / 60:.0f} min idle or "
+                        f"{policy['deadman'] / 60:.0f} min without a client "
+                        f"(c.AWSProvider.idle_stop, c.AWSProvider.deadman).")
+
+    async def stop(self, key: str, yes: bool) -> None:
+        owned = cli_machines.owned_target(self.manager, key)
+        if owned is not None:  # nothing to halt but its kernels: as terminate does
+            await self._end_owned(owned, yes, "stop")
+            return
+        record = self._machine(key)
+        self._require_aws(record)
+        self._note(f"Stopping {record.name} ({record.resource_id})…")
+        record = await self.aws.stop(record)
+        self._print(f"{record.name} ({record.resource_id}): {record.state}; "
+                    f"cost so far {_money(record.cost())}")
+
+    async def start(self, key: str) -> None:
+        owned = cli_machines.owned_target(self.manager, key)
+        if owned is not None:
+            machine = await self._ask_server(owned, "start")
+            self._print(f"{machine['name']} ({machine['where']}): {machine['state']}, its "
+                        f"agent started by the Jupyter server")
+            return
+        record = self._machine(key)
+        self._require_aws(record)
+        record = await self.aws.start(record, steps=self._steps(record.name))
+        self._print(f"{record.name} ({record.resource_id}): {record.state} at "
+                    f"{_money(record.price_per_hour)}/h")
+
+    async def terminate(self, key: str, yes: bool) -> None:
+        owned = cli_machines.owned_target(self.manager, key)
+        if owned is not None:
+            await self._end_owned(owned, yes, "terminate")
+            return
+        record = self._machine(key)
+        self._require_aws(record)
+        if not self._confirm(f"Terminate {record.name} ({record.resource_id}, "
+                             f"{record.instance_type})? Its disk is deleted.", yes):
+            self._print("nothing terminated")
+            return
+        self._note(f"Terminating {record.name} ({record.resource_id})…")
+        record = await self.aws.terminate(record)
+        self._print(f"{record.name} ({record.resource_id}): {record.state}; it cost "
+                    f"{_money(record.cost())} over {_duration(record.running_seconds())}")
+
+    async def _ask_server(self, target: Target, action: str) -> dict[str, Any]:
+        """``action`` on a local or SSH target, done by the running Jupyter server."""
+        servers = cli_machines.running_servers()
+        if not servers:
+            raise CLIError(cli_machines.no_server(target, action))
+        try:
+            answer = await servers[0].call(f"{cli_machines.MACHINES_ROUTE}/{target.name}/"
+                                           f"{action}", "POST")
+        except cli_machines.ServerRequestError as exc:
+            raise CLIError(str(exc)) from None
+        except OSError as exc:
+            raise CLIError(f"the Jupyter server at {servers[0].url} did not answer: {exc}"
+                           ) from None
+        machine: dict[str, Any] = answer["machine"]
+        return machine
+
+    async def _end_owned(self, target: Target, yes: bool, verb: str) -> None:
+        """``stop`` or ``terminate`` of a local or SSH target: the running server shuts
+        down its kernels there and stops the agent (the hardware itself stays on)."""
+        if not cli_machines.running_servers():
+            raise CLIError(cli_machines.no_server(target, verb))
+        if not self._confirm(f"Shut down the Jupyter server's kernels on {target.name} "
+                             f"({target.where}) and stop its agent? Unsaved variables are "
+                             "lost.", yes):
+            self._print("nothing " + ("stopped" if verb == "stop" else "terminated"))
+            return
+        ended = await self._ask_server(target, "terminate")
+        count = len(ended["kernels_shut_down"])
+        self._print(f"{target.name} ({target.where}): shut down {count} "
+                    f"kernel{'' if count == 1 else 's'}; agent "
+                    f"{'stopped' if ended['agent_stopped'] else 'still running other kernels'}")
+
+    def _require_aws(self, record: MachineRecord) -> None:
+        if record.provider != "aws":
+            raise CLIError(f"{record.name} is a {record.provider} machine; only cloud machines "
+                           "are stopped, started and terminated here")
+        if record.state in FINAL_STATES:
+            raise CLIError(f"{record.name} ({record.resource_id}) is already {record.state}")
+
+    def _confirm(self, question: str, yes: bool) -> bool:
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            raise CLIError(f"{question} Pass --yes to confirm when not at a terminal.")
+        self.err.write(f"{question} [y/N] ")
+        self.err.flush()
+        return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+    async def trust(self, host: str, yes: bool) -> None:
+        """Show the key ``host`` presents and, once confirmed, record it in known_hosts."""
+        owned = cli_machines.owned_target(self.manager, host)
+        if owned is not None and owned.provider == "local":
+            raise CLIError(f"{host} is {owned.where}: it is reached without SSH, so there is "
+                           "no host key to trust")
+        presented = await fetch_presented_key(host, self.manager.transport.settings)
+        self._print(f"{host} ({presented.address}) presents {presented.algorithm} key "
+                    f"{presented.fingerprint}")
+        if presented.status == TRUSTED:
+            self._print(f"already trusted in {presented.known_hosts}")
+            return
+        refuse_changed(presented)
+        if not self._confirm(f"Trust this key for {presented.address} in "
+                             f"{presented.known_hosts}? Compare the fingerprint with the "
+                             "machine's own first.", yes):
+            raise CLIError("not trusted: nothing was written")
+        record_key(presented)
+        self._print(f"trusted: added to {presented.known_hosts}")
+
+    async def reap(self, yes: bool, regions: list[str] | None) -> None:
+        self._note(f"Looking for instances tagged as yours in "
+                   f"{', '.join(regions) if regions else 'the configured regions'}…")
+        candidates: list[ReapCandidate] = await self.aws.reap_candidates(regions)
+        if not candidates:
+            self._print("nothing to reap: every instance tagged as yours has a live owner")
+            return
+        self._print(tabulate(
+            [[c.instance_id, c.name or "-", c.instance_type, c.region, c.state, _money(c.cost),
+              c.reason] for c in candidates],
+            headers=["INSTANCE", "NAME", "TYPE", "REGION", "STATE", "COST SO FAR", "WHY"]))
+        others = [c.instance_id for c in candidates if not c.launched]
+        if others:
+            self._print(f"left running: {', '.join(others)}: tagged as yours, but not launched "
+                        "from this ledger (anyone allowed to tag in the account can set those "
+                        "tags). Check them, and end them yourself if they are yours.")
+        ours = [c for c in candidates if c.launched]
+        if not ours:
+            return
+        if not self._confirm(f"Terminate these {len(ours)} instance(s)?", yes):
+            self._print("nothing terminated")
+            return
+        self._note(f"Terminating {len(ours)} instance(s)…")
+        ended = await self.aws.reap(ours)
+        self._print(f"terminated {len(ended)}: {', '.join(ended)}")
+
+    # ------------------------------------------------------------------ catalog
+
+    async def catalog(self, query: str, region: str | None, targets: bool,
+                      probe: bool, show_all: bool = False) -> None:
+        catalog = self.aws.catalog
+        entries: list[CatalogEntry] = catalog.search(query, region)
+        spot = "spot" in query.lower().split()
+        # Without credentials the AWS rows fold into one line, as in the pickers; a
+        # query or --all shows them anyway (their specs and prices are worth reading).
+        blocked = self.aws.usability()
+        folded = blocked is not None and not query.strip() and not show_all
+        rows: list[list[Any]] = [] if folded else [
+            [e.instance_type, "aws", e.region, e.hardware, e.gpu_count,
+             f"{e.gpu_memory_gib:g}" if e.gpu_count else "-", e.vcpus, f"{e.memory_gib:g}",
+             _money(e.price(spot)) if e.price(spot) is not None else "price unknown",
+             _money(e.spot_usd_per_hour) if e.spot_usd_per_hour is not None else "-",
+             e.price_date or "-"] for e in entries]
+        if targets and not query.strip():
+            rows = await self._target_rows(probe) + rows
+        headers = ["NAME", "PROVIDER", "REGION/WHERE", "HARDWARE", "GPUS", "GPU GIB", "VCPUS",
+                   "MEM GIB", "$/H", "SPOT $/H", "PRICES OF"]
+        self._print(tabulate(rows, headers=headers))
+        if blocked is not None:
+            more = (f" ({len(entries)} types folded; `jupyter remote-hw catalog --all` "
+                    "lists them)") if folded else ""
+            self._print(f"\nAWS: {blocked.text}{more}")
+        self._print(f"\n{len(entries)} of {len(catalog.entries)} catalog rows "
+                    f"({catalog.source})")
+
+    async def _target_rows(self, probe: bool) -> list[list[Any]]:
+        rows = []
+        for target in self.manager.targets():
+            if target.provider not in ("local", "ssh"):
+                continue
+            report: dict[str, Any] = {}
+            if probe:
+                self._note(f"Asking {target.name} for its hardware…")
+                try:
+                    machine = await self.manager.machine(target, self._steps(target.name))
+                    report = await (await machine.agent()).call("hardware")
+                except Exception as exc:  # noqa: BLE001 (listed as unreachable, not fatal)
+                    report = {"summary": f"unreachable: {exc}"}
+            gpus = report.get("gpus") or []
+            memory = report.get("memory_mib")
+            rows.append([
+                target.name, target.provider, target.where,
+                report.get("summary") or target.hardware,
+                len(gpus) if report else "-",
+                f"{gpus[0]['memory_mib'] / 1024:.1f}" if gpus and gpus[0].get("memory_mib")
+                else "-",
+                report.get("cpu_count", "-"),
+                f"{memory / 1024:.1f}" if memory else "-", "$0", "-", "-",
+            ])
+        return rows
+
+    async def refresh(self, regions: list[str] | None, output: str | None) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+        catalog = self.aws.catalog
+        regions = regions or catalog.regions
+        clients = {r: self.aws.client("ec2", r) for r in regions}
+        try:
+            pricing = self.aws.client("pricing", "us-east-1")
+            entries, warnings = await asyncio.to_thread(
+                refresh_entries, clients, pricing, catalog.entries,
+                today=datetime.date.today().isoformat())
+        except NoCredentialsError:
+            raise CLIError("catalog refresh needs AWS credentials (`aws configure`, "
+                           "AWS_PROFILE or an instance role); the shipped catalog stays "
+                           "in use meanwhile") from None
+        except (ClientError, BotoCoreError) as exc:
+            raise CLIError(f"catalog refresh: DescribeInstanceTypes failed: {exc}") from None
+        kept = [e for e in catalog.entries if e.region not in regions]
+        path = Path(output) if output else user_catalog_path()
+        write_catalog(path, kept + entries)
+        for warning in warnings:
+            self.err.write(f"warning: {warning}\n")
+        self._print(f"wrote {len(kept) + len(entries)} rows ({len(entries)} refreshed in "
+                    f"{', '.join(regions)}) to {path}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``jupyter remote-hw``."""
+    parser = argparse.ArgumentParser(
+        prog="jupyter remote-hw",
+        description="Cloud and cluster machines for Jupyter kernels: what runs, what it costs.",
+    )
+    parser.add_argument("--config", metavar="FILE",
+                        help="a Jupyter server config file (default: the usual config path)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    listing = commands.add_parser("list", help="machines, their state and cost so far")
+    listing.add_argument("--all", action="store_true", help="include terminated machines")
+    listing.add_argument("--no-sync", dest="sync", action="store_false",
+                         help="show the states as last recorded, without asking EC2")
+
+    launch = commands.add_parser("launch", help="launch a cloud machine")
+    launch.add_argument("hardware", help="a catalog query ('A10G', 'a100:8', "
+                        "'gpu_mem>=40 cheapest') or an instance type")
+    launch.add_argument("--name", type=argument_type(NAME, "name"), help="its name (default aws-<instance type>)")
+    launch.add_argument("--region", help="the AWS region (default c.AWSProvider.region)")
+    market = launch.add_mutually_exclusive_group()
+    market.add_argument("--spot", dest="spot", action="store_true", default=None)
+    market.add_argument("--on-demand", dest="spot", action="store_false")
+    launch.add_argument("--no-prepare", action="store_true",
+                        help="do not wait for SSH nor start the agent (its lifetime policy "
+                        "then is not enforced until a kernel uses it)")
+
+    stop = commands.add_parser("stop", help="stop a machine (its disk stays); on a local or "
+                               "SSH target, shut down the kernels there")
+    stop.add_argument("machine", type=argument_type(NAME, "machine"), help="its name, ledger id or instance id")
+    stop.add_argument("--yes", action="store_true",
+                      help="do not ask before shutting down a local or SSH target's kernels")
+    start = commands.add_parser("start", help="start a stopped machine")
+    start.add_argument("machine", type=argument_type(NAME, "machine"), help="its name, ledger id or instance id")
+    terminate = commands.add_parser("terminate", help="terminate a machine and its disk")
+    terminate.add_argument("machine", type=argument_type(NAME, "machine"),
+                           help="its name, ledger id or instance id")
+    terminate.add_argument("--yes", action="store_true", help="do not ask")
+
+    trust = commands.add_parser(
+        "trust", help="show an SSH host's key fingerprint and trust it in known_hosts")
+    trust.add_argument("host", type=argument_type(HOST, "host"), help="the host as you name it to ssh (an ssh_config alias too)")
+    trust.add_argument("--yes", action="store_true", help="do not ask")
+
+    reap = commands.add_parser(
+        "reap", help="terminate instances launched from this ledger that no live session "
+        "claims; list those only tagged as yours")
+    reap.add_argument("--yes", action="store_true", help="do not ask (for scripts)")
+    reap.add_argument("--region", action="append", help="a region to search (repeatable)")
+
+    catalog = commands.add_parser("catalog", help="the hardware catalog, or `catalog refresh`")
+    catalog.add_argument("query", nargs="*", help="a query ('A10G', 'a100:8', 'gpu_mem>=40', "
+                         "'cheapest', '<=2', 'spot'), or `refresh`")
+    catalog.add_argument("--region", action="append",
+                         help="only this region (refresh: refresh this region; repeatable)")
+    catalog.add_argument("--no-targets", action="store_true",
+                         help="leave out this machine and the SSH hosts")
+    catalog.add_argument("--probe", action="store_true",
+                         help="ask each SSH host's agent what hardware it has")
+    catalog.add_argument("--output", help="refresh: write here instead of the user catalog")
+    catalog.add_argument("--all", action="store_true", dest="show_all",
+                         help="list the AWS rows even when AWS cannot be used now")
+    sharing_cli.add_parsers(commands)
+    return parser
+
+
+async def run(args: argparse.Namespace, config: Config, out: TextIO, err: TextIO) -> None:
+    """Run one parsed command."""
+    manager = MachineManager.instance(config=config)
+    commands = RemoteHWCommands(manager, out, err)
+    try:
+        if args.command == "list":
+            await commands.list_machines(args.all, args.sync)
+        elif args.command == "launch":
+            await commands.launch(args.hardware, args.name, args.region, args.spot,
+                                  not args.no_prepare)
+        elif args.command == "stop":
+            await commands.stop(args.machine, args.yes)
+        elif args.command == "start":
+            await commands.start(args.machine)
+        elif args.command == "terminate":
+            await commands.terminate(args.machine, args.yes)
+        elif args.command == "reap":
+            await commands.reap(args.yes, args.region)
+        elif args.command == "trust":
+            await commands.trust(args.host, args.yes)
+        elif args.command in sharing_cli.COMMANDS:
+            await sharing_cli.run(args, manager, out, err)
+        elif args.command == "catalog":
+            if args.query[:1] == ["refresh"]:
+                await commands.refresh(args.region, args.output)
+            else:
+                region = args.region[0] if args.region else None
+                await commands.catalog(" ".join(args.query), region, not args.no_targets,
+                                       args.probe, args.show_all)
+    finally:
+        await manager.close()
+        MachineManager.clear_instance()
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
+         err: TextIO | None = None) -> int:
+    """Entry point of ``jupyter-remote-hw`` (``jupyter remote-hw``).
+
+    Returns:
+        0 on success, 1 when the command failed (its reason on stderr), 2 for bad usage.
+    """
+    out = out or sys.stdout
+    err = err or sys.stderr
+    args = build_parser().parse_args(argv)
+    try:
+        config = load_config(args.config)
+        asyncio.run(run(args, config, out, err))
+    except Exception as exc:
+        # The user's to fix (no host, no credentials, over budget...): one line, no
+        # traceback. Anything else is a bug: its traceback is shown.
+        if not isinstance(exc, CLIError | LaunchError | ConfigError) and not is_expected(exc):
+            raise
+        err.write(f"jupyter remote-hw {args.command}: {one_line(str(exc))}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

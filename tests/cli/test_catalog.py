@@ -1,0 +1,69 @@
+"""``jupyter remote-hw catalog`` without AWS credentials: the AWS rows fold into one line
+saying why in words and what to do; a query or ``--all`` shows them, each with a price
+or "price unknown"."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from jupyter_remote_hw.cli.commands import main
+from jupyter_remote_hw.providers.aws import credentials as aws_credentials
+
+FOLD = "AWS: no credentials — set AWS_PROFILE or run `aws configure`"
+
+
+@pytest.fixture(autouse=True)
+def no_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A home, Jupyter paths and an AWS credential chain with nothing in them."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(tmp_path / "jcfg"))
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jdata"))
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                 "AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    aws_credentials.forget()
+
+
+def cli(tmp_path: Path, *argv: str) -> tuple[int, str, str]:
+    path = tmp_path / "jupyter_server_config.json"
+    path.write_text(json.dumps({
+        "MachineManager": {"ledger_path": str(tmp_path / "ledger.sqlite3")},
+        "LocalProvider": {"state_dir": str(tmp_path / "l")},
+        "SSHProvider": {"include_ssh_config": False},
+    }))
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["--config", str(path), *argv], out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_catalog_folds_aws_into_one_line(tmp_path: Path) -> None:
+    code, out, _ = cli(tmp_path, "catalog", "--region", "us-east-1")
+    assert code == 0, out
+    rows = [line.split()[0] for line in out.splitlines()[2:] if line.strip()]
+    assert rows[0] == "local" and "g5.xlarge" not in rows
+    assert (f"{FOLD} (44 types folded; `jupyter remote-hw catalog --all` lists them)"
+            in out.splitlines())
+
+
+def test_a_query_or_all_lists_them_each_with_a_price_or_price_unknown(tmp_path: Path) -> None:
+    code, out, _ = cli(tmp_path, "catalog", "h200", "--region", "us-east-1")
+    assert code == 0, out
+    lines = {line.split()[0]: line for line in out.splitlines()[2:] if line.strip()}
+    assert "$63.30" in lines["p5en.48xlarge"] and "2026-08-06" in lines["p5en.48xlarge"]
+    assert "price unknown" in lines["p5e.48xlarge"]
+    assert FOLD in out.splitlines()
+    code, out, _ = cli(tmp_path, "catalog", "--all", "--region", "us-west-2")
+    assert code == 0 and "g5.xlarge" in out and "types folded" not in out
+
+
+def test_list_says_why_aws_cannot_be_used(tmp_path: Path) -> None:
+    code, out, _ = cli(tmp_path, "list")
+    assert code == 0, out
+    assert out.splitlines()[-1] == FOLD
