@@ -21,13 +21,13 @@ def _jupyter_server_extension_points() -> list[dict[str, Any]]:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext jupyter_remote_hw``: the remote magics, and transfers to this kernel."""
-    from .magics import load_ipython_extension as load
+    from .notebook.magics import load_ipython_extension as load
 
     load(ipython)
 
 
 def picker(shell: Any = None) -> Any:
     """The ipywidgets hardware picker; the row chosen becomes the default ``%%remote`` target."""
-    from .widgets import picker as show
+    from .notebook.widgets import picker as show
 
     return show(shell)

@@ -7,7 +7,7 @@ it owns the SSH connections, the providers, the open machines and the ledger.
 Those SSH connections and forwards live on one event loop, the manager's home
 loop, which must keep running while kernels run: the Jupyter server's loop
 (bound by the server extension), the loop of ``%%remote``'s thread (bound by
-:class:`~.remote_sessions.RemoteSessions`), or else a loop the manager runs in
+:class:`~..notebook.remote_sessions.RemoteSessions`), or else a loop the manager runs in
 a daemon thread of its own. Kernels started through jupyter_client's
 synchronous API (``jupyter run``, ``jupyter console``, nbclient, papermill)
 thus keep answering while their caller blocks and runs no loop.

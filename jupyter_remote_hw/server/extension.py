@@ -18,20 +18,20 @@ from ..config_check import (
     config_file_candidates,
     unloaded_config_file,
 )
-from ..hardware_actions import HardwareActions
-from ..hardware_events import EventHub
 from ..kernelspecs import RemoteHWKernelSpecManager
 from ..ledger.store import SERVER_OWNER
 from ..machines.manager import MachineManager
-from ..orphans import reap_orphans
 from ..providers import LocalProvider, SSHProvider
 from ..providers.aws import AWSProvider
 from ..providers.aws.upkeep import CloudUpkeep
 from ..provisioner import RemoteHWProvisioner
-from ..share_actions import ShareActions
 from ..transport import TransportManager
 from ..user_errors import install_filter, log_failure
 from .handlers import api_handlers
+from .hardware_actions import HardwareActions
+from .hardware_events import EventHub
+from .orphans import reap_orphans
+from .share_actions import ShareActions
 from .websocket import NoDelayWebsocketConnection
 
 #: Key under which the shared :class:`MachineManager` sits in the tornado settings.
@@ -191,7 +191,7 @@ class RemoteHWExtension(ExtensionApp):
 
     async def reap_orphans(self) -> list[str]:
         """Shut down the ``%%remote`` kernels whose local kernel was killed (see
-        :mod:`..orphans`); never raises."""
+        :mod:`.orphans`); never raises."""
         try:
             return await reap_orphans(self.machines, self.log)
         except Exception as exc:  # noqa: BLE001 (a host away: one line; a bug: traceback)

@@ -1,4 +1,4 @@
-"""The hardware REST API and its event socket: thin handlers over :mod:`..hardware_actions`.
+"""The hardware REST API and its event socket: thin handlers over :mod:`.hardware_actions`.
 
 Routes (under the server's base URL; documented in docs/rest-api.yaml):
 
@@ -31,15 +31,15 @@ from jupyter_server.utils import url_path_join
 from tornado import web, websocket
 from tornado.escape import url_escape
 
-from ..hardware_actions import HardwareActions, HardwareRequestError
-from ..hardware_events import EventHub
-from ..host_key_actions import trust_host_key
-from ..kernel_metrics import KernelMetrics
 from ..machines.hardware import list_hardware, provider_statuses
-from ..share_actions import ShareActions
 from ..user_errors import is_expected, launch_logged, one_line
 from ..validation import NAME, InvalidInputError, check_identifier, check_json, quote
+from .hardware_actions import HardwareActions, HardwareRequestError
+from .hardware_events import EventHub
+from .host_key_actions import trust_host_key
+from .kernel_metrics import KernelMetrics
 from .schemas import ALL_VALUES, CHECKERS, PATH_PARTS
+from .share_actions import ShareActions
 
 #: URL prefix of every route.
 API_PREFIX = "/jupyter-remote-hw/api"

@@ -19,11 +19,11 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
-from ..kernel_link import KernelLink
 from . import protocol
 from .buffers import empty_segment
 from .bulk import part_ranges, part_views
 from .errors import NoTransferHandlerError, TransferError
+from .kernel_link import KernelLink
 from .pickling import Pickled, from_segments, segment_sizes, to_segments
 from .streams import (
     STREAM_ERRORS,

@@ -17,8 +17,8 @@ from jupyter_remote_hw.machines.hardware import (
     provider_statuses,
 )
 from jupyter_remote_hw.machines.manager import MachineManager
+from jupyter_remote_hw.notebook.widgets import columns
 from jupyter_remote_hw.providers.aws import credentials as aws_credentials
-from jupyter_remote_hw.widgets import columns
 
 
 @pytest.fixture

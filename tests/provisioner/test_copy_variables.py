@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from jupyter_remote_hw.transfer import TransferError
-from jupyter_remote_hw.variables import copy_variables
+from jupyter_remote_hw.transfer.variables import copy_variables
 
 from ..kernelws import KernelChannels
 from .conftest import LOCAL_KERNEL, SSH_KERNEL, OpenChannels, StartKernel

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from jupyter_remote_hw.transfer import TransferError
-from jupyter_remote_hw.variables import copy_variables
+from jupyter_remote_hw.transfer.variables import copy_variables
 
 from ..testhosts import NetnsTestHost
 from .conftest import LOCAL_KERNEL, write_config

@@ -9,11 +9,11 @@ from typing import Any
 
 import yaml
 
-from jupyter_remote_hw.hardware_actions import HardwareActions
-from jupyter_remote_hw.hardware_events import EventHub
 from jupyter_remote_hw.server.handlers import NoRouteHandler, api_handlers
+from jupyter_remote_hw.server.hardware_actions import HardwareActions
+from jupyter_remote_hw.server.hardware_events import EventHub
 from jupyter_remote_hw.server.schemas import PATH_PARTS, REQUESTS
-from jupyter_remote_hw.share_actions import ShareActions
+from jupyter_remote_hw.server.share_actions import ShareActions
 
 DOC = Path(__file__).parents[2] / "docs" / "rest-api.yaml"
 

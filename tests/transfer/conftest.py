@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from jupyter_client.manager import AsyncKernelManager
 
-from jupyter_remote_hw.kernel_link import KernelLink
 from jupyter_remote_hw.transfer.client import TransferClient, open_local_stream
+from jupyter_remote_hw.transfer.kernel_link import KernelLink
 
 REPO = str(Path(__file__).resolve().parents[2])
 EXTENSION = "--IPKernelApp.extra_extensions=jupyter_remote_hw.transfer.kernel_handler"

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from .agent.kernelclient import shell_reply
-from .conftest import TEST_TRANSPORT
-from .notebooks import error_of, kernel_env, local_kernel, run_notebook, text_of
-from .processes import processes_under
-from .testhosts import SSHTestHost
-from .transfer.test_pickling import NOTEBOOK_CODE
+from ..agent.kernelclient import shell_reply
+from ..conftest import TEST_TRANSPORT
+from ..notebooks import error_of, kernel_env, local_kernel, run_notebook, text_of
+from ..processes import processes_under
+from ..testhosts import SSHTestHost
+from ..transfer.test_pickling import NOTEBOOK_CODE
 
 TARGET = "ssh-testhost"
 HARDWARE = "Test GPU 24GB"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from jupyter_remote_hw.transfer.restricted import SETTING
 
-from .notebooks import error_of, run_notebook, text_of
+from ..notebooks import error_of, run_notebook, text_of
+from ..testhosts import SSHTestHost, keygen
 from .test_magics import TARGET, env  # noqa: F401 (the fixture)
-from .testhosts import SSHTestHost, keygen
 
 
 def outputs_of(cell: object, kind: str) -> list[str]:

@@ -2,7 +2,7 @@
 GPUs, read by the host's agent, with the machine's price and cost so far.
 
 Free of HTTP: ``GET /jupyter-remote-hw/api/usage/<kernel id>`` (see
-:mod:`.server.handlers`) calls :meth:`KernelMetrics.metrics`. Answers are kept a
+:mod:`.handlers`) calls :meth:`KernelMetrics.metrics`. Answers are kept a
 couple of seconds, so that several browser tabs polling one kernel cost the host
 one reading, not one each.
 """
@@ -16,11 +16,11 @@ from typing import Any
 
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
-from .agent.metrics import MetricsSampler
-from .agent_client import AgentError, AgentUnavailableError
+from ..agent.metrics import MetricsSampler
+from ..agent_client import AgentError, AgentUnavailableError
+from ..providers.local import detect_hardware
+from ..transport import TransportError
 from .hardware_actions import HardwareActions, HardwareRequestError
-from .providers.local import detect_hardware
-from .transport import TransportError
 
 #: Seconds an answer is reused for every caller asking about the same kernel.
 CACHE_SECONDS = 2.0

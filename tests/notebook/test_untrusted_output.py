@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jupyter_remote_hw.untrusted_output import untrusted_display
+from jupyter_remote_hw.notebook.untrusted_output import untrusted_display
 
 
 def test_only_kinds_that_cannot_run_code_are_kept_and_html_svg_markdown_are_sanitized() -> None:

@@ -31,13 +31,13 @@ from typing import Any, TypeVar
 from jupyter_client.manager import AsyncKernelManager
 from traitlets.config import Config
 
-from .kernel_link import KernelLink
-from .kernelspecs import RemoteHWKernelSpecManager
-from .machines.manager import MachineManager, server_config
-from .providers import Target, UnknownHardwareError
-from .transfer.client import TransferClient
-from .transfer.pickling import Pickled
-from .variables import stream_opener
+from ..kernelspecs import RemoteHWKernelSpecManager
+from ..machines.manager import MachineManager, server_config
+from ..providers import Target, UnknownHardwareError
+from ..transfer.client import TransferClient
+from ..transfer.kernel_link import KernelLink
+from ..transfer.pickling import Pickled
+from ..transfer.variables import stream_opener
 
 T = TypeVar("T")
 Emit = Callable[[tuple[str, Any]], None]

@@ -1,7 +1,7 @@
 """``%%remote``, ``%remote_push``, ``%remote_pull`` and ``%remote_hw``: the sync edge.
 
 Loaded with ``%load_ext jupyter_remote_hw`` in any local IPython kernel. The
-work runs in :class:`~jupyter_remote_hw.remote_sessions.RemoteSessions`; this
+work runs in :class:`~jupyter_remote_hw.notebook.remote_sessions.RemoteSessions`; this
 module parses arguments, serializes and assigns the local variables, and shows
 what comes back (outputs, launch steps, progress, errors) in the running cell.
 """
@@ -20,12 +20,12 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import DisplayHandle, clear_output, display, publish_display_data
 from tabulate import tabulate
 
-from .providers import Target, UnknownHardwareError
-from .provisioner.errors import KernelLaunchError
+from ..providers import Target, UnknownHardwareError
+from ..provisioner.errors import KernelLaunchError
+from ..transfer import TransferError, dump_variables, load_variables
+from ..transfer.pickling import Pickled
+from ..transfer.restricted import SharedKernelPulls, load_variables_restricted
 from .remote_sessions import Emit, RemoteKernel, RemoteKernelLostError, RemoteSessions
-from .transfer import TransferError, dump_variables, load_variables
-from .transfer.pickling import Pickled
-from .transfer.restricted import SharedKernelPulls, load_variables_restricted
 from .untrusted_output import untrusted_display
 
 #: Transfers at least this large show a progress bar.
@@ -126,7 +126,7 @@ def _show_output(msg: dict[str, Any], untrusted: bool = False) -> None:
     """Show one IOPub message of a remote cell in the local cell.
 
     ``untrusted``: the remote kernel is one someone else can run code in; its
-    rich output is shown as untrusted (see :mod:`~jupyter_remote_hw.untrusted_output`).
+    rich output is shown as untrusted (see :mod:`~jupyter_remote_hw.notebook.untrusted_output`).
     """
     kind = msg["msg_type"]
     content = msg["content"]
@@ -340,7 +340,7 @@ class RemoteMagics(Magics):
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:
     """Register the magics, and answer transfer requests in this kernel."""
-    from .transfer.kernel_handler import load_ipython_extension as answer_transfers
+    from ..transfer.kernel_handler import load_ipython_extension as answer_transfers
 
     answer_transfers(ipython)
     ipython.register_magics(RemoteMagics(ipython))

@@ -1,7 +1,7 @@
 """What a hardware switch carries from the old kernel to the new one: the listing
 the user confirms first, then the modules re-imported and the variables copied.
 
-Free of HTTP; :class:`..hardware_actions.HardwareActions` runs a switch's steps
+Free of HTTP; :class:`.hardware_actions.HardwareActions` runs a switch's steps
 and turns the errors raised here into request errors.
 """
 
@@ -14,11 +14,11 @@ from typing import Any
 
 from jupyter_client.multikernelmanager import MultiKernelManager
 
-from .agent_client import AgentError, AgentUnavailableError
-from .machines.manager import MachineManager
-from .transfer import TransferError
-from .transfer.client import TransferClient
-from .variables import answering, transfer_client
+from ..agent_client import AgentError, AgentUnavailableError
+from ..machines.manager import MachineManager
+from ..transfer import TransferError
+from ..transfer.client import TransferClient
+from ..transfer.variables import answering, transfer_client
 
 CARRY_ALL = "all"
 """``carry`` value meaning every variable and module the old kernel has that can be carried."""
@@ -66,7 +66,7 @@ async def kernel_namespace(kernel_manager: MultiKernelManager,
     """What a switch could carry from a kernel: each variable with whether it can be
     carried (and why not), and each module bound to a name.
 
-    A plain IPython kernel is made to answer first (see :func:`.variables.answering`).
+    A plain IPython kernel is made to answer first (see :func:`..transfer.variables.answering`).
 
     Returns:
         ``variables`` (``name``, ``type``, ``nbytes``, ``carriable``, ``reason``)

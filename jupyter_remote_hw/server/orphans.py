@@ -18,13 +18,13 @@ import logging
 import os
 import socket
 
-from .agent.protocol import UNKNOWN_KERNEL
-from .agent_client import AgentError, AgentUnavailableError
-from .ledger.store import KernelRecord
-from .machines.manager import MachineManager
-from .providers import UnknownHardwareError
-from .providers.launch_steps import LaunchError, LaunchSteps
-from .transport import TransportError
+from ..agent.protocol import UNKNOWN_KERNEL
+from ..agent_client import AgentError, AgentUnavailableError
+from ..ledger.store import KernelRecord
+from ..machines.manager import MachineManager
+from ..providers import UnknownHardwareError
+from ..providers.launch_steps import LaunchError, LaunchSteps
+from ..transport import TransportError
 
 MAGIC_OWNER = "magic:"
 """Owner prefix of kernels started by ``%%remote``: ``magic:<host>:<pid>``."""

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import TEST_TRANSPORT
-from .notebooks import kernel_env, run_notebook, text_of
-from .testhosts import SSHTestHost
+from ..conftest import TEST_TRANSPORT
+from ..notebooks import kernel_env, run_notebook, text_of
+from ..testhosts import SSHTestHost
 
 TARGET = "ssh-testhost"
 
@@ -80,7 +80,7 @@ def test_the_row_chosen_is_where_remote_cells_run(env: dict[str, str], short_tmp
 
 def test_an_unusable_row_says_why_in_a_few_words_and_its_price() -> None:
     from jupyter_remote_hw.machines.hardware import HardwareOption
-    from jupyter_remote_hw.widgets import columns
+    from jupyter_remote_hw.notebook.widgets import columns
 
     p5e = HardwareOption(
         name="p5e.48xlarge", kernel_name="remote-hw-p5e.48xlarge", provider="aws",

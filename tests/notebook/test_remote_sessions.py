@@ -9,8 +9,8 @@ import pytest
 from traitlets.config import Config
 
 from jupyter_remote_hw.machines.manager import MachineManager
+from jupyter_remote_hw.notebook.remote_sessions import find_target
 from jupyter_remote_hw.providers import UnknownHardwareError
-from jupyter_remote_hw.remote_sessions import find_target
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 terminate them, start a kernel on hardware, and switch a notebook's kernel to other
 hardware carrying its variables.
 
-Free of HTTP: the REST handlers in :mod:`.server.handlers` parse requests, call
+Free of HTTP: the REST handlers in :mod:`.handlers` parse requests, call
 these, and turn :class:`HardwareRequestError` into the HTTP status it carries.
 """
 
@@ -13,16 +13,16 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from .agent_client import AgentError, AgentUnavailableError
+from ..agent_client import AgentError, AgentUnavailableError
+from ..ledger.store import ACTIVE_STATES, FINAL_STATES, MachineRecord
+from ..machines.manager import MachineManager
+from ..machines.view import KernelFacts, MachineView, link_states, owned_hardware_note
+from ..providers import KERNEL_NAME_PREFIX, Target, UnknownHardwareError
+from ..providers.launch_steps import LaunchError
+from ..transfer import TransferError
+from ..user_errors import commands_in, host_key_details
 from .hardware_events import EventHub
-from .ledger.store import ACTIVE_STATES, FINAL_STATES, MachineRecord
-from .machines.manager import MachineManager
-from .machines.view import KernelFacts, MachineView, link_states, owned_hardware_note
-from .providers import KERNEL_NAME_PREFIX, Target, UnknownHardwareError
-from .providers.launch_steps import LaunchError
 from .switching import CARRY_ALL, carry, kernel_namespace, mark_missing_modules
-from .transfer import TransferError
-from .user_errors import commands_in, host_key_details
 
 #: Seconds the machines listing waits for an agent's lifetime status.
 LIFETIME_WAIT = 3.0

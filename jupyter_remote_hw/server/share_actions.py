@@ -2,7 +2,7 @@
 list and revoke their shares, and join a kernel a teammate shared with them.
 
 Free of HTTP, like :mod:`.hardware_actions`: the REST handlers in
-:mod:`.server.handlers` parse requests, call these, and turn
+:mod:`.handlers` parse requests, call these, and turn
 :class:`~.hardware_actions.HardwareRequestError` into the HTTP status it carries.
 """
 
@@ -19,15 +19,13 @@ from typing import Any
 
 from jupyter_core.paths import jupyter_data_dir
 
-from .agent_client import AgentError, AgentUnavailableError
-from .hardware_actions import HardwareRequestError
-from .hardware_events import EventHub
-from .ledger.store import ShareRecord
-from .machines.manager import MachineManager
-from .sharing.lookup import find_kernel, open_machine
-from .sharing.owner import ShareOwner, read_public_key
-from .sharing.provisioner import prune_kernelspecs, write_kernelspec
-from .sharing.roles import (
+from ..agent_client import AgentError, AgentUnavailableError
+from ..ledger.store import ShareRecord
+from ..machines.manager import MachineManager
+from ..sharing.lookup import find_kernel, open_machine
+from ..sharing.owner import ShareOwner, read_public_key
+from ..sharing.provisioner import prune_kernelspecs, write_kernelspec
+from ..sharing.roles import (
     COLLABORATOR,
     DEFAULT_EXPIRES,
     INVALID,
@@ -38,8 +36,10 @@ from .sharing.roles import (
     check_role,
     parse_duration,
 )
-from .sharing.sharefile import ShareFile
-from .transport import TransportError
+from ..sharing.sharefile import ShareFile
+from ..transport import TransportError
+from .hardware_actions import HardwareRequestError
+from .hardware_events import EventHub
 
 #: The HTTP status for each kind of :class:`ShareError`.
 STATUS = {INVALID: 400, UNKNOWN: 404, REFUSED: 409, UNREACHABLE: 502}

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
-from .machines.folds import Fold, fold_hardware
-from .machines.hardware import HardwareOption, list_hardware
+from ..machines.folds import Fold, fold_hardware
+from ..machines.hardware import HardwareOption, list_hardware
 
 if TYPE_CHECKING:
     from .magics import RemoteMagics

@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..transport import HostUnreachableError, TransportError, TransportSettings
+from ..transport.host_keys import UNKNOWN, KeyMismatchError, trust_seen_key
 from .hardware_actions import HardwareRequestError
-from .transport import HostUnreachableError, TransportError, TransportSettings
-from .transport.host_keys import UNKNOWN, KeyMismatchError, trust_seen_key
 
 #: A destination as ssh takes it: an ssh_config alias or host name, optionally user@.
 _DESTINATION = re.compile(r"^[A-Za-z0-9_.@%:\[\]-]{1,255}$")

@@ -19,9 +19,9 @@ from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.multikernelmanager import MultiKernelManager
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
+from .client import Progress, StreamOpener, TransferClient, open_local_stream
+from .errors import NoTransferHandlerError, TransferError
 from .kernel_link import KernelLink
-from .transfer.client import Progress, StreamOpener, TransferClient, open_local_stream
-from .transfer.errors import NoTransferHandlerError, TransferError
 
 #: The expression that makes a plain IPython kernel answer transfer requests.
 _LOAD_HANDLER = ("__import__('jupyter_remote_hw.transfer.kernel_handler', fromlist=['_'])"
