@@ -26,6 +26,7 @@ from . import cli_machines
 from .catalog import CatalogEntry, user_catalog_path, write_catalog
 from .catalog.refresh import refresh_entries
 from .config_check import ConfigError, check_config, load_config_files
+from .errors import is_expected, one_line
 from .ledger import FINAL_STATES, MachineRecord
 from .machines.manager import MachineManager
 from .providers import Target
@@ -35,7 +36,6 @@ from .providers.launch_steps import LaunchError, LaunchSteps
 from .providers.slurm.reaping import reap_slurm
 from .sharing import cli as sharing_cli
 from .transport.host_keys import TRUSTED, fetch_presented_key, record_key, refuse_changed
-from .user_errors import is_expected, one_line
 from .validation import HOST, NAME, argument_type
 
 
