@@ -40,9 +40,9 @@ from .validation import quote
 
 #: The modules whose configurable classes are checked.
 MODULES = (
-    "jupyter_remote_hw.machines.manager", "jupyter_remote_hw.budget", "jupyter_remote_hw.providers",
+    "jupyter_remote_hw.machines.manager", "jupyter_remote_hw.ledger.budget", "jupyter_remote_hw.providers",
     "jupyter_remote_hw.providers.aws.provider", "jupyter_remote_hw.transport",
-    "jupyter_remote_hw.provisioner", "jupyter_remote_hw.kernelspecs",
+    "jupyter_remote_hw.provisioner", "jupyter_remote_hw.provisioner.kernelspecs",
     "jupyter_remote_hw.server.extension", "jupyter_remote_hw.transfer.restricted",
 )
 

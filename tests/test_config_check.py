@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from traitlets import TraitError
 
-from jupyter_remote_hw.budget import BudgetGuard
-from jupyter_remote_hw.cli import main
+from jupyter_remote_hw.cli.commands import main
 from jupyter_remote_hw.config_check import config_file_candidates, unloaded_config_file
+from jupyter_remote_hw.ledger.budget import BudgetGuard
 
 from .serverprocess import start_server
 

@@ -32,6 +32,7 @@ from ..providers import Target
 from ..providers.aws import AWSProvider, ReapCandidate
 from ..providers.aws.errors import AWSError
 from ..providers.launch_steps import LaunchError, LaunchSteps
+from ..providers.slurm.reaping import reap_slurm
 from ..sharing import cli as sharing_cli
 from ..transport.host_keys import TRUSTED, fetch_presented_key, record_key, refuse_changed
 from ..validation import HOST, NAME, argument_type
@@ -295,6 +296,7 @@ class RemoteHWCommands:
         self._print(f"trusted: added to {presented.known_hosts}")
 
     async def reap(self, yes: bool, regions: list[str] | None) -> None:
+        await reap_slurm(self.manager, self._print, self._confirm, yes)
         self._note(f"Looking for instances tagged as yours in "
                    f"{', '.join(regions) if regions else 'the configured regions'}…")
         candidates: list[ReapCandidate] = await self.aws.reap_candidates(regions)
@@ -352,10 +354,10 @@ class RemoteHWCommands:
     async def _target_rows(self, probe: bool) -> list[list[Any]]:
         rows = []
         for target in self.manager.targets():
-            if target.provider not in ("local", "ssh"):
+            if target.provider not in ("local", "ssh", "slurm"):
                 continue
             report: dict[str, Any] = {}
-            if probe:
+            if probe and target.provider != "slurm":  # probing would submit a job
                 self._note(f"Asking {target.name} for its hardware…")
                 try:
                     machine = await self.manager.machine(target, self._steps(target.name))

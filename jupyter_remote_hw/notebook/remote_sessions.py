@@ -31,9 +31,9 @@ from typing import Any, TypeVar
 from jupyter_client.manager import AsyncKernelManager
 from traitlets.config import Config
 
-from ..kernelspecs import RemoteHWKernelSpecManager
 from ..machines.manager import MachineManager, server_config
 from ..providers import Target, UnknownHardwareError
+from ..provisioner.kernelspecs import RemoteHWKernelSpecManager
 from ..transfer.client import TransferClient
 from ..transfer.kernel_link import KernelLink
 from ..transfer.pickling import Pickled

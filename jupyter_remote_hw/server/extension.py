@@ -18,20 +18,20 @@ from ..config_check import (
     config_file_candidates,
     unloaded_config_file,
 )
-from ..kernelspecs import RemoteHWKernelSpecManager
 from ..ledger.store import SERVER_OWNER
 from ..machines.manager import MachineManager
 from ..providers import LocalProvider, SSHProvider
 from ..providers.aws import AWSProvider
 from ..providers.aws.upkeep import CloudUpkeep
 from ..provisioner import RemoteHWProvisioner
+from ..provisioner.kernelspecs import RemoteHWKernelSpecManager
 from ..transport import TransportManager
-from ..user_errors import install_filter, log_failure
 from .handlers import api_handlers
 from .hardware_actions import HardwareActions
 from .hardware_events import EventHub
 from .orphans import reap_orphans
 from .share_actions import ShareActions
+from .user_errors import install_filter, log_failure
 from .websocket import NoDelayWebsocketConnection
 
 #: Key under which the shared :class:`MachineManager` sits in the tornado settings.

@@ -32,7 +32,6 @@ from tornado import web, websocket
 from tornado.escape import url_escape
 
 from ..machines.hardware import list_hardware, provider_statuses
-from ..user_errors import is_expected, launch_logged, one_line
 from ..validation import NAME, InvalidInputError, check_identifier, check_json, quote
 from .hardware_actions import HardwareActions, HardwareRequestError
 from .hardware_events import EventHub
@@ -40,6 +39,7 @@ from .host_key_actions import trust_host_key
 from .kernel_metrics import KernelMetrics
 from .schemas import ALL_VALUES, CHECKERS, PATH_PARTS
 from .share_actions import ShareActions
+from .user_errors import is_expected, launch_logged, one_line
 
 #: URL prefix of every route.
 API_PREFIX = "/jupyter-remote-hw/api"

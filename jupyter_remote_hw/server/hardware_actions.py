@@ -20,9 +20,9 @@ from ..machines.view import KernelFacts, MachineView, link_states, owned_hardwar
 from ..providers import KERNEL_NAME_PREFIX, Target, UnknownHardwareError
 from ..providers.launch_steps import LaunchError
 from ..transfer import TransferError
-from ..user_errors import commands_in, host_key_details
 from .hardware_events import EventHub
 from .switching import CARRY_ALL, carry, kernel_namespace, mark_missing_modules
+from .user_errors import commands_in, host_key_details
 
 #: Seconds the machines listing waits for an agent's lifetime status.
 LIFETIME_WAIT = 3.0

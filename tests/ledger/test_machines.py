@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_remote_hw.budget import BudgetExceededError, BudgetGuard
 from jupyter_remote_hw.ledger import Ledger, MachineExistsError
+from jupyter_remote_hw.ledger.budget import BudgetExceededError, BudgetGuard
 
 
 @pytest.fixture

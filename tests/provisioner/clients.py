@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_remote_hw.kernelspecs import target_kernel_spec
 from jupyter_remote_hw.machines.manager import MachineManager
 from jupyter_remote_hw.providers import Target
+from jupyter_remote_hw.provisioner.kernelspecs import target_kernel_spec
 
 from ..conftest import TEST_TRANSPORT
 from ..processes import kill_processes_mentioning, processes_under

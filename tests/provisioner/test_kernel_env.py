@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from jupyter_remote_hw.kernelspecs import target_kernel_spec
 from jupyter_remote_hw.providers import Target
+from jupyter_remote_hw.provisioner.kernelspecs import target_kernel_spec
 
 from ..conftest import TEST_TRANSPORT
 from ..processes import kill_processes_mentioning

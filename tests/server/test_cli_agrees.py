@@ -17,8 +17,8 @@ import asyncssh
 import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
-from jupyter_remote_hw.cli import main
-from jupyter_remote_hw.cli_machines import kernel_title
+from jupyter_remote_hw.cli.commands import main
+from jupyter_remote_hw.cli.machines import kernel_title
 
 from ..provisioner.conftest import HARDWARE, LOCAL_KERNEL, SSH_KERNEL, SSH_TARGET, write_config
 from ..serverprocess import Server, start_server

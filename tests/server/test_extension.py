@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from jupyter_remote_hw import __version__
-from jupyter_remote_hw.kernelspecs import RemoteHWKernelSpecManager
 from jupyter_remote_hw.machines.manager import MachineManager
+from jupyter_remote_hw.provisioner.kernelspecs import RemoteHWKernelSpecManager
 from jupyter_remote_hw.server.extension import MACHINES_SETTING
 
 

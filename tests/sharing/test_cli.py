@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_remote_hw.cli import main
+from jupyter_remote_hw.cli.commands import main
 from jupyter_remote_hw.sharing import ShareError
 from jupyter_remote_hw.sharing.cli import COMMANDS, SharingCommands, add_parsers, run
 

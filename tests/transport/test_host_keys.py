@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_remote_hw.cli import main
+from jupyter_remote_hw.cli.commands import main
 from jupyter_remote_hw.transport import HostKeyError, SSHConnection, TransportError
 from jupyter_remote_hw.transport.host_keys import (
     CHANGED,

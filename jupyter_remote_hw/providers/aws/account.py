@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from jupyter_core.paths import jupyter_data_dir
 from traitlets import Bool, Dict, Enum, Float, Instance, List, Unicode
 
-from ...budget import BudgetGuard
 from ...catalog import Catalog, CatalogEntry
 from ...ledger import FINAL_STATES, Ledger, MachineRecord
+from ...ledger.budget import BudgetGuard
 from ...transport import TransportManager
 from ..base import Provider
 from ..target import Target, slug
