@@ -50,6 +50,8 @@ CLASS_EXCEPTIONS: dict[str, str] = {
     "the relay of kernel messages; split once that lands",
     "jupyter_remote_hw/transfer/client.py:TransferClient": "to be split into the stream "
     "and the chunk paths",
+    "jupyter_remote_hw/providers/slurm/provider.py:SLURMProvider": "the SLURM provider is "
+    "being written; split by concern (targets, submission, reaping) once it lands",
 }
 
 
