@@ -124,7 +124,8 @@ async def test_join_kernelspec_installs_an_attaching_kernel(
 
 
 def test_join_and_revoke_refuse_a_share_id_that_would_name_a_path(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     for name, where in (("HOME", "home"), ("JUPYTER_CONFIG_DIR", "jcfg"),
                         ("JUPYTER_DATA_DIR", "jdata"), ("JUPYTER_RUNTIME_DIR", "runtime")):
         monkeypatch.setenv(name, str(tmp_path / where))
@@ -139,11 +140,16 @@ def test_join_and_revoke_refuse_a_share_id_that_would_name_a_path(
         "purposes": {"iopub_port": "outputs"}, "expires": time.time() + 3600,
         "owner": "ada@box"}))
     before = set(tmp_path.rglob("*"))
-    for argv in (["join", str(share)], ["join", "--kernelspec", str(share)],
-                 ["revoke", "../../escaped"]):
+    for argv in (["join", str(share)], ["join", "--kernelspec", str(share)]):
         out, err = io.StringIO(), io.StringIO()
         assert main(argv, out=out, err=err) == 1
         assert err.getvalue().count("\n") == 1
         assert "'../../escaped' is not valid: 1 to 64 letters, digits, '-' or '_'" in \
             err.getvalue()
+    # On the command line itself, the id is refused while the arguments are read.
+    with pytest.raises(SystemExit) as ended:
+        main(["revoke", "../../escaped"])
+    assert ended.value.code == 2
+    assert "argument SHARE_ID: share id '../../escaped' is not valid: 1 to 64 letters, " \
+        "digits, '-' or '_'" in capsys.readouterr().err
     assert set(tmp_path.rglob("*")) - before <= {tmp_path / "ledger.sqlite3"}
