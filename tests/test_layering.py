@@ -33,8 +33,6 @@ FILE_EXCEPTIONS: dict[str, str] = {
     "split once that lands",
     "jupyter_remote_hw/agent/shares.py": "being changed for the relay of kernel messages; "
     "split once that lands",
-    "jupyter_remote_hw/transport/connection.py": "being changed for machine forwards; "
-    "split once that lands",
 }
 
 #: Classes allowed over :data:`MAX_CLASS_LINES` for now, and why. Shrink it; never grow it.
@@ -43,8 +41,6 @@ CLASS_EXCEPTIONS: dict[str, str] = {
     "kernel messages; split once that lands",
     "jupyter_remote_hw/agent/server.py:AgentServer": "being changed for the relay of kernel "
     "messages; split once that lands",
-    "jupyter_remote_hw/transport/connection.py:SSHConnection": "being changed for machine "
-    "forwards; split once that lands",
     "jupyter_remote_hw/provisioner/provisioner.py:RemoteHWProvisioner": "being changed for "
     "the relay of kernel messages; split once that lands",
     "jupyter_remote_hw/transfer/client.py:TransferClient": "to be split into the stream "

@@ -5,7 +5,8 @@ The layers above ask :class:`TransportManager` for a host's
 ports whose local port survives reconnects.
 """
 
-from .connection import CommandResult, SSHConnection
+from .channels import CommandResult
+from .connection import SSHConnection
 from .errors import (
     AuthenticationError,
     CommandTimeoutError,

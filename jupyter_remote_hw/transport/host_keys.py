@@ -13,8 +13,9 @@ from pathlib import Path
 
 import asyncssh
 
-from .connection import SSHConnection, known_hosts_name, recorded_host_keys
+from .connection import SSHConnection
 from .errors import HostUnreachableError, TransportError
+from .login import known_hosts_name, recorded_host_keys
 from .settings import TransportSettings
 
 #: Whether known_hosts already records the presented key, another key, or none.
