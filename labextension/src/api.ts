@@ -40,9 +40,7 @@ export class HardwareAPIError extends Error {
 
 /** The hardware API of one Jupyter server. */
 export class HardwareAPI {
-  constructor(
-    readonly settings: ServerConnection.ISettings = ServerConnection.makeSettings()
-  ) {}
+  constructor(readonly settings: ServerConnection.ISettings = ServerConnection.makeSettings()) {}
 
   /** Call `path` under the API; the JSON answer. */
   async request<T>(path: string, init: RequestInit = {}): Promise<T> {
@@ -51,10 +49,7 @@ export class HardwareAPI {
     try {
       response = await ServerConnection.makeRequest(url, init, this.settings);
     } catch (error) {
-      throw new HardwareAPIError(
-        `The Jupyter server cannot be reached: ${error}`,
-        0
-      );
+      throw new HardwareAPIError(`The Jupyter server cannot be reached: ${error}`, 0);
     }
     const text = await response.text();
     let body: any = {};
@@ -91,10 +86,7 @@ export class HardwareAPI {
   }
 
   /** Start, stop or terminate a machine. */
-  async machineAction(
-    name: string,
-    action: 'start' | 'stop' | 'terminate'
-  ): Promise<IMachine> {
+  async machineAction(name: string, action: 'start' | 'stop' | 'terminate'): Promise<IMachine> {
     const path = `machines/${encodeURIComponent(name)}/${action}`;
     return (await this.post<{ machine: IMachine }>(path)).machine;
   }

@@ -30,7 +30,8 @@ export interface IErrorDetails {
 const COMMAND = /`([^`\n]+)`/g;
 /** A command with a part to fill in (`ssh <host>`) is an example, not one to copy. */
 const PLACEHOLDER = /<[A-Za-z][\w -]*>/;
-const UNKNOWN_KEY = /host key of (.+?) is not known: it presents \S+ key (SHA256:[A-Za-z0-9+/]{43}=?)/;
+const UNKNOWN_KEY =
+  /host key of (.+?) is not known: it presents \S+ key (SHA256:[A-Za-z0-9+/]{43}=?)/;
 const TRUST_COMMAND = /`jupyter remote-hw trust ([^`\s]+)`/;
 
 /** The commands quoted in backticks in `texts`, each once, in order. */
@@ -72,7 +73,12 @@ export function errorDetails(error: unknown): IErrorDetails {
     const key = body.host_key;
     const hostKey: IHostKey | undefined =
       key && key.fingerprint && !key.changed
-        ? { destination: key.destination, host: key.host, port: key.port, fingerprint: key.fingerprint }
+        ? {
+            destination: key.destination,
+            host: key.host,
+            port: key.port,
+            fingerprint: key.fingerprint
+          }
         : undefined;
     return {
       message: error.message,

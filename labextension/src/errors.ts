@@ -40,7 +40,12 @@ export class ErrorBody extends Widget {
         dd.appendChild(code);
         list.append(dt, dd);
       };
-      row('Host', key.destination === key.host ? `${key.host}:${key.port}` : `${key.destination} → ${key.host}:${key.port}`);
+      row(
+        'Host',
+        key.destination === key.host
+          ? `${key.host}:${key.port}`
+          : `${key.destination} → ${key.host}:${key.port}`
+      );
       row('Key fingerprint', key.fingerprint);
       this.node.appendChild(list);
       this.paragraph(
@@ -116,7 +121,12 @@ export async function showError(
   const key = options.api ? details.hostKey : undefined;
   const buttons = [Dialog.cancelButton({ label: 'Close' })];
   if (key) {
-    buttons.push(Dialog.okButton({ label: 'Trust this key', caption: `Record ${key.fingerprint} in known_hosts` }));
+    buttons.push(
+      Dialog.okButton({
+        label: 'Trust this key',
+        caption: `Record ${key.fingerprint} in known_hosts`
+      })
+    );
   }
   const dialog = new Dialog({ title, body: new ErrorBody(details), buttons, hasClose: false });
   dialog.addClass('jp-RemoteHW-errorDialog');

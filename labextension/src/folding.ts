@@ -19,8 +19,7 @@ export interface IHardwareFold {
 
 /** One line of the picker: a row, or a fold (followed by its rows when expanded). */
 export type PickerEntry =
-  | { kind: 'option'; option: IHardware }
-  | { kind: 'fold'; fold: IHardwareFold; expanded: boolean };
+  { kind: 'option'; option: IHardware } | { kind: 'fold'; fold: IHardwareFold; expanded: boolean };
 
 /**
  * The listing as the picker shows it: usable rows first, in order; then, per
@@ -49,7 +48,7 @@ export function foldHardware(options: IHardware[], expanded: ReadonlySet<string>
       provider: first.provider,
       title: first.provider_title || first.provider.toUpperCase(),
       reason: first.reason || first.why_not || 'not available',
-      hint: first.reason ? first.hint ?? '' : '',
+      hint: first.reason ? (first.hint ?? '') : '',
       options: rows
     };
     const open = expanded.has(key);
@@ -63,7 +62,9 @@ export function foldHardware(options: IHardware[], expanded: ReadonlySet<string>
 
 /** `AWS: no credentials — set AWS_PROFILE or run `aws configure``. */
 export function foldText(fold: IHardwareFold): string {
-  return fold.hint ? `${fold.title}: ${fold.reason} — ${fold.hint}` : `${fold.title}: ${fold.reason}`;
+  return fold.hint
+    ? `${fold.title}: ${fold.reason} — ${fold.hint}`
+    : `${fold.title}: ${fold.reason}`;
 }
 
 /** `44 types`: how many rows a fold holds. */

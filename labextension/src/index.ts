@@ -3,16 +3,8 @@
  * picker, the status bar item, the "Remote hardware" sidebar panel, their
  * commands and settings.
  */
-import {
-  ILabShell,
-  JupyterFrontEnd,
-  JupyterFrontEndPlugin
-} from '@jupyterlab/application';
-import {
-  ICommandPalette,
-  ISessionContext,
-  MainAreaWidget
-} from '@jupyterlab/apputils';
+import { ILabShell, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { ICommandPalette, ISessionContext, MainAreaWidget } from '@jupyterlab/apputils';
 import { DocumentRegistry, IDocumentWidget } from '@jupyterlab/docregistry';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
@@ -79,7 +71,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
     app.docRegistry.addWidgetExtension('Notebook', {
       createNew: (panel: IDocumentWidget, context: DocumentRegistry.IContext<any>) => {
         const item = new HardwareToolbarItem(
-          context.sessionContext, store, events, app.serviceManager, () => settings
+          context.sessionContext,
+          store,
+          events,
+          app.serviceManager,
+          () => settings
         );
         if (!panel.toolbar.insertBefore('kernelName', 'remoteHardware', item)) {
           panel.toolbar.addItem('remoteHardware', item);
@@ -160,7 +156,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     const currentItem = (): HardwareToolbarItem | null => {
       const widget = app.shell.currentWidget;
-      return widget ? items.get(widget.id) ?? null : null;
+      return widget ? (items.get(widget.id) ?? null) : null;
     };
 
     app.commands.addCommand(CommandIDs.pick, {
@@ -187,12 +183,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     app.commands.addCommand(CommandIDs.join, {
       label: 'Join Shared Session…',
-      caption: "Attach a kernel here to a kernel a teammate shared with you",
+      caption: 'Attach a kernel here to a kernel a teammate shared with you',
       execute: join
     });
     if (palette) {
       const category = 'Remote hardware';
-      for (const command of [CommandIDs.pick, CommandIDs.machines, CommandIDs.refresh, CommandIDs.join]) {
+      for (const command of [
+        CommandIDs.pick,
+        CommandIDs.machines,
+        CommandIDs.refresh,
+        CommandIDs.join
+      ]) {
         palette.addItem({ command, category });
       }
     }

@@ -175,6 +175,10 @@ export function meters(metrics: IKernelMetrics): IMeter[] {
       text: `${formatGiB(metrics.memory.used_gib)} / ${formatGiB(metrics.memory.total_gib, true)} GiB`
     });
   }
-  result.push({ label: 'CPU', percent: metrics.cpu.percent, text: formatPercent(metrics.cpu.percent) });
+  result.push({
+    label: 'CPU',
+    percent: metrics.cpu.percent,
+    text: formatPercent(metrics.cpu.percent)
+  });
   return result;
 }

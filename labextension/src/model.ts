@@ -442,7 +442,7 @@ export function publicKeyProblem(text: string): string | null {
     return "Paste the teammate's public key (their .pub file, one line) or pick the file.";
   }
   if (/PRIVATE KEY/.test(key)) {
-    return "This is a private key: nothing was sent. Ask your teammate for their public key (their .pub file, one line).";
+    return 'This is a private key: nothing was sent. Ask your teammate for their public key (their .pub file, one line).';
   }
   return null;
 }
@@ -478,7 +478,7 @@ export function shareFileNote(role: string, owner = 'you'): string {
       `runs code as ${owner} on the machine. Send it privately (a direct message, not a shared channel).`
     );
   }
-  return 'This file holds no kernel key: with it, the teammate sees the kernel\'s outputs only.';
+  return "This file holds no kernel key: with it, the teammate sees the kernel's outputs only.";
 }
 
 /** The summary of a join: `Attached to the kernel root@box shared, as viewer; 7 h 59 min left.` */

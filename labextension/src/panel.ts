@@ -163,7 +163,10 @@ export class MachinesPanel extends Widget {
       const revoke = document.createElement('button');
       revoke.className = 'jp-mod-styled jp-mod-warn jp-RemoteHW-revoke';
       revoke.textContent = 'Revoke';
-      revoke.setAttribute('aria-label', `Revoke the share with ${share.teammate} (${share.share_id})`);
+      revoke.setAttribute(
+        'aria-label',
+        `Revoke the share with ${share.teammate} (${share.share_id})`
+      );
       revoke.addEventListener('click', () => void this.revoke(share));
       actions.appendChild(revoke);
       item.appendChild(actions);
@@ -188,7 +191,9 @@ export class MachinesPanel extends Widget {
       const result = await this.api.revoke(share.share_id);
       Notification.success(
         `Revoked the share with ${share.teammate}` +
-          (result.closed ? `: ${result.closed} connection${result.closed === 1 ? '' : 's'} dropped` : ''),
+          (result.closed
+            ? `: ${result.closed} connection${result.closed === 1 ? '' : 's'} dropped`
+            : ''),
         { autoClose: 5000 }
       );
     } catch (error) {
@@ -237,7 +242,11 @@ export class MachinesPanel extends Widget {
   private render(): void {
     this.list.textContent = '';
     if (!this.machines.length) {
-      showNotice(this.list, 'jp-RemoteHW-empty', 'No machines: pick hardware from a notebook toolbar.');
+      showNotice(
+        this.list,
+        'jp-RemoteHW-empty',
+        'No machines: pick hardware from a notebook toolbar.'
+      );
       return;
     }
     for (const machine of this.machines) {
@@ -288,7 +297,8 @@ export class MachinesPanel extends Widget {
         continue;
       }
       const button = document.createElement('button');
-      button.className = `jp-mod-styled jp-RemoteHW-${action}` + (action === 'terminate' ? ' jp-mod-warn' : '');
+      button.className =
+        `jp-mod-styled jp-RemoteHW-${action}` + (action === 'terminate' ? ' jp-mod-warn' : '');
       button.textContent = action === 'stop' ? 'Stop' : 'Terminate';
       button.setAttribute('aria-label', `${button.textContent} ${machine.name}`);
       button.addEventListener('click', () => void this.act(machine, action));

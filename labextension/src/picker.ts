@@ -51,7 +51,10 @@ export class HardwareStore {
 
 /** The searchable list in the picker dialog; its value is the chosen option. */
 export class HardwareListBody extends Widget implements Dialog.IBodyWidget<IHardware | null> {
-  constructor(readonly options: IHardware[], current: string | null) {
+  constructor(
+    readonly options: IHardware[],
+    current: string | null
+  ) {
     super();
     this.addClass('jp-RemoteHW-picker');
     this.search = document.createElement('input');
@@ -68,7 +71,8 @@ export class HardwareListBody extends Widget implements Dialog.IBodyWidget<IHard
     scroller.className = 'jp-RemoteHW-tableScroller';
     scroller.appendChild(this.table);
     this.node.appendChild(scroller);
-    this.selected = options.find(o => o.name === current && o.usable) ?? options.find(o => o.usable) ?? null;
+    this.selected =
+      options.find(o => o.name === current && o.usable) ?? options.find(o => o.usable) ?? null;
     this.search.addEventListener('input', () => this.render());
     this.search.addEventListener('keydown', event => this.onKey(event));
     this.render();
@@ -173,7 +177,9 @@ export class HardwareListBody extends Widget implements Dialog.IBodyWidget<IHard
         this.expanded.add(fold.key);
       }
       this.render();
-      (this.table.querySelector(`tr[data-fold="${CSS.escape(fold.key)}"]`) as HTMLElement | null)?.focus();
+      (
+        this.table.querySelector(`tr[data-fold="${CSS.escape(fold.key)}"]`) as HTMLElement | null
+      )?.focus();
     };
     row.addEventListener('click', toggle);
     row.addEventListener('keydown', event => {
@@ -223,7 +229,7 @@ export class HardwareToolbarItem extends Widget {
     if (isSharedKernel(this.sessionContext.session?.kernel?.name)) {
       this.display(
         SHARED_SESSION_LABEL,
-        "This notebook is attached to a kernel a teammate shared: it runs on their hardware. Click for what that means."
+        'This notebook is attached to a kernel a teammate shared: it runs on their hardware. Click for what that means.'
       );
       return;
     }
@@ -256,8 +262,8 @@ export class HardwareToolbarItem extends Widget {
       await showDialog({
         title: 'A shared session',
         body:
-          "This notebook is attached to a kernel a teammate shared with you. It runs on " +
-          "their hardware, which only they can change, stop or pay for. To run on other " +
+          'This notebook is attached to a kernel a teammate shared with you. It runs on ' +
+          'their hardware, which only they can change, stop or pay for. To run on other ' +
           'hardware, open a notebook of your own.',
         buttons: [Dialog.okButton()]
       });
@@ -267,7 +273,10 @@ export class HardwareToolbarItem extends Widget {
     // A listing slower than a blink (hosts being probed) shows in the toolbar.
     const slow = this.progress
       ? 0
-      : window.setTimeout(() => this.display('Listing hardware…', 'Listing hardware…', 'busy'), 300);
+      : window.setTimeout(
+          () => this.display('Listing hardware…', 'Listing hardware…', 'busy'),
+          300
+        );
     try {
       options = await this.store.options(true);
     } catch (error) {
@@ -334,9 +343,11 @@ export class HardwareToolbarItem extends Widget {
       const report = await this.store.api.switchSession(session.id, option.name, carry, true);
       this.progress = null;
       await session.changeKernel({ id: report.kernel_id });
-      await this.services.kernels.shutdown(report.previous_kernel_id).catch(reason =>
-        console.warn('jupyter-remote-hw: the previous kernel did not shut down', reason)
-      );
+      await this.services.kernels
+        .shutdown(report.previous_kernel_id)
+        .catch(reason =>
+          console.warn('jupyter-remote-hw: the previous kernel did not shut down', reason)
+        );
       await this.refresh();
       const summary = switchSummary(option.label, report);
       if (summary.level === 'warning') {
@@ -348,7 +359,11 @@ export class HardwareToolbarItem extends Widget {
       const failure = asError(error);
       const step = failure.step || this.progress?.step || '';
       this.progress = null;
-      this.display(`${option.name}: failed${step ? ` at ${step}` : ''}`, errorText(failure), 'error');
+      this.display(
+        `${option.name}: failed${step ? ` at ${step}` : ''}`,
+        errorText(failure),
+        'error'
+      );
       await showError(`Switching to ${option.label} failed`, error, {
         api: this.store.api,
         retry: () => this.switchTo(option, carry)

@@ -75,7 +75,12 @@ function formHead(form: HTMLElement, intro: string, problem: IProblem | null): v
 }
 
 /** A styled text area for pasted keys and files (no spell checking). */
-function textArea(className: string, rows: number, placeholder: string, value: string): HTMLTextAreaElement {
+function textArea(
+  className: string,
+  rows: number,
+  placeholder: string,
+  value: string
+): HTMLTextAreaElement {
   const area = document.createElement('textarea');
   area.className = `jp-mod-styled ${className}`;
   area.rows = rows;
@@ -146,7 +151,12 @@ export class ShareBody extends Widget implements Dialog.IBodyWidget<IShareForm> 
       problem
     );
 
-    this.key = textArea('jp-RemoteHW-publicKey', 3, 'ssh-ed25519 AAAA… ada@laptop', values.public_key);
+    this.key = textArea(
+      'jp-RemoteHW-publicKey',
+      3,
+      'ssh-ed25519 AAAA… ada@laptop',
+      values.public_key
+    );
     const keyRow = labelled(
       this.node,
       "Teammate's public key",
@@ -181,7 +191,12 @@ export class ShareBody extends Widget implements Dialog.IBodyWidget<IShareForm> 
     this.expires.className = 'jp-mod-styled jp-RemoteHW-expires';
     this.expires.value = values.expires;
     this.expires.spellcheck = false;
-    labelled(this.node, 'Expires after', this.expires, 'e.g. 30m, 8h, 2d, 1h30m; sshd refuses the key after that');
+    labelled(
+      this.node,
+      'Expires after',
+      this.expires,
+      'e.g. 30m, 8h, 2d, 1h30m; sshd refuses the key after that'
+    );
 
     const fields: Record<string, HTMLElement | null> = {
       public_key: this.key,
@@ -348,7 +363,12 @@ export class JoinBody extends Widget implements Dialog.IBodyWidget<IJoinForm> {
       values.text
     );
     const picker = filePicker('.json,application/json', 'Pick the share file', this.text);
-    labelled(this.node, 'Share file', picker, 'the share file (share-ID.json) your teammate sent you');
+    labelled(
+      this.node,
+      'Share file',
+      picker,
+      'the share file (share-ID.json) your teammate sent you'
+    );
     labelled(this.node, 'or paste its JSON', this.text);
     this.summary = document.createElement('div');
     this.summary.className = 'jp-RemoteHW-hint jp-RemoteHW-shareSummary';
@@ -423,9 +443,13 @@ export async function joinShare(api: HardwareAPI): Promise<IJoinResult | null> {
       problem = { message: (error as Error).message, field: 'share_file' };
       continue;
     }
-    const pending = Notification.emit(`Joining share ${file.share_id} of ${file.owner}…`, 'in-progress', {
-      autoClose: false
-    });
+    const pending = Notification.emit(
+      `Joining share ${file.share_id} of ${file.owner}…`,
+      'in-progress',
+      {
+        autoClose: false
+      }
+    );
     try {
       const result = await api.join({
         share_file: file,

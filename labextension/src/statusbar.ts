@@ -10,7 +10,10 @@ import { IHardwareEvent, IMachine, machineStatusText, targetOfKernel } from './m
 
 /** Shows the machine of the notebook in focus; hidden for other kernels. */
 export class MachineStatus extends Widget {
-  constructor(readonly api: HardwareAPI, readonly events: HardwareEvents) {
+  constructor(
+    readonly api: HardwareAPI,
+    readonly events: HardwareEvents
+  ) {
     super();
     this.addClass('jp-RemoteHW-status');
     this.node.setAttribute('role', 'status');

@@ -5,7 +5,7 @@ const FINGERPRINT = 'SHA256:ROv2lbSq13PnELtUMKtQJ8qzZ+VpjGOl9+aMdrWhXFo';
 const UNKNOWN =
   "Launching a kernel on ssh-newbox failed at step 'connect' after 0.0 s: host key of " +
   `newbox (127.0.0.1:2222) is not known: it presents ssh-ed25519 key ${FINGERPRINT}. ` +
-  'Nothing was trusted automatically. If that is your machine\'s key, trust it with ' +
+  "Nothing was trusted automatically. If that is your machine's key, trust it with " +
   '`jupyter remote-hw trust newbox`, or add it with ' +
   '`ssh-keyscan -p 2222 127.0.0.1 >> ~/.ssh/known_hosts` (or connect once with ' +
   '`ssh newbox` and accept it), then retry.';
@@ -39,7 +39,9 @@ describe('hostKeyIn', () => {
   });
 
   it('offers nothing to trust for a changed key or another error', () => {
-    expect(hostKeyIn(`HOST KEY CHANGED for newbox (127.0.0.1:2222): it now presents ${FINGERPRINT}`)).toBeUndefined();
+    expect(
+      hostKeyIn(`HOST KEY CHANGED for newbox (127.0.0.1:2222): it now presents ${FINGERPRINT}`)
+    ).toBeUndefined();
     expect(hostKeyIn('cannot reach deadhost (127.0.0.1:1): Connection refused')).toBeUndefined();
   });
 });

@@ -27,11 +27,18 @@ function row(name: string, overrides: Partial<IHardware> = {}): IHardware {
 }
 
 const local = row('local', {
-  provider: 'local', provider_title: 'This machine', usable: true, why_not: null, reason: null, hint: null
+  provider: 'local',
+  provider_title: 'This machine',
+  usable: true,
+  why_not: null,
+  reason: null,
+  hint: null
 });
 const aws = [row('aws-g5-xlarge'), row('aws-p5-48xlarge'), row('aws-p5e-48xlarge')];
 const link = row('ssh-box', {
-  provider: 'ssh', provider_title: 'SSH', reason: 'link down',
+  provider: 'ssh',
+  provider_title: 'SSH',
+  reason: 'link down',
   hint: 'it is being re-established; try again in a moment',
   why_not: 'link down — it is being re-established; try again in a moment'
 });
@@ -40,13 +47,17 @@ describe('folding unusable hardware', () => {
   it('folds the rows of a provider with one reason into one line, usable rows first', () => {
     const entries = foldHardware([...aws, local, link], new Set());
     expect(entries.map(e => (e.kind === 'option' ? e.option.name : `fold ${e.fold.key}`))).toEqual([
-      'local', 'fold aws:no credentials', 'ssh-box'  // a lone unusable row stays itself
+      'local',
+      'fold aws:no credentials',
+      'ssh-box' // a lone unusable row stays itself
     ]);
     const fold = entries[1];
     if (fold.kind !== 'fold') {
       throw new Error('not a fold');
     }
-    expect(foldText(fold.fold)).toBe('AWS: no credentials — set AWS_PROFILE or run `aws configure`');
+    expect(foldText(fold.fold)).toBe(
+      'AWS: no credentials — set AWS_PROFILE or run `aws configure`'
+    );
     expect(foldCount(fold.fold)).toBe('3 types');
     expect(fold.expanded).toBe(false);
   });
@@ -54,7 +65,11 @@ describe('folding unusable hardware', () => {
   it('expands a fold to its rows', () => {
     const entries = foldHardware([local, ...aws], new Set(['aws:no credentials']));
     expect(entries.map(e => (e.kind === 'option' ? e.option.name : 'fold'))).toEqual([
-      'local', 'fold', 'aws-g5-xlarge', 'aws-p5-48xlarge', 'aws-p5e-48xlarge'
+      'local',
+      'fold',
+      'aws-g5-xlarge',
+      'aws-p5-48xlarge',
+      'aws-p5e-48xlarge'
     ]);
   });
 

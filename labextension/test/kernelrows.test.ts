@@ -42,22 +42,30 @@ const kernel: IMachineKernel = {
 describe('kernel rows', () => {
   it('name a kernel by its notebook and kernel name', () => {
     expect(kernelTitle(kernel)).toBe('analysis/train.ipynb · Python 3 (ipykernel)');
-    expect(kernelTitle({ ...kernel, path: null, owner: 'magic:host:12' })).toBe('%%remote · Python 3 (ipykernel)');
+    expect(kernelTitle({ ...kernel, path: null, owner: 'magic:host:12' })).toBe(
+      '%%remote · Python 3 (ipykernel)'
+    );
     expect(kernelTitle({ ...kernel, path: null })).toBe('no notebook · Python 3 (ipykernel)');
   });
 
   it('count uptime on from the listing and price it by the machine', () => {
     expect(kernelFacts(kernel, machine(), 0)).toEqual(['A10G 24GB', 'busy', 'up 59 s', 'free']);
-    expect(kernelFacts(kernel, machine(), 2)).toEqual(['A10G 24GB', 'busy', 'up 1 min 01 s', 'free']);
-    const cloud = machine({ price_per_hour: 3.6, state: 'reconnecting' });
-    expect(kernelFacts({ ...kernel, state: 'reconnecting', uptime_seconds: 3600 }, cloud, 0)).toEqual([
+    expect(kernelFacts(kernel, machine(), 2)).toEqual([
       'A10G 24GB',
-      'reconnecting',
-      'up 1 h 00 min',
-      '$3.60 so far'
+      'busy',
+      'up 1 min 01 s',
+      'free'
     ]);
+    const cloud = machine({ price_per_hour: 3.6, state: 'reconnecting' });
+    expect(
+      kernelFacts({ ...kernel, state: 'reconnecting', uptime_seconds: 3600 }, cloud, 0)
+    ).toEqual(['A10G 24GB', 'reconnecting', 'up 1 h 00 min', '$3.60 so far']);
     expect(kernelFacts({ ...kernel, uptime_seconds: 1 }, cloud, 0)[3]).toBe('$0.0010 so far');
-    expect(kernelFacts({ ...kernel, uptime_seconds: null }, cloud, 0)).toEqual(['A10G 24GB', 'busy', 'uptime unknown']);
+    expect(kernelFacts({ ...kernel, uptime_seconds: null }, cloud, 0)).toEqual([
+      'A10G 24GB',
+      'busy',
+      'uptime unknown'
+    ]);
     expect(formatUptime(7325)).toBe('2 h 02 min');
   });
 
@@ -69,7 +77,9 @@ describe('kernel rows', () => {
     expect(row.title).toContain(kernel.id);
     expect(row.querySelector('button')).toBeNull();
     tickKernelRows(list, 15000);
-    expect(row.querySelector('.jp-RemoteHW-kernelFacts')!.textContent).toBe('A10G 24GB · busy · up 1 min 04 s · free');
+    expect(row.querySelector('.jp-RemoteHW-kernelFacts')!.textContent).toBe(
+      'A10G 24GB · busy · up 1 min 04 s · free'
+    );
   });
 
   it("open the kernel's notebook from its title, when it has one", () => {
@@ -80,7 +90,13 @@ describe('kernel rows', () => {
     expect(title.title).toBe(`Open analysis/train.ipynb (kernel ${kernel.id} (remote-hw-gpu-box))`);
     title.click();
     expect(opened).toEqual(['analysis/train.ipynb']);
-    const remote = kernelRow({ ...kernel, path: null, owner: 'magic:host:1' }, machine(), 10000, null, () => 0);
+    const remote = kernelRow(
+      { ...kernel, path: null, owner: 'magic:host:1' },
+      machine(),
+      10000,
+      null,
+      () => 0
+    );
     expect(remote.querySelector('button')).toBeNull();
   });
 });
@@ -88,9 +104,13 @@ describe('kernel rows', () => {
 describe('listing key', () => {
   it('changes with states, not with time moving on', () => {
     const one = [machine({ kernels: [kernel] })];
-    const later = [machine({ cost_so_far: 1, kernels: [{ ...kernel, uptime_seconds: 99, cost_so_far: 2 }] })];
+    const later = [
+      machine({ cost_so_far: 1, kernels: [{ ...kernel, uptime_seconds: 99, cost_so_far: 2 }] })
+    ];
     expect(listingKey(later)).toBe(listingKey(one));
-    expect(listingKey([machine({ kernels: [{ ...kernel, state: 'idle' }] })])).not.toBe(listingKey(one));
+    expect(listingKey([machine({ kernels: [{ ...kernel, state: 'idle' }] })])).not.toBe(
+      listingKey(one)
+    );
     expect(listingKey([])).not.toBe(listingKey(one));
   });
 });

@@ -62,7 +62,9 @@ describe('the status bar text', () => {
 
   it('says when no price is known', () => {
     expect(costSummary(reading({ price_per_hour: null, cost_so_far: null }))).toBe('price unknown');
-    expect(costLine(reading({ price_per_hour: null }))).toBe('Cost: no price known for this hardware');
+    expect(costLine(reading({ price_per_hour: null }))).toBe(
+      'Cost: no price known for this hardware'
+    );
     expect(costLine(reading())).toBe('Cost: $4.10/h, $1.23 so far');
   });
 

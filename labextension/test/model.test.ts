@@ -105,19 +105,32 @@ describe('labels', () => {
 
   it('fills the picker columns, with blanks for what is unknown', () => {
     expect(pickerColumns(a100)).toEqual([
-      'A100 40 GiB · p4d.24xlarge', '8 × A100', '40 GiB', '96', '1152 GiB', '$32.77/h',
-      'us-east-1', 'ready'
+      'A100 40 GiB · p4d.24xlarge',
+      '8 × A100',
+      '40 GiB',
+      '96',
+      '1152 GiB',
+      '$32.77/h',
+      'us-east-1',
+      'ready'
     ]);
     expect(pickerColumns(sshBox)).toEqual([
-      'SSH host · box', '', '', '', '', 'free', 'box', 'running'
+      'SSH host · box',
+      '',
+      '',
+      '',
+      '',
+      'free',
+      'box',
+      'running'
     ]);
     expect(availabilityText({ ...sshBox, machine_state: 'stopped' })).toBe('stopped');
     expect(gpuText(local)).toBe('CPU');
     expect(availabilityText(a10g)).toBe('no AWS credentials: run aws configure');
     // With a reason apart, the column says it; what to do is in the fold line and tooltip.
-    expect(availabilityText({ ...a10g, reason: 'no credentials', hint: 'run `aws configure`' })).toBe(
-      'no credentials'
-    );
+    expect(
+      availabilityText({ ...a10g, reason: 'no credentials', hint: 'run `aws configure`' })
+    ).toBe('no credentials');
   });
 });
 
@@ -126,19 +139,22 @@ describe('search', () => {
 
   it('matches words anywhere, usable options first', () => {
     expect(filterHardware(all, '').map(o => o.name)).toEqual([
-      'local', 'p4d.24xlarge', 'ssh-box', 'g5.xlarge'
+      'local',
+      'p4d.24xlarge',
+      'ssh-box',
+      'g5.xlarge'
     ]);
     expect(filterHardware(all, 'a10g').map(o => o.name)).toEqual(['g5.xlarge']);
-    expect(filterHardware(all, 'AWS east').map(o => o.name)).toEqual([
-      'p4d.24xlarge', 'g5.xlarge'
-    ]);
+    expect(filterHardware(all, 'AWS east').map(o => o.name)).toEqual(['p4d.24xlarge', 'g5.xlarge']);
     expect(filterHardware(all, 'tpu')).toEqual([]);
   });
 
   it('compares numbers, leaving out rows where the number is unknown', () => {
     expect(filterHardware(all, 'gpu_mem>=40').map(o => o.name)).toEqual(['p4d.24xlarge']);
     expect(filterHardware(all, 'price<=2').map(o => o.name)).toEqual([
-      'local', 'ssh-box', 'g5.xlarge'
+      'local',
+      'ssh-box',
+      'g5.xlarge'
     ]);
     expect(filterHardware(all, 'vcpu>4 aws').map(o => o.name)).toEqual(['p4d.24xlarge']);
   });
@@ -163,33 +179,46 @@ describe('keyboard selection', () => {
 
 describe('machines and errors', () => {
   const machine: IMachine = {
-    name: 'g5-1', provider: 'aws', hardware: 'A10G 24 GiB', where: 'us-east-1',
-    state: 'running', kernels: [], price_per_hour: 1.006, cost_so_far: 0.42,
-    idle_stop_in: 1500, actions: ['start', 'stop', 'terminate']
+    name: 'g5-1',
+    provider: 'aws',
+    hardware: 'A10G 24 GiB',
+    where: 'us-east-1',
+    state: 'running',
+    kernels: [],
+    price_per_hour: 1.006,
+    cost_so_far: 0.42,
+    idle_stop_in: 1500,
+    actions: ['start', 'stop', 'terminate']
   };
 
   it('puts state, price, cost and idle countdown in the status bar', () => {
     expect(machineStatusText(machine)).toBe(
       'g5-1 running · $1.01/h · $0.42 so far · idle stop in 25 min'
     );
-    expect(machineStatusText({ ...machine, price_per_hour: 0, cost_so_far: 0,
-                               idle_stop_in: null })).toBe('g5-1 running · free');
+    expect(
+      machineStatusText({ ...machine, price_per_hour: 0, cost_so_far: 0, idle_stop_in: null })
+    ).toBe('g5-1 running · free');
   });
 
   it('says which host a lost link is reconnecting to, and for how long', () => {
     const down = { ...machine, state: 'reconnecting', where: 'gpu-box', link_down_since: 1000 };
     expect(machineStatusText(down, 1042.4)).toBe('g5-1 reconnecting to gpu-box · 42 s');
     // Without the time (an older server), the plain state.
-    expect(machineStatusText({ ...down, link_down_since: null }, 1042))
-      .toBe('g5-1 reconnecting · $1.01/h · $0.42 so far · idle stop in 25 min');
+    expect(machineStatusText({ ...down, link_down_since: null }, 1042)).toBe(
+      'g5-1 reconnecting · $1.01/h · $0.42 so far · idle stop in 25 min'
+    );
   });
 
   it('adds the step and hint to an error unless the message has them', () => {
-    expect(errorText({ message: 'no route', step: 'connect', hint: 'Check ssh works.' }))
-      .toBe('no route\nStep: connect\nTry: Check ssh works.');
-    expect(errorText({
-      message: "failed at step 'connect': no route. Check ssh works.",
-      step: 'connect', hint: 'Check ssh works.'
-    })).toBe("failed at step 'connect': no route. Check ssh works.");
+    expect(errorText({ message: 'no route', step: 'connect', hint: 'Check ssh works.' })).toBe(
+      'no route\nStep: connect\nTry: Check ssh works.'
+    );
+    expect(
+      errorText({
+        message: "failed at step 'connect': no route. Check ssh works.",
+        step: 'connect',
+        hint: 'Check ssh works.'
+      })
+    ).toBe("failed at step 'connect': no route. Check ssh works.");
   });
 });

@@ -2,27 +2,46 @@ import { applyLaunchEvent, progressText, startsNotebookKernel } from '../src/pro
 
 describe('launch progress', () => {
   const start = {
-    target: 'ssh-box', step: 'starting', detail: '', startedAt: 0, failed: false, done: false
+    target: 'ssh-box',
+    step: 'starting',
+    detail: '',
+    startedAt: 0,
+    failed: false,
+    done: false
   };
 
   it('follows the steps of its own target', () => {
     let progress = applyLaunchEvent(start, {
-      type: 'launch', time: 1, target: 'ssh-box', step: 'connect', state: 'started'
+      type: 'launch',
+      time: 1,
+      target: 'ssh-box',
+      step: 'connect',
+      state: 'started'
     });
     expect(progress.step).toBe('connect');
     progress = applyLaunchEvent(progress, {
-      type: 'launch', time: 2, target: 'ssh-box', step: 'prepare host', state: 'progress',
+      type: 'launch',
+      time: 2,
+      target: 'ssh-box',
+      step: 'prepare host',
+      state: 'progress',
       detail: 'prepare host: uploading the agent'
     });
-    expect(progressText(progress, 3400)).toBe(
-      'ssh-box: prepare host (uploading the agent) · 3 s'
-    );
+    expect(progressText(progress, 3400)).toBe('ssh-box: prepare host (uploading the agent) · 3 s');
     const other = applyLaunchEvent(progress, {
-      type: 'launch', time: 3, target: 'local', step: 'start kernel', state: 'started'
+      type: 'launch',
+      time: 3,
+      target: 'local',
+      step: 'start kernel',
+      state: 'started'
     });
     expect(other).toBe(progress);
     progress = applyLaunchEvent(progress, {
-      type: 'launch', time: 4, target: 'ssh-box', step: 'start kernel', state: 'failed',
+      type: 'launch',
+      time: 4,
+      target: 'ssh-box',
+      step: 'start kernel',
+      state: 'failed',
       detail: 'no ipykernel'
     });
     expect(progress.failed).toBe(true);
@@ -31,7 +50,11 @@ describe('launch progress', () => {
 
   it('ends when the channels are connected', () => {
     const progress = applyLaunchEvent(start, {
-      type: 'launch', time: 1, target: 'ssh-box', step: 'connect channels', state: 'done'
+      type: 'launch',
+      time: 1,
+      target: 'ssh-box',
+      step: 'connect channels',
+      state: 'done'
     });
     expect(progress.done).toBe(true);
   });
@@ -39,7 +62,11 @@ describe('launch progress', () => {
 
 describe('a launch begun outside the picker', () => {
   const started = {
-    type: 'launch' as const, time: 1, target: 'ssh-box', step: 'connect', state: 'started'
+    type: 'launch' as const,
+    time: 1,
+    target: 'ssh-box',
+    step: 'connect',
+    state: 'started'
   };
 
   it('is followed by the notebook whose kernel is starting there', () => {

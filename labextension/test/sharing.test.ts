@@ -182,20 +182,28 @@ describe('outputs of a shared kernel', () => {
   });
 
   it("shows other clients' inputs, streams, results and errors", () => {
-    expect(sharedOutput(other('execute_input', { code: 'print(1)', execution_count: 3 }), 'me'))
-      .toEqual({ kind: 'input', text: 'In [3]: print(1)' });
-    expect(sharedOutput(other('stream', { name: 'stdout', text: '1\n' }), 'me'))
-      .toEqual({ kind: 'stdout', text: '1\n' });
-    expect(sharedOutput(other('stream', { name: 'stderr', text: 'warn\n' }), 'me')?.kind)
-      .toBe('stderr');
-    expect(sharedOutput(other('execute_result', { data: { 'text/plain': '42' } }), 'me'))
-      .toEqual({ kind: 'result', text: '42' });
+    expect(
+      sharedOutput(other('execute_input', { code: 'print(1)', execution_count: 3 }), 'me')
+    ).toEqual({ kind: 'input', text: 'In [3]: print(1)' });
+    expect(sharedOutput(other('stream', { name: 'stdout', text: '1\n' }), 'me')).toEqual({
+      kind: 'stdout',
+      text: '1\n'
+    });
+    expect(sharedOutput(other('stream', { name: 'stderr', text: 'warn\n' }), 'me')?.kind).toBe(
+      'stderr'
+    );
+    expect(sharedOutput(other('execute_result', { data: { 'text/plain': '42' } }), 'me')).toEqual({
+      kind: 'result',
+      text: '42'
+    });
     const error = other('error', {
-      ename: 'NameError', evalue: "name 'z' is not defined",
-      traceback: ['\u001b[0;31mNameError\u001b[0m: name \'z\' is not defined']
+      ename: 'NameError',
+      evalue: "name 'z' is not defined",
+      traceback: ["\u001b[0;31mNameError\u001b[0m: name 'z' is not defined"]
     });
     expect(sharedOutput(error, 'me')).toEqual({
-      kind: 'error', text: "NameError: name 'z' is not defined"
+      kind: 'error',
+      text: "NameError: name 'z' is not defined"
     });
   });
 
@@ -204,15 +212,19 @@ describe('outputs of a shared kernel', () => {
       data: { 'image/png': 'iVBORw0KGgo=', 'text/plain': '<Figure>' }
     });
     expect(sharedOutput(png, 'me')).toEqual({
-      kind: 'result', text: '<Figure>', image: { mime: 'image/png', data: 'iVBORw0KGgo=' }
+      kind: 'result',
+      text: '<Figure>',
+      image: { mime: 'image/png', data: 'iVBORw0KGgo=' }
     });
     const html = other('display_data', { data: { 'text/html': '<script>x()</script>' } });
     expect(sharedOutput(html, 'me')).toBeNull();
   });
 
   it("leaves out this page's own requests and status messages", () => {
-    const own = { ...other('stream', { name: 'stdout', text: 'mine' }),
-                  parent_header: { session: 'me' } };
+    const own = {
+      ...other('stream', { name: 'stdout', text: 'mine' }),
+      parent_header: { session: 'me' }
+    };
     expect(sharedOutput(own, 'me')).toBeNull();
     expect(sharedOutput({ ...own, parent_header: {} }, 'me')).toBeNull();
     expect(sharedOutput(other('status', { execution_state: 'busy' }), 'me')).toBeNull();

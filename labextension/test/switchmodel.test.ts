@@ -42,13 +42,21 @@ describe('modules in the carry dialog', () => {
     expect(moduleProblem({ ...json, installed_there: true }, 'gpu-box')).toBeUndefined();
     expect(
       moduleProblem(
-        { name: 'torch', module: 'torch', importable: true, installed_there: false,
-          missing_reason: "No module named 'torch'" },
+        {
+          name: 'torch',
+          module: 'torch',
+          importable: true,
+          installed_there: false,
+          missing_reason: "No module named 'torch'"
+        },
         'gpu-box'
       )
     ).toBe("not installed on gpu-box (No module named 'torch')");
     expect(
-      moduleProblem({ name: 'm', module: '__main__', importable: false, reason: 'made at run time' }, 'gpu-box')
+      moduleProblem(
+        { name: 'm', module: '__main__', importable: false, reason: 'made at run time' },
+        'gpu-box'
+      )
     ).toBe('made at run time');
   });
 
@@ -62,25 +70,56 @@ describe('modules in the carry dialog', () => {
 
 describe('switch progress', () => {
   const start = {
-    target: 'ssh-box', step: 'starting kernel', detail: '', startedAt: 0, failed: false, done: false
+    target: 'ssh-box',
+    step: 'starting kernel',
+    detail: '',
+    startedAt: 0,
+    failed: false,
+    done: false
   };
 
   it('shows the steps of its own session, the copy with bytes and rate', () => {
-    const progress = applySwitchEvent(start, {
-      type: 'switch', time: 1, session_id: 's1', hardware: 'ssh-box', state: 'carrying variables',
-      done: 12.3 * 2 ** 20, total: 40 * 2 ** 20, detail: '12.3 MiB of 40.0 MiB · 8.1 MiB/s'
-    }, 's1');
+    const progress = applySwitchEvent(
+      start,
+      {
+        type: 'switch',
+        time: 1,
+        session_id: 's1',
+        hardware: 'ssh-box',
+        state: 'carrying variables',
+        done: 12.3 * 2 ** 20,
+        total: 40 * 2 ** 20,
+        detail: '12.3 MiB of 40.0 MiB · 8.1 MiB/s'
+      },
+      's1'
+    );
     expect(progressText(progress, 3000)).toBe(
       'ssh-box: carrying variables (12.3 MiB of 40.0 MiB · 8.1 MiB/s) · 3 s'
     );
-    const other = applySwitchEvent(progress, {
-      type: 'switch', time: 2, session_id: 's2', hardware: 'ssh-box', state: 'done'
-    }, 's1');
+    const other = applySwitchEvent(
+      progress,
+      {
+        type: 'switch',
+        time: 2,
+        session_id: 's2',
+        hardware: 'ssh-box',
+        state: 'done'
+      },
+      's1'
+    );
     expect(other).toBe(progress);
-    const failed = applySwitchEvent(progress, {
-      type: 'switch', time: 3, session_id: 's1', hardware: 'ssh-box', state: 'failed',
-      message: 'the link dropped'
-    }, 's1');
+    const failed = applySwitchEvent(
+      progress,
+      {
+        type: 'switch',
+        time: 3,
+        session_id: 's1',
+        hardware: 'ssh-box',
+        state: 'failed',
+        message: 'the link dropped'
+      },
+      's1'
+    );
     expect(failed.failed).toBe(true);
     expect(failed.detail).toBe('the link dropped');
   });
@@ -88,7 +127,10 @@ describe('switch progress', () => {
 
 describe('the summary after a switch', () => {
   const report: ISwitchReport = {
-    session_id: 's1', kernel_id: 'k2', previous_kernel_id: 'k1', hardware: 'ssh-box',
+    session_id: 's1',
+    kernel_id: 'k2',
+    previous_kernel_id: 'k1',
+    hardware: 'ssh-box',
     carried: [{ name: 'x', type: 'int' }],
     imported: [{ name: 'np', module: 'numpy' }],
     not_carried: []
@@ -96,7 +138,8 @@ describe('the summary after a switch', () => {
 
   it('says what came across', () => {
     expect(switchSummary('GPU box', report)).toEqual({
-      level: 'success', text: 'Switched to GPU box; carried x; re-imported np'
+      level: 'success',
+      text: 'Switched to GPU box; carried x; re-imported np'
     });
   });
 
