@@ -29,11 +29,12 @@ pip=(python -m pip --quiet --disable-pip-version-check)
 python -m pip list --disable-pip-version-check 2>/dev/null | grep -E -i \
   '^(asyncssh|ipykernel|ipython|ipywidgets|jupyter_client|jupyter_server|jupyterlab|pyzmq|tornado) ' \
   | tr -s ' ' | paste -sd ',' | sed 's/^/versions: /'
-# Static checks: lint, and full type hints in the package.
-python -m ruff check jupyter_remote_hw tests benchmarks ui-tests/serve.py
-python -m mypy jupyter_remote_hw
+# Static checks: lint, and full type hints in the package (as the pre-commit hooks run them).
+bash tests/lint.sh ruff mypy
 python -m pytest "$@"
-# The front end: unit tests (jest), then UI tests in a real JupyterLab in Debian's Chromium.
-[ -d node_modules/jest ] || npm ci --no-audit --no-fund --loglevel=error
+# The front end: lint and formatting, unit tests (jest), then UI tests in a real
+# JupyterLab in Debian's Chromium.
+[ -d node_modules/eslint ] || npm ci --no-audit --no-fund --loglevel=error
+bash tests/lint.sh eslint prettier
 npm test --silent
 bash ui-tests/run.sh

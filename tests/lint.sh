@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The static checks, by name (all of them when none is named). tests/run.sh runs them
+# in CI and the pre-commit hooks run them before a commit, so both check the same way.
+#
+#   ruff      lint the Python code
+#   mypy      full type hints in the package
+#   eslint    lint the front end (needs node_modules: npm ci)
+#   prettier  the front end's formatting
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -gt 0 ] || set -- ruff mypy eslint prettier
+for check in "$@"; do
+  case "$check" in
+    ruff) python -m ruff check jupyter_remote_hw tests benchmarks ui-tests/serve.py ;;
+    mypy) python -m mypy jupyter_remote_hw ;;
+    eslint) npx --no-install eslint labextension ;;
+    prettier) npx --no-install prettier --check --log-level warn "labextension/**/*.{ts,css,json}" ;;
+    *) echo "tests/lint.sh: no check named $check" >&2; exit 2 ;;
+  esac
+done
