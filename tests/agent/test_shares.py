@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from jupyter_remote_hw.agent.shares import (
+from jupyter_remote_hw.agent.sshd_sessions import (
     is_sshd_program,
     is_sshd_session_title,
     sessions_begun_before,

@@ -10,7 +10,8 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from jupyter_remote_hw.agent.shares import edit_authorized_keys, key_line, sessions_begun_before
+from jupyter_remote_hw.agent.shares import edit_authorized_keys, key_line
+from jupyter_remote_hw.agent.sshd_sessions import sessions_begun_before
 from jupyter_remote_hw.sharing import COLLABORATOR, ShareError
 from jupyter_remote_hw.sharing.join import Attachment
 
