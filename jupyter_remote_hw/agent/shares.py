@@ -59,12 +59,12 @@ from typing import Any, Callable
 from .connection import open_channel
 from .protocol import BAD_REQUEST, AgentError
 from .sshd_sessions import (
-    _holders,
-    _is_sshd,
-    _peer_inodes,
-    _peer_uid,
-    _start_time,
+    holders,
+    is_sshd,
+    peer_inodes,
+    peer_uid,
     sessions_begun_before,
+    start_time,
 )
 
 log = logging.getLogger(__name__)
@@ -464,7 +464,7 @@ class ShareRelays:
                 writer.close()
                 return
             peer_port = int(writer.get_extra_info("peername")[1])
-            owner = _peer_uid(share.ports[channel], peer_port)
+            owner = peer_uid(share.ports[channel], peer_port)
             if owner != os.getuid():
                 log.warning("share %s: refused a %s connection from %s, not this user",
                             share.share_id, channel,
@@ -475,14 +475,14 @@ class ShareRelays:
             attaching = not links
             entry = (writer, peer_port)
             links.add(entry)
-            pids = _holders(_peer_inodes(share.ports[channel], {peer_port}))
+            pids = holders(peer_inodes(share.ports[channel], {peer_port}))
             known = {j["pid"] for j in share.joins if j["pid"] is not None}
             new = pids - known
             if new or (attaching and not pids):
                 joined: list[int | None] = [*sorted(new)] or [None]
                 for pid in joined:
                     share.joins.append({"time": time.time(), "pid": pid,
-                                        "started": _start_time(pid) if pid else None})
+                                        "started": start_time(pid) if pid else None})
                 self._save()
             upstream: asyncio.StreamWriter | None = None
             try:
@@ -503,12 +503,12 @@ class ShareRelays:
         pids: set[int] = set()
         for port in share.ports.values():
             peers = {peer for _, peer in self._links.get(share_id, ())}
-            pids |= _holders(_peer_inodes(port, peers))
+            pids |= holders(peer_inodes(port, peers))
         # Sessions that joined and still run: the same pid *and* start time,
         # so a pid since reused by another process is never signalled.
         pids |= {int(j["pid"]) for j in share.joins if j.get("pid") and j.get("started")
-                 is not None and _start_time(int(j["pid"])) == j["started"]}
-        return {pid for pid in pids if pid != os.getpid() and _is_sshd(pid)}
+                 is not None and start_time(int(j["pid"])) == j["started"]}
+        return {pid for pid in pids if pid != os.getpid() and is_sshd(pid)}
 
     def _close_links(self, share_id: str) -> int:
         links = self._links.pop(share_id, set())

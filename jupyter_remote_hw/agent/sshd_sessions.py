@@ -29,7 +29,7 @@ def is_sshd_program(argv0: str) -> bool:
     return os.path.basename(argv0.split(":", 1)[0].split(" ", 1)[0]) in _SSHD_PROGRAMS
 
 
-def _peer_inodes(local_port: int, peer_ports: set[int]) -> set[str]:
+def peer_inodes(local_port: int, peer_ports: set[int]) -> set[str]:
     """Socket inodes of the connections from ``peer_ports`` to our ``local_port``."""
     found: set[str] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
@@ -47,7 +47,7 @@ def _peer_inodes(local_port: int, peer_ports: set[int]) -> set[str]:
     return found
 
 
-def _peer_uid(local_port: int, peer_port: int) -> int | None:
+def peer_uid(local_port: int, peer_port: int) -> int | None:
     """The uid owning the socket that connected from ``peer_port`` to our ``local_port``.
 
     ``/proc/net/tcp`` lists every socket of the host's network namespace with
@@ -67,7 +67,7 @@ def _peer_uid(local_port: int, peer_port: int) -> int | None:
     return None
 
 
-def _holders(inodes: set[str]) -> set[int]:
+def holders(inodes: set[str]) -> set[int]:
     """Pids of this user's processes that hold one of the socket ``inodes``."""
     wanted = {f"socket:[{inode}]" for inode in inodes}
     pids: set[int] = set()
@@ -88,7 +88,7 @@ def _holders(inodes: set[str]) -> set[int]:
     return pids
 
 
-def _start_time(pid: int) -> int | None:
+def start_time(pid: int) -> int | None:
     """A process's start time in clock ticks after boot (with the pid, it names one process)."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
@@ -97,7 +97,7 @@ def _start_time(pid: int) -> int | None:
         return None
 
 
-def _boot_time() -> float:
+def boot_time() -> float:
     with open("/proc/stat", encoding="ascii") as handle:
         for row in handle:
             if row.startswith("btime "):
@@ -109,7 +109,7 @@ def sessions_begun_before(when: float) -> set[int]:
     """Pids of this user's sshd session processes that started before ``when`` (epoch)."""
     found: set[int] = set()
     try:
-        boot, ticks = _boot_time(), os.sysconf("SC_CLK_TCK")
+        boot, ticks = boot_time(), os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError):
         return {0}  # cannot tell: assume one may be left
     uid = os.getuid()
@@ -124,13 +124,13 @@ def sessions_begun_before(when: float) -> set[int]:
                 continue
         except OSError:
             continue
-        started = _start_time(pid)
+        started = start_time(pid)
         if started is not None and boot + started / ticks < when:
             found.add(pid)
     return found
 
 
-def _is_sshd(pid: int) -> bool:
+def is_sshd(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as handle:
             argv0 = handle.read().split(b"\0", 1)[0].decode(errors="replace")
