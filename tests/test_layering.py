@@ -41,8 +41,6 @@ CLASS_EXCEPTIONS: dict[str, str] = {
     "messages; split once that lands",
     "jupyter_remote_hw/provisioner/provisioner.py:RemoteHWProvisioner": "being changed for "
     "the relay of kernel messages; split once that lands",
-    "jupyter_remote_hw/transfer/client.py:TransferClient": "to be split into the stream "
-    "and the chunk paths",
     "jupyter_remote_hw/providers/slurm/provider.py:SLURMProvider": "the SLURM provider is "
     "being written; split by concern (targets, submission, reaping) once it lands",
 }

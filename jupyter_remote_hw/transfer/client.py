@@ -22,9 +22,10 @@ from typing import Any
 from . import protocol
 from .buffers import empty_segment
 from .bulk import part_ranges, part_views
-from .errors import NoTransferHandlerError, TransferError
+from .errors import TransferError
 from .kernel_link import KernelLink
 from .pickling import Pickled, from_segments, segment_sizes, to_segments
+from .queries import KernelQueries, _check
 from .streams import (
     STREAM_ERRORS,
     Feed,
@@ -107,15 +108,9 @@ def _pipe(reader: StreamReader, total: int) -> Feed:
     return feed
 
 
-def _check(reply: dict[str, Any], action: str) -> dict[str, Any]:
-    content: dict[str, Any] = reply["content"]
-    if content.get("status") != "ok":
-        raise TransferError(f"{action}: {content.get('evalue', 'failed')}", content.get("name"))
-    return content
-
-
-class TransferClient:
-    """Transfers to and from one kernel that answers transfer requests.
+class TransferClient(KernelQueries):
+    """Transfers to and from one kernel that answers transfer requests (and the other
+    requests it answers: see :class:`.queries.KernelQueries`).
 
     Args:
         link: The kernel's link.
@@ -131,68 +126,12 @@ class TransferClient:
     def __init__(self, link: KernelLink, where: str, chunk_size: int = protocol.CHUNK_SIZE,
                  window: int = protocol.WINDOW, opener: StreamOpener | None = None,
                  channels: int = protocol.CHANNELS) -> None:
-        self.link = link
-        self.where = where
+        super().__init__(link, where)
         self.chunk_size = chunk_size
         self.window = window
         self.opener = opener
         self.channels = channels
 
-    async def _request(self, content: dict[str, Any], buffers: list[Any] | None = None,
-                       action: str = "transfer") -> tuple[dict[str, Any], list[Any]]:
-        reply = await self.link.request(protocol.REQUEST, content, buffers)
-        return _check(reply, action), list(reply.get("buffers") or [])
-
-    async def hello(self, timeout: float = 10.0) -> dict[str, Any]:
-        """The kernel's protocol version and Python.
-
-        Raises:
-            NoTransferHandlerError: The kernel ignored the request: it does not
-                answer transfer requests (known as soon as it is idle again).
-            TransferError: No answer within ``timeout`` seconds.
-        """
-        try:
-            async with asyncio.timeout(timeout):
-                reply = await self.link.request_or_ignored(protocol.REQUEST, {"op": "hello"})
-        except TimeoutError:
-            raise TransferError(
-                f"the kernel on {self.where} did not answer within {timeout:g} s: it may be "
-                "busy running a cell, or its connection is down"
-            ) from None
-        if reply is None:
-            raise NoTransferHandlerError(
-                f"the kernel on {self.where} does not answer transfer requests; run "
-                "%load_ext jupyter_remote_hw in it")
-        return _check(reply, "hello")
-
-    async def variables(self) -> list[dict[str, Any]]:
-        """The kernel's variables: name, type, nbytes."""
-        content, _ = await self._request({"op": "list"}, action="list variables")
-        return list(content["variables"])
-
-    async def namespace(self, check: bool = False) -> dict[str, Any]:
-        """The kernel's ``variables`` and ``modules`` (see the ``list`` op); with
-        ``check``, whether each variable can be carried, and why not."""
-        content, _ = await self._request({"op": "list", "check": check},
-                                         action="list variables")
-        return {"variables": list(content["variables"]),
-                "modules": list(content.get("modules") or [])}
-
-    async def import_modules(self, modules: list[dict[str, str]]) -> dict[str, Any]:
-        """Import modules in the kernel, each bound to its name (``{"name", "module"}``).
-
-        Returns:
-            ``imported`` and ``failed`` (each failure with its ``reason``).
-        """
-        if not modules:
-            return {"imported": [], "failed": []}
-        reply = await self.link.request(protocol.REQUEST, {"op": "import", "modules": modules})
-        content: dict[str, Any] = reply["content"]
-        if content.get("status") != "ok":  # a kernel of an older version
-            reason = str(content.get("evalue") or "the kernel cannot import modules on request")
-            return {"imported": [],
-                    "failed": [{**module, "reason": reason} for module in modules]}
-        return {"imported": list(content["imported"]), "failed": list(content["failed"])}
 
     # ------------------------------------------------------------------ streams
 

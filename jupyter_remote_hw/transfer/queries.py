@@ -1,0 +1,90 @@
+"""Requests to a kernel that answers transfer requests, other than moving variables:
+whether it answers, its variables and modules, and importing modules in it."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from . import protocol
+from .errors import NoTransferHandlerError, TransferError
+from .kernel_link import KernelLink
+
+
+def _check(reply: dict[str, Any], action: str) -> dict[str, Any]:
+    content: dict[str, Any] = reply["content"]
+    if content.get("status") != "ok":
+        raise TransferError(f"{action}: {content.get('evalue', 'failed')}", content.get("name"))
+    return content
+
+
+class KernelQueries:
+    """What one kernel is asked about its namespace, over its shell channel.
+
+    Args:
+        link: The kernel's link.
+        where: How to name the kernel in messages ("gpu-box", "this kernel").
+    """
+
+    def __init__(self, link: KernelLink, where: str) -> None:
+        self.link = link
+        self.where = where
+
+    async def _request(self, content: dict[str, Any], buffers: list[Any] | None = None,
+                       action: str = "transfer") -> tuple[dict[str, Any], list[Any]]:
+        reply = await self.link.request(protocol.REQUEST, content, buffers)
+        return _check(reply, action), list(reply.get("buffers") or [])
+
+    async def hello(self, timeout: float = 10.0) -> dict[str, Any]:
+        """The kernel's protocol version and Python.
+
+        Raises:
+            NoTransferHandlerError: The kernel ignored the request: it does not
+                answer transfer requests (known as soon as it is idle again).
+            TransferError: No answer within ``timeout`` seconds.
+        """
+        try:
+            async with asyncio.timeout(timeout):
+                reply = await self.link.request_or_ignored(protocol.REQUEST, {"op": "hello"})
+        except TimeoutError:
+            raise TransferError(
+                f"the kernel on {self.where} did not answer within {timeout:g} s: it may be "
+                "busy running a cell, or its connection is down"
+            ) from None
+        if reply is None:
+            raise NoTransferHandlerError(
+                f"the kernel on {self.where} does not answer transfer requests; run "
+                "%load_ext jupyter_remote_hw in it")
+        return _check(reply, "hello")
+
+    async def variables(self) -> list[dict[str, Any]]:
+        """The kernel's variables: name, type, nbytes."""
+        content, _ = await self._request({"op": "list"}, action="list variables")
+        return list(content["variables"])
+
+    async def namespace(self, check: bool = False) -> dict[str, Any]:
+        """The kernel's ``variables`` and ``modules`` (see the ``list`` op); with
+        ``check``, whether each variable can be carried, and why not."""
+        content, _ = await self._request({"op": "list", "check": check},
+                                         action="list variables")
+        return {"variables": list(content["variables"]),
+                "modules": list(content.get("modules") or [])}
+
+    async def import_modules(self, modules: list[dict[str, str]]) -> dict[str, Any]:
+        """Import modules in the kernel, each bound to its name (``{"name", "module"}``).
+
+        Returns:
+            ``imported`` and ``failed`` (each failure with its ``reason``).
+        """
+        if not modules:
+            return {"imported": [], "failed": []}
+        reply = await self.link.request(protocol.REQUEST, {"op": "import", "modules": modules})
+        content: dict[str, Any] = reply["content"]
+        if content.get("status") != "ok":  # a kernel of an older version
+            reason = str(content.get("evalue") or "the kernel cannot import modules on request")
+            return {"imported": [],
+                    "failed": [{**module, "reason": reason} for module in modules]}
+        return {"imported": list(content["imported"]), "failed": list(content["failed"])}
+
+
+__all__ = ["KernelQueries"]
