@@ -22,6 +22,23 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "jupyter_remote_hw"
 FRONT_END = REPO / "labextension" / "src"
 
+#: The entries at the top of the package, by layer, bottom first (docs/architecture.md
+#: says what each holds). Each imports only entries of the layers under it.
+LAYERS: list[tuple[str, set[str]]] = [
+    ("which failures are the user's", {"errors"}),
+    ("input checks; what runs on a machine and inside kernels",
+     {"validation", "agent", "transfer"}),
+    ("how we reach a machine; what machines cost and what we hold",
+     {"transport", "catalog", "ledger", "kernel_relay"}),
+    ("the agent, from our side", {"agent_client"}),
+    ("where machines come from", {"providers"}),
+    ("the machines a user has; the configuration check", {"machines", "config_check",
+                                                            "launch_steps"}),
+    ("kernels; sharing", {"provisioner", "sharing"}),
+    ("where users meet it: the server, the user's kernel, the command line",
+     {"server", "notebook", "cli", "kernelspecs"}),
+]
+
 #: The most lines in one source file (Python or TypeScript).
 MAX_FILE_LINES = 600
 #: The most lines in one class.
@@ -188,6 +205,21 @@ def test_no_module_imports_itself_through_others() -> None:
 
 def test_no_circle_between_the_packages_at_the_top() -> None:
     assert circles(package_graph()) == []
+
+
+def test_every_entry_at_the_top_has_a_layer() -> None:
+    placed = [name for _, names in LAYERS for name in names]
+    assert len(placed) == len(set(placed)), "an entry is in two layers"
+    entries = set(package_graph())
+    assert entries - set(placed) == set(), "put these in a layer (LAYERS)"
+    assert set(placed) - entries == set(), "gone: drop them from LAYERS"
+
+
+def test_each_layer_imports_only_the_layers_under_it() -> None:
+    layer = {name: index for index, (_, names) in enumerate(LAYERS) for name in names}
+    upward = sorted(f"{name} -> {target}" for name, targets in package_graph().items()
+                    for target in targets if layer.get(target, -1) >= layer.get(name, -1))
+    assert upward == []
 
 
 def test_the_graph_sees_an_import_circle() -> None:
