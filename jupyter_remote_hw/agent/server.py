@@ -15,7 +15,8 @@ from typing import Any, Awaitable, Callable, Dict
 
 from . import AGENT_VERSION
 from .hardware import HardwareReporter
-from .kernels import DEFAULT_START_TIMEOUT, STATE_WAIT, KernelManager
+from .kernel_start import DEFAULT_START_TIMEOUT
+from .kernels import STATE_WAIT, KernelManager
 from .lifetime import LifetimeWatch
 from .metrics import MetricsSampler
 from .modules import find_modules
