@@ -25,6 +25,7 @@ from ...ledger import Ledger
 from ...transport import SSHConnection, TransportError, TransportManager
 from ..ssh import SSHMachine
 from ..target import Target
+from .bridge import BridgeForward, open_bridge
 from .queue import JobState, SlurmShell
 
 #: Seconds the agent may take to answer once its step was started.
@@ -73,13 +74,16 @@ class SLURMMachine(SSHMachine):
             stop command; empty: none.
         notify: Called with a line for the user when SLURM warns that the job's
             time is nearly up.
+        bridged: Carry every stream to the node through a job step (see
+            :mod:`.bridge`); False where the login node reaches the node's sockets
+            itself (a single-host cluster).
     """
 
     def __init__(self, target: Target, transport: TransportManager, conn: SSHConnection,
                  log: logging.Logger, idle_exit: float, relay_buffer: int, *,
                  shell: SlurmShell, allocation: Allocation, ledger: Ledger,
                  watch_interval: float = 5.0, lifetime: dict[str, Any] | None = None,
-                 notify: Callable[[str], None] | None = None) -> None:
+                 notify: Callable[[str], None] | None = None, bridged: bool = True) -> None:
         super().__init__(target, transport, conn, log, idle_exit, relay_buffer)
         self.shell = shell
         self.allocation = allocation
@@ -87,6 +91,7 @@ class SLURMMachine(SSHMachine):
         self.watch_interval = watch_interval
         self.lifetime = dict(lifetime or {})
         self.notify = notify
+        self.bridged = bridged
         self._warned = False
         self.job: JobState | None = None
         """The job's state when last checked."""
@@ -176,7 +181,7 @@ class SLURMMachine(SSHMachine):
             say(f"prepare host: starting the agent in SLURM job {state.job_id} on {state.nodes}")
             ready = await self._launch_agent(conn, say)
         socket = str(ready["socket"])
-        reader, writer = await conn.open_unix_connection(socket)
+        reader, writer = await self._open_unix(socket)
         client = AgentClient(reader, writer, where=self.target.where, log=self.log, socket=socket)
         if self.lifetime:
             try:
@@ -195,7 +200,7 @@ class SLURMMachine(SSHMachine):
         if ready is None or "socket" not in ready:
             return None
         try:
-            _reader, writer = await conn.open_unix_connection(str(ready["socket"]))
+            _reader, writer = await self._open_unix(str(ready["socket"]))
         except TransportError:
             return None
         writer.close()
@@ -239,6 +244,54 @@ class SLURMMachine(SSHMachine):
                 f"{said or 'no output'}. Check that `{self.target.python}` runs on the "
                 "cluster's nodes (set the cluster's 'python')")
         return ready
+
+    # ------------------------------------------------------------------ streams
+
+    async def _open_unix(self, path: str | int) -> tuple[Any, Any]:
+        """A byte stream to a socket on the job's node (a path, or a port on its 127.0.0.1)."""
+        conn = await self._connection()
+        if not self.bridged:
+            if isinstance(path, str):
+                return await conn.open_unix_connection(path)
+            return await conn.open_connection("127.0.0.1", path)
+        node = (self.job.nodes if self.job is not None else "").split(",")[0]
+        if not node:
+            node = (await self.refresh()).nodes.split(",")[0]
+        return await open_bridge(conn, self.shell.command, self.allocation.job_id, node,
+                                 self.target.python, path)
+
+    def _open_spare(self, client: AgentClient) -> None:
+        """Open a stream to the agent ahead of need, while a kernel starts."""
+        if client.socket is not None and not self._closing:
+            spare = asyncio.ensure_future(self._open_unix(client.socket))
+            spare.add_done_callback(lambda done: done.cancelled() or done.exception())
+            self._spare = spare
+
+    async def _open_agent_stream(self) -> tuple[Any, Any]:
+        """A new stream to the agent (the one opened ahead of need when it is open)."""
+        client = await self.agent()
+        stream = await self._take_spare()
+        if stream is None:
+            if client.socket is None:
+                raise RuntimeError("the agent's socket is not known")
+            stream = await self._open_unix(client.socket)
+        self._open_spare(client)
+        return stream
+
+    async def _forward(self, conn: SSHConnection, remote_port: int,  # type: ignore[override]
+                       remote_path: str | None, local_port: int) -> Any:
+        """The heartbeat's local port: bridged through a job step, or forwarded directly."""
+        if not self.bridged:
+            return await SSHMachine._forward(conn, remote_port, remote_path, local_port)
+        if local_port:
+            with contextlib.suppress(OSError):
+                return await BridgeForward(self._open_unix, remote_port, remote_path,
+                                           local_port, self.log).start()
+        return await BridgeForward(self._open_unix, remote_port, remote_path, 0,
+                                   self.log).start()
+
+    async def open_stream(self, where: int | str) -> tuple[Any, Any]:
+        return await self._open_unix(where)
 
     # ------------------------------------------------------------------ kernels
 

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 #: The keys a cluster's entry in ``c.SLURMProvider.clusters`` may have.
 CLUSTER_KEYS = {
     "login", "partitions", "account", "qos", "time", "gpus", "cpus", "mem", "sbatch_options",
-    "env", "python", "root", "workdir", "warn", "idle_stop",
+    "env", "python", "root", "workdir", "warn", "idle_stop", "reach",
 }
 
 #: The holder job's script: it keeps the allocation, notes SLURM's early warning, and
@@ -84,7 +84,9 @@ class SLURMProvider(Provider):
         "kernels start when the notebook's directory does not exist there), 'warn' (seconds "
         "before the time limit at which SLURM warns the job, default 300), 'idle_stop' "
         "(seconds without kernel activity after which the job is cancelled; default "
-        "SLURMProvider.idle_stop).",
+        "SLURMProvider.idle_stop), 'reach' ('bridge', the default: streams to the node's "
+        "sockets go through job steps started on the login node; 'direct': the login node "
+        "opens them itself, for clusters whose login node is the compute node).",
     )
     idle_stop = Float(
         3600.0, min=0.0, config=True,
@@ -124,6 +126,9 @@ class SLURMProvider(Provider):
             if not isinstance(entry, dict) or not isinstance(entry.get("login"), str) \
                     or not entry["login"]:
                 raise TraitError(f"SLURMProvider.clusters: {name!r} has no 'login'")
+            if entry.get("reach", "bridge") not in ("bridge", "direct"):
+                raise TraitError(f"SLURMProvider.clusters: {name!r} has 'reach' "
+                                 f"{entry['reach']!r}; use 'bridge' or 'direct'")
             unknown = set(entry) - CLUSTER_KEYS
             if unknown:
                 raise TraitError(f"SLURMProvider.clusters: {name!r} has unknown keys "
@@ -335,6 +340,7 @@ class SLURMProvider(Provider):
             lifetime={"idle_stop": idle, "deadman": 0.0,
                       "stop_command": ["scancel", allocation.job_id]} if idle else None,
             notify=lambda line: self._notify(target, line),
+            bridged=str(entry.get("reach") or "bridge") != "direct",
         )
         try:
             with steps.step("prepare host"):

@@ -40,6 +40,10 @@ async def test_kernel_runs_in_the_allocation_and_shutdown_ends_the_job(
     visible, job_id, node = ran.stdout.split()
     assert visible == "0" and node == "gpu1"
     assert job_state(job_id) == "RUNNING"
+    # The agent runs in a step of the job; the kernel's streams reach it through steps too.
+    steps_now = slurm("squeue", "-h", "-s", "-j", job_id, "-o", "%j").stdout.split()
+    assert "jupyter-remote-hw-agent" in steps_now
+    assert "jupyter-remote-hw-bridge" in steps_now
     # The launch steps named the job and the queue.
     notes = [e["detail"] for e in events if e["state"] == "progress"]
     assert any(n.startswith(f"submitted SLURM job {job_id} to partition gpu") for n in notes)
