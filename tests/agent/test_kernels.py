@@ -9,6 +9,7 @@ import socket
 import stat
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -161,17 +162,31 @@ async def test_env_and_cwd_reach_the_kernel(
         assert value_of(kc, "'JPY_PARENT_PID' in __import__('os').environ") == "False"
 
 
+def wait_for_stream(kc: Any, msg_id: str, text: str, timeout: float) -> None:
+    """Read IOPub until the cell ``msg_id`` has printed ``text``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream" \
+                and text in msg["content"]["text"]:
+            return
+    raise AssertionError(f"the cell did not print {text!r} within {timeout} s")
+
+
 async def test_interrupt_keeps_state(agent: Agent, client: AgentClient) -> None:
     started = await start(agent, client)
     kid = started["kernel_id"]
     with kernel_client(started["connection"]) as kc:
         execute(kc, "x = 'still here'")
-        msg_id = kc.execute("import time; time.sleep(60)")
+        msg_id = kc.execute("import time; print('sleeping', flush=True); time.sleep(60)")
 
         async def busy() -> bool:
             return bool((await state_of(client, kid))["execution_state"] == "busy")
 
         assert await eventually(busy, 20)
+        # Interrupt once the cell's own code runs: a signal that lands while the
+        # kernel is still setting the cell up is not this test's subject.
+        await asyncio.to_thread(wait_for_stream, kc, msg_id, "sleeping", 30)
         assert await client.call("interrupt_kernel", kernel_id=kid) == {}
         reply = shell_reply(kc, msg_id, timeout=20)
         assert reply["content"]["status"] == "error"

@@ -73,18 +73,25 @@ def reply_to(kc: BlockingKernelClient, msg_id: str, timeout: float = 30) -> dict
             return reply
 
 
-def wait_busy(kc: BlockingKernelClient, msg_id: str, timeout: float = 30) -> None:
-    """Wait for the kernel to go busy on ``msg_id``."""
+def wait_busy(kc: BlockingKernelClient, msg_id: str, timeout: float = 30,
+              printed: str | None = None) -> None:
+    """Wait for the kernel to go busy on ``msg_id`` (and, if given, to print ``printed``)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             msg = kc.get_iopub_msg(timeout=0.5)
         except queue.Empty:
             continue
-        if (msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status"
-                and msg["content"]["execution_state"] == "busy"):
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if printed is None and msg["msg_type"] == "status" \
+                and msg["content"]["execution_state"] == "busy":
             return
-    raise AssertionError("the kernel never went busy")
+        if printed is not None and msg["msg_type"] == "stream" \
+                and printed in msg["content"]["text"]:
+            return
+    raise AssertionError("the kernel never went busy" if printed is None
+                         else f"the cell never printed {printed!r}")
 
 
 def test_jupyter_run_exits_soon_after_its_last_cell_and_leaves_no_kernel(
@@ -163,8 +170,8 @@ def test_kernel_manager_starts_executes_interrupts_restarts_and_shuts_down(
         reply = kc.execute_interactive("x + 1", timeout=30, store_history=False)
         assert reply["content"]["status"] == "ok"
 
-        msg_id = kc.execute("import time; time.sleep(60)")
-        wait_busy(kc, msg_id)
+        msg_id = kc.execute("import time; print('sleeping', flush=True); time.sleep(60)")
+        wait_busy(kc, msg_id, printed="sleeping")  # the cell's own code runs
         started = time.monotonic()
         km.interrupt_kernel()
         reply = reply_to(kc, msg_id)
