@@ -102,6 +102,18 @@ class KernelChannels:
                 ended[msg_id].add("reply")
         return [found[msg_id] for msg_id in msg_ids]
 
+    async def wait_printed(self, msg_id: str, text: str, timeout: float = 30.0) -> None:
+        """Read messages until the request ``msg_id`` has printed ``text`` on stdout (what
+        the request sends after that, its reply included, is left to :meth:`collect`)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            message = await self._next(max(0.1, deadline - loop.time()))
+            if message.get("parent_header", {}).get("msg_id") == msg_id \
+                    and message["header"]["msg_type"] == "stream" \
+                    and text in message["content"]["text"]:
+                return
+
     async def execute(self, code: str, timeout: float = 60.0) -> Execution:
         """Run ``code``; return its outputs once the kernel is idle again."""
         msg_id = await self.send("execute_request", {

@@ -88,10 +88,11 @@ async def test_interrupt_keeps_state_and_restart_keeps_machine_and_ports(
     machine = provisioner_of(jp_serverapp, kernel_id)._machine
 
     sleeping = await kc.send("execute_request", {
-        "code": "import time; time.sleep(60)", "silent": False, "store_history": False,
-        "user_expressions": {}, "allow_stdin": False, "stop_on_error": True,
+        "code": "import time; print('sleeping', flush=True); time.sleep(60)", "silent": False,
+        "store_history": False, "user_expressions": {}, "allow_stdin": False,
+        "stop_on_error": True,
     })
-    await asyncio.sleep(1.0)
+    await kc.wait_printed(sleeping, "sleeping")  # the cell's own code runs
     began = asyncio.get_running_loop().time()
     await jp_fetch("api", "kernels", kernel_id, "interrupt", method="POST", body="")
     interrupted = await kc.collect(sleeping, timeout=20)
