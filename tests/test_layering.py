@@ -50,8 +50,6 @@ FILE_EXCEPTIONS: dict[str, str] = {
 
 #: Classes allowed over :data:`MAX_CLASS_LINES` for now, and why. Shrink it; never grow it.
 CLASS_EXCEPTIONS: dict[str, str] = {
-    "jupyter_remote_hw/provisioner/provisioner.py:RemoteHWProvisioner": "being changed for "
-    "the relay of kernel messages; split once that lands",
     "jupyter_remote_hw/providers/slurm/provider.py:SLURMProvider": "the SLURM provider is "
     "being written; split by concern (targets, submission, reaping) once it lands",
 }

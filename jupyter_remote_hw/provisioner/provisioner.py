@@ -15,20 +15,16 @@ the kernel's SSH forwards must keep running in between.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import os
 import signal
 import time
 from collections.abc import Callable, Coroutine
-from fnmatch import fnmatchcase
 from typing import Any, ParamSpec, TypeVar, cast
 
 from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
 from traitlets import Float, Unicode
 
-from ..agent.holds import process_identity
 from ..agent_client import AgentError, AgentUnavailableError
 from ..ledger.store import SERVER_OWNER
 from ..machines.manager import MachineManager, server_config
@@ -37,11 +33,7 @@ from ..providers.base import PORT_NAMES
 from ..providers.launch_steps import LaunchError, LaunchSteps
 from ..transport import TransportError
 from .errors import KernelLaunchError
-
-#: Variables (``fnmatch`` patterns) of the launch environment that a kernel on another
-#: machine gets besides the kernelspec's env and those the launch set or changed over
-#: this process's environment; see :meth:`RemoteHWProvisioner._kernel_env`.
-PASSED_ENV = ("JPY_SESSION_NAME", "LANG", "LANGUAGE", "LC_*")
+from .launching import KernelLauncher
 
 #: Version of what get_provisioner_info returns.
 INFO_VERSION = 1
@@ -113,6 +105,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         self.launch_steps: LaunchSteps | None = None
         """The steps of the last launch, with their timings."""
         self._launched_at: float | None = None
+        self._launcher = KernelLauncher(self)
         self.reattached_state: str | None = None
         """The execution state (idle, busy) the host reported for a kernel taken over
         from an earlier server, as of the takeover; None for a kernel started here."""
@@ -299,34 +292,6 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         kwargs["cmd"] = list(self.kernel_spec.argv)
         return kwargs
 
-    def _kernel_env(self, env: dict[str, str] | None, local: bool) -> dict[str, str]:
-        """The part of the launch environment that goes to the kernel.
-
-        jupyter_client's launch environment is this process's environment with
-        the kernelspec's env and the caller's ``start_kernel(env=...)`` over it.
-        A kernel on this machine gets all of it and nothing else, as with
-        jupyter_client's own kernels. A kernel on another machine gets the
-        kernelspec's env, what the launch set or changed (``JPY_SESSION_NAME``,
-        the caller's env), and the locale (:data:`PASSED_ENV`), over the host's
-        login environment: this process's PATH, HOME, credentials (``AWS_*``)
-        and Jupyter paths and token mean nothing there or must not leave here.
-        The agent drops the parent-link variables (``JPY_PARENT_PID``...) from
-        every kernel's environment: it, not a parent process, decides when a
-        kernel ends (see ``orphan_grace``).
-
-        Args:
-            env: The launch environment (None: this process's).
-            local: Whether the kernel runs on this machine.
-        """
-        launch = dict(os.environ if env is None else env)
-        if local:
-            return launch
-        spec = set(self.kernel_spec.env or {}) if self.kernel_spec is not None else set()
-        return {
-            key: value for key, value in launch.items()
-            if key in spec or os.environ.get(key) != value
-            or any(fnmatchcase(key, pattern) for pattern in PASSED_ENV)
-        }
 
     @on_home_loop
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
@@ -341,136 +306,17 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         remaining = max(1.0, self.launch_timeout - steps.elapsed)
         try:
             async with asyncio.timeout(remaining):
-                info = await self._launch(steps, kwargs, remaining)
+                info = await self._launcher.launch(steps, kwargs, remaining)
         except TimeoutError:
             error = steps.timed_out(self.launch_timeout, "c.RemoteHWProvisioner.launch_timeout")
-            await self._abandon(maybe_starting=True)
+            await self._launcher.abandon(maybe_starting=True)
             raise KernelLaunchError(error) from None
         except LaunchError as exc:
-            await self._abandon(maybe_starting=False)
+            await self._launcher.abandon(maybe_starting=False)
             raise KernelLaunchError(exc) from exc.__cause__
         steps.log.info("kernel %s ready on %s: %s", self.kernel_id, self.target, steps.summary())
         return info
 
-    async def _launch(
-        self, steps: LaunchSteps, kwargs: dict[str, Any], timeout: float
-    ) -> KernelConnectionInfo:
-        record = self.manager.ledger.get_kernel(self.kernel_id)
-        adopting = self._remote is None and record is not None
-        if adopting:
-            assert record is not None
-            await self.load_provisioner_info(record.info)
-            # The previous server's connection file for this kernel id is stale:
-            # jupyter_client would trust it instead of what is returned here.
-            connection_file = getattr(self.parent, "connection_file", "")
-            if connection_file:
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(connection_file)
-        target = self._target()
-        ended = self._machine.end_reason() if self._machine is not None else None
-        if ended and self._remote is not None:
-            # A restart does not quietly take new hardware (a new allocation) in its place.
-            with steps.step("restart kernel"):
-                raise RuntimeError(f"{ended}; start a new kernel to run on {target.name} again")
-        self._machine = await self.manager.machine(target, steps)
-        if adopting:
-            with steps.step("find kernel"):
-                remote = await self._find_remote()
-        elif self._remote is not None:
-            with steps.step("start kernel"):
-                remote = await self._restart_remote(kwargs, timeout)
-        else:
-            with steps.step("start kernel"):
-                remote = await self._start_remote(kwargs, timeout)
-        self._remote = remote
-        with steps.step("connect channels"):
-            local = await self._machine.expose(self.kernel_id, remote, self._local_ports)
-        self._local_ports = {name: int(local[name]) for name in PORT_NAMES}
-        # jupyter_client compares keys as bytes (its TypedDict says str).
-        info = cast(KernelConnectionInfo, {**local, "key": str(remote["key"]).encode()})
-        self.connection_info = info
-        self._launched_at = time.monotonic()
-        self.manager.ledger.put_kernel(
-            self.kernel_id, str(getattr(self.parent, "kernel_name", "") or target.kernel_name),
-            target.name, await self.get_provisioner_info(), owner=self.owner,
-        )
-        return info
-
-    async def _start_remote(self, kwargs: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """Start the kernel: in the notebook's directory when the host has it (else in
-        the target's working directory), with its environment and its orphan grace."""
-        target = self._target()
-        local = target.provider == "local"
-        requested = kwargs.get("cwd")
-        cwd = os.path.abspath(os.path.expanduser(str(requested or os.getcwd())))
-        started = await self._agent_call(
-            "start_kernel",
-            wait=timeout + 5,
-            env=self._kernel_env(kwargs.get("env"), local),
-            inherit_env=not local,
-            cwd=cwd,
-            cwd_fallback=target.workdir or "~",
-            owner=process_identity(),
-            orphan_grace=self.orphan_grace,
-            timeout=timeout,
-        )
-        used = started.get("cwd")
-        if used and self.launch_steps is not None:
-            whose = "the notebook's" if requested else "this process's"
-            where = "this machine" if local else target.where
-            self.launch_steps.note(
-                f"working directory {used} ({whose})" if used == cwd else
-                f"working directory {used} ({whose} {cwd} does not exist on {where})"
-            )
-        return dict(started["connection"])
-
-    async def _restart_remote(self, kwargs: dict[str, Any], timeout: float) -> dict[str, Any]:
-        try:
-            restarted = await self._agent_call("restart_kernel", wait=timeout + 5, now=True,
-                                               timeout=timeout)
-        except AgentError as exc:
-            if exc.kind != "unknown_kernel":
-                raise
-            # The host forgot the kernel (its agent was replaced): start it afresh.
-            return await self._start_remote(kwargs, timeout)
-        return dict(restarted["connection"])
-
-    async def _find_remote(self) -> dict[str, Any]:
-        try:
-            status = await self._agent_call("kernel_status")
-        except AgentError as exc:
-            if exc.kind == "unknown_kernel":
-                self.manager.ledger.remove_kernel(self.kernel_id)
-            raise
-        if not status.get("alive"):
-            self.manager.ledger.remove_kernel(self.kernel_id)
-            raise RuntimeError(
-                f"kernel {self.kernel_id} is no longer running on {self.target} "
-                f"(exit code {status.get('exit_code')})"
-            )
-        state = status.get("execution_state")
-        self.reattached_state = state if state in ("idle", "busy") else None
-        return dict(status["connection"])
-
-    async def _abandon(self, maybe_starting: bool) -> None:
-        """After a failed launch: stop what was started and let an idle host agent go.
-
-        Args:
-            maybe_starting: The launch was cut off, perhaps while the agent was
-                starting the kernel, so stop it even if no answer came back.
-        """
-        machine = self._machine
-        if machine is None:
-            return
-        if maybe_starting or self._remote is not None:
-            try:
-                await self._agent_call("shutdown_kernel", now=True)
-            except (AgentError, AgentUnavailableError, TimeoutError) as exc:
-                self.log.debug("kernel %s: nothing to stop: %s", self.kernel_id, exc)
-            await machine.unexpose(self.kernel_id)
-            self.manager.ledger.remove_kernel(self.kernel_id)
-        self._remote = None
-        await self.manager.release_if_idle(machine.target.name)
 
     # ------------------------------------------------------------------ shutdown
 

@@ -1,0 +1,186 @@
+"""Starting, restarting or finding a provisioner's kernel on its machine, and cleaning up
+after a launch that failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING, Any, cast
+
+from jupyter_client.connect import KernelConnectionInfo
+
+from ..agent.holds import process_identity
+from ..agent_client import AgentError, AgentUnavailableError
+from ..providers.base import PORT_NAMES
+from ..providers.launch_steps import LaunchSteps
+
+if TYPE_CHECKING:
+    from .provisioner import RemoteHWProvisioner
+
+#: Variables (``fnmatch`` patterns) of the launch environment that a kernel on another
+#: machine gets besides the kernelspec's env and those the launch set or changed over
+#: this process's environment; see :meth:`KernelLauncher.kernel_env`.
+PASSED_ENV = ("JPY_SESSION_NAME", "LANG", "LANGUAGE", "LC_*")
+
+
+class KernelLauncher:
+    """The launch of one :class:`.provisioner.RemoteHWProvisioner`'s kernel.
+
+    Args:
+        provisioner: The provisioner whose kernel it launches.
+    """
+
+    def __init__(self, provisioner: RemoteHWProvisioner) -> None:
+        self.p = provisioner
+
+    def kernel_env(self, env: dict[str, str] | None, local: bool) -> dict[str, str]:
+        """The part of the launch environment that goes to the kernel.
+
+        jupyter_client's launch environment is this process's environment with
+        the kernelspec's env and the caller's ``start_kernel(env=...)`` over it.
+        A kernel on this machine gets all of it and nothing else, as with
+        jupyter_client's own kernels. A kernel on another machine gets the
+        kernelspec's env, what the launch set or changed (``JPY_SESSION_NAME``,
+        the caller's env), and the locale (:data:`PASSED_ENV`), over the host's
+        login environment: this process's PATH, HOME, credentials (``AWS_*``)
+        and Jupyter paths and token mean nothing there or must not leave here.
+        The agent drops the parent-link variables (``JPY_PARENT_PID``...) from
+        every kernel's environment: it, not a parent process, decides when a
+        kernel ends (see ``orphan_grace``).
+
+        Args:
+            env: The launch environment (None: this process's).
+            local: Whether the kernel runs on this machine.
+        """
+        launch = dict(os.environ if env is None else env)
+        if local:
+            return launch
+        spec = set(self.p.kernel_spec.env or {}) if self.p.kernel_spec is not None else set()
+        return {
+            key: value for key, value in launch.items()
+            if key in spec or os.environ.get(key) != value
+            or any(fnmatchcase(key, pattern) for pattern in PASSED_ENV)
+        }
+
+    async def launch(
+        self, steps: LaunchSteps, kwargs: dict[str, Any], timeout: float
+    ) -> KernelConnectionInfo:
+        record = self.p.manager.ledger.get_kernel(self.p.kernel_id)
+        adopting = self.p._remote is None and record is not None
+        if adopting:
+            assert record is not None
+            await self.p.load_provisioner_info(record.info)
+            # The previous server's connection file for this kernel id is stale:
+            # jupyter_client would trust it instead of what is returned here.
+            connection_file = getattr(self.p.parent, "connection_file", "")
+            if connection_file:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(connection_file)
+        target = self.p._target()
+        ended = self.p._machine.end_reason() if self.p._machine is not None else None
+        if ended and self.p._remote is not None:
+            # A restart does not quietly take new hardware (a new allocation) in its place.
+            with steps.step("restart kernel"):
+                raise RuntimeError(f"{ended}; start a new kernel to run on {target.name} again")
+        self.p._machine = await self.p.manager.machine(target, steps)
+        if adopting:
+            with steps.step("find kernel"):
+                remote = await self.find_remote()
+        elif self.p._remote is not None:
+            with steps.step("start kernel"):
+                remote = await self.restart_remote(kwargs, timeout)
+        else:
+            with steps.step("start kernel"):
+                remote = await self.start_remote(kwargs, timeout)
+        self.p._remote = remote
+        with steps.step("connect channels"):
+            local = await self.p._machine.expose(self.p.kernel_id, remote, self.p._local_ports)
+        self.p._local_ports = {name: int(local[name]) for name in PORT_NAMES}
+        # jupyter_client compares keys as bytes (its TypedDict says str).
+        info = cast(KernelConnectionInfo, {**local, "key": str(remote["key"]).encode()})
+        self.p.connection_info = info
+        self.p._launched_at = time.monotonic()
+        self.p.manager.ledger.put_kernel(
+            self.p.kernel_id, str(getattr(self.p.parent, "kernel_name", "") or target.kernel_name),
+            target.name, await self.p.get_provisioner_info(), owner=self.p.owner,
+        )
+        return info
+
+    async def start_remote(self, kwargs: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Start the kernel: in the notebook's directory when the host has it (else in
+        the target's working directory), with its environment and its orphan grace."""
+        target = self.p._target()
+        local = target.provider == "local"
+        requested = kwargs.get("cwd")
+        cwd = os.path.abspath(os.path.expanduser(str(requested or os.getcwd())))
+        started = await self.p._agent_call(
+            "start_kernel",
+            wait=timeout + 5,
+            env=self.kernel_env(kwargs.get("env"), local),
+            inherit_env=not local,
+            cwd=cwd,
+            cwd_fallback=target.workdir or "~",
+            owner=process_identity(),
+            orphan_grace=self.p.orphan_grace,
+            timeout=timeout,
+        )
+        used = started.get("cwd")
+        if used and self.p.launch_steps is not None:
+            whose = "the notebook's" if requested else "this process's"
+            where = "this machine" if local else target.where
+            self.p.launch_steps.note(
+                f"working directory {used} ({whose})" if used == cwd else
+                f"working directory {used} ({whose} {cwd} does not exist on {where})"
+            )
+        return dict(started["connection"])
+
+    async def restart_remote(self, kwargs: dict[str, Any], timeout: float) -> dict[str, Any]:
+        try:
+            restarted = await self.p._agent_call("restart_kernel", wait=timeout + 5, now=True,
+                                               timeout=timeout)
+        except AgentError as exc:
+            if exc.kind != "unknown_kernel":
+                raise
+            # The host forgot the kernel (its agent was replaced): start it afresh.
+            return await self.start_remote(kwargs, timeout)
+        return dict(restarted["connection"])
+
+    async def find_remote(self) -> dict[str, Any]:
+        try:
+            status = await self.p._agent_call("kernel_status")
+        except AgentError as exc:
+            if exc.kind == "unknown_kernel":
+                self.p.manager.ledger.remove_kernel(self.p.kernel_id)
+            raise
+        if not status.get("alive"):
+            self.p.manager.ledger.remove_kernel(self.p.kernel_id)
+            raise RuntimeError(
+                f"kernel {self.p.kernel_id} is no longer running on {self.p.target} "
+                f"(exit code {status.get('exit_code')})"
+            )
+        state = status.get("execution_state")
+        self.p.reattached_state = state if state in ("idle", "busy") else None
+        return dict(status["connection"])
+
+    async def abandon(self, maybe_starting: bool) -> None:
+        """After a failed launch: stop what was started and let an idle host agent go.
+
+        Args:
+            maybe_starting: The launch was cut off, perhaps while the agent was
+                starting the kernel, so stop it even if no answer came back.
+        """
+        machine = self.p._machine
+        if machine is None:
+            return
+        if maybe_starting or self.p._remote is not None:
+            try:
+                await self.p._agent_call("shutdown_kernel", now=True)
+            except (AgentError, AgentUnavailableError, TimeoutError) as exc:
+                self.p.log.debug("kernel %s: nothing to stop: %s", self.p.kernel_id, exc)
+            await machine.unexpose(self.p.kernel_id)
+            self.p.manager.ledger.remove_kernel(self.p.kernel_id)
+        self.p._remote = None
+        await self.p.manager.release_if_idle(machine.target.name)
