@@ -122,8 +122,8 @@ class SLURMMachine(SSHMachine):
         marker = None if self._warned else f"{self.allocation.job_dir}/warned"
         state = await self.shell.job(self.allocation.job_id, marker=marker)
         self.job = state
-        if state.ended:
-            self._mark_ended(state)
+        if state.ended and self._ended is None:
+            self._mark_ended(state, await self._stopped_by_agent(state))
         elif state.marked and not self._warned:
             self._warned = True
             left = state.seconds_left()
@@ -136,6 +136,25 @@ class SLURMMachine(SSHMachine):
             if self.notify is not None:
                 self.notify(notice)
         return state
+
+    async def _stopped_by_agent(self, state: JobState) -> str | None:
+        """Why the agent cancelled its own job (its idle stop), when it did."""
+        if state.state != "CANCELLED":
+            return None
+        result = await self.shell.run(
+            f"cat {shlex.quote(self.allocation.job_dir + '/stopped')} 2>/dev/null")
+        why = result.stdout.strip()
+        if why != "idle":
+            return None
+        idle = self.lifetime.get("idle_stop", 0)
+        return (f"SLURM job {state.job_id} was cancelled by its idle stop: no kernel activity "
+                f"for {idle:g} s")
+
+    def stop_command(self) -> list[str]:
+        """What the agent runs for its idle stop: note why, then cancel the job."""
+        return ["sh", "-c", (f"echo \"$JRHW_STOP_REASON\" > "
+                f"{shlex.quote(self.allocation.job_dir + '/stopped')}; "
+                f"exec scancel {shlex.quote(self.allocation.job_id)}")]
 
     async def _watch(self) -> None:
         """Check the job every :attr:`watch_interval` seconds until it has ended."""
@@ -185,7 +204,8 @@ class SLURMMachine(SSHMachine):
         client = AgentClient(reader, writer, where=self.target.where, log=self.log, socket=socket)
         if self.lifetime:
             try:
-                await client.call("set_lifetime", **self.lifetime)
+                await client.call("set_lifetime", **self.lifetime,
+                                  stop_command=self.stop_command())
             except AgentError as exc:
                 self.log.warning("machine %s: idle stop not set: %s", self.target.name, exc)
         self._open_spare(client)

@@ -337,8 +337,7 @@ class SLURMProvider(Provider):
             target, self.transport, conn, self.log, self.agent_idle_exit,
             self.relay_buffer_mib * 1024 * 1024, shell=shell, allocation=allocation,
             ledger=self.ledger, watch_interval=self.watch_interval,
-            lifetime={"idle_stop": idle, "deadman": 0.0,
-                      "stop_command": ["scancel", allocation.job_id]} if idle else None,
+            lifetime={"idle_stop": idle, "deadman": 0.0} if idle else None,
             notify=lambda line: self._notify(target, line),
             bridged=str(entry.get("reach") or "bridge") != "direct",
         )

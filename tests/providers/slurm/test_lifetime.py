@@ -164,3 +164,24 @@ async def test_a_restarted_server_reattaches_the_kernel_in_its_running_job(serve
     assert job_state(job_id) == "RUNNING"
     await second.api("kernels", kernel_id, method="DELETE")
     assert job_state(job_id) in ("CANCELLED", "COMPLETING")
+
+
+async def test_idle_stop_of_a_cluster_cancels_its_job_and_says_so(make: Any) -> None:
+    provider = make(idle_stop=2)
+    await provider.refresh()
+    target = next(t for t in provider.targets() if t.name == "slurm-dev-gpu-t4")
+    machine = await provider.open_machine(target, LaunchSteps(target.name, "k", provider.log))
+    assert isinstance(machine, SLURMMachine)
+    try:
+        job_id = machine.allocation.job_id
+        client = await machine.agent()
+        assert (await client.call("lifetime"))["idle_stop"] == 2
+        for _ in range(150):  # the agent checks its timers every few seconds
+            if machine.end_reason() is not None:
+                break
+            await asyncio.sleep(0.2)
+        assert machine.end_reason() == (f"SLURM job {job_id} was cancelled by its idle stop: "
+                                        "no kernel activity for 2 s")
+        assert job_state(job_id) in ("CANCELLED", "COMPLETING")
+    finally:
+        await machine.close()
