@@ -140,10 +140,13 @@ def target_option(manager: MachineManager, target: Target) -> HardwareOption:
         short = "CPU" if parsed.get("gpu_count", 0) == 0 else target.hardware
         label = f"{short} · local"
     else:
-        if target.provider == "ssh":
+        if target.provider in ("ssh", "slurm"):
             extra = {"price_per_hour": 0.0}
         label = f"{target.hardware} · {target.where}"
     provider = manager.providers.get(target.provider)
+    free = provider.availability(target.name) if provider is not None else None
+    if free:
+        label = f"{label} · {free}"
     unusable = provider.usability() if provider is not None else None
     if state == "reconnecting":
         unusable = Unusable("link down",

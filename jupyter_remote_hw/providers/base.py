@@ -182,6 +182,11 @@ class Provider(LoggingConfigurable, metaclass=ProviderMeta):
     def targets(self) -> list[Target]:
         """The targets this provider offers now."""
 
+    def availability(self, target_name: str) -> str | None:
+        """What of a target is free right now, for people (``2 of 4 GPUs free``), where
+        the provider knows (a scheduler); None otherwise."""
+        return None
+
     def usability(self) -> Unusable | None:
         """None when this provider can start machines now, else why not and what to do."""
         return None

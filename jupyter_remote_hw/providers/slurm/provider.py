@@ -34,7 +34,8 @@ from ..usability import Unusable
 from .errors import HOPELESS_REASONS, LoginUnreachableError, SLURMError, sbatch_error
 from .machine import Allocation, SLURMMachine, job_dir
 from .queue import COMMENT_TAG, JobState, SlurmShell, parse_duration
-from .targets import SINFO_COMMAND, NodeRow, Offer, make_target, offers, parse_sinfo, target_name
+from .targets import SINFO_COMMAND, NodeRow, Offer, make_target, offers, parse_sinfo
+from .targets import target_name as name_of
 
 if TYPE_CHECKING:
     from ...launch_steps import LaunchSteps
@@ -268,10 +269,10 @@ class SLURMProvider(Provider):
                     workdir=str(entry.get("workdir") or "~")))
         return found
 
-    def availability(self, target_name_: str) -> str | None:
+    def availability(self, target_name: str) -> str | None:
         """What is free now on a target's nodes (as last read), for people."""
         for cluster, offer in self._all_offers():
-            if target_name(cluster, offer) == target_name_:
+            if name_of(cluster, offer) == target_name:
                 return offer.availability() if offer.nodes else "not listed by sinfo"
         return None
 
@@ -289,7 +290,7 @@ class SLURMProvider(Provider):
 
     def _resolve(self, target: Target) -> tuple[str, Offer]:
         for cluster, offer in self._all_offers():
-            if target_name(cluster, offer) == target.name:
+            if name_of(cluster, offer) == target.name:
                 return cluster, offer
         raise SLURMError(target.where, f"{target.name} is no longer offered")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -113,3 +114,16 @@ async def test_two_kernels_on_one_target_share_its_allocation(
     assert job_state(jobs[0]) == "RUNNING"
     await kernels.stop(second)
     assert job_state(jobs[0]) in ("CANCELLED", "COMPLETING")
+
+
+async def test_the_hardware_listing_shows_slurm_targets_with_what_is_free(
+    jp_fetch: Any, manager: MachineManager,
+) -> None:
+    listing = json.loads((await jp_fetch("jupyter-remote-hw", "api", "hardware")).body)
+    options = {o["name"]: o for o in listing["hardware"] if o["provider"] == "slurm"}
+    assert sorted(options) == ["slurm-dev-debug-a100", "slurm-dev-debug-t4",
+                               "slurm-dev-gpu-a100", "slurm-dev-gpu-t4"]
+    a100 = options["slurm-dev-gpu-a100"]
+    assert a100["label"] == ("A100 ×1 (of 2 per node) · 2 CPUs · 4 GiB · SLURM dev · gpu · "
+                             "2 of 2 GPUs free on 1 node")
+    assert a100["kernel_name"] == A100 and a100["provider_title"] == "SLURM"
