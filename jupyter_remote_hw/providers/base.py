@@ -3,7 +3,9 @@
 A provider is where machines come from (this machine, SSH hosts, EC2, a SLURM
 cluster...). Its lifecycle, in the order a kernel meets it:
 
-1. **Offer targets** (:meth:`Provider.targets`): the hardware a user can pick now.
+1. **Offer targets** (:meth:`Provider.targets`): the hardware a user can pick now,
+   and what of it is free right now where the provider knows
+   (:meth:`Provider.availability`, a scheduler's free GPUs).
 2. **Check usability** (:meth:`Provider.usability`): whether machines can be started
    now, and if not, why and what to do (no credentials, no configured cluster).
 3. **Prepare a machine** and **connect** (:meth:`Provider.open_machine`): make the
