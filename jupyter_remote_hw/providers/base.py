@@ -121,6 +121,11 @@ class Machine(ABC):
     async def unexpose(self, kernel_id: str) -> None:
         """Stop making a kernel's ports reachable here."""
 
+    def seconds_left(self) -> float | None:
+        """Seconds before the machine's time limit (a scheduler's allocation), or None
+        where it has none."""
+        return None
+
     def end_reason(self) -> str | None:
         """Why the machine ended for good under its kernels (a scheduler's job ended by
         its time limit, say), or None while it lasts. Its kernels are then dead."""

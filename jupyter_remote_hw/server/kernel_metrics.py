@@ -127,7 +127,7 @@ class KernelMetrics:
         return {"kernel_id": kernel_id, "target": target_name,
                 "hardware": machine.target.hardware, "where": machine.target.where,
                 **reading, "price_per_hour": cost["price_per_hour"],
-                "cost_so_far": cost["cost_so_far"]}
+                "cost_so_far": cost["cost_so_far"], "time_left_seconds": machine.seconds_left()}
 
 
 __all__ = ["CACHE_SECONDS", "KernelMetrics"]

@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import shlex
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -93,6 +94,7 @@ class SLURMMachine(SSHMachine):
         self.notify = notify
         self.bridged = bridged
         self._warned = False
+        self._read_at = time.monotonic()
         self.job: JobState | None = None
         """The job's state when last checked."""
         self._ended: str | None = None
@@ -105,8 +107,14 @@ class SLURMMachine(SSHMachine):
         return self._ended
 
     def seconds_left(self) -> float | None:
-        """Seconds before the job's time limit, as of the last check; None when unknown."""
-        return None if self.job is None or self._ended else self.job.seconds_left()
+        """Seconds before the job's time limit (from the last check, less the time since);
+        None when unknown."""
+        if self.job is None or self._ended:
+            return None
+        left = self.job.seconds_left()
+        if left is None:
+            return None
+        return max(0.0, left - (time.monotonic() - self._read_at))
 
     def _mark_ended(self, state: JobState, detail: str | None = None) -> None:
         if self._ended is not None:
@@ -121,7 +129,7 @@ class SLURMMachine(SSHMachine):
         SLURM's early warning is said once."""
         marker = None if self._warned else f"{self.allocation.job_dir}/warned"
         state = await self.shell.job(self.allocation.job_id, marker=marker)
-        self.job = state
+        self.job, self._read_at = state, time.monotonic()
         if state.ended and self._ended is None:
             self._mark_ended(state, await self._stopped_by_agent(state))
         elif state.marked and not self._warned:

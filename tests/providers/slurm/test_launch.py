@@ -27,7 +27,7 @@ def jp_server_config(login_host: SSHTestHost, short_tmp: Path, clean_queue: None
 
 
 async def test_kernel_runs_in_the_allocation_and_shutdown_ends_the_job(
-    kernels: Any, manager: MachineManager, jp_serverapp: Any,
+    kernels: Any, manager: MachineManager, jp_serverapp: Any, jp_fetch: Any,
 ) -> None:
     events: list[dict[str, Any]] = []
     manager.launch_listeners.append(events.append)
@@ -41,6 +41,9 @@ async def test_kernel_runs_in_the_allocation_and_shutdown_ends_the_job(
     visible, job_id, node = ran.stdout.split()
     assert visible == "0" and node == "gpu1"
     assert job_state(job_id) == "RUNNING"
+    # The hardware report says how long the allocation has left (10 minutes asked).
+    usage = json.loads((await jp_fetch("jupyter-remote-hw", "api", "usage", kernel_id)).body)
+    assert 500 < usage["time_left_seconds"] <= 600
     # The agent runs in a step of the job; the kernel's streams reach it through steps too.
     steps_now = slurm("squeue", "-h", "-s", "-j", job_id, "-o", "%j").stdout.split()
     assert "jupyter-remote-hw-agent" in steps_now
