@@ -26,6 +26,7 @@ from traitlets import Dict, Float, Instance, TraitError, Unicode, validate
 
 from ...ledger import Ledger
 from ...ledger.store import FINAL_STATES as LEDGER_FINAL
+from ...ledger.store import MachineRecord
 from ...transport import CommandResult, SSHConnection, TransportError, TransportManager
 from ..aws.tags import default_owner
 from ..base import Machine, Provider
@@ -460,6 +461,25 @@ class SLURMProvider(Provider):
                 steps.note(line)
                 said = line
             await asyncio.sleep(self.queue_poll)
+
+    # ------------------------------------------------------------------ ending
+
+    async def terminate(self, record: MachineRecord, detail: str = "by the user"
+                        ) -> MachineRecord:
+        """Cancel an allocation's job (the machines panel's Terminate); its kernels end
+        with it, and are reported dead with that reason.
+
+        Raises:
+            LoginUnreachableError: The cluster's login node cannot be reached.
+        """
+        assert self.ledger is not None
+        cluster = str(record.info.get("cluster") or record.region)
+        job_id = record.resource_id
+        if job_id and record.state not in LEDGER_FINAL and cluster in self.clusters:
+            shell = self.shell(cluster, await self._connect(cluster))
+            await shell.cancel(job_id)
+        return self.ledger.set_machine_state(
+            record.machine_id, "terminated", f"SLURM job {job_id or '?'} was cancelled {detail}")
 
     # ------------------------------------------------------------------ reaping
 

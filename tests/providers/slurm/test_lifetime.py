@@ -185,3 +185,23 @@ async def test_idle_stop_of_a_cluster_cancels_its_job_and_says_so(make: Any) -> 
         assert job_state(job_id) in ("CANCELLED", "COMPLETING")
     finally:
         await machine.close()
+
+
+async def test_terminate_cancels_the_allocation(make: Any) -> None:
+    provider = make()
+    await provider.refresh()
+    target = next(t for t in provider.targets() if t.name == "slurm-dev-gpu-a100")
+    machine = await provider.open_machine(target, LaunchSteps(target.name, "k", provider.log))
+    assert isinstance(machine, SLURMMachine) and provider.ledger is not None
+    try:
+        job_id = machine.allocation.job_id
+        record = provider.ledger.get_machine(machine.allocation.machine_id)
+        assert record is not None and record.state == "running"
+        ended = await provider.terminate(record)
+        assert ended.state == "terminated"
+        assert job_state(job_id) in ("CANCELLED", "COMPLETING")
+        await machine.refresh()
+        assert machine.end_reason() == (f"SLURM job {job_id} ended: CANCELLED (it was "
+                                        "cancelled (scancel, by you or an administrator))")
+    finally:
+        await machine.close()
