@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
-import shlex
 import threading
 import time
 from pathlib import Path
@@ -27,14 +25,15 @@ from traitlets import Dict, Float, Instance, TraitError, Unicode, validate
 from ...ledger import Ledger
 from ...ledger.store import FINAL_STATES as LEDGER_FINAL
 from ...ledger.store import MachineRecord
-from ...transport import CommandResult, SSHConnection, TransportError, TransportManager
+from ...transport import SSHConnection, TransportError, TransportManager
 from ..aws.tags import default_owner
 from ..base import Machine, Provider
 from ..target import Target
 from ..usability import Unusable
-from .errors import HOPELESS_REASONS, LoginUnreachableError, SLURMError, sbatch_error
-from .machine import Allocation, SLURMMachine, job_dir
-from .queue import COMMENT_TAG, JobState, SlurmShell, parse_duration
+from .errors import LoginUnreachableError, SLURMError
+from .machine import SLURMMachine
+from .queue import SlurmShell
+from .submission import live_allocation, submit
 from .targets import SINFO_COMMAND, NodeRow, Offer, make_target, offers, parse_sinfo
 from .targets import target_name as name_of
 
@@ -46,22 +45,6 @@ CLUSTER_KEYS = {
     "login", "partitions", "account", "qos", "time", "gpus", "cpus", "mem", "sbatch_options",
     "env", "python", "root", "workdir", "warn", "idle_stop", "reach",
 }
-
-#: The holder job's script: it keeps the allocation, notes SLURM's early warning, and
-#: ends the job once the agent it was made for has come and gone.
-HOLDER_SCRIPT = """#!/bin/sh
-# jupyter-remote-hw: holds this allocation for a notebook's kernels.
-d={base}/$SLURM_JOB_ID
-mkdir -p "$d" && chmod 700 "$d"
-trap 'date +%s > "$d/warned"' USR1
-while :; do
-  if [ -e "$d/agent/agent.lock" ] && flock -n "$d/agent/agent.lock" true 2>/dev/null; then
-    exit 0
-  fi
-  sleep 5 & wait $!
-done
-"""
-
 
 class SLURMProvider(Provider):
     """SLURM clusters, reached through their login nodes over SSH.
@@ -297,42 +280,15 @@ class SLURMProvider(Provider):
 
     # ------------------------------------------------------------------ launch
 
-    def _sbatch_options(self, cluster: str, offer: Offer, base: str, tag: str) -> list[str]:
-        entry = self._cluster(cluster)
-        gpus = int(entry.get("gpus", 1))
-        options = ["-p", offer.partition, "-N", "1", "-n", "1",
-                   "-c", str(int(entry.get("cpus", 1))),
-                   "-t", str(entry.get("time") or "60"),
-                   f"--signal=B:USR1@{int(entry.get('warn', 300))}",
-                   "-J", "jupyter-remote-hw", f"--comment={tag}",
-                   "-D", base, "-o", f"{base}/%j.out"]
-        if offer.gres:
-            options.append(f"--gres={offer.gres}:{gpus}")
-        for key, flag in (("account", "--account"), ("qos", "--qos"), ("mem", "--mem")):
-            if entry.get(key):
-                options.append(f"{flag}={entry[key]}")
-        options += [str(o) for o in entry.get("sbatch_options") or []]
-        return options
-
-    def _check_limits(self, cluster: str, offer: Offer) -> None:
-        """Refuse, before submitting, a time limit over the partition's own."""
-        entry = self._cluster(cluster)
-        asked = parse_duration(_minutes(str(entry.get("time") or "60")))
-        limit = parse_duration(offer.time_limit)
-        if asked is not None and limit is not None and asked > limit:
-            raise SLURMError(cluster, f"the time limit {entry.get('time')} is over partition "
-                             f"{offer.partition!r}'s maximum of {offer.time_limit}: lower the "
-                             "cluster's 'time'")
-
     async def open_machine(self, target: Target, steps: LaunchSteps) -> Machine:
         assert self.transport is not None and self.ledger is not None
         cluster, offer = self._resolve(target)
         with steps.step("connect"):
             conn = await self._connect(cluster)
         shell = self.shell(cluster, conn)
-        allocation = await self._live_allocation(target, shell, steps)
+        allocation = await live_allocation(self, target, shell, steps)
         if allocation is None:
-            allocation = await self._submit(cluster, offer, target, shell, steps)
+            allocation = await submit(self, cluster, offer, target, shell, steps)
         entry = self._cluster(cluster)
         idle = float(entry.get("idle_stop", self.idle_stop))
         machine = SLURMMachine(
@@ -361,106 +317,6 @@ class SLURMProvider(Provider):
                 listener(event)
             except Exception:  # one listener's bug must not stop the others
                 self.log.exception("a launch listener failed on %s", event)
-
-    async def _live_allocation(self, target: Target, shell: SlurmShell,
-                               steps: LaunchSteps) -> Allocation | None:
-        """The allocation this ledger holds for ``target`` when its job still runs."""
-        assert self.ledger is not None
-        records = [m for m in self.ledger.machines(provider=self.name)
-                   if m.name == target.name and m.state not in LEDGER_FINAL]
-        for record in records:
-            info = record.info
-            state = await shell.job(record.resource_id) if record.resource_id else None
-            if state is not None and (state.running or state.pending):
-                with steps.step("queue"):
-                    await self._wait_running(shell, state.job_id, steps)
-                self.ledger.set_machine_state(record.machine_id, "running", "reattached")
-                return Allocation(str(info["cluster"]), record.resource_id, str(info["home"]),
-                                  str(info["job_dir"]), record.machine_id)
-            detail = state.end_line() if state is not None else "never submitted"
-            self.ledger.set_machine_state(record.machine_id, "terminated", detail)
-        return None
-
-    async def _submit(self, cluster: str, offer: Offer, target: Target, shell: SlurmShell,
-                      steps: LaunchSteps) -> Allocation:
-        """Submit the holder job and wait until it runs (the queue is the launch step)."""
-        assert self.ledger is not None
-        entry = self._cluster(cluster)
-        machine_id = "s-" + secrets.token_hex(6)
-        tag = f"{COMMENT_TAG}:{machine_id}"
-        with steps.step("submit job"):
-            self._check_limits(cluster, offer)
-            home = shlex.quote(str(entry["root"])) if entry.get("root") else '"$HOME"'
-            base_expr = f"{home}/.local/state/jupyter-remote-hw/slurm"
-            self.ledger.add_machine(
-                machine_id, target.name, self.name, owner=self.owner,
-                instance_type=target.hardware, region=cluster,
-                info={"cluster": cluster, "partition": offer.partition,
-                      "login": entry["login"]}, detail=f"partition {offer.partition}")
-            result = await self._sbatch(shell, cluster, offer, home, base_expr, tag)
-            lines = result.stdout.strip().splitlines()
-            if not result.ok or len(lines) < 3:
-                error = sbatch_error(
-                    cluster, result.stderr, partition=offer.partition,
-                    partitions=sorted({r.partition for r in self._cached_rows(cluster) or []}),
-                    detail=f"{offer.gres or 'CPUs'}:{entry.get('gpus', 1)}".lstrip(":"),
-                    time=str(entry.get("time") or "60"))
-                self.ledger.set_machine_state(machine_id, "failed", str(error))
-                raise error
-            home_dir, base, job_id = lines[-3], lines[-2], lines[-1].split(";")[0]
-            allocation = Allocation(cluster, job_id, home_dir, job_dir(base, job_id), machine_id)
-            self.ledger.update_machine(machine_id, resource_id=job_id,
-                                       info={"home": home_dir, "job_dir": allocation.job_dir})
-            self.ledger.set_machine_state(machine_id, "pending", f"SLURM job {job_id}")
-            steps.note(f"submitted SLURM job {job_id} to partition {offer.partition} of {cluster}")
-        try:
-            with steps.step("queue"):
-                await self._wait_running(shell, job_id, steps)
-        except BaseException as exc:
-            detail = "the launch was cancelled" if isinstance(exc, asyncio.CancelledError) \
-                else f"the launch failed: {exc}"
-            await shell.cancel(job_id)
-            self.ledger.set_machine_state(machine_id, "terminated",
-                                          f"SLURM job {job_id} was cancelled: {detail}")
-            raise
-        self.ledger.set_machine_state(machine_id, "running", f"SLURM job {job_id} runs")
-        return allocation
-
-    async def _sbatch(self, shell: SlurmShell, cluster: str, offer: Offer, home: str,
-                      base_expr: str, tag: str) -> CommandResult:
-        """Make the jobs' directory and submit the holder job; prints home, base, job id."""
-        options = shlex.join(self._sbatch_options(cluster, offer, "@BASE@", tag))
-        options = options.replace("'@BASE@/%j.out'", '"$b/%j.out"').replace("@BASE@", '"$b"')
-        script = HOLDER_SCRIPT.replace("{base}", "\"$JRHW_BASE\"")
-        return await shell.run(
-            f"h={home}; b={base_expr}; mkdir -p \"$b\" && chmod 700 \"$b\" && "
-            f"echo \"$h\" && echo \"$b\" && JRHW_BASE=\"$b\" sbatch --parsable "
-            f"--export=ALL,JRHW_BASE {options}",
-            input=script)
-
-    async def _wait_running(self, shell: SlurmShell, job_id: str, steps: LaunchSteps) -> JobState:
-        """Report the job's queue state every :attr:`queue_poll` seconds until it runs.
-
-        Raises:
-            SLURMError: It ended, or pends for a reason waiting cannot clear.
-        """
-        said = ""
-        while True:
-            state = await shell.job(job_id, with_position=True)
-            if state.running:
-                steps.note(f"job {job_id} RUNNING on {state.nodes}")
-                return state
-            if state.ended:
-                raise SLURMError(shell.cluster, state.end_line() + " before it started")
-            hopeless = HOPELESS_REASONS.get(state.reason)
-            if hopeless is not None:
-                raise SLURMError(shell.cluster, f"job {job_id} can never start: {hopeless} "
-                                 f"({state.reason}); change the cluster's settings")
-            line = state.queue_line()
-            if line != said:
-                steps.note(line)
-                said = line
-            await asyncio.sleep(self.queue_poll)
 
     # ------------------------------------------------------------------ ending
 
@@ -531,14 +387,4 @@ class SLURMProvider(Provider):
         return cancelled, unknown
 
 
-def _minutes(text: str) -> str:
-    """SLURM's ``-t`` forms as ``[days-]h:m:s`` (a bare number is minutes)."""
-    text = text.strip()
-    if text.isdigit():
-        return f"{int(text) // 60}:{int(text) % 60}:00"
-    if "-" not in text and text.count(":") == 1:
-        return f"0:{text}"
-    return text
-
-
-__all__ = ["CLUSTER_KEYS", "HOLDER_SCRIPT", "SLURMProvider"]
+__all__ = ["CLUSTER_KEYS", "SLURMProvider"]
