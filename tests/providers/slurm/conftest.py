@@ -27,7 +27,7 @@ from ...serverloop import jp_asyncio_loop  # noqa: F401 (fixture)
 from ...testhosts import SSHTestHost, free_port, is_root, loopback_host
 
 #: The dev cluster's scripts, beside the checkout.
-SLURM_DEV = Path(__file__).resolve().parents[4].parent / "shared" / "slurm"
+SLURM_DEV = Path(__file__).resolve().parents[3].parent / "shared" / "slurm"
 STATE = Path(os.environ.get("SLURM_DEV_DIR", "/tmp/slurm-dev"))
 SLURM_CONF = str(STATE / "etc" / "slurm.conf")
 CLUSTER = "dev"
