@@ -1,4 +1,5 @@
-"""What the host has: GPUs (nvidia-smi), torch's view of CUDA, CPUs and memory."""
+"""What the host has: GPUs (nvidia-smi), torch's view of CUDA, CPUs and memory, and the
+scheduler allocation the agent runs in."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import re
 import shutil
 import sys
 from typing import Any
+
+from .allocation import allocation_label, slurm_allocation
 
 log = logging.getLogger(__name__)
 
@@ -236,6 +239,8 @@ class HardwareReporter:
     """
 
     def __init__(self) -> None:
+        self._allocation: dict[str, Any] | None = None
+        self._allocation_read = False
         self._gpus: tuple[list[dict[str, Any]], list[str]] | None = None
         self._torch: dict[str, tuple[dict[str, Any] | None, list[str]]] = {}
 
@@ -267,18 +272,27 @@ class HardwareReporter:
                 torch_result[1] if need_torch else []
             ):
                 log.warning("hardware: %s", warning)
+        if not self._allocation_read:
+            self._allocation = await slurm_allocation(os.environ)
+            self._allocation_read = True
         assert self._gpus is not None
         gpus, gpu_warnings = self._gpus
         torch, torch_warnings = self._torch[python]
         cpus = cpu_count()
         mem = memory_mib()
         warnings = gpu_warnings + torch_warnings
+        summary = summarize(gpus, torch, cpus, mem)
+        allocated = allocation_label(self._allocation) if self._allocation else None
+        if allocated and summary.startswith("no GPU"):
+            # The job's GPUs, though nvidia-smi and torch see none (yet).
+            summary = allocated + summary[len("no GPU"):]
         return {
             "gpus": [dict(gpu) for gpu in gpus],
             "torch": dict(torch) if torch is not None else None,
             "cpu_count": cpus,
             "memory_mib": mem,
-            "summary": summarize(gpus, torch, cpus, mem),
+            "allocation": dict(self._allocation) if self._allocation else None,
+            "summary": summary,
             "warnings": warnings,
         }
 

@@ -41,6 +41,18 @@ async def test_kernel_runs_in_the_allocation_and_shutdown_ends_the_job(
     visible, job_id, node = ran.stdout.split()
     assert visible == "0" and node == "gpu1"
     assert job_state(job_id) == "RUNNING"
+    # The host's hardware report names the job's GPUs, from SLURM (the GPUs here are
+    # device files that nvidia-smi cannot see).
+    machine = manager.cached("slurm-dev-gpu-a100")
+    assert machine is not None
+
+    async def hardware() -> dict[str, Any]:
+        return await (await machine.agent()).call("hardware")
+
+    report = await manager.on_home(hardware())
+    assert report["allocation"]["job_id"] == job_id
+    assert report["allocation"]["gpus"] == {"a100": 1}
+    assert report["summary"].startswith(f"1 × a100 (SLURM job {job_id})")
     # The hardware report says how long the allocation has left (10 minutes asked).
     usage = json.loads((await jp_fetch("jupyter-remote-hw", "api", "usage", kernel_id)).body)
     assert 500 < usage["time_left_seconds"] <= 600
