@@ -3,7 +3,7 @@
  * answers it, and how it reads in the status bar, its tooltip and the panel's bars.
  * Pure functions, no JupyterLab imports.
  */
-import { formatCost, formatPrice } from './model';
+import { IHardwareEvent, formatCost, formatPrice } from './model';
 
 /** One GPU's use (nvidia-smi's view); a value it does not know is null. */
 export interface IGpuMetrics {
@@ -31,6 +31,8 @@ export interface IKernelMetrics {
   warnings: string[];
   price_per_hour: number | null;
   cost_so_far: number | null;
+  /** Seconds before the machine's time limit ends it (a SLURM job); absent or null: none. */
+  time_left_seconds?: number | null;
 }
 
 /** One bar of the panel's "Hardware" section. */
@@ -101,7 +103,37 @@ export function costLine(metrics: IKernelMetrics): string {
   return `Cost: ${price}, ${formatCost(metrics.cost_so_far) || '?'} so far`;
 }
 
-/** The status bar's text: `GPU 37% · 12.1/80 GiB | RAM 6.2/31 GiB | CPU 14% | $4.10/h · $1.23`. */
+/** Time before a time limit, as people say it: `45 s`, `9 min`, `1 h 05 min`. */
+export function formatTimeLeft(seconds: number): string {
+  const s = Math.max(0, Math.floor(seconds));
+  if (s < 60) {
+    return `${s} s`;
+  }
+  const minutes = Math.floor(s / 60);
+  if (minutes < 60) {
+    return `${minutes} min`;
+  }
+  return `${Math.floor(minutes / 60)} h ${String(minutes % 60).padStart(2, '0')} min`;
+}
+
+/** Whether an event is a scheduler's warning that a machine's time limit is near. */
+export function isTimeLimitWarning(event: IHardwareEvent): boolean {
+  return (
+    event.type === 'launch' &&
+    event.step === 'time limit' &&
+    typeof event.detail === 'string' &&
+    event.detail !== ''
+  );
+}
+
+/** `9 min left` when the machine has a time limit, else ''. */
+export function timeLeftText(metrics: IKernelMetrics): string {
+  const left = metrics.time_left_seconds;
+  return left === null || left === undefined ? '' : `${formatTimeLeft(left)} left`;
+}
+
+/** The status bar's text: `GPU 37% · 12.1/80 GiB | RAM 6.2/31 GiB | CPU 14% | $4.10/h · $1.23`,
+ * then the time left on a machine with a time limit (`| 9 min left`). */
 export function metricsText(metrics: IKernelMetrics): string {
   const parts = [gpuSummary(metrics.gpus)];
   if (metrics.memory) {
@@ -111,6 +143,10 @@ export function metricsText(metrics: IKernelMetrics): string {
   }
   parts.push(`CPU ${formatPercent(metrics.cpu.percent)}`);
   parts.push(costSummary(metrics));
+  const left = timeLeftText(metrics);
+  if (left) {
+    parts.push(left);
+  }
   return parts.join(' | ');
 }
 
@@ -145,6 +181,9 @@ export function metricsTooltip(metrics: IKernelMetrics, now: Date = new Date()):
     );
   }
   lines.push(costLine(metrics));
+  if (timeLeftText(metrics)) {
+    lines.push(`Time limit: ${timeLeftText(metrics)}; the kernel ends with the allocation`);
+  }
   for (const warning of metrics.warnings) {
     lines.push(`⚠ ${warning}`);
   }

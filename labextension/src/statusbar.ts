@@ -2,13 +2,14 @@
  * The status bar item: the current notebook's machine, its state, $/h, cost so
  * far and idle-stop countdown.
  */
-import { ISessionContext } from '@jupyterlab/apputils';
+import { ISessionContext, Notification } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
 import { HardwareAPI, HardwareEvents } from './api';
+import { isTimeLimitWarning } from './metrics';
 import { IHardwareEvent, IMachine, machineStatusText, targetOfKernel } from './model';
 
-/** Shows the machine of the notebook in focus; hidden for other kernels. */
+/** Shows the machine of the notebook in focus (and says when its time limit nears). */
 export class MachineStatus extends Widget {
   constructor(
     readonly api: HardwareAPI,
@@ -41,6 +42,11 @@ export class MachineStatus extends Widget {
   private onEvent(_: HardwareEvents, event: IHardwareEvent): void {
     if (event.type === 'machine' && event.machine?.name === this.target) {
       this.showMachine(event.machine as IMachine);
+    }
+    if (isTimeLimitWarning(event) && !this._warned.has(event.detail)) {
+      // SLURM's early warning: the allocation ends soon, and its kernels with it.
+      this._warned.add(event.detail);
+      Notification.warning(event.detail, { autoClose: false });
     }
   }
 
@@ -86,6 +92,7 @@ export class MachineStatus extends Widget {
     super.dispose();
   }
 
+  private _warned = new Set<string>();
   private _context: ISessionContext | null = null;
   private _machine: IMachine | null = null;
   private _tick = 0;

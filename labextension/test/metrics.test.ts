@@ -3,7 +3,9 @@ import {
   costLine,
   costSummary,
   formatGiB,
+  formatTimeLeft,
   gpuSummary,
+  isTimeLimitWarning,
   meters,
   metricsText,
   metricsTooltip
@@ -108,5 +110,38 @@ describe('the panel bars', () => {
 
   it('has only RAM and CPU without a GPU', () => {
     expect(meters(reading({ gpus: [] })).map(b => b.label)).toEqual(['RAM', 'CPU']);
+  });
+});
+
+describe('a machine with a time limit (a SLURM job)', () => {
+  it('says the time left in the status bar and the tooltip', () => {
+    const metrics = reading({ time_left_seconds: 545 });
+    expect(metricsText(metrics).endsWith(' | 9 min left')).toBe(true);
+    expect(metricsTooltip(metrics, new Date(1000 * 1000))).toContain(
+      'Time limit: 9 min left; the kernel ends with the allocation'
+    );
+    expect(metricsText(reading())).not.toContain('left');
+    expect(metricsText(reading({ time_left_seconds: null }))).not.toContain('left');
+  });
+
+  it('reads the time left as people say it', () => {
+    expect(formatTimeLeft(45.9)).toBe('45 s');
+    expect(formatTimeLeft(60)).toBe('1 min');
+    expect(formatTimeLeft(3900)).toBe('1 h 05 min');
+    expect(formatTimeLeft(-3)).toBe('0 s');
+  });
+
+  it("knows the scheduler's early warning among the events", () => {
+    const warning = {
+      type: 'launch' as const,
+      time: 1,
+      step: 'time limit',
+      state: 'progress',
+      detail: 'SLURM job 7 ends in 60 s (its time limit): save your work; the kernel ends with it'
+    };
+    expect(isTimeLimitWarning(warning)).toBe(true);
+    expect(isTimeLimitWarning({ ...warning, step: 'queue' })).toBe(false);
+    expect(isTimeLimitWarning({ ...warning, type: 'machine' as const })).toBe(false);
+    expect(isTimeLimitWarning({ ...warning, detail: '' })).toBe(false);
   });
 });
