@@ -1,4 +1,5 @@
-"""The local side of the host agent: build and ship it, start it, and talk to it."""
+"""The local side of the host agent: build and ship it, start it, talk to it, and hold
+our side of each kernel's relay (``relay``)."""
 
 from .bootstrap import Progress, start_local_agent, start_ssh_agent
 from .bundle import agent_zipapp

@@ -3,7 +3,7 @@
 from .base import Machine, Provider
 from .errors import UnknownHardwareError
 from .local import LocalProvider
-from .ssh import SSHProvider
+from .ssh.provider import SSHProvider
 from .target import KERNEL_NAME_PREFIX, Target
 
 __all__ = [

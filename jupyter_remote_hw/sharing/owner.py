@@ -15,7 +15,7 @@ import asyncssh
 from ..agent_client import AgentError
 from ..ledger.store import Ledger, ShareRecord
 from ..providers.base import Machine
-from ..providers.ssh import SSHMachine
+from ..providers.ssh.provider import SSHMachine
 from ..validation import HOST, InvalidInputError, check_identifier
 from .roles import (
     CHANNEL_PURPOSE,

@@ -17,7 +17,7 @@ from traitlets.config import Config
 
 from jupyter_remote_hw.agent_client import AgentClient
 from jupyter_remote_hw.machines.manager import MachineManager
-from jupyter_remote_hw.providers.ssh import SSHMachine
+from jupyter_remote_hw.providers.ssh.provider import SSHMachine
 from jupyter_remote_hw.sharing.owner import ShareOwner
 
 from ..conftest import TEST_TRANSPORT

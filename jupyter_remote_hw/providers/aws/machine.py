@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ...agent_client import AgentClient, AgentError, AgentUnavailableError, Progress
 from ...transport import SSHConnection, TransportError, TransportManager
-from ..ssh import SSHMachine
+from ..ssh.provider import SSHMachine
 from ..target import Target
 
 if TYPE_CHECKING:

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from traitlets import Bool, Dict, Instance, List, TraitError, Unicode, validate
 
-from ..agent.connection import channel_path
-from ..agent_client import AgentClient, Progress, start_ssh_agent
-from ..kernel_relay import KernelRelayClient
-from ..transport import LocalForward, SSHConnection, TransportManager
-from ..transport.state import ConnectionState
-from .base import Machine, Provider
-from .ssh_config import host_aliases
-from .target import Target, gib_label, slug
+from ...agent.connection import channel_path
+from ...agent_client import AgentClient, Progress, start_ssh_agent
+from ...agent_client.relay import KernelRelayClient
+from ...transport import LocalForward, SSHConnection, TransportManager
+from ...transport.state import ConnectionState
+from ..base import Machine, Provider
+from ..target import Target, gib_label, slug
+from .config import host_aliases
 
 if TYPE_CHECKING:
     from ..launch_steps import LaunchSteps
@@ -32,7 +32,7 @@ class SSHMachine(Machine):
 
     The agent's socket is reached through the connection. A kernel's shell,
     control, stdin and IOPub ports here are its relay's
-    (:class:`..kernel_relay.KernelRelayClient`), which resumes across cuts of
+    (:class:`...agent_client.relay.KernelRelayClient`), which resumes across cuts of
     any length; its heartbeat port is forwarded, so that heartbeats fail while
     the link is down. Both keep their local ports across reconnects.
 

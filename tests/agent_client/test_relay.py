@@ -12,7 +12,7 @@ import pytest
 import zmq
 import zmq.asyncio
 
-from jupyter_remote_hw.kernel_relay import KernelRelayClient
+from jupyter_remote_hw.agent_client.relay import KernelRelayClient
 
 MESSAGE = 100 * 1024
 

@@ -10,7 +10,7 @@ from jupyter_client.kernelspec import _is_valid_kernel_name
 from traitlets import TraitError
 
 from jupyter_remote_hw.providers import KERNEL_NAME_PREFIX, SSHProvider, Target
-from jupyter_remote_hw.providers.ssh import DEFAULT_HARDWARE
+from jupyter_remote_hw.providers.ssh.provider import DEFAULT_HARDWARE
 from jupyter_remote_hw.providers.target import gib_label
 from jupyter_remote_hw.transport import TransportManager
 

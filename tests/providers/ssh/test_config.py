@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_remote_hw.providers.ssh_config import host_aliases
+from jupyter_remote_hw.providers.ssh.config import host_aliases
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ import zmq
 import zmq.asyncio
 from jupyter_client.session import Session
 
-from .agent.relay_frames import (
+from ..agent.relay_frames import (
     ACK,
     CHANNELS,
     AckSender,
