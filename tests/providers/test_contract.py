@@ -74,6 +74,7 @@ async def test_providers_are_configured_by_their_class_names(manager: MachineMan
     assert aws.ledger is manager.ledger and aws.transport is manager.transport
     assert [t.name for t in manager.providers["ssh"].targets()] == ["ssh-gpu-a"]
     assert manager.providers["local"].price_per_hour(manager.target("local")) == 0.0
+    assert manager.providers["ssh"].price_per_hour(manager.target("ssh-gpu-a")) == 0.0
 
 
 def test_a_registered_provider_is_found_and_a_broken_one_left_out(

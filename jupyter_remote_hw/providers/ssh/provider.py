@@ -253,6 +253,10 @@ class SSHProvider(Provider):
                                      hardware=DEFAULT_HARDWARE, host=alias, workdir=self.workdir)
         return list(found.values())
 
+    def price_per_hour(self, target: Target) -> float | None:
+        """Nothing: the user's own hosts cost nothing per hour here."""
+        return 0.0
+
     async def open_machine(self, target: Target, steps: LaunchSteps) -> Machine:
         assert self.transport is not None and target.host is not None
         with steps.step("connect"):
