@@ -38,7 +38,7 @@ from .targets import SINFO_COMMAND, NodeRow, Offer, make_target, offers, parse_s
 from .targets import target_name as name_of
 
 if TYPE_CHECKING:
-    from ...launch_steps import LaunchSteps
+    from ..launch_steps import LaunchSteps
 
 #: The keys a cluster's entry in ``c.SLURMProvider.clusters`` may have.
 CLUSTER_KEYS = {

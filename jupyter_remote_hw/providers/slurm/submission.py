@@ -22,7 +22,7 @@ from .queue import COMMENT_TAG, JobState, SlurmShell, parse_duration
 from .targets import Offer
 
 if TYPE_CHECKING:
-    from ...launch_steps import LaunchSteps
+    from ..launch_steps import LaunchSteps
     from .provider import SLURMProvider
 
 #: The holder job's script: it keeps the allocation, notes SLURM's early warning, and

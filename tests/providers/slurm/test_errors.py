@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_remote_hw.launch_steps import LaunchError, LaunchSteps
+from jupyter_remote_hw.providers.launch_steps import LaunchError, LaunchSteps
 from jupyter_remote_hw.providers.slurm import SLURMProvider
 
 from .conftest import our_jobs

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from tornado.httpclient import AsyncHTTPClient
 
-from jupyter_remote_hw.launch_steps import LaunchSteps
+from jupyter_remote_hw.providers.launch_steps import LaunchSteps
 from jupyter_remote_hw.providers.slurm import SLURMMachine
 
 from ...serverprocess import Server
