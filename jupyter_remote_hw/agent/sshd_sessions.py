@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Iterator
 
 #: ``sshd: user@notty``, ``sshd: user [priv]`` (OpenSSH before 9.8) or
 #: ``sshd-session: user@notty`` (9.8 and later): an sshd process serving one connection.
@@ -29,41 +30,39 @@ def is_sshd_program(argv0: str) -> bool:
     return os.path.basename(argv0.split(":", 1)[0].split(" ", 1)[0]) in _SSHD_PROGRAMS
 
 
-def peer_inodes(local_port: int, peer_ports: set[int]) -> set[str]:
-    """Socket inodes of the connections from ``peer_ports`` to our ``local_port``."""
-    found: set[str] = set()
+def _tcp_sockets() -> Iterator[tuple[int, int, int, str]]:
+    """Every TCP socket of the host's network namespace, as ``/proc/net/tcp`` lists them
+    to any user: its local port, its remote port, its owner's uid and its inode."""
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table, encoding="ascii") as handle:
                 next(handle, None)
-                for row in handle:
-                    cols = row.split()
-                    src, dst, inode = cols[1], cols[2], cols[9]
-                    if int(src.rsplit(":", 1)[1], 16) in peer_ports and \
-                            int(dst.rsplit(":", 1)[1], 16) == local_port:
-                        found.add(inode)
+                rows = [row.split() for row in handle]
         except OSError:
             continue
-    return found
+        for cols in rows:
+            try:
+                yield (int(cols[1].rsplit(":", 1)[1], 16), int(cols[2].rsplit(":", 1)[1], 16),
+                       int(cols[7]), cols[9])
+            except (ValueError, IndexError):
+                continue
+
+
+def peer_inodes(local_port: int, peer_ports: set[int]) -> set[str]:
+    """Socket inodes of the connections from ``peer_ports`` to our ``local_port``."""
+    return {inode for src, dst, _, inode in _tcp_sockets()
+            if src in peer_ports and dst == local_port}
 
 
 def peer_uid(local_port: int, peer_port: int) -> int | None:
     """The uid owning the socket that connected from ``peer_port`` to our ``local_port``.
 
-    ``/proc/net/tcp`` lists every socket of the host's network namespace with
-    its owner, readable by any user; None when the connection is not listed.
+    The owner of every socket is listed for any user to read; None when the
+    connection is not listed.
     """
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table, encoding="ascii") as handle:
-                next(handle, None)
-                for row in handle:
-                    cols = row.split()
-                    if int(cols[1].rsplit(":", 1)[1], 16) == peer_port and \
-                            int(cols[2].rsplit(":", 1)[1], 16) == local_port:
-                        return int(cols[7])
-        except (OSError, ValueError, IndexError):
-            continue
+    for src, dst, uid, _ in _tcp_sockets():
+        if src == peer_port and dst == local_port:
+            return uid
     return None
 
 

@@ -60,3 +60,14 @@ def shell_reply(kc: BlockingKernelClient, msg_id: str, timeout: float = 60) -> d
         msg = kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
         if msg["parent_header"].get("msg_id") == msg_id:
             return msg
+
+
+def wait_for_stream(kc: Any, msg_id: str, text: str, timeout: float) -> None:
+    """Read IOPub until the cell ``msg_id`` has printed ``text``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream" \
+                and text in msg["content"]["text"]:
+            return
+    raise AssertionError(f"the cell did not print {text!r} within {timeout} s")

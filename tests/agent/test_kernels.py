@@ -9,7 +9,6 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +19,14 @@ import pytest
 from jupyter_remote_hw.agent_client import AgentError
 
 from .agentclient import Agent, AgentClient, eventually, running, wait_until
-from .kernelclient import evaluate, execute, kernel_client, shell_reply, value_of
+from .kernelclient import (
+    evaluate,
+    execute,
+    kernel_client,
+    shell_reply,
+    value_of,
+    wait_for_stream,
+)
 
 
 async def start(agent: Agent, client: AgentClient, **args: Any) -> dict[str, Any]:
@@ -160,17 +166,6 @@ async def test_env_and_cwd_reach_the_kernel(
         assert value_of(kc, "__import__('os').environ['RHW_TEST_VALUE']") == "'hello'"
         assert value_of(kc, "__import__('os').getcwd()") == repr(str(workdir))
         assert value_of(kc, "'JPY_PARENT_PID' in __import__('os').environ") == "False"
-
-
-def wait_for_stream(kc: Any, msg_id: str, text: str, timeout: float) -> None:
-    """Read IOPub until the cell ``msg_id`` has printed ``text``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
-        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream" \
-                and text in msg["content"]["text"]:
-            return
-    raise AssertionError(f"the cell did not print {text!r} within {timeout} s")
 
 
 async def test_interrupt_keeps_state(agent: Agent, client: AgentClient) -> None:

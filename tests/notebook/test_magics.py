@@ -8,11 +8,10 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from ..agent.kernelclient import shell_reply
+from ..agent.kernelclient import shell_reply, wait_for_stream
 from ..conftest import TEST_TRANSPORT
 from ..notebooks import error_of, kernel_env, local_kernel, run_notebook, text_of
 from ..processes import processes_under
@@ -210,16 +209,6 @@ def test_remote_hw_lists_targets_and_sets_the_default(
     assert row.lstrip().startswith("*") and "running" in row
 
 
-def wait_for_output(kc: Any, msg_id: str, text: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
-        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream" \
-                and text in msg["content"]["text"]:
-            return
-    raise AssertionError(f"no {text!r} within {timeout} s")
-
-
 def test_interrupting_the_local_cell_interrupts_the_remote_one(
     env: dict[str, str], short_tmp: Path
 ) -> None:
@@ -227,14 +216,14 @@ def test_interrupting_the_local_cell_interrupts_the_remote_one(
                       f"%load_ext jupyter_remote_hw\n%remote_hw {TARGET}") as (manager, kc):
         cell = kc.execute("%%remote\nimport time, os\nx = 'kept'\nprint('sleeping', flush=True)\n"
                           "time.sleep(120)\nprint('woke')")
-        wait_for_output(kc, cell, "sleeping", 60)
+        wait_for_stream(kc, cell, "sleeping", 60)
         began = time.monotonic()
         manager.interrupt_kernel()
         reply = shell_reply(kc, cell, 60)["content"]
         assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
         assert time.monotonic() - began < 15  # not the cell's two minutes
         after = kc.execute("%%remote\nprint('remote alive', x)")
-        wait_for_output(kc, after, "remote alive kept", 90)
+        wait_for_stream(kc, after, "remote alive kept", 90)
         assert shell_reply(kc, after, 90)["content"]["status"] == "ok"
     assert not [p for p in processes_under(str(short_tmp / "r")) if "ipykernel" in p]
 
