@@ -36,6 +36,10 @@ STYLE = """<style>
 .jp-RemoteHW-widgetGrid .jp-RemoteHW-unusable { opacity: 0.55; }
 .jp-RemoteHW-widgetGrid > .jp-RemoteHW-span { grid-column: 1 / -1; }
 .jp-RemoteHW-widgetGrid > .jp-RemoteHW-header:first-child { padding-left: 6px; }
+.jp-RemoteHW-widgetGrid > .jp-RemoteHW-rowText,
+.jp-RemoteHW-widgetGrid > .jp-RemoteHW-rowText > .widget-html-content { display: contents; }
+.jp-RemoteHW-widgetGrid .jp-RemoteHW-rowText .jp-RemoteHW-cell { min-width: 0;
+  overflow-wrap: anywhere; }
 </style>"""
 
 
@@ -72,9 +76,11 @@ def matches(option: HardwareOption, query: str) -> bool:
     return all(word in text for word in query.lower().split())
 
 
-def _cell(text: str, title: str = "") -> widgets.HTML:
-    return widgets.HTML(f"<span title='{html.escape(title or text)}'>{html.escape(text)}</span>",
-                        layout=widgets.Layout(width="auto", min_width="0"))
+def _cell(text: str, title: str = "", unusable: bool = False) -> str:
+    """One grid cell of a row's text, as HTML (its title is the tooltip)."""
+    classes = "jp-RemoteHW-cell jp-RemoteHW-unusable" if unusable else "jp-RemoteHW-cell"
+    return (f"<div class='{classes}' title='{html.escape(title or text)}'>"
+            f"{html.escape(text)}</div>")
 
 
 class HardwarePicker:
@@ -90,13 +96,13 @@ class HardwarePicker:
         self.options = options if options is not None else list_hardware(
             magics.sessions.machines)
         self.expanded: set[str] = set()
+        self._cell_layout = widgets.Layout(width="auto", min_width="0")
         self._row_cells: dict[str, list[widgets.Widget]] = {}
         self._fold_buttons: dict[str, widgets.Button] = {}
         self.search = widgets.Text(placeholder="Search: a10g, ssh, local …",
                                    description="Search", continuous_update=True,
                                    layout=widgets.Layout(width="auto", max_width="100%"))
-        self.header = [widgets.HTML(f"<b>{html.escape(title)}</b>",
-                                    layout=widgets.Layout(width="auto", min_width="0"))
+        self.header = [widgets.HTML(f"<b>{html.escape(title)}</b>", layout=self._cell_layout)
                        for title in HEADERS]
         for cell in self.header:
             cell.add_class("jp-RemoteHW-header")
@@ -174,19 +180,26 @@ class HardwarePicker:
         return button
 
     def _cells(self, option: HardwareOption) -> list[widgets.Widget]:
+        # Two widgets a row, sharing one layout: its button, and one HTML widget whose
+        # seven cells are grid items of their own (``display: contents``). Expanding a
+        # fold of 44 rows then creates 88 widgets in the browser, not 352 with their
+        # layouts and styles, which took seconds on a loaded machine.
         cells = self._row_cells.get(option.name)
         if cells is None:
             texts = columns(option)
-            choose = widgets.Button(description=texts[0], disabled=not option.usable,
+            unusable = not option.usable
+            choose = widgets.Button(description=texts[0], disabled=unusable,
                                     tooltip=option.why_not or f"Run %%remote on {option.name}",
-                                    layout=widgets.Layout(width="auto", min_width="0"))
+                                    layout=self._cell_layout)
             choose.on_click(lambda _: self.choose(option.name))
-            cells = [choose, *(_cell(text) for text in texts[1:-1]),
-                     _cell(texts[-1], option.why_not or "")]
-            for cell in cells:
-                cell.add_class("jp-RemoteHW-cell")
-                if not option.usable:
-                    cell.add_class("jp-RemoteHW-unusable")
+            choose.add_class("jp-RemoteHW-cell")
+            text = "".join([*(_cell(t, unusable=unusable) for t in texts[1:-1]),
+                            _cell(texts[-1], option.why_not or "", unusable)])
+            row = widgets.HTML(text, layout=self._cell_layout)
+            row.add_class("jp-RemoteHW-rowText")
+            if unusable:
+                choose.add_class("jp-RemoteHW-unusable")
+            cells = [choose, row]
             self._row_cells[option.name] = cells
         chooser = cells[0]
         assert isinstance(chooser, widgets.Button)

@@ -59,14 +59,17 @@ def test_the_row_chosen_is_where_remote_cells_run(env: dict[str, str], short_tmp
     assert default == "None"  # nothing chosen yet
     assert ast.literal_eval(listed) == ["local", TARGET]  # the AWS rows are folded
     # One line for the 44 AWS rows of the region, in words with what to do; a header of
-    # 8 columns, 2 rows of 8 cells and the fold line share one grid; the fold expands.
+    # 8 columns, 2 rows (a button and one HTML widget of 7 cells each) and the fold line
+    # share one grid; the fold expands.
     folds, expanded, availability = text_of(nb.cells[2]).splitlines()
     assert folds == ("['AWS: no credentials — set AWS_PROFILE or run `aws configure`'] "
-                     f"{8 + 2 * 8 + 1}")
-    assert expanded == f"{2 + 44} {8 + 2 * 8 + 1 + 44 * 8}"
+                     f"{8 + 2 * 2 + 1}")
+    assert expanded == f"{2 + 44} {8 + 2 * 2 + 1 + 44 * 2}"
     # A folded row's availability says why in a few words, what to do in its tooltip.
-    assert availability == ("<span title='no credentials — set AWS_PROFILE or run "
-                            "`aws configure`'>no credentials</span>")
+    assert availability.endswith(
+        "<div class='jp-RemoteHW-cell jp-RemoteHW-unusable' title='no credentials — set "
+        "AWS_PROFILE or run `aws configure`'>no credentials</div>")
+    assert availability.count("jp-RemoteHW-cell") == 7
     assert ast.literal_eval(text_of(nb.cells[3])) == [TARGET]  # only the test host matches
     chosen, status = text_of(nb.cells[4]).splitlines()
     assert chosen == TARGET and f"<b>{TARGET}</b>" in status
