@@ -111,6 +111,9 @@ class MachineManager(SingletonConfigurable):
         #: Kernels in the ledger that a server could not reattach yet (their host is
         #: away), by kernel id: their target's name. The server keeps retrying them.
         self.waiting: dict[str, str] = {}
+        #: Launches under way, by kernel id: their task and the loop it runs on
+        #: (see :meth:`cancel_launch`).
+        self.launches: dict[str, tuple[asyncio.Task[Any], asyncio.AbstractEventLoop]] = {}
         #: Since when (epoch seconds) each open machine's link has been down, by target name.
         self.link_down_since: dict[str, float] = {}
         #: Called with a target's name and whether its link is up, whenever that changes.
@@ -218,6 +221,20 @@ class MachineManager(SingletonConfigurable):
     def steps(self, target: str, kernel_id: str) -> LaunchSteps:
         """A step recorder for one launch, reporting to :attr:`launch_listeners`."""
         return LaunchSteps(target, kernel_id, self.log, self.launch_listeners)
+
+    def cancel_launch(self, kernel_id: str) -> bool:
+        """Cancel the launch of a kernel under way (from any thread): what it started is
+        undone (a pending SLURM job cancelled) and the launch fails as cancelled.
+
+        Returns:
+            False when no launch of that kernel is under way.
+        """
+        entry = self.launches.get(kernel_id)
+        if entry is None or entry[0].done():
+            return False
+        task, loop = entry
+        loop.call_soon_threadsafe(task.cancel)
+        return True
 
     # ------------------------------------------------------------------ machines
 

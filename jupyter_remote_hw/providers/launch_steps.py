@@ -50,8 +50,8 @@ class LaunchError(Exception):
         elapsed: Seconds since the launch began.
         reason: What went wrong.
         hint: What to try.
-        status: The HTTP status that fits (404 unknown hardware, 502 host
-            unreachable, 504 timed out, 500 otherwise).
+        status: The HTTP status that fits (404 unknown hardware, 409 cancelled,
+            502 host unreachable, 504 timed out, 500 otherwise).
     """
 
     def __init__(
@@ -71,8 +71,9 @@ class LaunchError(Exception):
     @property
     def user_error(self) -> bool:
         """Whether the user is to fix it (see :mod:`...errors`): unknown hardware, or a
-        timeout, whose hint names the setting to raise; not when a step raised."""
-        return self.status in (404, 504) and self.__cause__ is None
+        timeout, whose hint names the setting to raise, or their own cancelling; not
+        when a step raised."""
+        return self.status in (404, 409, 504) and self.__cause__ is None
 
 
 def _classify(exc: BaseException, step: str) -> tuple[int, str]:
@@ -183,6 +184,15 @@ class LaunchSteps:
             self.where, step, self.elapsed, f"timed out (the limit is {limit:g} s)",
             f"{STEP_HINTS.get(step, '')} Raise {setting} if the host is just slow.".strip(),
             status=504,
+        )
+
+    def cancelled(self, by: str) -> LaunchError:
+        """The error for a launch cancelled by ``by`` (``the user``) while under way."""
+        step = self.current or (self.records[-1].name if self.records else "launch")
+        return LaunchError(
+            self.where, step, self.elapsed, f"cancelled by {by}",
+            "Nothing it started is left running; start the kernel again to retry.",
+            status=409,
         )
 
     def summary(self) -> str:

@@ -28,7 +28,7 @@ class KernelLaunchError(HTTPError):
         return str(self.launch_error)
 
 
-_REASONS = {404: "Unknown Hardware", 502: "Host Unreachable", 504: "Launch Timed Out"}
+_REASONS = {404: "Unknown Hardware", 409: "Launch Cancelled", 502: "Host Unreachable", 504: "Launch Timed Out"}
 
 
 class UnknownHardwareKernelSpec(NoSuchKernel, HTTPError):

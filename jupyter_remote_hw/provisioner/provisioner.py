@@ -304,9 +304,18 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         self._steps = None
         self.launch_steps = steps
         remaining = max(1.0, self.launch_timeout - steps.elapsed)
+        # Its own task, so that the user can cancel it (MachineManager.cancel_launch).
+        launch = asyncio.ensure_future(self._launcher.launch(steps, kwargs, remaining))
+        self.manager.launches[self.kernel_id] = (launch, asyncio.get_running_loop())
         try:
             async with asyncio.timeout(remaining):
-                info = await self._launcher.launch(steps, kwargs, remaining)
+                info = await launch
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # this launch_kernel itself was cancelled, not only its launch
+            await self._launcher.abandon(maybe_starting=True)
+            raise KernelLaunchError(steps.cancelled("the user")) from None
         except TimeoutError:
             error = steps.timed_out(self.launch_timeout, "c.RemoteHWProvisioner.launch_timeout")
             await self._launcher.abandon(maybe_starting=True)
@@ -314,6 +323,9 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         except LaunchError as exc:
             await self._launcher.abandon(maybe_starting=False)
             raise KernelLaunchError(exc) from exc.__cause__
+        finally:
+            if self.manager.launches.get(self.kernel_id, (None,))[0] is launch:
+                del self.manager.launches[self.kernel_id]
         steps.log.info("kernel %s ready on %s: %s", self.kernel_id, self.target, steps.summary())
         return info
 

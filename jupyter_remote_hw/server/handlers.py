@@ -257,6 +257,19 @@ class KernelsHandler(HardwareAPIHandler):
         self.write_json(model, status=201)
 
 
+class LaunchHandler(HardwareAPIHandler):
+    """``DELETE``: cancel a kernel's launch under way (a SLURM job waiting in the queue)."""
+
+    auth_resource = KERNELS_RESOURCE
+
+    @web.authenticated
+    @authorized
+    async def delete(self, kernel_id: str) -> None:
+        self.actions.cancel_launch(kernel_id)
+        self.set_status(204)
+        self.finish()
+
+
 class SessionVariablesHandler(HardwareAPIHandler):
     """``GET``: what a switch could carry from a session's kernel: its variables (name,
     type, nbytes, carriable, reason) and the modules bound to names; ``?hardware=``
@@ -442,6 +455,7 @@ def api_handlers(actions: HardwareActions,
         (f"{API_PREFIX}/machines/(?P<name>[^/]+)/(?P<action>start|stop|terminate)",
          MachineActionHandler, kwargs),
         (f"{API_PREFIX}/launch", KernelsHandler, kwargs),
+        (f"{API_PREFIX}/launch/(?P<kernel_id>[^/]+)", LaunchHandler, kwargs),
         (f"{API_PREFIX}/variables/{session}", SessionVariablesHandler, kwargs),
         (f"{API_PREFIX}/switch/{session}", SessionSwitchHandler, kwargs),
         (f"{API_PREFIX}/usage/(?P<kernel_id>[^/]+)", KernelMetricsHandler,

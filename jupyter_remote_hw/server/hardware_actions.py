@@ -289,6 +289,18 @@ class HardwareActions:
 
     # ------------------------------------------------------------------ kernels
 
+    def cancel_launch(self, kernel_id: str) -> None:
+        """Cancel a kernel's launch under way: its start fails as cancelled, and what the
+        launch started is undone (a SLURM job in the queue is cancelled).
+
+        Raises:
+            HardwareRequestError: 404 when no launch of that kernel is under way.
+        """
+        if not self.machines.cancel_launch(kernel_id):
+            raise HardwareRequestError(
+                404, f"no launch of kernel {kernel_id} is under way: it has started, "
+                "failed or been cancelled already", "kernel_id")
+
     async def start_kernel(self, name: Any, path: Any = None) -> str:
         """Start a kernel on a target; launch progress goes to the event hub.
 

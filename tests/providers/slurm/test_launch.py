@@ -114,6 +114,56 @@ async def test_pending_launch_shows_the_queue_and_cancelling_it_cancels_the_job(
     assert record is not None and record.state == "terminated"
 
 
+async def fill_t4() -> str:
+    """Take the cluster's one T4 with a job of this session's; its id once it runs."""
+    filled = slurm("sbatch", "--parsable", "-J", FILLER, "-p", "gpu", "--gres=gpu:t4:1",
+                   "-t", "5", "-o", "/dev/null", "--wrap", "sleep 300")
+    assert filled.returncode == 0, filled.stderr
+    job_id = filled.stdout.strip()
+    for _ in range(100):  # the scheduler starts it within a few seconds
+        if job_state(job_id) == "RUNNING":
+            break
+        await asyncio.sleep(0.1)
+    return job_id
+
+
+async def test_the_user_cancels_a_pending_launch_through_the_api(
+    manager: MachineManager, jp_fetch: Any,
+) -> None:
+    await fill_t4()
+    events: list[dict[str, Any]] = []
+    manager.launch_listeners.append(events.append)
+    start = asyncio.ensure_future(jp_fetch(
+        "jupyter-remote-hw", "api", "launch", method="POST",
+        body=json.dumps({"hardware": "slurm-dev-gpu-t4"}), raise_error=False))
+    pending = None
+    for _ in range(150):
+        pending = next((e for e in events if "PENDING (Resources)" in (e["detail"] or "")),
+                       None)
+        if pending is not None:
+            break
+        await asyncio.sleep(0.2)
+    assert pending is not None, [e["detail"] for e in events]
+    job_id = pending["detail"].split()[1]
+    cancelled = await jp_fetch("jupyter-remote-hw", "api", "launch", pending["kernel_id"],
+                               method="DELETE")
+    assert cancelled.code == 204
+    answer = await asyncio.wait_for(start, 30)
+    assert answer.code == 409
+    message = json.loads(answer.body)["message"]
+    assert "failed at step 'queue'" in message and "cancelled by the user" in message, message
+    assert job_state(job_id) in ("CANCELLED", "")
+    record = manager.ledger.find_machine(job_id)
+    assert record is not None and record.state == "terminated"
+    last = manager.ledger.machine_events(record.machine_id)[-1].detail
+    assert last.endswith("the launch was cancelled"), last
+    # Nothing is under way any more: a second cancel says so.
+    again = await jp_fetch("jupyter-remote-hw", "api", "launch", pending["kernel_id"],
+                           method="DELETE", raise_error=False)
+    assert again.code == 404
+    assert "no launch of kernel" in json.loads(again.body)["message"]
+
+
 async def test_two_kernels_on_one_target_share_its_allocation(
     kernels: Any, manager: MachineManager,
 ) -> None:
