@@ -18,29 +18,22 @@ from ..agent_client import AgentError, AgentUnavailableError
 from ..machines.manager import MachineManager
 from ..transfer import TransferError
 from ..transfer.client import TransferClient
-from ..transfer.variables import answering, transfer_client
+from ..transfer.variables import (
+    BusyKernelError,
+    answering,
+    kernel_namespace,
+    transfer_client,
+    user_names,
+)
 
 CARRY_ALL = "all"
 """``carry`` value meaning every variable and module the old kernel has that can be carried."""
-
-#: Names the kernel itself puts in the user's namespace: never offered for carrying.
-KERNEL_NAMES = frozenset({"open", "exit", "quit", "get_ipython"})
-
-#: Seconds to wait for a kernel's first answer when it is idle (a remote one may be slow).
-ANSWER_WAIT = 10.0
-#: Seconds to wait when it is running a cell: it answers only once the cell ends.
-BUSY_ANSWER_WAIT = 1.0
 
 #: Seconds to wait for the new hardware's agent to say which modules it lacks.
 FIND_MODULES_WAIT = 5.0
 
 #: Called with a switch step's name and its fields (see :class:`.hardware_events.EventHub`).
 StepReporter = Callable[..., None]
-
-
-def user_names(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Entries of a kernel's listing without the names the kernel itself defines."""
-    return [e for e in entries if e["name"] not in KERNEL_NAMES]
 
 
 def mebibytes(count: float) -> str:
@@ -55,41 +48,6 @@ def transfer_detail(done: int, total: int, rate: float | None) -> str:
     """``12.3 MiB of 40.0 MiB · 8.1 MiB/s`` (no rate until one is known)."""
     text = f"{mebibytes(done)} of {mebibytes(total)}"
     return f"{text} · {mebibytes(rate)}/s" if rate else text
-
-
-class BusyKernelError(TransferError):
-    """The kernel is running a cell, so it cannot list its variables now."""
-
-
-async def kernel_namespace(kernel_manager: MultiKernelManager,
-                           kernel_id: str) -> dict[str, Any]:
-    """What a switch could carry from a kernel: each variable with whether it can be
-    carried (and why not), and each module bound to a name.
-
-    A plain IPython kernel is made to answer first (see :func:`..transfer.variables.answering`).
-
-    Returns:
-        ``variables`` (``name``, ``type``, ``nbytes``, ``carriable``, ``reason``)
-        and ``modules`` (``name``, ``module``, ``importable``, ``reason``).
-
-    Raises:
-        BusyKernelError: It is running a cell and did not answer at once.
-        TransferError: It cannot answer (the message says why and what to do).
-    """
-    busy = getattr(kernel_manager.get_kernel(kernel_id), "execution_state", None) == "busy"
-    try:
-        async with transfer_client(kernel_manager, kernel_id) as client:
-            await answering(client, BUSY_ANSWER_WAIT if busy else ANSWER_WAIT)
-            listing = await client.namespace(check=True)
-    except TransferError as exc:
-        if busy and not exc.name:
-            raise BusyKernelError(
-                "the kernel is running a cell: its variables can be listed when the cell "
-                "ends. Wait for it or interrupt it, or switch without carrying variables."
-            ) from None
-        raise
-    return {"variables": user_names(listing["variables"]),
-            "modules": user_names(listing["modules"])}
 
 
 async def mark_missing_modules(machines: MachineManager, target_name: str,

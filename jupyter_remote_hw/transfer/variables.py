@@ -16,12 +16,21 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 from jupyter_client.asynchronous.client import AsyncKernelClient
+from jupyter_client.manager import KernelManager
 from jupyter_client.multikernelmanager import MultiKernelManager
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
 from .client import Progress, StreamOpener, TransferClient, open_local_stream
 from .errors import NoTransferHandlerError, TransferError
 from .kernel_link import KernelLink
+
+#: Names the kernel itself puts in the user's namespace: never offered for carrying.
+KERNEL_NAMES = frozenset({"open", "exit", "quit", "get_ipython"})
+
+#: Seconds to wait for a kernel's first answer when it is idle (a remote one may be slow).
+ANSWER_WAIT = 10.0
+#: Seconds to wait when it is running a cell: it answers only once the cell ends.
+BUSY_ANSWER_WAIT = 1.0
 
 #: The expression that makes a plain IPython kernel answer transfer requests.
 _LOAD_HANDLER = ("__import__('jupyter_remote_hw.transfer.kernel_handler', fromlist=['_'])"
@@ -47,16 +56,38 @@ def stream_opener(manager: Any) -> StreamOpener | None:
     return None
 
 
+#: The server's kernel manager, or one kernel's own manager.
+Kernels = MultiKernelManager | KernelManager
+
+
+def kernel_manager_of(kernels: Kernels, kernel_id: str) -> KernelManager:
+    """The manager of kernel ``kernel_id``: from the server's kernel manager, or
+    ``kernels`` itself when it is that kernel's own manager (a provisioner's parent).
+
+    Raises:
+        KeyError: No kernel with that id.
+    """
+    if isinstance(kernels, MultiKernelManager):
+        return kernels.get_kernel(kernel_id)
+    if kernels.kernel_id != kernel_id:
+        raise KeyError(f"kernel {kernel_id}: this manager runs kernel {kernels.kernel_id}")
+    return kernels
+
+
 @contextlib.asynccontextmanager
-async def transfer_client(kernel_manager: MultiKernelManager,
+async def transfer_client(kernel_manager: Kernels,
                           kernel_id: str) -> AsyncIterator[TransferClient]:
     """A transfer client of one of the server's kernels, its channels open while in use.
+
+    Args:
+        kernel_manager: The server's kernel manager, or the kernel's own manager.
+        kernel_id: The kernel.
 
     Raises:
         KeyError: No kernel with that id.
         TypeError: The kernel manager is not an async one.
     """
-    manager = kernel_manager.get_kernel(kernel_id)
+    manager = kernel_manager_of(kernel_manager, kernel_id)
     client = manager.client()
     if not isinstance(client, AsyncKernelClient):
         raise TypeError(f"kernel {kernel_id}: an async kernel manager is needed")
@@ -103,6 +134,58 @@ async def answering(client: TransferClient, timeout: float = 10.0) -> dict[str, 
         f"the kernel on {client.where} cannot hand over its variables: jupyter-remote-hw "
         f"cannot be loaded in it ({why}). Install jupyter-remote-hw in that kernel's "
         "Python, or switch without carrying variables.")
+
+
+def user_names(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Entries of a kernel's listing without the names the kernel itself defines."""
+    return [e for e in entries if e["name"] not in KERNEL_NAMES]
+
+
+class BusyKernelError(TransferError):
+    """The kernel is running a cell, so it cannot list its variables now."""
+
+
+async def listing(client: TransferClient, busy: bool = False) -> dict[str, Any]:
+    """What could be carried from a kernel (see :func:`kernel_namespace`), over an
+    open client; ``busy``: the kernel is running a cell, so wait only briefly."""
+    try:
+        await answering(client, BUSY_ANSWER_WAIT if busy else ANSWER_WAIT)
+        found = await client.namespace(check=True)
+    except TransferError as exc:
+        if busy and not exc.name:
+            raise BusyKernelError(
+                "the kernel is running a cell: its variables can be listed when the cell "
+                "ends. Wait for it or interrupt it, or go on without carrying variables."
+            ) from None
+        raise
+    return {"variables": user_names(found["variables"]),
+            "modules": user_names(found["modules"])}
+
+
+def is_busy(kernel_manager: Kernels, kernel_id: str) -> bool:
+    """Whether the server last saw the kernel running a cell."""
+    manager = kernel_manager_of(kernel_manager, kernel_id)
+    return getattr(manager, "execution_state", None) == "busy"
+
+
+async def kernel_namespace(kernel_manager: MultiKernelManager,
+                           kernel_id: str) -> dict[str, Any]:
+    """What could be carried from a kernel: each variable with whether it can be
+    carried (and why not), and each module bound to a name.
+
+    A plain IPython kernel is made to answer first (see :func:`answering`).
+
+    Returns:
+        ``variables`` (``name``, ``type``, ``nbytes``, ``carriable``, ``reason``)
+        and ``modules`` (``name``, ``module``, ``importable``, ``reason``).
+
+    Raises:
+        BusyKernelError: It is running a cell and did not answer at once.
+        TransferError: It cannot answer (the message says why and what to do).
+    """
+    busy = is_busy(kernel_manager, kernel_id)
+    async with transfer_client(kernel_manager, kernel_id) as client:
+        return await listing(client, busy)
 
 
 async def copy_variables(kernel_manager: MultiKernelManager, source_id: str,
