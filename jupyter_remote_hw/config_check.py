@@ -44,6 +44,7 @@ MODULES = (
     "jupyter_remote_hw.providers.aws.provider", "jupyter_remote_hw.transport",
     "jupyter_remote_hw.provisioner", "jupyter_remote_hw.provisioner.kernelspecs",
     "jupyter_remote_hw.server.extension", "jupyter_remote_hw.transfer.restricted",
+    "jupyter_remote_hw.hibernation.store",
 )
 
 

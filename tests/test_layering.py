@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("input checks; what runs on a machine and inside kernels",
      {"validation", "agent", "transfer"}),
     ("how we reach a machine; what machines cost and what we hold",
-     {"transport", "catalog", "ledger"}),
+     {"transport", "catalog", "ledger", "hibernation"}),
     ("the agent, from our side", {"agent_client"}),
     ("where machines come from", {"providers"}),
     ("the machines a user has; the configuration check", {"machines", "config_check"}),
