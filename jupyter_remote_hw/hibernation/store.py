@@ -289,7 +289,9 @@ class HibernationStore(LoggingConfigurable):
                 docstring); ``format``, ``entry_id``, ``variables`` and
                 ``total_bytes`` are filled in here.
             pickled: The variables.
-            moved: Called with the bytes just written, as they are.
+            moved: Called with the bytes just written, as they are, and with 0
+                just before the entry is put in place; an exception it raises
+                stops the write, and nothing is stored.
 
         Raises:
             StoreFullError: It would go beyond the cap or the disk's room.
@@ -317,17 +319,19 @@ class HibernationStore(LoggingConfigurable):
                       **manifest, "variables": variables, "total_bytes": total}
             files.write_text(temp / MANIFEST, json.dumps(record, indent=1))
             files.fsync_directory(temp)
-            self._commit(root, temp, target, entry_id, files.tree_bytes(temp))
+            self._commit(root, temp, target, entry_id, files.tree_bytes(temp), moved)
         except BaseException:
             files.remove_tree(temp)
             raise
         return self.entry(entry_id)
 
     def _commit(self, root: Path, temp: Path, target: Path, entry_id: str,
-                nbytes: int) -> None:
+                nbytes: int, moved: Callable[[int], None] | None) -> None:
         """Rename the written entry into place, replacing an older one of its id."""
         with files.locked(root / _LOCK):
             self._check_room(root, entry_id, nbytes)  # another save may have come first
+            if moved is not None:
+                moved(0)  # the last moment the caller can stop it
             old = None
             if os.path.lexists(target):
                 old = root / f"{_OLD}{entry_id}-{os.getpid()}-{secrets.token_hex(4)}"

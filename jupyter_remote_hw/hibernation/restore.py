@@ -1,0 +1,165 @@
+"""Restoring saved state into a fresh kernel: every variable, or none.
+
+Every part is read back and checked against its checksum before the kernel is
+asked anything. The kernel then changes to the saved working directory (when
+it exists there), imports the saved modules, and receives all the variables
+in one transfer that it assigns whole or not at all. The store is never
+changed here: the caller deletes the entry once it no longer needs it.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..transfer import TransferError
+from ..transfer.client import TransferClient
+from ..transfer.variables import Kernels, answering, kernel_manager_of, transfer_client
+from .errors import EntryNotFoundError, HibernationError, RestoreError
+from .progress import Progress, Steps
+from .store import HibernationStore, size_text
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RestoreSummary:
+    """What a restore put back.
+
+    Attributes:
+        entry_id: The entry restored (still in the store).
+        assigned: ``{"name", "type"}`` of each variable assigned.
+        imported: ``{"name", "module"}`` of each module imported.
+        cwd: The kernel's working directory now.
+        cwd_restored: Whether that is the saved one (false when it does not exist
+            where the kernel runs; ``notes`` says so).
+        left_out: What the save had left out, with the reasons (not restored).
+        notes: What the user should be told (the saved directory is missing ...).
+        total_bytes: Bytes of the variables sent.
+        seconds: How long it took.
+    """
+
+    entry_id: str
+    assigned: list[dict[str, Any]] = field(default_factory=list)
+    imported: list[dict[str, str]] = field(default_factory=list)
+    cwd: str = ""
+    cwd_restored: bool = False
+    left_out: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    total_bytes: int = 0
+    seconds: float = 0.0
+
+
+async def _change_directory(client: TransferClient, saved: str) -> tuple[str, str | None]:
+    """Make the kernel's working directory ``saved``; the directory it is in after, and
+    a note when that is not ``saved``."""
+    os_ = "__import__('os')"
+    answer = await client.link.evaluate({
+        "cwd": f"{os_}.chdir({saved!r}) or {os_}.getcwd()",
+        "here": f"{os_}.getcwd()",
+    })
+    moved, here = answer.get("cwd") or {}, answer.get("here") or {}
+    if moved.get("status") == "ok":
+        return str(_literal(moved)), None
+    where = str(_literal(here)) if here.get("status") == "ok" else "?"
+    return where, (f"the saved working directory {saved} cannot be entered there "
+                   f"({moved.get('ename')}: {moved.get('evalue')}): the kernel stays in "
+                   f"{where}")
+
+
+def _literal(answer: dict[str, Any]) -> Any:
+    return ast.literal_eval(answer["data"]["text/plain"])
+
+
+async def restore(kernel_manager: Kernels, kernel_id: str, store: HibernationStore,
+                  entry_id: str, device: str | None = None,
+                  progress: Progress | None = None) -> RestoreSummary:
+    """Put saved state back into a kernel: working directory, modules, variables.
+
+    Meant for a freshly started kernel (a restore into a kernel that already
+    has variables overwrites those of the same names and keeps the others).
+
+    Args:
+        kernel_manager: The server's kernel manager, or the kernel's own manager
+            (a provisioner's parent); an async one.
+        kernel_id: The kernel to restore into.
+        store: Where the state is.
+        entry_id: The entry (the hibernated kernel's id).
+        device: Where arriving tensors and modules go (``cuda``); None keeps them
+            on the CPU.
+        progress: Called with (step, bytes done, bytes in all): see :mod:`.progress`.
+
+    Returns:
+        What was restored, and what the user should be told.
+
+    Raises:
+        EntryNotFoundError: No entry with that id.
+        RestoreError: A step failed (named, with what failed: a part that does
+            not match what was written, a module the kernel cannot import, a
+            variable it cannot rebuild). No variable was assigned; the kernel
+            may have changed directory and imported modules, so a retry into
+            the same kernel is safe. The entry is untouched either way.
+        KeyError: No kernel with that id.
+    """
+    began = time.monotonic()
+    steps = Steps(progress)
+    what = f"restoring kernel {entry_id} into kernel {kernel_id}"
+    kernel_manager_of(kernel_manager, kernel_id)
+    try:
+        info = await steps.in_thread(store.entry, entry_id)
+        if info.problem:
+            raise RestoreError(f"{what} failed: {info.problem}. Nothing was restored; the "
+                               "saved state is as it was.", "reading saved state")
+        total = int(info.manifest.get("total_bytes") or 0)
+        manifest, pickled = await steps.in_thread(
+            store.read, entry_id, steps.from_thread("reading saved state", total))
+        summary = RestoreSummary(entry_id, left_out=list(manifest.get("left_out") or []),
+                                 total_bytes=sum(item.nbytes for item in pickled))
+        steps.step("reaching the kernel")
+        async with transfer_client(kernel_manager, kernel_id) as client:
+            hello = await answering(client)
+            saved_python, python = manifest.get("python"), hello.get("python_version")
+            if saved_python and python and saved_python != python:
+                summary.notes.append(f"the state was saved from Python {saved_python} and "
+                                     f"is restored into Python {python}")
+            steps.step("changing directory")
+            summary.cwd, note = await _change_directory(client, str(manifest.get("cwd") or "."))
+            summary.cwd_restored = note is None
+            if note:
+                summary.notes.append(note)
+            modules = list(manifest.get("modules") or [])
+            steps.step("importing modules")
+            answer = await client.import_modules(modules)
+            if answer["failed"]:
+                raise RestoreError(
+                    f"{what} failed: "
+                    + "; ".join(f"module {f['module']} (as {f['name']}) cannot be imported "
+                                f"there: {f['reason']}" for f in answer["failed"])
+                    + ". No variable was assigned and the saved state is as it was; install "
+                    "the module there and try again.", steps.current)
+            summary.imported = list(answer["imported"])
+            if pickled:
+                summary.assigned = await client.push(
+                    pickled, device, steps.bytes("sending variables", summary.total_bytes))
+            del pickled
+    except (EntryNotFoundError, RestoreError):
+        raise
+    except Exception as exc:
+        why = str(exc) if isinstance(exc, HibernationError | TransferError) \
+            else f"{type(exc).__name__}: {exc}"
+        raise RestoreError(f"{what} failed while {steps.current}: {why}. No variable was "
+                           "assigned and the saved state is as it was; try again.",
+                           steps.current) from exc
+    summary.seconds = time.monotonic() - began
+    steps.step("restored", summary.total_bytes, summary.total_bytes)
+    log.info("kernel %s restored into %s: %d variables, %s, %d modules, in %.1f s%s",
+             entry_id, kernel_id, len(summary.assigned), size_text(summary.total_bytes),
+             len(summary.imported), summary.seconds,
+             "".join(f"; {n}" for n in summary.notes))
+    return summary
+
+
+__all__ = ["RestoreSummary", "restore"]

@@ -1,0 +1,205 @@
+"""Saving a kernel's state into the store: all of it that can be saved, or nothing.
+
+The kernel is only read: its variables are pickled there and pulled here with
+the transfer machinery (out-of-band buffers, cloudpickle for notebook-defined
+code), so a failure at any step leaves it running as it was, and the store as
+it was (see :meth:`.store.HibernationStore.write`).
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..transfer import Pickled, TransferError
+from ..transfer.client import TransferClient
+from ..transfer.errors import NotSerializableError
+from ..transfer.variables import Kernels, is_busy, kernel_manager_of, listing, transfer_client
+from .errors import HibernationError, SaveError, UnsavableStateError
+from .progress import Progress, Steps
+from .store import EntryInfo, HibernationStore, size_text
+
+log = logging.getLogger(__name__)
+
+#: What to do with variables or modules that cannot be saved: save the rest and
+#: say what was left (``partial``), or save nothing and say why (``refuse``).
+Policy = Literal["partial", "refuse"]
+POLICIES: tuple[Policy, ...] = ("partial", "refuse")
+
+#: The expression that gives a kernel's working directory.
+_CWD = "__import__('os').getcwd()"
+
+
+@dataclass
+class SaveSummary:
+    """What a save stored.
+
+    Attributes:
+        entry: The stored entry (its id, directory, bytes on disk, manifest).
+        saved: ``{"name", "type", "nbytes"}`` of each variable saved.
+        modules: ``{"name", "module"}`` of each module to import again.
+        left_out: ``{"name", "type" or "module", "reason"}`` of what was not saved.
+        cwd: The kernel's working directory.
+        seconds: How long the save took.
+    """
+
+    entry: EntryInfo
+    saved: list[dict[str, Any]] = field(default_factory=list)
+    modules: list[dict[str, str]] = field(default_factory=list)
+    left_out: list[dict[str, Any]] = field(default_factory=list)
+    cwd: str = ""
+    seconds: float = 0.0
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes of the saved variables (pickle streams and buffers)."""
+        return sum(int(v["nbytes"]) for v in self.saved)
+
+
+def _named(entries: list[dict[str, Any]]) -> str:
+    return "; ".join(f"{e['name']!r} ({e.get('type') or e.get('module')}): {e['reason']}"
+                     for e in entries)
+
+
+def unsaved(found: dict[str, Any]) -> list[dict[str, Any]]:
+    """What a kernel's listing says cannot be saved, each with its reason."""
+    left: list[dict[str, Any]] = [
+        {"name": v["name"], "type": v["type"],
+         "reason": v.get("reason") or "it cannot be pickled"}
+        for v in found["variables"] if not v.get("carriable", True)]
+    left.extend({"name": m["name"], "module": m["module"],
+                 "reason": m.get("reason") or "it cannot be imported by name"}
+                for m in found["modules"] if not m.get("importable", True))
+    return left
+
+
+async def _cwd(client: TransferClient) -> str:
+    answer = (await client.link.evaluate({"cwd": _CWD})).get("cwd") or {}
+    if answer.get("status") != "ok":
+        raise SaveError(f"the kernel on {client.where} did not say its working directory "
+                        f"({answer.get('ename')}: {answer.get('evalue')})")
+    return str(ast.literal_eval(answer["data"]["text/plain"]))
+
+
+async def _pull(client: TransferClient, names: list[str], policy: Policy,
+                left: list[dict[str, Any]], types: dict[str, str],
+                steps: Steps, total: int) -> list[Pickled]:
+    """Pull ``names``; under ``partial``, one that fails to pickle there (which the
+    listing's trial did not foresee) is left out, named in ``left``, and the rest
+    pulled again."""
+    remaining = list(names)
+    while remaining:
+        try:
+            return await client.pull(remaining, steps.bytes("reading variables", total))
+        except NotSerializableError as exc:
+            entry = {"name": exc.name, "type": exc.type_name, "reason": exc.reason}
+        except TransferError as exc:
+            if exc.name is None or exc.name not in remaining:
+                raise
+            entry = {"name": exc.name, "type": types.get(exc.name, "?"), "reason": str(exc)}
+        if policy == "refuse" or entry["name"] not in remaining:
+            raise UnsavableStateError(
+                f"kernel state cannot be saved whole: {_named([entry])}. Nothing was saved "
+                "and the kernel keeps running as it was.", [entry])
+        log.info("hibernation: %r left out: %s", entry["name"], entry["reason"])
+        remaining.remove(str(entry["name"]))
+        left.append(entry)
+    return []
+
+
+async def save(kernel_manager: Kernels, kernel_id: str, store: HibernationStore,
+               policy: Policy = "partial", progress: Progress | None = None,
+               entry_id: str | None = None) -> SaveSummary:
+    """Save a kernel's variables, the modules bound to names, and its working directory.
+
+    Call it while the kernel is idle; the kernel is only read, never changed
+    (a plain IPython kernel gets the transfer handler loaded, which adds nothing
+    to its namespace). The caller releases the kernel's hardware afterwards, or
+    not: this does not stop anything.
+
+    Args:
+        kernel_manager: The server's kernel manager, or the kernel's own manager
+            (a provisioner's parent); an async one.
+        kernel_id: The kernel.
+        store: Where the state goes.
+        policy: ``partial``: save what can be saved and list what was left out;
+            ``refuse``: when anything cannot be saved, save nothing and raise.
+        progress: Called with (step, bytes done, bytes in all): see :mod:`.progress`.
+        entry_id: The entry's id (default: ``kernel_id``); an older entry of that
+            id is replaced once the new one is stored whole.
+
+    Returns:
+        What was saved, what was left out and why, and the stored entry.
+
+    Raises:
+        UnsavableStateError: ``refuse``, and something cannot be saved (named,
+            with the reason).
+        StoreFullError: It would take the store beyond its cap (sizes named).
+        SaveError: Any other failure (the kernel died, the link broke, the disk
+            filled up), naming the step and chaining the cause. In every case nothing
+            was stored and the kernel runs on as it was.
+        asyncio.CancelledError: The caller was cancelled (the user came back
+            while it saved): it returns once nothing more is written, and
+            nothing was stored (an older entry of the id is kept).
+        KeyError: No kernel with that id.
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"hibernation policy must be one of {', '.join(POLICIES)}, not "
+                         f"{policy!r}")
+    began = time.monotonic()
+    entry_id = entry_id or kernel_id
+    store.entry_path(entry_id)  # a bad id fails before the kernel is asked anything
+    manager = kernel_manager_of(kernel_manager, kernel_id)
+    steps = Steps(progress)
+    try:
+        steps.step("listing variables")
+        async with transfer_client(kernel_manager, kernel_id) as client:
+            found = await listing(client, is_busy(kernel_manager, kernel_id))
+            left = unsaved(found)
+            if left and policy == "refuse":
+                raise UnsavableStateError(
+                    f"kernel {kernel_id} holds what cannot be saved: {_named(left)}. Nothing "
+                    "was saved and the kernel keeps running as it was.", left)
+            carried = [v for v in found["variables"] if v.get("carriable", True)]
+            estimate = sum(int(v.get("nbytes") or 0) for v in carried)
+            await steps.in_thread(store.check_room, entry_id, estimate)
+            steps.step("asking the working directory")
+            cwd = await _cwd(client)
+            python = (await client.hello()).get("python_version")
+            pickled = await _pull(client, [v["name"] for v in carried], policy, left,
+                                  {v["name"]: v["type"] for v in carried}, steps, estimate)
+        modules = [{"name": m["name"], "module": m["module"]} for m in found["modules"]
+                   if m.get("importable", True)]
+        manifest = {"kernel_id": kernel_id, "kernel_name": manager.kernel_name,
+                    "target": _target(manager), "cwd": cwd, "modules": modules,
+                    "left_out": left, "python": python}
+        total = sum(item.nbytes for item in pickled)
+        moved = steps.from_thread("writing", total)
+        entry = await steps.in_thread(store.write, entry_id, manifest, pickled, moved)
+        del pickled
+    except HibernationError:
+        raise
+    except Exception as exc:
+        raise SaveError(f"saving kernel {kernel_id} failed while {steps.current}: "
+                        f"{type(exc).__name__}: {exc}. Nothing was saved and the kernel "
+                        "keeps running as it was.", steps.current) from exc
+    saved = [{"name": v["name"], "type": v["type"], "nbytes": v["nbytes"]}
+             for v in entry.manifest["variables"]]
+    summary = SaveSummary(entry, saved, modules, left, cwd, time.monotonic() - began)
+    steps.step("saved", summary.total_bytes, summary.total_bytes)
+    log.info("kernel %s saved: %d variables, %s, %d modules, %d left out, in %.1f s",
+             kernel_id, len(saved), size_text(summary.total_bytes), len(modules), len(left),
+             summary.seconds)
+    return summary
+
+
+def _target(manager: Any) -> str | None:
+    """The hardware target of a kernel our provisioner started, or None."""
+    target = getattr(getattr(manager, "provisioner", None), "target", None)
+    return target if isinstance(target, str) else None
+
+
+__all__ = ["POLICIES", "Policy", "SaveSummary", "save", "unsaved"]
