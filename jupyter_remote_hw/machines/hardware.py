@@ -62,6 +62,8 @@ class HardwareOption:
         provider_title: The provider as people name it (``AWS``, ``SSH``).
         machine_state: The state of its machine when one is open or a cloud machine is
             recorded for it (``running``, ``reconnecting``, ``stopped``, ...), else None.
+        availability: What is free there now, where the provider knows (``2 of 2 GPUs
+            free on 1 node`` for a SLURM partition), else None.
         source: ``target`` (a provider offers it) or ``catalog``.
     """
 
@@ -83,6 +85,7 @@ class HardwareOption:
     hint: str | None = None
     provider_title: str = ""
     machine_state: str | None = None
+    availability: str | None = None
     source: str = "target"
 
     def to_json(self) -> dict[str, Any]:
@@ -145,8 +148,9 @@ def target_option(manager: MachineManager, target: Target) -> HardwareOption:
         label = f"{target.hardware} · {target.where}"
     provider = manager.providers.get(target.provider)
     free = provider.availability(target.name) if provider is not None else None
-    if free:
-        label = f"{label} · {free}"
+    specs = provider.specs(target.name) if provider is not None else None
+    if specs is not None:
+        parsed = {**parsed, **specs}
     unusable = provider.usability() if provider is not None else None
     if state == "reconnecting":
         unusable = Unusable("link down",
@@ -154,6 +158,7 @@ def target_option(manager: MachineManager, target: Target) -> HardwareOption:
     return HardwareOption(
         name=target.name, kernel_name=target.kernel_name, provider=target.provider,
         label=label, hardware=target.hardware, where=target.where, machine_state=state,
+        availability=free or None,
         provider_title=provider_title(target.provider), **unusable_fields(unusable),
         **parsed, **extra,
     )

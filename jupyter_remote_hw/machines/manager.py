@@ -236,6 +236,26 @@ class MachineManager(SingletonConfigurable):
         loop.call_soon_threadsafe(task.cancel)
         return True
 
+    async def cancel_launches(self, wait: float = 30.0) -> int:
+        """Cancel every launch under way, and wait (up to ``wait`` seconds) until each
+        has undone what it started (a job in a SLURM queue cancelled): at shutdown.
+
+        Returns:
+            How many were cancelled.
+        """
+        async def cancel_all() -> int:
+            tasks = [task for task, _ in self.launches.values() if not task.done()]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.wait(tasks, timeout=wait)
+            return len(tasks)
+
+        home = self._home
+        if home is None or home.is_closed() or self._home_closed:
+            return await cancel_all()
+        return await self.on_home(cancel_all())
+
     # ------------------------------------------------------------------ machines
 
     async def machine(self, target: Target, steps: LaunchSteps) -> Machine:

@@ -61,7 +61,7 @@ def columns(option: HardwareOption) -> list[str]:
         gpu = f"{option.gpu_count or 1} × {option.gpu}" if option.gpu else ""
     # Why not, in a few words; the fold line and the row's tooltip say what to do.
     availability = (option.reason or option.why_not or "not available") if not option.usable else (
-        option.machine_state or "ready")
+        option.machine_state or option.availability or "ready")
     return [
         option.label, gpu, _gib(option.gpu_memory_gib),
         str(option.vcpus) if option.vcpus is not None else "",

@@ -194,6 +194,12 @@ class Provider(LoggingConfigurable, metaclass=ProviderMeta):
         the provider knows (a scheduler); None otherwise."""
         return None
 
+    def specs(self, target_name: str) -> dict[str, Any] | None:
+        """What a kernel on the target gets, where the provider knows it better than its
+        hardware label says: any of ``gpu``, ``gpu_count``, ``gpu_memory_gib``,
+        ``vcpus`` and ``memory_gib`` (None: unknown). None: read the label."""
+        return None
+
     def usability(self) -> Unusable | None:
         """None when this provider can start machines now, else why not and what to do."""
         return None

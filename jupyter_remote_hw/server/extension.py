@@ -273,6 +273,12 @@ class RemoteHWExtension(ExtensionApp):
         jupyter_server stops extensions before it shuts kernels down; ours
         need their SSH connections for that, so they are shut down here.
         """
+        # A launch still under way (a job waiting in a SLURM queue) is cancelled first:
+        # its kernel's shutdown would wait for it, and what it holds must not outlive
+        # this server.
+        cancelled = await self.machines.cancel_launches()
+        if cancelled:
+            self.log.info("jupyter_remote_hw: cancelled %d launch(es) under way", cancelled)
         if self.serverapp is not None and getattr(self.serverapp, "kernel_manager", None):
             kernel_manager = self.serverapp.kernel_manager
             ours = [

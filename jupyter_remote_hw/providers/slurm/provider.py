@@ -34,7 +34,7 @@ from .errors import LoginUnreachableError, SLURMError
 from .machine import SLURMMachine
 from .queue import SlurmShell
 from .submission import live_allocation, submit
-from .targets import SINFO_COMMAND, NodeRow, Offer, make_target, offers, parse_sinfo
+from .targets import SINFO_COMMAND, NodeRow, Offer, make_target, memory_gib, offers, parse_sinfo
 from .targets import target_name as name_of
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 #: The keys a cluster's entry in ``c.SLURMProvider.clusters`` may have.
 CLUSTER_KEYS = {
     "login", "partitions", "account", "qos", "time", "gpus", "cpus", "mem", "sbatch_options",
-    "env", "python", "root", "workdir", "warn", "idle_stop", "reach",
+    "env", "python", "root", "workdir", "warn", "idle_stop", "reach", "agent_wait",
 }
 
 class SLURMProvider(Provider):
@@ -69,7 +69,8 @@ class SLURMProvider(Provider):
         "kernels start when the notebook's directory does not exist there), 'warn' (seconds "
         "before the time limit at which SLURM warns the job, default 300), 'idle_stop' "
         "(seconds without kernel activity after which the job is cancelled; default "
-        "SLURMProvider.idle_stop), 'reach' ('bridge', the default: streams to the node's "
+        "SLURMProvider.idle_stop), 'agent_wait' (seconds a running job waits for its agent "
+        "before it ends itself, when the server that submitted it went away; default 300), 'reach' ('bridge', the default: streams to the node's "
         "sockets go through job steps started on the login node; 'direct': the login node "
         "opens them itself, for clusters whose login node is the compute node).",
     )
@@ -258,6 +259,19 @@ class SLURMProvider(Provider):
         for cluster, offer in self._all_offers():
             if name_of(cluster, offer) == target_name:
                 return offer.availability() if offer.nodes else "not listed by sinfo"
+        return None
+
+    def specs(self, target_name: str) -> dict[str, Any] | None:
+        """What one allocation of a target holds: its GPUs, and the CPUs and memory the
+        cluster's entry asks for (the node's are in the label)."""
+        for cluster, offer in self._all_offers():
+            if name_of(cluster, offer) == target_name:
+                entry = self._cluster(cluster)
+                gpus = int(entry.get("gpus", 1)) if offer.gpu_type != "" else 0
+                return {"gpu": (offer.gpu_type or "GPU").upper() if gpus else None,
+                        "gpu_count": gpus, "gpu_memory_gib": None,
+                        "vcpus": int(entry.get("cpus", 1)),
+                        "memory_gib": memory_gib(str(entry["mem"])) if entry.get("mem") else None}
         return None
 
     def _all_offers(self) -> list[tuple[str, Offer]]:

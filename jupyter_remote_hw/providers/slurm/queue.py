@@ -88,12 +88,15 @@ class JobState:
         return self.state in FINAL_STATES or self.state == "GONE"
 
     def queue_line(self) -> str:
-        """The launch step's line while it pends: id, state, reason, position, start."""
-        parts = [f"job {self.job_id} {self.state}"]
-        if self.reason and self.reason != "None":
-            parts[0] += f" ({self.reason})"
+        """The launch step's line while it pends, what matters most first (a narrow
+        toolbar shows its start): ``#1 in the gpu queue (Resources), job 12 PENDING,
+        expected start ...``; without a known position, ``job 12 PENDING (Priority)``."""
+        reason = f" ({self.reason})" if self.reason and self.reason != "None" else ""
         if self.position is not None:
-            parts.append(f"position {self.position} in the {self.partition} queue")
+            parts = [f"#{self.position} in the {self.partition} queue{reason}",
+                     f"job {self.job_id} {self.state}"]
+        else:
+            parts = [f"job {self.job_id} {self.state}{reason}"]
         if self.start not in ("N/A", "", "Unknown"):
             parts.append(f"expected start {self.start.replace('T', ' ')}")
         return ", ".join(parts)

@@ -25,18 +25,30 @@ if TYPE_CHECKING:
     from ..launch_steps import LaunchSteps
     from .provider import SLURMProvider
 
+#: Seconds a running holder job waits for its agent: when none has come by then (the
+#: Jupyter server that submitted it stopped or lost the cluster while it was queued),
+#: the job ends itself rather than hold GPUs for nobody.
+AGENT_WAIT = 300
+
 #: The holder job's script: it keeps the allocation, notes SLURM's early warning, and
-#: ends the job once the agent it was made for has come and gone.
+#: ends the job once the agent it was made for has come and gone, or never came.
 HOLDER_SCRIPT = """#!/bin/sh
 # jupyter-remote-hw: holds this allocation for a notebook's kernels.
 d={base}/$SLURM_JOB_ID
 mkdir -p "$d" && chmod 700 "$d"
 trap 'date +%s > "$d/warned"' USR1
+waited=0
 while :; do
-  if [ -e "$d/agent/agent.lock" ] && flock -n "$d/agent/agent.lock" true 2>/dev/null; then
+  if [ -e "$d/agent/agent.lock" ]; then
+    if flock -n "$d/agent/agent.lock" true 2>/dev/null; then
+      exit 0
+    fi
+  elif [ "$waited" -ge {agent_wait} ]; then
+    echo "jupyter-remote-hw: no agent came within {agent_wait} s; releasing the allocation"
     exit 0
   fi
   sleep 5 & wait $!
+  waited=$((waited + 5))
 done
 """
 
@@ -138,7 +150,8 @@ async def sbatch(provider: SLURMProvider, shell: SlurmShell, cluster: str, offer
     """Make the jobs' directory and submit the holder job; prints home, base, job id."""
     options = shlex.join(sbatch_options(provider, cluster, offer, "@BASE@", tag))
     options = options.replace("'@BASE@/%j.out'", '"$b/%j.out"').replace("@BASE@", '"$b"')
-    script = HOLDER_SCRIPT.replace("{base}", "\"$JRHW_BASE\"")
+    script = HOLDER_SCRIPT.replace("{base}", "\"$JRHW_BASE\"").replace(
+        "{agent_wait}", str(int(provider._cluster(cluster).get("agent_wait", AGENT_WAIT))))
     return await shell.run(
         f"h={home}; b={base_expr}; mkdir -p \"$b\" && chmod 700 \"$b\" && "
         f"echo \"$h\" && echo \"$b\" && JRHW_BASE=\"$b\" sbatch --parsable "
@@ -180,5 +193,5 @@ def _minutes(text: str) -> str:
     return text
 
 
-__all__ = ["HOLDER_SCRIPT", "check_limits", "live_allocation", "sbatch", "sbatch_options",
+__all__ = ["AGENT_WAIT", "HOLDER_SCRIPT", "check_limits", "live_allocation", "sbatch", "sbatch_options",
            "submit", "wait_running"]

@@ -106,10 +106,11 @@ class Offer:
     def label(self, gpus: int) -> str:
         """The hardware label: ``A100 ×1 (of 2 per node) · 2 CPUs · 4 GiB``."""
         memory = f"{self.memory_mb / 1024:g} GiB"
+        cpus = f"{self.cpus} CPU{'s' if self.cpus != 1 else ''}"
         if self.gpu_type == "":
-            return f"{self.cpus} CPUs · {memory}"
+            return f"{cpus} · {memory}"
         name = (self.gpu_type or "GPU").upper()
-        return f"{name} ×{gpus} (of {self.gpus_per_node} per node) · {self.cpus} CPUs · {memory}"
+        return f"{name} ×{gpus} (of {self.gpus_per_node} per node) · {cpus} · {memory}"
 
     def availability(self) -> str:
         """What is free now, for people: ``2 of 2 GPUs free on 1 node``."""
@@ -150,6 +151,17 @@ def target_name(cluster: str, offer: Offer) -> str:
     return f"slurm-{slug(cluster)}-{slug(offer.partition)}-{slug(kind)}"
 
 
+def memory_gib(text: str) -> float | None:
+    """SLURM's ``--mem`` value (``16G``, ``512M``, ``2T``; a bare number is MiB) in GiB."""
+    text = text.strip().upper()
+    units = {"K": 1 / (1024 * 1024), "M": 1 / 1024, "G": 1.0, "T": 1024.0}
+    number, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "M")
+    try:
+        return round(float(number) * units[unit], 2)
+    except ValueError:
+        return None
+
+
 def make_target(cluster: str, login: str, offer: Offer, gpus: int, *, python: str,
                 root: str | None, workdir: str | None) -> Target:
     """The picker's target for ``offer``."""
@@ -159,5 +171,5 @@ def make_target(cluster: str, login: str, offer: Offer, gpus: int, *, python: st
                   workdir=workdir)
 
 
-__all__ = ["SINFO_COMMAND", "NodeRow", "Offer", "make_target", "offers", "parse_sinfo",
+__all__ = ["SINFO_COMMAND", "NodeRow", "Offer", "make_target", "memory_gib", "offers", "parse_sinfo",
            "target_name"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -95,15 +96,15 @@ async def test_pending_launch_shows_the_queue_and_cancelling_it_cancels_the_job(
     try:
         for _ in range(100):
             notes = [e["detail"] for e in events if e["state"] == "progress"]
-            if any("PENDING (Resources)" in n for n in notes):
+            if any("(Resources)" in n for n in notes):
                 break
             await asyncio.sleep(0.2)
         # The first line may come before the scheduler gave a reason; the queue is
         # checked again every queue_poll seconds, and a new line said when it changes.
-        pending = next(n for n in notes if "PENDING (Resources)" in n)
-        job_id = pending.split()[1]
-        assert pending.startswith(f"job {job_id} PENDING (Resources), position 1 in the gpu "
-                                  "queue"), pending
+        pending = next(n for n in notes if "(Resources)" in n)
+        found = re.match(r"#1 in the gpu queue \(Resources\), job (\d+) PENDING", pending)
+        assert found is not None, pending
+        job_id = found[1]
         assert job_state(job_id) == "PENDING"
     finally:
         launch.cancel()
@@ -138,13 +139,12 @@ async def test_the_user_cancels_a_pending_launch_through_the_api(
         body=json.dumps({"hardware": "slurm-dev-gpu-t4"}), raise_error=False))
     pending = None
     for _ in range(150):
-        pending = next((e for e in events if "PENDING (Resources)" in (e["detail"] or "")),
-                       None)
+        pending = next((e for e in events if "(Resources)" in (e["detail"] or "")), None)
         if pending is not None:
             break
         await asyncio.sleep(0.2)
     assert pending is not None, [e["detail"] for e in events]
-    job_id = pending["detail"].split()[1]
+    job_id = pending["detail"].split("job ")[1].split()[0]
     cancelled = await jp_fetch("jupyter-remote-hw", "api", "launch", pending["kernel_id"],
                                method="DELETE")
     assert cancelled.code == 204
@@ -189,6 +189,10 @@ async def test_the_hardware_listing_shows_slurm_targets_with_what_is_free(
     assert sorted(options) == ["slurm-dev-debug-a100", "slurm-dev-debug-t4",
                                "slurm-dev-gpu-a100", "slurm-dev-gpu-t4"]
     a100 = options["slurm-dev-gpu-a100"]
-    assert a100["label"] == ("A100 ×1 (of 2 per node) · 2 CPUs · 4 GiB · SLURM dev · gpu · "
-                             "2 of 2 GPUs free on 1 node")
+    assert a100["label"] == "A100 ×1 (of 2 per node) · 2 CPUs · 4 GiB · SLURM dev · gpu"
+    assert a100["availability"] == "2 of 2 GPUs free on 1 node"
+    # The columns say what one allocation holds: one A100 and the CPUs asked for (the
+    # node's CPUs and memory are in the label); no GPU memory, which sinfo does not say.
+    assert (a100["gpu"], a100["gpu_count"], a100["gpu_memory_gib"], a100["vcpus"],
+            a100["memory_gib"]) == ("A100", 1, None, 1, None)
     assert a100["kernel_name"] == A100 and a100["provider_title"] == "SLURM"

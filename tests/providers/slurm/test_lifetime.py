@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
+import subprocess
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,11 +18,20 @@ from tornado.httpclient import AsyncHTTPClient
 
 from jupyter_remote_hw.providers.launch_steps import LaunchSteps
 from jupyter_remote_hw.providers.slurm import SLURMMachine
+from jupyter_remote_hw.providers.slurm.submission import HOLDER_SCRIPT
 
 from ...serverprocess import Server
 from ...serverprocess import start_server as start_server_process
 from ...testhosts import SSHTestHost
-from .conftest import CLUSTER, FILLER, cluster_entry, job_state, server_config, slurm
+from .conftest import (
+    CLUSTER,
+    FILLER,
+    SLURM_CONF,
+    cluster_entry,
+    job_state,
+    server_config,
+    slurm,
+)
 
 
 @pytest.fixture
@@ -205,3 +216,61 @@ async def test_terminate_cancels_the_allocation(make: Any) -> None:
                                         "cancelled (scancel, by you or an administrator))")
     finally:
         await machine.close()
+
+
+async def test_a_holder_job_whose_agent_never_comes_ends_itself(
+    short_tmp: Path, clean_queue: None,
+) -> None:
+    # As when the server that submitted it stopped while the job waited in the queue:
+    # nobody starts its agent, and the job must not hold the GPU until its time limit.
+    base = short_tmp / "holder"
+    base.mkdir()
+    script = HOLDER_SCRIPT.replace("{base}", str(base)).replace("{agent_wait}", "5")
+    submitted = await asyncio.to_thread(
+        subprocess.run,
+        ["sbatch", "--parsable", "-J", FILLER, "-p", "gpu", "--gres=gpu:t4:1", "-t", "2",
+         "-D", str(base), "-o", f"{base}/%j.out"], input=script, capture_output=True,
+        text=True, timeout=30, env={**os.environ, "SLURM_CONF": SLURM_CONF}, check=False)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip()
+    began = time.monotonic()
+    while job_state(job_id) in ("PENDING", "RUNNING", "COMPLETING"):
+        assert time.monotonic() - began < 60, f"job {job_id} still {job_state(job_id)}"
+        await asyncio.sleep(0.5)
+    assert job_state(job_id) in ("COMPLETED", "")
+    assert "no agent came within 5 s" in (base / f"{job_id}.out").read_text()
+
+
+@pytest.mark.timeout(180)
+async def test_a_server_that_stops_during_a_queued_launch_cancels_its_job(
+    servers: Any, short_tmp: Path,
+) -> None:
+    filler = slurm("sbatch", "--parsable", "-J", FILLER, "-p", "gpu", "--gres=gpu:t4:1",
+                   "-t", "5", "-o", "/dev/null", "--wrap", "sleep 300").stdout.strip()
+    server: Server = servers()
+    await server.ready()
+    for _ in range(100):
+        if job_state(filler) == "RUNNING":
+            break
+        await asyncio.sleep(0.1)
+    start = asyncio.ensure_future(server.api(
+        "kernels", method="POST", body={"name": "remote-hw-slurm-dev-gpu-t4"}))
+    root = f"{short_tmp / 'c'}/"
+    queued = ""
+    for _ in range(200):
+        rows = slurm("squeue", "-h", "-o", "%i|%T|%Z").stdout.split()
+        queued = next((r.split("|")[0] for r in rows
+                       if r.split("|")[2].startswith(root) and r.split("|")[1] == "PENDING"), "")
+        if queued:
+            break
+        await asyncio.sleep(0.2)
+    assert queued, server.log.read_text()[-3000:]
+    began = time.monotonic()
+    server.process.send_signal(signal.SIGTERM)
+    await asyncio.to_thread(server.process.wait, 60)
+    stopped = time.monotonic() - began
+    await asyncio.gather(start, return_exceptions=True)
+    # It did not wait for the job to start, and the job is not left to run for nobody.
+    assert stopped < 30, server.log.read_text()[-3000:]
+    assert job_state(queued) in ("CANCELLED", ""), server.log.read_text()[-3000:]
+    assert "cancelled 1 launch(es) under way" in server.log.read_text()

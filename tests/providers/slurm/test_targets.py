@@ -33,7 +33,7 @@ async def test_targets_are_partitions_by_gpu_type_with_availability(
         assert a100.provider == "slurm" and a100.host == login_host.alias
         assert a100.hardware == "A100 ×1 (of 2 per node) · 2 CPUs · 4 GiB"
         assert a100.where == "SLURM dev · gpu"
-        assert targets["slurm-dev-gpu-t4"].hardware == "T4 ×1 (of 1 per node) · 1 CPUs · 2 GiB"
+        assert targets["slurm-dev-gpu-t4"].hardware == "T4 ×1 (of 1 per node) · 1 CPU · 2 GiB"
         assert slurm_provider.availability("slurm-dev-gpu-t4") == "1 of 1 GPUs free on 1 node"
 
         # A job on the T4 shows in the availability once sinfo is read again.
@@ -75,3 +75,10 @@ async def test_partitions_filter_and_a_restart_keeps_the_last_reading(
     finally:
         await second.transport.close_all()
         second.ledger.close()
+
+
+def test_memory_of_an_allocation_in_gib() -> None:
+    from jupyter_remote_hw.providers.slurm.targets import memory_gib
+
+    assert [memory_gib(t) for t in ("16G", "512M", "2048", "1T", "16g", "lots")] == [
+        16.0, 0.5, 2.0, 1024.0, 16.0, None]
