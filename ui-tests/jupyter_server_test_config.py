@@ -36,3 +36,11 @@ c.TransportManager.connect_timeout = 5.0
 c.SSHProvider.include_ssh_config = False
 c.LocalProvider.state_dir = str(tmp / "l")
 c.MachineManager.ledger_path = str(tmp / "ledger.sqlite3")
+# The SLURM cluster run.sh started (../shared/slurm), its login node the test host.
+if os.environ.get("JRHW_UI_SLURM_CONF"):
+    c.SLURMProvider.clusters = {
+        "dev": {"login": os.environ["JRHW_UI_SSH_ALIAS"], "python": sys.executable,
+                "env": {"SLURM_CONF": os.environ["JRHW_UI_SLURM_CONF"]},
+                "root": str(tmp / "slurm-root"), "time": "10"},
+    }
+    c.SLURMProvider.queue_poll = 1.0

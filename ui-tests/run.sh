@@ -21,6 +21,18 @@ export JRHW_UI_TEAMMATE_KEY="$teammate/id_ed25519"
 # The untrusted host's address, fingerprint and known_hosts file (errors.spec.ts).
 export JRHW_UI_NEWBOX="$teammate/newbox.json"
 
+# The SLURM cluster of ../shared/slurm (beside the checkout), for slurm.spec.ts: it
+# needs root; where it cannot start, that test is skipped and says why.
+slurm_dev="$(cd .. && pwd)/../shared/slurm"
+if [ -x "$slurm_dev/up.sh" ] && [ "$(id -u)" = 0 ]; then
+  if "$slurm_dev/up.sh" > "$teammate/slurm-up.log" 2>&1; then
+    export JRHW_UI_SLURM_CONF="${SLURM_DEV_DIR:-/tmp/slurm-dev}/etc/slurm.conf"
+  else
+    echo "ui-tests: the SLURM cluster did not start; slurm.spec.ts is skipped:" >&2
+    tail -5 "$teammate/slurm-up.log" >&2
+  fi
+fi
+
 python3 serve.py > server.log 2>&1 &
 server=$!
 stop_server() {

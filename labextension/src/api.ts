@@ -113,6 +113,11 @@ export class HardwareAPI {
     return this.post<ISwitchReport>(path, { hardware, carry, keep_old: keepOld });
   }
 
+  /** Cancel the launch of a kernel under way (a SLURM job waiting in the queue). */
+  async cancelLaunch(kernelId: string): Promise<void> {
+    await this.request<unknown>(`launch/${encodeURIComponent(kernelId)}`, { method: 'DELETE' });
+  }
+
   /** The owner's shares, newest first; `all` adds revoked and expired ones. */
   async listShares(all = false): Promise<IShare[]> {
     const path = all ? 'shares?all=1' : 'shares';

@@ -27,6 +27,8 @@ export interface IHardware {
   hint?: string | null;
   provider_title?: string;
   machine_state: string | null;
+  /** What is free there now, where the provider knows (a SLURM partition's GPUs). */
+  availability?: string | null;
   source: string;
 }
 
@@ -129,12 +131,15 @@ export function gpuText(option: IHardware): string {
   return `${option.gpu_count ?? 1} × ${option.gpu}`;
 }
 
-/** The availability column: its machine's state (`stopped`...), `ready`, or why not. */
+/**
+ * The availability column: its machine's state (`stopped`...), what is free there
+ * (`2 of 2 GPUs free on 1 node`), `ready`, or why not.
+ */
 export function availabilityText(option: IHardware): string {
   if (!option.usable) {
     return option.reason || option.why_not || 'not available';
   }
-  return option.machine_state || 'ready';
+  return option.machine_state || option.availability || 'ready';
 }
 
 /** The columns of the picker's list, in order, for one option. */

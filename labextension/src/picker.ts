@@ -254,8 +254,13 @@ export class HardwareToolbarItem extends Widget {
     this.node.classList.toggle('jp-mod-error', state === 'error');
   }
 
-  /** Open the picker; switch to the choice. */
+  /** Open the picker; switch to the choice. During a launch, offer to cancel it. */
   async pick(): Promise<void> {
+    const launching = this.progress;
+    if (launching && !launching.done && !launching.failed) {
+      await this.offerCancel(launching);
+      return;
+    }
     await this.sessionContext.ready;
     if (isSharedKernel(this.sessionContext.session?.kernel?.name)) {
       // Switching would move this notebook off the shared kernel, leaving the session.
@@ -305,6 +310,39 @@ export class HardwareToolbarItem extends Widget {
       return;
     }
     await this.switchTo(chosen, carry);
+  }
+
+  /** Ask whether to cancel the launch under way; cancel it when the user says so. */
+  async offerCancel(launching: ILaunchProgress): Promise<void> {
+    const where = progressText(launching, Date.now());
+    if (!launching.kernelId) {
+      await showDialog({
+        title: 'Hardware is being prepared',
+        body: `${where}. It can be cancelled once its kernel has been named; try again in a moment.`,
+        buttons: [Dialog.okButton()]
+      });
+      return;
+    }
+    const answer = await showDialog({
+      title: `Cancel the launch on ${launching.target}?`,
+      body:
+        `${where}. Cancelling stops it and releases what it holds (a job waiting in a ` +
+        'SLURM queue is cancelled); the notebook stays on the kernel it has now.',
+      buttons: [
+        Dialog.cancelButton({ label: 'Keep waiting' }),
+        Dialog.warnButton({ label: 'Cancel launch' })
+      ]
+    });
+    if (!answer.button.accept || this.progress !== launching) {
+      return;
+    }
+    this.cancelling = true;
+    try {
+      await this.store.api.cancelLaunch(launching.kernelId);
+    } catch (error) {
+      this.cancelling = false;
+      await showError(`The launch on ${launching.target} cannot be cancelled`, error);
+    }
   }
 
   /** Ask which variables and modules to carry; null when the user cancelled. */
@@ -359,6 +397,13 @@ export class HardwareToolbarItem extends Widget {
       const failure = asError(error);
       const step = failure.step || this.progress?.step || '';
       this.progress = null;
+      if (this.cancelling) {
+        // The user's own doing: said in passing, not as a failure.
+        this.cancelling = false;
+        await this.refresh();
+        Notification.info(`The launch on ${option.label} was cancelled.`, { autoClose: 5000 });
+        return;
+      }
       this.display(
         `${option.name}: failed${step ? ` at ${step}` : ''}`,
         errorText(failure),
@@ -418,7 +463,11 @@ export class HardwareToolbarItem extends Widget {
     this._following = 0;
     const progress = this.progress;
     this.progress = null;
-    if (progress?.failed) {
+    if (progress?.failed && this.cancelling) {
+      this.cancelling = false;
+      void this.refresh();
+      Notification.info(`The launch on ${progress.target} was cancelled.`, { autoClose: 5000 });
+    } else if (progress?.failed) {
       this.display(`${progress.target}: failed at ${progress.step}`, progress.detail, 'error');
     } else {
       void this.refresh();
@@ -435,6 +484,8 @@ export class HardwareToolbarItem extends Widget {
 
   /** The launch in progress, if any. */
   progress: ILaunchProgress | null = null;
+  /** Whether the user asked to cancel the launch in progress. */
+  private cancelling = false;
 }
 
 function asError(error: unknown): { message: string; step?: string; hint?: string } {

@@ -12,6 +12,8 @@ export interface ILaunchProgress {
   startedAt: number;
   failed: boolean;
   done: boolean;
+  /** The kernel being launched, once an event named it (what a cancel cancels). */
+  kernelId?: string;
 }
 
 /**
@@ -26,6 +28,9 @@ export function applyLaunchEvent(
     return progress;
   }
   const next = { ...progress, step: event.step || progress.step };
+  if (event.kernel_id && typeof event.kernel_id === 'string') {
+    next.kernelId = event.kernel_id;
+  }
   if (event.state === 'progress') {
     const detail: string = event.detail || '';
     const prefix = `${next.step}: `;
@@ -41,12 +46,16 @@ export function applyLaunchEvent(
   return next;
 }
 
-/** The toolbar's text during a launch: `ssh-box: connect · 3 s`. */
+/**
+ * The toolbar's text during a launch: `ssh-box: connect · 3 s`, then what the step
+ * says (`… · 3 s · uploading the agent`): the time, which ticks, is never the part a
+ * narrow toolbar cuts off.
+ */
 export function progressText(progress: ILaunchProgress, now: number): string {
   const elapsed = formatDuration((now - progress.startedAt) / 1000);
   const step = progress.step || 'starting';
-  const detail = progress.detail ? ` (${progress.detail})` : '';
-  return `${progress.target}: ${step}${detail} · ${elapsed}`;
+  const detail = progress.detail ? ` · ${progress.detail}` : '';
+  return `${progress.target}: ${step} · ${elapsed}${detail}`;
 }
 
 /** Kernel states in which a notebook waits for its kernel to start. */

@@ -125,6 +125,15 @@ describe('labels', () => {
       'running'
     ]);
     expect(availabilityText({ ...sshBox, machine_state: 'stopped' })).toBe('stopped');
+    // A SLURM partition says what is free now; its machine's state, when open, comes first.
+    const partition = {
+      ...sshBox,
+      machine_state: null,
+      availability: '1 of 2 GPUs free on 1 node'
+    };
+    expect(availabilityText(partition)).toBe('1 of 2 GPUs free on 1 node');
+    expect(availabilityText({ ...partition, machine_state: 'running' })).toBe('running');
+    expect(availabilityText({ ...sshBox, machine_state: null })).toBe('ready');
     expect(gpuText(local)).toBe('CPU');
     expect(availabilityText(a10g)).toBe('no AWS credentials: run aws configure');
     // With a reason apart, the column says it; what to do is in the fold line and tooltip.

@@ -10,6 +10,41 @@ describe('launch progress', () => {
     done: false
   };
 
+  it('keeps the kernel being launched, for a cancel', () => {
+    expect(start).not.toHaveProperty('kernelId');
+    const named = applyLaunchEvent(start, {
+      type: 'launch',
+      time: 1,
+      target: 'ssh-box',
+      kernel_id: 'k-42',
+      step: 'queue',
+      state: 'progress',
+      detail: '#1 in the gpu queue (Resources), job 7 PENDING'
+    });
+    expect(named.kernelId).toBe('k-42');
+    // Events without a kernel (the provider's own notices) leave it be.
+    const notice = applyLaunchEvent(named, {
+      type: 'launch',
+      time: 2,
+      target: 'ssh-box',
+      kernel_id: '',
+      step: 'time limit',
+      state: 'progress',
+      detail: 'job 7 ends in 280 s'
+    });
+    expect(notice.kernelId).toBe('k-42');
+    // Another target's launch is not this one.
+    const other = applyLaunchEvent(named, {
+      type: 'launch',
+      time: 3,
+      target: 'local',
+      kernel_id: 'k-9',
+      step: 'start kernel',
+      state: 'started'
+    });
+    expect(other.kernelId).toBe('k-42');
+  });
+
   it('follows the steps of its own target', () => {
     let progress = applyLaunchEvent(start, {
       type: 'launch',
@@ -27,7 +62,7 @@ describe('launch progress', () => {
       state: 'progress',
       detail: 'prepare host: uploading the agent'
     });
-    expect(progressText(progress, 3400)).toBe('ssh-box: prepare host (uploading the agent) · 3 s');
+    expect(progressText(progress, 3400)).toBe('ssh-box: prepare host · 3 s · uploading the agent');
     const other = applyLaunchEvent(progress, {
       type: 'launch',
       time: 3,

@@ -94,7 +94,7 @@ describe('switch progress', () => {
       's1'
     );
     expect(progressText(progress, 3000)).toBe(
-      'ssh-box: carrying variables (12.3 MiB of 40.0 MiB · 8.1 MiB/s) · 3 s'
+      'ssh-box: carrying variables · 3 s · 12.3 MiB of 40.0 MiB · 8.1 MiB/s'
     );
     const other = applySwitchEvent(
       progress,

@@ -1,0 +1,92 @@
+/**
+ * A SLURM cluster in the hardware picker (the cluster of ../shared/slurm, its login
+ * node the loopback sshd host): its partitions with what is free, and a launch that
+ * waits in the queue, showing its place there, until the user cancels it.
+ */
+import { expect, test } from '@jupyterlab/galata';
+import { execFileSync } from 'child_process';
+import * as path from 'path';
+
+const IMAGES = path.resolve(__dirname, '..', '..', 'docs', 'images');
+const TOOLBAR = '.jp-RemoteHW-toolbarItem';
+const DIALOG = '.jp-Dialog';
+const SLURM_CONF = process.env.JRHW_UI_SLURM_CONF ?? '';
+/** This run's own job, which takes the cluster's one T4. */
+const FILLER = `jrhw-ui-filler-${process.pid}`;
+
+/** Run a SLURM command on this machine (the cluster's login node); its output. */
+function slurm(...argv: string[]): string {
+  return execFileSync(argv[0], argv.slice(1), {
+    env: { ...process.env, SLURM_CONF },
+    encoding: 'utf-8',
+    timeout: 30000
+  }).trim();
+}
+
+/** A job's state, empty once SLURM has forgotten it. */
+function jobState(jobId: string): string {
+  return slurm('squeue', '-h', '-t', 'all', '-j', jobId, '-o', '%T');
+}
+
+test.use({ autoGoto: true });
+
+test.skip(
+  !SLURM_CONF,
+  'SLURM cannot run here: ui-tests/run.sh starts ../shared/slurm/up.sh, which needs root'
+);
+
+test.afterEach(() => {
+  slurm('scancel', '--name', FILLER);
+});
+
+test('SLURM partitions with what is free; a pending launch shows its place in the queue and is cancelled', async ({
+  page
+}) => {
+  await page.notebook.createNew('slurm.ipynb');
+  const item = page.locator(TOOLBAR);
+  await expect(item).toHaveText('CPU · local', { timeout: 60000 });
+
+  // One row per partition and GPU type, with what is free now.
+  await item.click();
+  const dialog = page.locator(DIALOG);
+  await dialog.locator('input[type=search]').fill('slurm');
+  await expect(dialog.locator('tr[data-name^="slurm-dev-"]')).toHaveCount(4, { timeout: 30000 });
+  const a100 = dialog.locator('tr[data-name="slurm-dev-gpu-a100"]');
+  await expect(a100).toContainText('A100 ×1 (of 2 per node)');
+  await expect(a100.locator('td').last()).toHaveText(/^[0-2] of 2 GPUs free on 1 node$/);
+  const t4 = dialog.locator('tr[data-name="slurm-dev-gpu-t4"]');
+  await expect(t4.locator('td').last()).toHaveText(/^[01] of 1 GPUs free on 1 node$/);
+  await dialog.screenshot({ path: path.join(IMAGES, 'picker-slurm.png') });
+
+  // Another job holds the one T4: a launch there waits in the queue.
+  const filler = slurm(
+    'sbatch', '--parsable', '-J', FILLER, '-p', 'gpu', '--gres=gpu:t4:1', '-t', '5',
+    '-o', '/dev/null', '--wrap', 'sleep 300'
+  );
+  await expect.poll(() => jobState(filler), { timeout: 30000 }).toBe('RUNNING');
+  await t4.click();
+  await dialog.locator('.jp-Dialog-button.jp-mod-accept').click();
+  const busy = page.locator(`${TOOLBAR}.jp-mod-busy`);
+  await expect(busy).toContainText(/#1 in the gpu queue \(Resources\), job \d+ PENDING/, {
+    timeout: 60000
+  });
+  await page.locator('.jp-NotebookPanel-toolbar').screenshot({
+    path: path.join(IMAGES, 'slurm-queue.png')
+  });
+  const job = /job (\d+) PENDING/.exec((await busy.textContent()) ?? '')![1];
+  expect(jobState(job)).toBe('PENDING');
+
+  // A click on the toolbar during the launch offers to cancel it; cancelling cancels
+  // the job and leaves the notebook on its kernel.
+  await busy.click();
+  const confirm = page.locator(DIALOG);
+  await expect(confirm).toContainText('Cancel the launch on slurm-dev-gpu-t4?');
+  await expect(confirm).toContainText('#1 in the gpu queue');
+  await confirm.locator('.jp-Dialog-button.jp-mod-accept').click();
+  await expect(item).toHaveText('CPU · local', { timeout: 30000 });
+  await expect(page.getByText(/The launch on .* was cancelled\./)).toBeVisible();
+  await expect.poll(() => jobState(job), { timeout: 20000 }).toMatch(/^(CANCELLED)?$/);
+  await page.notebook.setCell(0, 'code', 'print(6 * 7)');
+  await page.notebook.runCell(0, true);
+  expect((await page.notebook.getCellTextOutput(0))?.join('').trim()).toBe('42');
+});
