@@ -29,18 +29,15 @@ from ..errors import is_expected, one_line
 from ..ledger import FINAL_STATES, MachineRecord
 from ..machines.manager import MachineManager
 from ..providers import Target
-from ..providers.aws import AWSProvider, ReapCandidate
+from ..providers.aws import ReapCandidate
 from ..providers.aws.errors import AWSError
-from ..providers.launch_steps import LaunchError, LaunchSteps
+from ..providers.launch_steps import LaunchError
 from ..providers.slurm.reaping import reap_slurm
 from ..sharing import cli as sharing_cli
 from ..transport.host_keys import TRUSTED, fetch_presented_key, record_key, refuse_changed
 from ..validation import HOST, NAME, argument_type
 from . import machines as cli_machines
-
-
-class CLIError(Exception):
-    """A command failed; the message says why and what to do (exit status 1)."""
+from .base import BaseCommands, CLIError, _duration, _money
 
 
 def load_config(path: str | None) -> Config:
@@ -60,47 +57,8 @@ def load_config(path: str | None) -> Config:
     return config
 
 
-def _money(value: float | None) -> str:
-    """Dollars for people: ``$0.0042``, ``$1.01``, ``?`` when unknown."""
-    if value is None:
-        return "?"
-    if value < 1:
-        return "$" + (f"{value:.4f}".rstrip("0").rstrip(".") or "0")
-    return f"${value:,.2f}"
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(seconds)
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
-
-
-def _ago(when: float | None, now: float) -> str:
-    return "never" if when is None else f"{_duration(now - when)} ago"
-
-
-class RemoteHWCommands:
-    """The subcommands, over one machine manager.
-
-    Args:
-        manager: The process's machine manager (providers, ledger).
-        out: Where tables go.
-        err: Where progress and questions go.
-    """
-
-    def __init__(self, manager: MachineManager, out: TextIO, err: TextIO) -> None:
-        self.manager = manager
-        self.out = out
-        self.err = err
-
-    @property
-    def aws(self) -> AWSProvider:
-        provider = self.manager.providers["aws"]
-        assert isinstance(provider, AWSProvider)
-        return provider
-
-    def _print(self, text: str = "") -> None:
-        self.out.write(text + "\n")
+class RemoteHWCommands(BaseCommands):
+    """The subcommands, over one machine manager (see :class:`.base.BaseCommands`)."""
 
     def _machine(self, key: str) -> MachineRecord:
         record = self.manager.ledger.find_machine(key)
@@ -141,28 +99,6 @@ class RemoteHWCommands:
             self._print(f"AWS: {blocked.text}")
 
     # ------------------------------------------------------------------ lifecycle
-
-    def _note(self, text: str) -> None:
-        """Say on stderr, at once, what a command is waiting for."""
-        self.err.write(text + "\n")
-        self.err.flush()
-
-    def _steps(self, name: str) -> LaunchSteps:
-        began = time.monotonic()
-
-        def show(event: dict[str, Any]) -> None:
-            at = f"[{time.monotonic() - began:6.1f} s]"
-            if event["state"] == "done":
-                self.err.write(f"{at} ✓ {event['step']} ({event['seconds']:.1f} s)\n")
-            elif event["state"] == "failed":
-                self.err.write(f"{at} ✗ {event['step']} failed after {event['seconds']:.1f} s\n")
-            elif event["state"] == "progress" and event["detail"]:
-                self.err.write(f"{at}     {event['detail']}\n")
-            elif event["state"] == "started":
-                self.err.write(f"{at} … {event['step']}\n")
-            self.err.flush()
-
-        return LaunchSteps(name, "-", self.manager.log, [show])
 
     async def launch(self, hardware: str, name: str | None, region: str | None,
                      spot: bool | None, prepare: bool) -> None:
