@@ -1,5 +1,6 @@
-"""``jupyter remote-hw``: list, launch, stop, start, terminate and reap machines; the catalog;
-share kernels with teammates (share, shares, revoke, join).
+"""``jupyter remote-hw``: list, launch, stop, start, terminate and reap machines, trust
+host keys; the catalog (``catalog.py``) and sharing kernels with teammates (share, shares,
+revoke, join: ``sharing/cli.py``) come from their own modules.
 
 Reads the same configuration as the Jupyter server (``jupyter_server_config.py``
 or ``.json`` in the Jupyter config path, or ``--config FILE``) and the same
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import sys
 import time
 from collections.abc import Sequence
@@ -22,8 +22,6 @@ from jupyter_core.application import JupyterApp
 from tabulate import tabulate
 from traitlets.config import Config
 
-from ..catalog import CatalogEntry, user_catalog_path, write_catalog
-from ..catalog.refresh import refresh_entries
 from ..config_check import ConfigError, check_config, load_config_files
 from ..errors import is_expected, one_line
 from ..ledger import FINAL_STATES, MachineRecord
@@ -36,6 +34,7 @@ from ..providers.slurm.reaping import reap_slurm
 from ..sharing import cli as sharing_cli
 from ..transport.host_keys import TRUSTED, fetch_presented_key, record_key, refuse_changed
 from ..validation import HOST, NAME, argument_type
+from . import catalog as catalog_cli
 from . import machines as cli_machines
 from .base import BaseCommands, CLIError, _duration, _money
 
@@ -258,86 +257,6 @@ class RemoteHWCommands(BaseCommands):
         ended = await self.aws.reap(ours)
         self._print(f"terminated {len(ended)}: {', '.join(ended)}")
 
-    # ------------------------------------------------------------------ catalog
-
-    async def catalog(self, query: str, region: str | None, targets: bool,
-                      probe: bool, show_all: bool = False) -> None:
-        catalog = self.aws.catalog
-        entries: list[CatalogEntry] = catalog.search(query, region)
-        spot = "spot" in query.lower().split()
-        # Without credentials the AWS rows fold into one line, as in the pickers; a
-        # query or --all shows them anyway (their specs and prices are worth reading).
-        blocked = self.aws.usability()
-        folded = blocked is not None and not query.strip() and not show_all
-        rows: list[list[Any]] = [] if folded else [
-            [e.instance_type, "aws", e.region, e.hardware, e.gpu_count,
-             f"{e.gpu_memory_gib:g}" if e.gpu_count else "-", e.vcpus, f"{e.memory_gib:g}",
-             _money(e.price(spot)) if e.price(spot) is not None else "price unknown",
-             _money(e.spot_usd_per_hour) if e.spot_usd_per_hour is not None else "-",
-             e.price_date or "-"] for e in entries]
-        if targets and not query.strip():
-            rows = await self._target_rows(probe) + rows
-        headers = ["NAME", "PROVIDER", "REGION/WHERE", "HARDWARE", "GPUS", "GPU GIB", "VCPUS",
-                   "MEM GIB", "$/H", "SPOT $/H", "PRICES OF"]
-        self._print(tabulate(rows, headers=headers))
-        if blocked is not None:
-            more = (f" ({len(entries)} types folded; `jupyter remote-hw catalog --all` "
-                    "lists them)") if folded else ""
-            self._print(f"\nAWS: {blocked.text}{more}")
-        self._print(f"\n{len(entries)} of {len(catalog.entries)} catalog rows "
-                    f"({catalog.source})")
-
-    async def _target_rows(self, probe: bool) -> list[list[Any]]:
-        rows = []
-        for target in self.manager.targets():
-            if target.provider not in ("local", "ssh", "slurm"):
-                continue
-            report: dict[str, Any] = {}
-            if probe and target.provider != "slurm":  # probing would submit a job
-                self._note(f"Asking {target.name} for its hardware…")
-                try:
-                    machine = await self.manager.machine(target, self._steps(target.name))
-                    report = await (await machine.agent()).call("hardware")
-                except Exception as exc:  # noqa: BLE001 (listed as unreachable, not fatal)
-                    report = {"summary": f"unreachable: {exc}"}
-            gpus = report.get("gpus") or []
-            memory = report.get("memory_mib")
-            rows.append([
-                target.name, target.provider, target.where,
-                report.get("summary") or target.hardware,
-                len(gpus) if report else "-",
-                f"{gpus[0]['memory_mib'] / 1024:.1f}" if gpus and gpus[0].get("memory_mib")
-                else "-",
-                report.get("cpu_count", "-"),
-                f"{memory / 1024:.1f}" if memory else "-", "$0", "-", "-",
-            ])
-        return rows
-
-    async def refresh(self, regions: list[str] | None, output: str | None) -> None:
-        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
-
-        catalog = self.aws.catalog
-        regions = regions or catalog.regions
-        clients = {r: self.aws.client("ec2", r) for r in regions}
-        try:
-            pricing = self.aws.client("pricing", "us-east-1")
-            entries, warnings = await asyncio.to_thread(
-                refresh_entries, clients, pricing, catalog.entries,
-                today=datetime.date.today().isoformat())
-        except NoCredentialsError:
-            raise CLIError("catalog refresh needs AWS credentials (`aws configure`, "
-                           "AWS_PROFILE or an instance role); the shipped catalog stays "
-                           "in use meanwhile") from None
-        except (ClientError, BotoCoreError) as exc:
-            raise CLIError(f"catalog refresh: DescribeInstanceTypes failed: {exc}") from None
-        kept = [e for e in catalog.entries if e.region not in regions]
-        path = Path(output) if output else user_catalog_path()
-        write_catalog(path, kept + entries)
-        for warning in warnings:
-            self.err.write(f"warning: {warning}\n")
-        self._print(f"wrote {len(kept) + len(entries)} rows ({len(entries)} refreshed in "
-                    f"{', '.join(regions)}) to {path}")
-
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``jupyter remote-hw``."""
@@ -389,18 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     reap.add_argument("--yes", action="store_true", help="do not ask (for scripts)")
     reap.add_argument("--region", action="append", help="a region to search (repeatable)")
 
-    catalog = commands.add_parser("catalog", help="the hardware catalog, or `catalog refresh`")
-    catalog.add_argument("query", nargs="*", help="a query ('A10G', 'a100:8', 'gpu_mem>=40', "
-                         "'cheapest', '<=2', 'spot'), or `refresh`")
-    catalog.add_argument("--region", action="append",
-                         help="only this region (refresh: refresh this region; repeatable)")
-    catalog.add_argument("--no-targets", action="store_true",
-                         help="leave out this machine and the SSH hosts")
-    catalog.add_argument("--probe", action="store_true",
-                         help="ask each SSH host's agent what hardware it has")
-    catalog.add_argument("--output", help="refresh: write here instead of the user catalog")
-    catalog.add_argument("--all", action="store_true", dest="show_all",
-                         help="list the AWS rows even when AWS cannot be used now")
+    catalog_cli.add_parsers(commands)
     sharing_cli.add_parsers(commands)
     return parser
 
@@ -427,13 +335,8 @@ async def run(args: argparse.Namespace, config: Config, out: TextIO, err: TextIO
             await commands.trust(args.host, args.yes)
         elif args.command in sharing_cli.COMMANDS:
             await sharing_cli.run(args, manager, out, err)
-        elif args.command == "catalog":
-            if args.query[:1] == ["refresh"]:
-                await commands.refresh(args.region, args.output)
-            else:
-                region = args.region[0] if args.region else None
-                await commands.catalog(" ".join(args.query), region, not args.no_targets,
-                                       args.probe, args.show_all)
+        elif args.command in catalog_cli.COMMANDS:
+            await catalog_cli.run(args, manager, out, err)
     finally:
         await manager.close()
         MachineManager.clear_instance()
