@@ -4,9 +4,10 @@ It holds one row per kernel started through the provisioner, with what is
 needed to reattach to it (never the kernel's key) and who started it (a
 Jupyter server, or ``%%remote`` in a local kernel); one row per machine a
 provider launched, with its lifecycle events and the cost it accrued (its
-price times the time it ran). The server, kernels and the command line use
-it at once: every read-modify-write runs in one ``BEGIN IMMEDIATE``
-transaction, and SQLite's write-ahead log lets readers go on meanwhile.
+price times the time it ran); and the shares (``shares.py``). The server,
+kernels and the command line use it at once: every read-modify-write runs in
+one ``BEGIN IMMEDIATE`` transaction, and SQLite's write-ahead log lets readers
+go on meanwhile.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from typing import Any
 
 from .records import (
     _MACHINE_FIELDS,
-    _SHARE_FIELDS,
     _UPDATABLE,
     ACTIVE_STATES,
     BILLED_STATES,
@@ -37,8 +37,8 @@ from .records import (
     ShareRecord,
     _machine,
     _record,
-    _share,
 )
+from .shares import _SHARES_SCHEMA, LedgerShares
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kernels (
@@ -87,39 +87,12 @@ _MACHINES_SCHEMA = (
     "CREATE INDEX IF NOT EXISTS machines_by_resource ON machines (resource_id)",
 )
 
-_SHARES_SCHEMA = (
-    """
-    CREATE TABLE IF NOT EXISTS shares (
-        share_id    TEXT PRIMARY KEY,
-        kernel_id   TEXT NOT NULL,
-        target      TEXT NOT NULL,
-        role        TEXT NOT NULL,
-        teammate    TEXT NOT NULL,
-        fingerprint TEXT NOT NULL,
-        expires     REAL NOT NULL,
-        created     REAL NOT NULL,
-        revoked     REAL,
-        info        TEXT NOT NULL DEFAULT '{}'
-    )
-    """,
-    """
-    CREATE TABLE IF NOT EXISTS share_events (
-        id       INTEGER PRIMARY KEY AUTOINCREMENT,
-        share_id TEXT NOT NULL,
-        time     REAL NOT NULL,
-        event    TEXT NOT NULL,
-        detail   TEXT NOT NULL DEFAULT ''
-    )
-    """,
-    "CREATE INDEX IF NOT EXISTS share_events_by_share ON share_events (share_id, id)",
-)
-
 SCHEMA_VERSION = 2
 """1: kernels only; 2: machines and their events added (older files are migrated in place).
 The shares tables are created whenever missing, at any version."""
 
 
-class Ledger:
+class Ledger(LedgerShares):
     """One SQLite file, private to its user (file 0600; a directory it creates, 0700).
 
     Args:
@@ -380,73 +353,6 @@ class Ledger:
             f"({', '.join('?' * len(states))}) AND machine_id IS NOT ?",
             (*states, exclude)).fetchone()
         return float(rate)
-
-    # ------------------------------------------------------------------ shares
-
-    def add_share(self, share_id: str, kernel_id: str, target: str, role: str, *,
-                  teammate: str, fingerprint: str, expires: float,
-                  info: dict[str, Any] | None = None) -> ShareRecord:
-        """Record a share the owner made (and the event that it was granted)."""
-        now = time.time()
-        with self._transaction() as db:
-            db.execute("INSERT INTO shares VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
-                       (share_id, kernel_id, target, role, teammate, fingerprint, expires, now,
-                        json.dumps(info or {})))
-            db.execute("INSERT INTO share_events (share_id, time, event, detail) "
-                       "VALUES (?, ?, 'granted', ?)", (share_id, now, f"{role} to {teammate}"))
-        record = self.get_share(share_id)
-        assert record is not None
-        return record
-
-    def get_share(self, share_id: str) -> ShareRecord | None:
-        """The share's row, or None."""
-        with self._lock:
-            row = self._db.execute(f"SELECT {', '.join(_SHARE_FIELDS)} FROM shares "
-                                   "WHERE share_id = ?", (share_id,)).fetchone()
-        return _share(row) if row else None
-
-    def shares(self, *, include_revoked: bool = False) -> list[ShareRecord]:
-        """Shares, oldest first (revoked ones too when asked)."""
-        with self._lock:
-            rows = self._db.execute(f"SELECT {', '.join(_SHARE_FIELDS)} FROM shares "
-                                    "ORDER BY created").fetchall()
-        found = [_share(row) for row in rows]
-        return [s for s in found if include_revoked or s.revoked is None]
-
-    def revoke_share(self, share_id: str, detail: str = "") -> None:
-        """Mark a share revoked and record the event (a revoked share is left as it is).
-
-        Raises:
-            KeyError: No such share.
-        """
-        now = time.time()
-        with self._transaction() as db:
-            row = db.execute("SELECT revoked FROM shares WHERE share_id = ?",
-                             (share_id,)).fetchone()
-            if row is None:
-                raise KeyError(f"no share {share_id} in the ledger {self.path}")
-            if row[0] is not None:
-                return
-            db.execute("UPDATE shares SET revoked = ? WHERE share_id = ?", (now, share_id))
-            db.execute("INSERT INTO share_events (share_id, time, event, detail) "
-                       "VALUES (?, ?, 'revoked', ?)", (share_id, now, detail))
-
-    def note_share(self, share_id: str, event: str, detail: str = "",
-                   at: float | None = None) -> None:
-        """Record a share's event (``joined`` with when and which session, say)."""
-        with self._transaction() as db:
-            db.execute("INSERT INTO share_events (share_id, time, event, detail) "
-                       "VALUES (?, ?, ?, ?)",
-                       (share_id, time.time() if at is None else at, event, detail))
-
-    def share_events(self, share_id: str) -> list[ShareEvent]:
-        """A share's events, oldest first."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT share_id, time, event, detail FROM share_events "
-                "WHERE share_id = ? ORDER BY id", (share_id,),
-            ).fetchall()
-        return [ShareEvent(*row) for row in rows]
 
     def close(self) -> None:
         """Close the database."""
