@@ -14,7 +14,7 @@ from jupyter_remote_hw.catalog.refresh import list_prices, on_demand_price, refr
 from ..motoserver import aws_env, client, moto_endpoint  # noqa: F401
 
 
-def test_refresh_from_moto_keeps_prices_when_pricing_is_missing(aws_env: str) -> None:  # noqa: F811
+def test_refresh_from_moto_keeps_prices_when_pricing_is_missing(aws_env: str) -> None:
     previous = Catalog.load(SHIPPED_CATALOG).entries
     ec2 = {"us-east-1": client(aws_env, "ec2"), "eu-west-1": client(aws_env, "ec2", "eu-west-1")}
     entries, warnings = refresh_entries(ec2, client(aws_env, "pricing"), previous,
@@ -36,7 +36,7 @@ def test_refresh_from_moto_keeps_prices_when_pricing_is_missing(aws_env: str) ->
     assert not any(e.family == "r5" for e in entries)  # families not followed stay out
 
 
-def test_refreshed_catalog_round_trips(aws_env: str, tmp_path: Path) -> None:  # noqa: F811
+def test_refreshed_catalog_round_trips(aws_env: str, tmp_path: Path) -> None:
     entries, _ = refresh_entries({"us-west-2": client(aws_env, "ec2", "us-west-2")}, None,
                                  Catalog.load(SHIPPED_CATALOG).entries)
     path = tmp_path / "cat" / "aws.csv"

@@ -37,8 +37,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def config(aws_env: str, ssh_host: SSHTestHost, short_tmp: Path,  # noqa: F811
-           tmp_path: Path, instance_host: InstanceHost) -> dict[str, Any]:  # noqa: F811
+def config(aws_env: str, ssh_host: SSHTestHost, short_tmp: Path,
+           tmp_path: Path, instance_host: InstanceHost) -> dict[str, Any]:
     ec2 = client(aws_env, "ec2")
     image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     client(aws_env, "ssm").put_parameter(Name=AMI_PARAMETER, Value=image, Type="String")
@@ -102,7 +102,7 @@ def test_unknown_hardware_suggests(config: dict[str, Any], tmp_path: Path) -> No
 
 
 def test_launch_list_stop_start_terminate(config: dict[str, Any], tmp_path: Path,
-                                          aws_env: str) -> None:  # noqa: F811
+                                          aws_env: str) -> None:
     code, out, err = cli(config, tmp_path, "launch", "A10G", "--name", "box", "--spot")
     assert code == 0, err
     for step in ("requested", "running", "SSH reachable", "host prepared"):
@@ -145,7 +145,7 @@ def test_launch_list_stop_start_terminate(config: dict[str, Any], tmp_path: Path
 
 
 def test_launch_over_budget_is_refused(config: dict[str, Any], tmp_path: Path,
-                                       aws_env: str) -> None:  # noqa: F811
+                                       aws_env: str) -> None:
     config["BudgetGuard"] = {"max_per_machine": 10.0}
     code, out, err = cli(config, tmp_path, "launch", "H100:8", "--no-prepare")
     assert code == 1 and out == ""
@@ -156,7 +156,7 @@ def test_launch_over_budget_is_refused(config: dict[str, Any], tmp_path: Path,
 
 
 def test_reap_lists_with_cost_and_asks(config: dict[str, Any], tmp_path: Path,
-                                       aws_env: str, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+                                       aws_env: str, monkeypatch: pytest.MonkeyPatch
                                        ) -> None:
     code, _, err = cli(config, tmp_path, "launch", "t3.medium", "--name", "quiet",
                        "--no-prepare")

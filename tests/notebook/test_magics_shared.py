@@ -20,7 +20,7 @@ def outputs_of(cell: object, kind: str) -> list[str]:
 
 
 def test_a_shared_kernel_cannot_run_code_or_javascript_in_the_owners_notebook(
-    env: dict[str, str], short_tmp: Path, ssh_host: SSHTestHost  # noqa: F811
+    env: dict[str, str], short_tmp: Path, ssh_host: SSHTestHost
 ) -> None:
     marker = short_tmp / "planted-ran"
     teammate = keygen(short_tmp / "teammate", comment="ada@laptop")

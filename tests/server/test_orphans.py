@@ -30,7 +30,7 @@ def dead_pid() -> int:
 
 
 async def test_the_kernels_of_a_killed_local_kernel_are_reaped(
-        env: dict[str, str], short_tmp: Path) -> None:  # noqa: F811
+        env: dict[str, str], short_tmp: Path) -> None:
     with local_kernel(env, short_tmp, "%load_ext jupyter_remote_hw") as (local, kc):
         cell = kc.execute(f"%%remote {TARGET}\nimport os\nprint('remote pid', os.getpid())")
         remote_pid = 0
@@ -75,7 +75,7 @@ async def reap_orphans_of_killed(local: KernelManager, remote_pid: int,
 
 
 async def test_a_kernel_its_host_no_longer_has_is_forgotten(
-        env: dict[str, str], short_tmp: Path) -> None:  # noqa: F811
+        env: dict[str, str], short_tmp: Path) -> None:
     config = json.loads((Path(env["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.json")
                         .read_text())
     manager = MachineManager(config=Config(config))

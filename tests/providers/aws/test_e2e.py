@@ -34,7 +34,7 @@ KERNEL = "remote-hw-aws-gpu"
 
 
 @pytest.fixture
-def lifetime(request: pytest.FixtureRequest, moto_endpoint: str) -> dict[str, Any]:  # noqa: F811
+def lifetime(request: pytest.FixtureRequest, moto_endpoint: str) -> dict[str, Any]:
     """The lifetime settings of the AWS machines: idle stop after 3 s with a stop command
     that stops the "instance" in moto when a test asks for ``idle-stop``."""
     if getattr(request, "param", None) == "idle-stop":
@@ -44,9 +44,9 @@ def lifetime(request: pytest.FixtureRequest, moto_endpoint: str) -> dict[str, An
 
 
 @pytest.fixture
-def jp_server_config(ssh_host: SSHTestHost, short_tmp: Path, aws_env: str,  # noqa: F811
+def jp_server_config(ssh_host: SSHTestHost, short_tmp: Path, aws_env: str,
                      lifetime: dict[str, Any],
-                     instance_host: InstanceHost) -> dict[str, Any]:  # noqa: F811
+                     instance_host: InstanceHost) -> dict[str, Any]:
     ec2 = client(aws_env, "ec2")
     image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     client(aws_env, "ssm").put_parameter(Name=AMI_PARAMETER, Value=image, Type="String")
@@ -68,9 +68,9 @@ def jp_server_config(ssh_host: SSHTestHost, short_tmp: Path, aws_env: str,  # no
 
 
 async def test_launch_run_a_cell_terminate(
-    start_kernel: StartKernel, channels: OpenChannels,  # noqa: F811
-    jp_fetch: Fetch, jp_serverapp: Any, aws_env: str, ssh_host: SSHTestHost,  # noqa: F811
-    instance_host: InstanceHost,  # noqa: F811
+    start_kernel: StartKernel, channels: OpenChannels,
+    jp_fetch: Fetch, jp_serverapp: Any, aws_env: str, ssh_host: SSHTestHost,
+    instance_host: InstanceHost,
 ) -> None:
     specs = json.loads((await jp_fetch("api", "kernelspecs")).body)["kernelspecs"]
     assert specs[KERNEL]["spec"]["display_name"] == \
@@ -140,8 +140,8 @@ if ids:
 
 @pytest.mark.parametrize("lifetime", ["idle-stop"], indirect=True)
 async def test_idle_machine_stops_itself_and_the_ledger_stops_billing(
-    start_kernel: StartKernel, channels: OpenChannels,  # noqa: F811
-    aws_env: str,  # noqa: F811
+    start_kernel: StartKernel, channels: OpenChannels,
+    aws_env: str,
 ) -> None:
     kernel_id = await start_kernel(KERNEL)
     kc = await channels(kernel_id)

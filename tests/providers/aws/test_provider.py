@@ -44,7 +44,7 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
 
 
 @pytest.fixture
-def ami(aws_env: str) -> str:  # noqa: F811
+def ami(aws_env: str) -> str:
     """A moto AMI, published under the SSM parameter the provider is told to read."""
     image = client(aws_env, "ec2").describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     client(aws_env, "ssm").put_parameter(Name=AMI_PARAMETER, Value=image, Type="String")
@@ -52,7 +52,7 @@ def ami(aws_env: str) -> str:  # noqa: F811
 
 
 @pytest.fixture
-def provider(aws_env: str, ami: str, ledger: Ledger,  # noqa: F811
+def provider(aws_env: str, ami: str, ledger: Ledger,
              tmp_path: Path) -> Iterator[AWSProvider]:
     key = keygen(tmp_path / "id_ed25519")
     made = AWSProvider(
@@ -86,7 +86,7 @@ def tags_of(instance: dict) -> dict[str, str]:
 
 
 async def test_run_instances_gets_ami_type_market_tags_key_and_group(
-        provider: AWSProvider, aws_env: str, ami: str, ledger: Ledger) -> None:  # noqa: F811
+        provider: AWSProvider, aws_env: str, ami: str, ledger: Ledger) -> None:
     calls = record_calls(provider, "RunInstances")
     record = await provider.launch("A10G", spot=True, connect=False)
     assert record.state == "running" and record.instance_type == "g5.xlarge"
@@ -148,7 +148,7 @@ async def test_run_instances_gets_ami_type_market_tags_key_and_group(
 
 
 async def test_on_demand_terminate_behaviour_and_group_reused(
-        provider: AWSProvider, aws_env: str) -> None:  # noqa: F811
+        provider: AWSProvider, aws_env: str) -> None:
     provider.shutdown_behavior = "terminate"
     calls = record_calls(provider, "RunInstances")
     first = await provider.launch("t3.medium", name="aws-small", connect=False)
@@ -165,7 +165,7 @@ async def test_on_demand_terminate_behaviour_and_group_reused(
 
 
 async def test_no_ssh_access_configured_launches_nothing(
-        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:  # noqa: F811
+        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:
     provider.ssh_cidr = ""
     with pytest.raises(LaunchError, match=r"step 'requested'.*c\.AWSProvider\.ssh_cidr"):
         await provider.launch("A10G", connect=False)
@@ -173,7 +173,7 @@ async def test_no_ssh_access_configured_launches_nothing(
 
 
 async def test_missing_ami_parameter_is_named(
-        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:  # noqa: F811
+        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:
     provider.ami_ssm_parameter = "/test/nothing/here"
     with pytest.raises(LaunchError, match="AMI parameter /test/nothing/here does not exist"):
         await provider.launch("A10G", connect=False)
@@ -191,7 +191,7 @@ async def test_missing_credentials_are_named(
 
 
 async def test_budget_refuses_with_figures(
-        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:  # noqa: F811
+        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:
     provider.budget.max_per_machine = 5.0
     with pytest.raises(LaunchError, match=r"p4d.24xlarge.*\$32.77/h, above the limit of \$5/h"):
         await provider.launch("A100:8", connect=False)
@@ -235,7 +235,7 @@ no_capacity = ec2_error("InsufficientInstanceCapacity", "We currently do not hav
 
 
 async def test_capacity_error_suggests_region_type_and_market(
-        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:  # noqa: F811
+        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:
     provider.client("ec2").meta.events.register("before-send.ec2.RunInstances", no_capacity)
     with pytest.raises(LaunchError) as caught:
         await provider.launch("A10G", connect=False)
@@ -251,7 +251,7 @@ async def test_capacity_error_suggests_region_type_and_market(
 
 
 async def test_quota_error_names_the_quota(
-        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:  # noqa: F811
+        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:
     provider.client("ec2").meta.events.register(
         "before-send.ec2.RunInstances",
         ec2_error("VcpuLimitExceeded", "You have requested more vCPU capacity than allowed."))
@@ -264,7 +264,7 @@ async def test_quota_error_names_the_quota(
 
 
 async def test_stop_start_terminate_accrue_cost(
-        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:  # noqa: F811
+        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:
     record = await provider.launch("A10G", connect=False)
     await asyncio.sleep(0.2)
     stopped = await provider.sync(await provider.stop(record))
@@ -285,7 +285,7 @@ async def test_stop_start_terminate_accrue_cost(
 
 
 async def test_reap_ends_exactly_our_unclaimed_instances(
-        provider: AWSProvider, aws_env: str, ami: str, ledger: Ledger) -> None:  # noqa: F811
+        provider: AWSProvider, aws_env: str, ami: str, ledger: Ledger) -> None:
     quiet = await provider.launch("t3.medium", name="aws-quiet", connect=False)
     live = await provider.launch("t3.medium", name="aws-live", connect=False)
     now = time.time()
@@ -337,7 +337,7 @@ async def test_reap_ends_exactly_our_unclaimed_instances(
 
 
 async def test_terminate_timer_ends_only_overdue_stopped_machines(
-        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:  # noqa: F811
+        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:
     provider.terminate_after_stopped = 3600
     stopped = await provider.launch("t3.medium", name="aws-stopped", connect=False)
     running = await provider.launch("t3.medium", name="aws-running", connect=False)
@@ -361,7 +361,7 @@ async def test_terminate_timer_ends_only_overdue_stopped_machines(
 
 
 async def test_a_machine_that_stopped_itself_is_billed_until_ec2_says(
-        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:  # noqa: F811
+        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:
     record = await provider.launch("A10G", connect=False)
     await asyncio.sleep(1.1)
     # The instance shuts itself down (the agent's stop command), not through us.
@@ -402,7 +402,7 @@ def test_targets_from_configuration_and_ledger(provider: AWSProvider, ledger: Le
 
 
 async def test_upkeep_syncs_and_terminates_overdue(
-        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:  # noqa: F811
+        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:
     import logging
 
     from jupyter_remote_hw.providers.aws.upkeep import CloudUpkeep
@@ -444,7 +444,7 @@ def console_output(text: str) -> Any:
 
 
 @pytest.fixture
-def reachable(provider: AWSProvider, instance_host: InstanceHost,  # noqa: F811
+def reachable(provider: AWSProvider, instance_host: InstanceHost,
               short_tmp: Path) -> AWSProvider:
     """The provider, with every instance's SSH endpoint redirected to the loopback sshd that
     boots with the host key of the instance's user data."""
@@ -473,7 +473,7 @@ async def reopen(provider: AWSProvider, name: str) -> None:
 
 
 async def test_injected_host_key_is_checked_on_every_later_connection(
-        reachable: AWSProvider, instance_host: InstanceHost,  # noqa: F811
+        reachable: AWSProvider, instance_host: InstanceHost,
         ledger: Ledger, short_tmp: Path) -> None:
     assert reachable.transport is not None
     try:
@@ -512,7 +512,7 @@ async def test_injected_host_key_is_checked_on_every_later_connection(
 
 
 async def test_host_key_listed_on_the_console_is_verified(
-        reachable: AWSProvider, instance_host: InstanceHost, ledger: Ledger) -> None:  # noqa: F811
+        reachable: AWSProvider, instance_host: InstanceHost, ledger: Ledger) -> None:
     reachable.host_key_source = "console"
     host = instance_host.host
     pub = (host.root / "ssh_host_ed25519_key.pub").read_text().split()
@@ -533,7 +533,7 @@ async def test_host_key_listed_on_the_console_is_verified(
 
 
 async def test_host_key_not_on_the_console_is_refused(
-        reachable: AWSProvider, aws_env: str, ledger: Ledger, tmp_path: Path) -> None:  # noqa: F811
+        reachable: AWSProvider, aws_env: str, ledger: Ledger, tmp_path: Path) -> None:
     reachable.host_key_source = "console"
     other = keygen(tmp_path / "other_host_key")  # the instance's real key, per its console
     listed = Path(f"{other}.pub").read_text().split()
@@ -551,7 +551,7 @@ async def test_host_key_not_on_the_console_is_refused(
 
 
 async def test_no_host_key_on_the_console_is_never_trusted_on_first_use(
-        reachable: AWSProvider, aws_env: str, ledger: Ledger) -> None:  # noqa: F811
+        reachable: AWSProvider, aws_env: str, ledger: Ledger) -> None:
     reachable.host_key_source = "console"
     reachable.ssh_timeout = 1
     # moto's console output is a fixed kernel log, without cloud-init's host keys.
@@ -564,7 +564,7 @@ async def test_no_host_key_on_the_console_is_never_trusted_on_first_use(
 
 
 async def test_fingerprint_recorded_by_an_earlier_version_is_checked(
-        reachable: AWSProvider, instance_host: InstanceHost, ledger: Ledger) -> None:  # noqa: F811
+        reachable: AWSProvider, instance_host: InstanceHost, ledger: Ledger) -> None:
     """A machine an earlier version launched has only a fingerprint in the ledger (and an
     old address): the key presented must have it, before and after it is learnt."""
     reachable.host_key_source = "console"
@@ -590,7 +590,7 @@ async def test_fingerprint_recorded_by_an_earlier_version_is_checked(
 
 
 async def test_one_security_group_per_user_allowing_only_the_current_address(
-        provider: AWSProvider, aws_env: str) -> None:  # noqa: F811
+        provider: AWSProvider, aws_env: str) -> None:
     ec2 = client(aws_env, "ec2")
     first = await provider.launch("t3.medium", name="aws-one", connect=False)
     group_id = first.info["security_group_id"]
@@ -624,7 +624,7 @@ async def test_one_security_group_per_user_allowing_only_the_current_address(
 
 
 async def test_security_group_of_our_name_not_tagged_as_ours_is_refused(
-        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:  # noqa: F811
+        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:
     ec2 = client(aws_env, "ec2")
     planted = ec2.create_security_group(GroupName="jupyter-remote-hw-ssh-tester-test-host",
                                         Description="not ours")["GroupId"]
@@ -636,7 +636,7 @@ async def test_security_group_of_our_name_not_tagged_as_ours_is_refused(
     assert group["IpPermissions"] == []
 
 
-def adopt_spot_instance(aws_env: str, ami: str, ledger: Ledger,  # noqa: F811
+def adopt_spot_instance(aws_env: str, ami: str, ledger: Ledger,
                         name: str) -> tuple[str, str, str]:
     """A persistent spot request fulfilled by moto, recorded as a machine we launched (moto
     makes no request for RunInstances' spot options); its machine, instance and request."""
@@ -657,7 +657,7 @@ def adopt_spot_instance(aws_env: str, ami: str, ledger: Ledger,  # noqa: F811
 
 
 async def test_ending_a_spot_machine_cancels_its_request(
-        provider: AWSProvider, aws_env: str, ami: str, ledger: Ledger) -> None:  # noqa: F811
+        provider: AWSProvider, aws_env: str, ami: str, ledger: Ledger) -> None:
     ec2 = client(aws_env, "ec2")
 
     def open_requests() -> set[str]:
@@ -691,7 +691,7 @@ async def test_ending_a_spot_machine_cancels_its_request(
 
 @pytest.mark.parametrize("kind", ["ed25519", "rsa"])
 async def test_key_pair_fingerprint_is_ec2s_for_the_local_key(
-        provider: AWSProvider, aws_env: str, tmp_path: Path, kind: str) -> None:  # noqa: F811
+        provider: AWSProvider, aws_env: str, tmp_path: Path, kind: str) -> None:
     key = keygen(tmp_path / f"id_{kind}_check", kind=kind)
     provider.public_key_file = f"{key}.pub"
     first = await provider.launch("t3.medium", name="aws-k1", connect=False)
@@ -725,7 +725,7 @@ def test_ec2_fingerprint_forms_are_those_its_docs_compute(tmp_path: Path, kind: 
 
 
 async def test_key_pair_of_our_name_with_another_key_is_refused(
-        provider: AWSProvider, aws_env: str, ledger: Ledger, tmp_path: Path) -> None:  # noqa: F811
+        provider: AWSProvider, aws_env: str, ledger: Ledger, tmp_path: Path) -> None:
     calls = record_calls(provider, "ImportKeyPair")
     await provider.launch("t3.medium", name="aws-first", connect=False)
     [imported] = calls
