@@ -310,8 +310,9 @@ class KernelMetricsHandler(HardwareAPIHandler):
 
     auth_resource = KERNELS_RESOURCE
 
-    def initialize(self, actions: HardwareActions, shares: ShareActions,  # type: ignore[override]
-                   metrics: KernelMetrics) -> None:
+    def initialize(  # type: ignore[override]
+        self, actions: HardwareActions, shares: ShareActions, metrics: KernelMetrics
+    ) -> None:
         """Keep the actions and the metrics (handler kwargs)."""
         super().initialize(actions, shares)
         self.metrics = metrics

@@ -306,8 +306,9 @@ class SLURMMachine(SSHMachine):
         self._open_spare(client)
         return stream
 
-    async def _forward(self, conn: SSHConnection, remote_port: int,  # type: ignore[override]
-                       remote_path: str | None, local_port: int) -> Any:
+    async def _forward(  # type: ignore[override]
+        self, conn: SSHConnection, remote_port: int, remote_path: str | None, local_port: int
+    ) -> Any:
         """The heartbeat's local port: bridged through a job step, or forwarded directly."""
         if not self.bridged:
             return await SSHMachine._forward(conn, remote_port, remote_path, local_port)

@@ -374,7 +374,8 @@ async def test_a_machine_that_stopped_itself_is_billed_until_ec2_says(
     assert "User initiated" in last.detail
     assert stopped_at - 1.0 <= last.time <= stopped_at  # EC2's time, to the second
     assert synced.cost(now=time.time() + 3600) == pytest.approx(
-        (last.time - record.running_since) * 1.006 / 3600)  # type: ignore[operator]
+        (last.time - record.running_since) * 1.006 / 3600  # type: ignore[operator]
+    )
 
 
 def test_host_keys_from_console_output() -> None:
