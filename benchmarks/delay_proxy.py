@@ -107,8 +107,13 @@ def _nodelay(writer: asyncio.StreamWriter) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-async def _relay(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter,
-                 target: tuple[str, int], delay: float, limit: int) -> None:
+async def _relay(
+    client_r: asyncio.StreamReader,
+    client_w: asyncio.StreamWriter,
+    target: tuple[str, int],
+    delay: float,
+    limit: int,
+) -> None:
     _nodelay(client_w)
     upstream = _Direction(delay, limit)
     downstream = _Direction(delay, limit)
@@ -118,9 +123,11 @@ async def _relay(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter,
         await asyncio.sleep(3 * delay)  # the handshake the kernel skipped
         server_r, server_w = await asyncio.open_connection(*target)
         _nodelay(server_w)
-        tasks += [asyncio.ensure_future(upstream.deliver(server_w)),
-                  asyncio.ensure_future(downstream.receive(server_r)),
-                  asyncio.ensure_future(downstream.deliver(client_w))]
+        tasks += [
+            asyncio.ensure_future(upstream.deliver(server_w)),
+            asyncio.ensure_future(downstream.receive(server_r)),
+            asyncio.ensure_future(downstream.deliver(client_w)),
+        ]
         # Done when both directions have delivered their EOF, or one fails.
         pending = set(tasks)
         while pending:
@@ -143,9 +150,12 @@ async def serve(target: tuple[str, int], delays_ms: list[int], buffer_mib: int) 
     servers = []
     ports: dict[str, int] = {}
     for ms in delays_ms:
-        async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter,
-                         delay: float = ms / 1000) -> None:
+
+        async def handle(
+            r: asyncio.StreamReader, w: asyncio.StreamWriter, delay: float = ms / 1000
+        ) -> None:
             await _relay(r, w, target, delay, buffer_mib * MIB)
+
         server = await asyncio.start_server(handle, "127.0.0.1", 0)
         servers.append(server)
         ports[str(ms)] = server.sockets[0].getsockname()[1]
@@ -162,10 +172,12 @@ async def serve(target: tuple[str, int], delays_ms: list[int], buffer_mib: int) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", required=True, help="HOST:PORT to forward to (loopback)")
-    parser.add_argument("--delays", default="0,50,100",
-                        help="one-way delays in ms, one listener each")
-    parser.add_argument("--buffer-mib", type=int, default=64,
-                        help="most MiB in flight per direction")
+    parser.add_argument(
+        "--delays", default="0,50,100", help="one-way delays in ms, one listener each"
+    )
+    parser.add_argument(
+        "--buffer-mib", type=int, default=64, help="most MiB in flight per direction"
+    )
     args = parser.parse_args()
     host, _, port = args.target.rpartition(":")
     if host != "127.0.0.1":

@@ -93,8 +93,9 @@ class Series:
         return statistics.median(self.mibps(size))
 
     def cpu_share(self, which: str) -> float | None:
-        values = [getattr(s, which) / s.seconds for s in self.samples
-                  if getattr(s, which) is not None]
+        values = [
+            getattr(s, which) / s.seconds for s in self.samples if getattr(s, which) is not None
+        ]
         return statistics.median(values) if values else None
 
 
@@ -133,14 +134,17 @@ PUSH = Path(__file__).with_name("tcp_push.py")
 
 def openssh_version() -> str:
     """What ``ssh -V`` says."""
-    return subprocess.run(["ssh", "-V"], check=False, capture_output=True,
-                          text=True).stderr.strip()
+    return subprocess.run(["ssh", "-V"], check=False, capture_output=True, text=True).stderr.strip()
 
 
 def push_to_port(port: int, size: int) -> float:
     """Run ``tcp_push.py`` into 127.0.0.1:``port``; return its seconds to the sink's answer."""
-    done = subprocess.run([sys.executable, str(PUSH), str(port), str(size)],
-                          check=False, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(PUSH), str(port), str(size)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"tcp_push.py failed: {done.stderr.strip()}")
     return float(done.stdout)
@@ -177,23 +181,29 @@ class Bench:
         return statistics.median(times)
 
     def openssh_cipher(self, config: Path) -> str:
-        out = subprocess.run(self.ssh(config, "-v", self.host.alias, "true"),
-                             capture_output=True, text=True, check=True).stderr
+        out = subprocess.run(
+            self.ssh(config, "-v", self.host.alias, "true"),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stderr
         found = re.search(r"kex: client->server cipher: (\S+)", out)
         return found.group(1) if found else "?"
 
     # -- openssh-stdin ------------------------------------------------------------
 
     def run_openssh_stdin(self, config: Path) -> Sample:
-        pusher = subprocess.Popen([sys.executable, str(PUSH), "-", str(self.size)],
-                                  stdout=subprocess.PIPE)
+        pusher = subprocess.Popen(
+            [sys.executable, str(PUSH), "-", str(self.size)], stdout=subprocess.PIPE
+        )
         try:
             # Let the pusher start and fill the pipe, so that its start-up is not timed.
             time.sleep(0.3)
             server0 = tree_cpu(self.sshd_pid)
             start = time.perf_counter()
-            proc = subprocess.Popen(self.ssh(config, self.host.alias, "cat > /dev/null"),
-                                    stdin=pusher.stdout)
+            proc = subprocess.Popen(
+                self.ssh(config, self.host.alias, "cat > /dev/null"), stdin=pusher.stdout
+            )
             _, status, usage = os.wait4(proc.pid, 0)
             elapsed = time.perf_counter() - start
             proc.returncode = os.waitstatus_to_exitcode(status)
@@ -202,8 +212,9 @@ class Bench:
             pusher.stdout.close()
             pusher_rc = pusher.wait()
         if proc.returncode != 0 or pusher_rc != 0:
-            raise RuntimeError(f"ssh 'cat > /dev/null' exited with {proc.returncode}, "
-                               f"tcp_push.py with {pusher_rc}")
+            raise RuntimeError(
+                f"ssh 'cat > /dev/null' exited with {proc.returncode}, tcp_push.py with {pusher_rc}"
+            )
         return Sample(elapsed, usage.ru_utime + usage.ru_stime, tree_cpu(self.sshd_pid) - server0)
 
     # -- openssh -L ---------------------------------------------------------------
@@ -211,10 +222,17 @@ class Bench:
     @contextlib.contextmanager
     def openssh_forward(self, config: Path) -> Iterator[tuple[int, int]]:
         port = free_port()
-        proc = subprocess.Popen(self.ssh(
-            config, "-N", "-o", "ExitOnForwardFailure=yes",
-            "-L", f"127.0.0.1:{port}:127.0.0.1:{self.sink_port}", self.host.alias,
-        ))
+        proc = subprocess.Popen(
+            self.ssh(
+                config,
+                "-N",
+                "-o",
+                "ExitOnForwardFailure=yes",
+                "-L",
+                f"127.0.0.1:{port}:127.0.0.1:{self.sink_port}",
+                self.host.alias,
+            )
+        )
         try:
             wait_for_port("127.0.0.1", port)
             yield port, proc.pid
@@ -232,15 +250,17 @@ class Bench:
 
 
 def settings(config: Path) -> TransportSettings:
-    return TransportSettings(ssh_config_files=(str(config),), connect_timeout=10.0,
-                             command_timeout=30.0)
+    return TransportSettings(
+        ssh_config_files=(str(config),), connect_timeout=10.0, command_timeout=30.0
+    )
 
 
 # -- running ------------------------------------------------------------------------
 
 
-async def measure_setting(bench: Bench, cipher: str | None, repeat: int,
-                          profile: Path | None) -> list[Series]:
+async def measure_setting(
+    bench: Bench, cipher: str | None, repeat: int, profile: Path | None
+) -> list[Series]:
     """All three paths with one cipher setting, the runs of each path interleaved."""
     config = bench.config(cipher)
     setting = cipher or "default"
@@ -254,8 +274,9 @@ async def measure_setting(bench: Bench, cipher: str | None, repeat: int,
         tunnel = Series("openssh -L", setting, openssh_cipher)
         with bench.openssh_forward(config) as (ssh_port, ssh_pid):
             for _ in range(repeat):
-                ours.samples.append(await asyncio.to_thread(bench.run_port, forward.local_port,
-                                                            None))
+                ours.samples.append(
+                    await asyncio.to_thread(bench.run_port, forward.local_port, None)
+                )
                 stdin.samples.append(await asyncio.to_thread(bench.run_openssh_stdin, config))
                 tunnel.samples.append(await asyncio.to_thread(bench.run_port, ssh_port, ssh_pid))
         if profile is not None:
@@ -274,8 +295,10 @@ def report(size: int, results: list[list[Series]]) -> str:
     def pct(value: float | None) -> str:
         return "-" if value is None else f"{value * 100:.0f}%"
 
-    head = (f"{'path':<24} {'setting':<24} {'cipher':<30} {'median MiB/s':>12} "
-            f"{'runs MiB/s':<22} {'client CPU':>10} {'server CPU':>10}")
+    head = (
+        f"{'path':<24} {'setting':<24} {'cipher':<30} {'median MiB/s':>12} "
+        f"{'runs MiB/s':<22} {'client CPU':>10} {'server CPU':>10}"
+    )
     lines = [head, "-" * len(head)]
     for group in results:
         for s in group:
@@ -305,19 +328,30 @@ def report(size: int, results: list[list[Series]]) -> str:
 
 async def main_async(args: argparse.Namespace) -> None:
     size = args.size_mib * MIB
-    with tempfile.TemporaryDirectory(prefix="jrhw-bench-") as tmp, \
-            loopback_host(Path(tmp) / "host", alias="benchhost") as host:
+    with (
+        tempfile.TemporaryDirectory(prefix="jrhw-bench-") as tmp,
+        loopback_host(Path(tmp) / "host", alias="benchhost") as host,
+    ):
         sink_port = free_port()
-        host.spawn([sys.executable, str(Path(__file__).with_name("tcp_sink.py")),
-                    "127.0.0.1", str(sink_port)])
+        host.spawn(
+            [
+                sys.executable,
+                str(Path(__file__).with_name("tcp_sink.py")),
+                "127.0.0.1",
+                str(sink_port),
+            ]
+        )
         wait_for_port("127.0.0.1", sink_port)
         sshd_pid = int((host.root / "sshd.pid").read_text())
         bench = Bench(host, sink_port, size, sshd_pid)
-        print(f"# {args.size_mib} MiB x {args.repeat} runs per path, "
-              f"{os.cpu_count()} CPUs, Python {platform.python_version()}, "
-              f"asyncssh {asyncssh.__version__}, "
-              f"{openssh_version()}, "
-              f"{datetime.date.today()}; ssh login {bench.login_seconds():.2f} s", flush=True)
+        print(
+            f"# {args.size_mib} MiB x {args.repeat} runs per path, "
+            f"{os.cpu_count()} CPUs, Python {platform.python_version()}, "
+            f"asyncssh {asyncssh.__version__}, "
+            f"{openssh_version()}, "
+            f"{datetime.date.today()}; ssh login {bench.login_seconds():.2f} s",
+            flush=True,
+        )
         results = []
         for cipher in [None, *args.cipher]:
             slug = re.sub(r"[^A-Za-z0-9]+", "_", cipher or "default")
@@ -331,12 +365,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size-mib", type=int, default=1024, help="MiB per transfer")
     parser.add_argument("--repeat", type=int, default=3, help="runs per path and setting")
-    parser.add_argument("--cipher", action="append", default=None,
-                        help="also run with this cipher pinned for both tools (repeatable; "
-                             "default: aes128-gcm@openssh.com; 'none' for only the defaults)")
-    parser.add_argument("--profile", metavar="PREFIX", default=None,
-                        help="write cProfile stats of one extra run of ours per cipher "
-                             "setting to PREFIX-<setting>.prof")
+    parser.add_argument(
+        "--cipher",
+        action="append",
+        default=None,
+        help="also run with this cipher pinned for both tools (repeatable; "
+        "default: aes128-gcm@openssh.com; 'none' for only the defaults)",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="PREFIX",
+        default=None,
+        help="write cProfile stats of one extra run of ours per cipher "
+        "setting to PREFIX-<setting>.prof",
+    )
     args = parser.parse_args()
     if args.cipher is None:
         args.cipher = ["aes128-gcm@openssh.com"]

@@ -83,9 +83,11 @@ async def zmq_round_trips(connection_file: Path, cells: int) -> list[float]:
             assert reply["parent_header"]["msg_id"] == msg_id
             while True:
                 msg = await client.get_iopub_msg(timeout=30)
-                if (msg["parent_header"].get("msg_id") == msg_id
-                        and msg["msg_type"] == "status"
-                        and msg["content"]["execution_state"] == "idle"):
+                if (
+                    msg["parent_header"].get("msg_id") == msg_id
+                    and msg["msg_type"] == "status"
+                    and msg["content"]["execution_state"] == "idle"
+                ):
                     return
 
         for _ in range(5):
@@ -125,9 +127,20 @@ async def run(args: argparse.Namespace, host: SSHTestHost, work: Path) -> None:
     for path in dirs.values():
         path.mkdir()
     remote_root = work / "r"
-    write_config(dirs["config"] / "jupyter_server_config.json", host.ssh_config, remote_root,
-                 work / "l", [{"host": host.alias, "hardware": "loopback",
-                               "root": str(remote_root), "python": sys.executable}])
+    write_config(
+        dirs["config"] / "jupyter_server_config.json",
+        host.ssh_config,
+        remote_root,
+        work / "l",
+        [
+            {
+                "host": host.alias,
+                "hardware": "loopback",
+                "root": str(remote_root),
+                "python": sys.executable,
+            }
+        ],
+    )
     server = start_server(dirs, work / "server.log")
     try:
         await server.ready()
@@ -157,8 +170,10 @@ async def run(args: argparse.Namespace, host: SSHTestHost, work: Path) -> None:
         server.process.wait(30)
         AsyncHTTPClient().close()
 
-    print(f"# kernel latency, {datetime.date.today()}, {platform.node()}, "
-          f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
+    print(
+        f"# kernel latency, {datetime.date.today()}, {platform.node()}, "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}"
+    )
     print(f"# {args.cells} cells of 1+1; {args.starts} starts per kernel")
     print()
     print(f"round trip  local   {describe(trips[LOCAL])}")

@@ -47,7 +47,7 @@ def push_to_fd(fd: int, size: int, chunk: memoryview) -> None:
     """Write ``size`` bytes to file descriptor ``fd``."""
     left = size
     while left:
-        view = chunk[:min(left, len(chunk))]
+        view = chunk[: min(left, len(chunk))]
         while view:
             written = os.write(fd, view)
             view = view[written:]

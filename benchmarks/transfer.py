@@ -98,8 +98,9 @@ class LocalKernel:
             elif msg["msg_type"] == "error":
                 outputs.append("\n".join(msg["content"]["traceback"]))
 
-        reply = self.client.execute_interactive(code, timeout=600, output_hook=hook,
-                                                user_expressions=expressions)["content"]
+        reply = self.client.execute_interactive(
+            code, timeout=600, output_hook=hook, user_expressions=expressions
+        )["content"]
         if reply["status"] != "ok":
             raise RuntimeError(f"{code!r} failed: {reply.get('evalue')}\n{''.join(outputs)}")
         values = {}
@@ -116,25 +117,31 @@ class LocalKernel:
 
 def timed(kernel: LocalKernel, statement: str) -> float:
     """Seconds ``statement`` (a magic line) takes inside the kernel."""
-    kernel.run("import time as _t\n_t0 = _t.perf_counter()\n"
-               f"get_ipython().run_line_magic({statement.split()[0]!r}, "
-               f"{' '.join(statement.split()[1:])!r})\n_dt = _t.perf_counter() - _t0")
+    kernel.run(
+        "import time as _t\n_t0 = _t.perf_counter()\n"
+        f"get_ipython().run_line_magic({statement.split()[0]!r}, "
+        f"{' '.join(statement.split()[1:])!r})\n_dt = _t.perf_counter() - _t0"
+    )
     return float(kernel.run("", dt="_dt")["dt"])
 
 
 def timed_cell(kernel: LocalKernel, line: str, cell: str) -> float:
-    kernel.run("import time as _t\n_t0 = _t.perf_counter()\n"
-               f"get_ipython().run_cell_magic('remote', {line!r}, {cell!r})\n"
-               "_dt = _t.perf_counter() - _t0")
+    kernel.run(
+        "import time as _t\n_t0 = _t.perf_counter()\n"
+        f"get_ipython().run_cell_magic('remote', {line!r}, {cell!r})\n"
+        "_dt = _t.perf_counter() - _t0"
+    )
     return float(kernel.run("", dt="_dt")["dt"])
 
 
 def measure(kernel: LocalKernel, statement: str, sender: int, receiver: int) -> dict[str, float]:
     before = {pid: reset_peak(pid) for pid in (sender, receiver)}
     seconds = timed(kernel, statement)
-    return {"seconds": seconds,
-            "sender_extra": rss(sender, "VmHWM") - before[sender],
-            "receiver_extra": rss(receiver, "VmHWM") - before[receiver]}
+    return {
+        "seconds": seconds,
+        "sender_extra": rss(sender, "VmHWM") - before[sender],
+        "receiver_extra": rss(receiver, "VmHWM") - before[receiver],
+    }
 
 
 def openssh(host: SSHTestHost, data_file: Path) -> tuple[float, float]:
@@ -148,8 +155,9 @@ def openssh(host: SSHTestHost, data_file: Path) -> tuple[float, float]:
     return push, time.perf_counter() - began
 
 
-def tunnel_client_file(host: SSHTestHost, profile: Path,
-                       tunnels: list[subprocess.Popen[bytes]]) -> Path:
+def tunnel_client_file(
+    host: SSHTestHost, profile: Path, tunnels: list[subprocess.Popen[bytes]]
+) -> Path:
     """A client connection file whose ports are OpenSSH tunnels to the controller's.
 
     One ``ssh -N -L ...`` carries every port of the controller on the host
@@ -163,10 +171,14 @@ def tunnel_client_file(host: SSHTestHost, profile: Path,
     info = json.loads(remote.read_text())
     names = ["registration", "control", "mux", "task", "iopub", "notification", "broadcast"]
     local = {name: free_port() for name in names if isinstance(info.get(name), int)}
-    forwards = [arg for name, port in local.items()
-                for arg in ("-L", f"127.0.0.1:{port}:127.0.0.1:{info[name]}")]
-    tunnels.append(subprocess.Popen(["ssh", "-F", str(host.ssh_config), "-N", *forwards,
-                                     host.alias]))
+    forwards = [
+        arg
+        for name, port in local.items()
+        for arg in ("-L", f"127.0.0.1:{port}:127.0.0.1:{info[name]}")
+    ]
+    tunnels.append(
+        subprocess.Popen(["ssh", "-F", str(host.ssh_config), "-N", *forwards, host.alias])
+    )
     for port in local.values():
         wait_for_port("127.0.0.1", port)
     path = profile / "client-through-ssh.json"
@@ -174,8 +186,9 @@ def tunnel_client_file(host: SSHTestHost, profile: Path,
     return path
 
 
-def ipyparallel(host: SSHTestHost, work: Path, size: int, repeat: int,
-                tunnelled: bool) -> list[tuple[float, float]] | None:
+def ipyparallel(
+    host: SSHTestHost, work: Path, size: int, repeat: int, tunnelled: bool
+) -> list[tuple[float, float]] | None:
     """Push and pull times through one ipyparallel engine on the host.
 
     ``tunnelled``: the controller runs on the host too, and the client here
@@ -191,19 +204,32 @@ def ipyparallel(host: SSHTestHost, work: Path, size: int, repeat: int,
     profile = work / ("ipp-ssh" if tunnelled else "ipp")
     tunnels: list[subprocess.Popen[bytes]] = []
     ssh = ["ssh", "-F", str(host.ssh_config), host.alias]
-    controller_argv = [sys.executable, "-m", "ipyparallel.controller",
-                       f"--profile-dir={profile}", "--ip=127.0.0.1", "--log-level=WARN"]
+    controller_argv = [
+        sys.executable,
+        "-m",
+        "ipyparallel.controller",
+        f"--profile-dir={profile}",
+        "--ip=127.0.0.1",
+        "--log-level=WARN",
+    ]
     controller = subprocess.Popen(
         [*ssh, "exec " + " ".join(controller_argv)] if tunnelled else controller_argv,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     engine_file = profile / "security" / "ipcontroller-engine.json"
     for _ in range(300):
         if engine_file.exists():
             break
         time.sleep(0.1)
     engine = subprocess.Popen(
-        [*ssh, f"exec {sys.executable} -m ipyparallel.engine --file={engine_file} --log-level=WARN"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            *ssh,
+            f"exec {sys.executable} -m ipyparallel.engine --file={engine_file} --log-level=WARN",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         if tunnelled:
             client = ipp.Client(str(tunnel_client_file(host, profile, tunnels)))
@@ -252,15 +278,27 @@ def main() -> None:
         with loopback_host(work / "host") as host:
             config_dir = work / "config"
             config_dir.mkdir()
-            (config_dir / "jupyter_server_config.json").write_text(json.dumps({
-                "TransportManager": {"ssh_config_files": [str(host.ssh_config)]},
-                "SSHProvider": {"hosts": [{"host": host.alias, "python": sys.executable, "name": "bench",
-                                           "hardware": "loopback", "root": str(work / "r")}]},
-                "LocalProvider": {"state_dir": str(work / "l")},
-                "MachineManager": {"ledger_path": str(work / "ledger.sqlite3")},
-            }))
-            env = {**os.environ, "JUPYTER_CONFIG_DIR": str(config_dir),
-                   "PYTHONPATH": str(REPO)}
+            (config_dir / "jupyter_server_config.json").write_text(
+                json.dumps(
+                    {
+                        "TransportManager": {"ssh_config_files": [str(host.ssh_config)]},
+                        "SSHProvider": {
+                            "hosts": [
+                                {
+                                    "host": host.alias,
+                                    "python": sys.executable,
+                                    "name": "bench",
+                                    "hardware": "loopback",
+                                    "root": str(work / "r"),
+                                }
+                            ]
+                        },
+                        "LocalProvider": {"state_dir": str(work / "l")},
+                        "MachineManager": {"ledger_path": str(work / "ledger.sqlite3")},
+                    }
+                )
+            )
+            env = {**os.environ, "JUPYTER_CONFIG_DIR": str(config_dir), "PYTHONPATH": str(REPO)}
             kernel = LocalKernel(env, work)
             try:
                 report(kernel, host, work, size, args)
@@ -268,12 +306,17 @@ def main() -> None:
                 kernel.close()
 
 
-def report(kernel: LocalKernel, host: SSHTestHost, work: Path, size: int,
-           args: argparse.Namespace) -> None:
-    local_pid = int(kernel.run("%load_ext jupyter_remote_hw\nimport os, numpy as np\n"
-                               f"a = np.random.default_rng(0).random({size // 4}, "
-                               "dtype=np.float32)\nsmall = bytes(1000)",
-                               pid="os.getpid()")["pid"])
+def report(
+    kernel: LocalKernel, host: SSHTestHost, work: Path, size: int, args: argparse.Namespace
+) -> None:
+    local_pid = int(
+        kernel.run(
+            "%load_ext jupyter_remote_hw\nimport os, numpy as np\n"
+            f"a = np.random.default_rng(0).random({size // 4}, "
+            "dtype=np.float32)\nsmall = bytes(1000)",
+            pid="os.getpid()",
+        )["pid"]
+    )
     kernel.run("%%remote ssh-bench --out rpid\nimport os\nrpid = os.getpid()")
     remote_pid = int(kernel.run("", pid="rpid")["pid"])
 
@@ -282,16 +325,18 @@ def report(kernel: LocalKernel, host: SSHTestHost, work: Path, size: int,
     pushes, pulls, ssh_times = [], [], []
     for _ in range(args.repeat):
         pushes.append(measure(kernel, "remote_push a --to ssh-bench", local_pid, remote_pid))
-        pulls.append(measure(kernel, "remote_pull a --from ssh-bench --as b", remote_pid,
-                             local_pid))
+        pulls.append(
+            measure(kernel, "remote_pull a --from ssh-bench --as b", remote_pid, local_pid)
+        )
         kernel.run("assert (b == a).all()\ndel b")
         kernel.run("%%remote ssh-bench\ndel a")
         ssh_times.append(openssh(host, data_file))
     ipp_times = ipyparallel(host, work, size, args.repeat, tunnelled=False)
     ipp_ssh_times = ipyparallel(host, work, size, args.repeat, tunnelled=True)
 
-    small_push = [timed(kernel, "remote_push small --to ssh-bench")
-                  for _ in range(args.small_repeat)]
+    small_push = [
+        timed(kernel, "remote_push small --to ssh-bench") for _ in range(args.small_repeat)
+    ]
     trivial = [timed_cell(kernel, "ssh-bench", "pass") for _ in range(args.small_repeat)]
 
     mib = size / MIB
@@ -305,46 +350,78 @@ def report(kernel: LocalKernel, host: SSHTestHost, work: Path, size: int,
     def runs(values: list[float]) -> str:
         return " ".join(f"{rate(v):.0f}" for v in values)
 
-    push = {"seconds": median([r["seconds"] for r in pushes]),
-            "sender_extra": max(r["sender_extra"] for r in pushes),
-            "receiver_extra": max(r["receiver_extra"] for r in pushes)}
-    pull = {"seconds": median([r["seconds"] for r in pulls]),
-            "sender_extra": max(r["sender_extra"] for r in pulls),
-            "receiver_extra": max(r["receiver_extra"] for r in pulls)}
+    push = {
+        "seconds": median([r["seconds"] for r in pushes]),
+        "sender_extra": max(r["sender_extra"] for r in pushes),
+        "receiver_extra": max(r["receiver_extra"] for r in pushes),
+    }
+    pull = {
+        "seconds": median([r["seconds"] for r in pulls]),
+        "sender_extra": max(r["sender_extra"] for r in pulls),
+        "receiver_extra": max(r["receiver_extra"] for r in pulls),
+    }
     ssh_push = median([t[0] for t in ssh_times])
     ssh_pull = median([t[1] for t in ssh_times])
-    ipps = [(label, (median([t[0] for t in times]), median([t[1] for t in times])))
-            for label, times in (("plain TCP", ipp_times), ("over SSH", ipp_ssh_times))
-            if times]
+    ipps = [
+        (label, (median([t[0] for t in times]), median([t[1] for t in times])))
+        for label, times in (("plain TCP", ipp_times), ("over SSH", ipp_ssh_times))
+        if times
+    ]
 
-    print(f"# transfer benchmark, {datetime.date.today()}, {platform.node()}, "
-          f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
+    print(
+        f"# transfer benchmark, {datetime.date.today()}, {platform.node()}, "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}"
+    )
     print(f"# {mib:.0f} MiB float32 between a local kernel and its kernel on a loopback sshd")
     print(f"# medians of {args.repeat} runs each, the paths taking turns; every run in brackets")
-    rows = [("ours", [r["seconds"] for r in pushes], [r["seconds"] for r in pulls]),
-            ("openssh cat", [t[0] for t in ssh_times], [t[1] for t in ssh_times])]
+    rows = [
+        ("ours", [r["seconds"] for r in pushes], [r["seconds"] for r in pulls]),
+        ("openssh cat", [t[0] for t in ssh_times], [t[1] for t in ssh_times]),
+    ]
     if ipp_times:
-        rows.append(("ipyparallel, plain TCP", [t[0] for t in ipp_times],
-                     [t[1] for t in ipp_times]))
+        rows.append(
+            ("ipyparallel, plain TCP", [t[0] for t in ipp_times], [t[1] for t in ipp_times])
+        )
     if ipp_ssh_times:
-        rows.append(("ipyparallel over SSH", [t[0] for t in ipp_ssh_times],
-                     [t[1] for t in ipp_ssh_times]))
-    print(tabulate([(name, f"{rate(median(a)):.0f}", f"[{runs(a)}]", f"{rate(median(b)):.0f}",
-                     f"[{runs(b)}]") for name, a, b in rows],
-                   headers=["path", "push MiB/s", "runs", "pull MiB/s", "runs"]))
-    print(f"ours / openssh: push {ssh_push / push['seconds']:.2f}, "
-          f"pull {ssh_pull / pull['seconds']:.2f} (target >= 0.7)")
+        rows.append(
+            ("ipyparallel over SSH", [t[0] for t in ipp_ssh_times], [t[1] for t in ipp_ssh_times])
+        )
+    print(
+        tabulate(
+            [
+                (
+                    name,
+                    f"{rate(median(a)):.0f}",
+                    f"[{runs(a)}]",
+                    f"{rate(median(b)):.0f}",
+                    f"[{runs(b)}]",
+                )
+                for name, a, b in rows
+            ],
+            headers=["path", "push MiB/s", "runs", "pull MiB/s", "runs"],
+        )
+    )
+    print(
+        f"ours / openssh: push {ssh_push / push['seconds']:.2f}, "
+        f"pull {ssh_pull / pull['seconds']:.2f} (target >= 0.7)"
+    )
     for label, (ipp_push, ipp_pull) in ipps:
-        print(f"ours / ipyparallel {label}: push {ipp_push / push['seconds']:.2f}x, "
-              f"pull {ipp_pull / pull['seconds']:.2f}x (target >= 3x)")
+        print(
+            f"ours / ipyparallel {label}: push {ipp_push / push['seconds']:.2f}x, "
+            f"pull {ipp_pull / pull['seconds']:.2f}x (target >= 3x)"
+        )
     for name, result in (("push", push), ("pull", pull)):
-        print(f"peak extra memory (largest of the runs), {name}: sender {result['sender_extra'] / MIB:.0f} MiB, "
-              f"receiver {result['receiver_extra'] / MIB:.0f} MiB "
-              f"(the object is {mib:.0f} MiB)")
+        print(
+            f"peak extra memory (largest of the runs), {name}: sender {result['sender_extra'] / MIB:.0f} MiB, "
+            f"receiver {result['receiver_extra'] / MIB:.0f} MiB "
+            f"(the object is {mib:.0f} MiB)"
+        )
     push_ms = statistics.median(small_push) * 1000
     cell_ms = statistics.median(trivial) * 1000
-    print(f"1 KB push: median {push_ms:.1f} ms; trivial %%remote cell: median {cell_ms:.1f} ms; "
-          f"ratio {push_ms / cell_ms:.2f} (target <= 2)")
+    print(
+        f"1 KB push: median {push_ms:.1f} ms; trivial %%remote cell: median {cell_ms:.1f} ms; "
+        f"ratio {push_ms / cell_ms:.2f} (target <= 2)"
+    )
 
 
 if __name__ == "__main__":

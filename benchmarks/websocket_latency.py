@@ -66,9 +66,9 @@ def server_dirs(work: Path) -> dict[str, Path]:
     dirs = {name: work / name for name in ("config", "data", "runtime", "nb")}
     for path in dirs.values():
         path.mkdir(parents=True)
-    (dirs["config"] / "jupyter_server_config.json").write_text(json.dumps(
-        {"ServerApp": {"jpserver_extensions": {"jupyter_remote_hw": True}}}
-    ))
+    (dirs["config"] / "jupyter_server_config.json").write_text(
+        json.dumps({"ServerApp": {"jpserver_extensions": {"jupyter_remote_hw": True}}})
+    )
     return dirs
 
 
@@ -112,18 +112,24 @@ async def run(args: argparse.Namespace, work: Path) -> None:
         AsyncHTTPClient().close()
 
     # The stock server must have kept the class it was given, and said so.
-    said = {mode: "kernel_websocket_connection_class is" in (work / f"{mode}.log").read_text()
-            for mode in MODES}
+    said = {
+        mode: "kernel_websocket_connection_class is" in (work / f"{mode}.log").read_text()
+        for mode in MODES
+    }
     if said != {"ours": False, "stock": True}:
         raise RuntimeError(f"the servers did not run the connection classes expected: {said}")
 
     def median(values: list[float]) -> float:
         return statistics.median(values)
 
-    print(f"# websocket latency, {datetime.date.today()}, {platform.node()}, "
-          f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
-    print(f"# {per_round * args.rounds} cells of 1+1 per path, in {args.rounds} rounds; "
-          "local python3 kernel")
+    print(
+        f"# websocket latency, {datetime.date.today()}, {platform.node()}, "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}"
+    )
+    print(
+        f"# {per_round * args.rounds} cells of 1+1 per path, in {args.rounds} rounds; "
+        "local python3 kernel"
+    )
     print()
     for mode in MODES:
         print(f"ws trip   {mode:<6}  {describe(ws[mode])}")
@@ -139,8 +145,12 @@ async def run(args: argparse.Namespace, work: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cells", type=int, default=200, help="1+1 cells per path")
-    parser.add_argument("--rounds", type=int, default=4,
-                        help="rounds the cells are split into, the paths taking turns")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=4,
+        help="rounds the cells are split into, the paths taking turns",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="jrhw-ws-"))
     try:

@@ -122,10 +122,20 @@ class Link:
 # -- the link -------------------------------------------------------------------
 
 
-def start_proxy(host: SSHTestHost,
-                delays: list[int]) -> tuple[subprocess.Popen[bytes], dict[int, int]]:
-    proc = subprocess.Popen([sys.executable, str(PROXY), "--target", f"127.0.0.1:{host.port}",
-                             "--delays", ",".join(map(str, delays))], stdout=subprocess.PIPE)
+def start_proxy(
+    host: SSHTestHost, delays: list[int]
+) -> tuple[subprocess.Popen[bytes], dict[int, int]]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(PROXY),
+            "--target",
+            f"127.0.0.1:{host.port}",
+            "--delays",
+            ",".join(map(str, delays)),
+        ],
+        stdout=subprocess.PIPE,
+    )
     assert proc.stdout is not None
     ports = json.loads(proc.stdout.readline())
     return proc, {int(ms): int(port) for ms, port in ports.items()}
@@ -135,13 +145,13 @@ def write_ssh_config(host: SSHTestHost, links: list[Link], first_starts: int, wo
     """Aliases through the proxy, and a known_hosts trusting the host's key at each listener."""
     key_type, key = (host.root / "ssh_host_ed25519_key.pub").read_text().split()[:2]
     known_hosts = work / "known_hosts_wan"
-    known_hosts.write_text("".join(f"[127.0.0.1]:{link.port} {key_type} {key}\n"
-                                   for link in links))
+    known_hosts.write_text("".join(f"[127.0.0.1]:{link.port} {key_type} {key}\n" for link in links))
     blocks = []
     for link in links:
         for alias in (link.alias, *(link.new_alias(i) for i in range(1, first_starts + 1))):
-            blocks.append(host.config_block(alias, Port=link.port,
-                                            UserKnownHostsFile=str(known_hosts)))
+            blocks.append(
+                host.config_block(alias, Port=link.port, UserKnownHostsFile=str(known_hosts))
+            )
     path = work / "ssh_config_wan"
     path.write_text("".join(blocks))
     return path
@@ -175,8 +185,12 @@ async def ready_time(server: Server, kernel_name: str) -> tuple[float, float, st
 STEP_LINE = re.compile(r"kernel (\S+) ready on (\S+): (.*)$")
 PROGRESS_LINE = re.compile(r"^\[\w (\S+ \S+) \w+\] launch on (\S+): prepare host(?::| done) ?(\S*)")
 #: What "prepare host" reports, in order, by the first word of each message.
-PHASES = {"checking": "check Python", "uploading": "upload agent",
-          "starting": "start agent", "connecting": "connect agent"}
+PHASES = {
+    "checking": "check Python",
+    "uploading": "upload agent",
+    "starting": "start agent",
+    "connecting": "connect agent",
+}
 
 
 def launch_steps(log: Path) -> dict[str, dict[str, float]]:
@@ -205,28 +219,47 @@ def prepare_phases(log: Path, target: str) -> dict[str, float]:
         if match and match.group(2) == target:
             when = datetime.datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S.%f")
             marks.append((when, match.group(3)))
-    return {PHASES.get(word, word): (later - when).total_seconds()
-            for (when, word), (later, _) in itertools.pairwise(marks)}
+    return {
+        PHASES.get(word, word): (later - when).total_seconds()
+        for (when, word), (later, _) in itertools.pairwise(marks)
+    }
 
 
-async def server_parts(args: argparse.Namespace, ssh_config: Path, links: list[Link],
-                       work: Path) -> None:
+async def server_parts(
+    args: argparse.Namespace, ssh_config: Path, links: list[Link], work: Path
+) -> None:
     dirs = {name: work / name for name in ("config", "data", "runtime", "nb")}
     for path in dirs.values():
         path.mkdir()
     hosts = []
     for link in links:
-        hosts.append({"host": link.alias, "hardware": "loopback", "python": sys.executable,
-                      "root": str(work / f"r{link.delay_ms}")})
-        hosts += [{"host": link.new_alias(i), "hardware": "loopback", "python": sys.executable,
-                   "root": str(work / f"n{link.delay_ms}-{i}")}
-                  for i in range(1, args.first_starts + 1)]
-    (dirs["config"] / "jupyter_server_config.json").write_text(json.dumps({
-        "ServerApp": {"jpserver_extensions": {"jupyter_remote_hw": True}},
-        "TransportManager": {"ssh_config_files": [str(ssh_config)]},
-        "SSHProvider": {"hosts": hosts, "include_ssh_config": False},
-        "LocalProvider": {"state_dir": str(work / "l")},
-    }))
+        hosts.append(
+            {
+                "host": link.alias,
+                "hardware": "loopback",
+                "python": sys.executable,
+                "root": str(work / f"r{link.delay_ms}"),
+            }
+        )
+        hosts += [
+            {
+                "host": link.new_alias(i),
+                "hardware": "loopback",
+                "python": sys.executable,
+                "root": str(work / f"n{link.delay_ms}-{i}"),
+            }
+            for i in range(1, args.first_starts + 1)
+        ]
+    (dirs["config"] / "jupyter_server_config.json").write_text(
+        json.dumps(
+            {
+                "ServerApp": {"jpserver_extensions": {"jupyter_remote_hw": True}},
+                "TransportManager": {"ssh_config_files": [str(ssh_config)]},
+                "SSHProvider": {"hosts": hosts, "include_ssh_config": False},
+                "LocalProvider": {"state_dir": str(work / "l")},
+            }
+        )
+    )
     log = work / "server.log"
     server = start_server(dirs, log)
     ids: dict[str, tuple[Link, str]] = {}
@@ -246,7 +279,8 @@ async def server_parts(args: argparse.Namespace, ssh_config: Path, links: list[L
                     await server.api("kernels", kernel_id, method="DELETE")
                 for i in range(1, args.first_starts + 1):
                     seconds, answered, kernel_id = await ready_time(
-                        server, f"remote-hw-ssh-{link.new_alias(i)}")
+                        server, f"remote-hw-ssh-{link.new_alias(i)}"
+                    )
                     link.first.append(seconds)
                     link.first_answer.append(answered)
                     ids[kernel_id] = (link, "first")
@@ -268,8 +302,9 @@ async def server_parts(args: argparse.Namespace, ssh_config: Path, links: list[L
             link, kind = ids[kernel_id]
             (link.prepared_steps if kind == "prepared" else link.first_steps).append(steps)
     for link in links:
-        link.first_phases = [prepare_phases(log, f"ssh-{link.new_alias(i)}")
-                             for i in range(1, len(link.first) + 1)]
+        link.first_phases = [
+            prepare_phases(log, f"ssh-{link.new_alias(i)}") for i in range(1, len(link.first) + 1)
+        ]
 
 
 # -- transfers, from a local kernel's magics ---------------------------------------------
@@ -292,27 +327,42 @@ def login_seconds(ssh_config: Path, alias: str) -> float:
     return time.perf_counter() - began
 
 
-def transfer_part(args: argparse.Namespace, ssh_config: Path, links: list[Link],
-                  work: Path) -> None:
+def transfer_part(
+    args: argparse.Namespace, ssh_config: Path, links: list[Link], work: Path
+) -> None:
     size = args.size_mib * MIB
     config_dir = work / "kconfig"
     config_dir.mkdir()
-    (config_dir / "jupyter_server_config.json").write_text(json.dumps({
-        "TransportManager": {"ssh_config_files": [str(ssh_config)]},
-        "SSHProvider": {"include_ssh_config": False,
-                        "hosts": [{"host": link.alias, "python": sys.executable,
-                                   "hardware": "loopback", "root": str(work / f"t{link.delay_ms}")}
-                                  for link in links]},
-        "LocalProvider": {"state_dir": str(work / "kl")},
-        "MachineManager": {"ledger_path": str(work / "ledger.sqlite3")},
-    }))
+    (config_dir / "jupyter_server_config.json").write_text(
+        json.dumps(
+            {
+                "TransportManager": {"ssh_config_files": [str(ssh_config)]},
+                "SSHProvider": {
+                    "include_ssh_config": False,
+                    "hosts": [
+                        {
+                            "host": link.alias,
+                            "python": sys.executable,
+                            "hardware": "loopback",
+                            "root": str(work / f"t{link.delay_ms}"),
+                        }
+                        for link in links
+                    ],
+                },
+                "LocalProvider": {"state_dir": str(work / "kl")},
+                "MachineManager": {"ledger_path": str(work / "ledger.sqlite3")},
+            }
+        )
+    )
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(config_dir), "PYTHONPATH": str(REPO)}
     data_file = work / "data.bin"
     data_file.write_bytes(os.urandom(size))
     kernel = LocalKernel(env, work)
     try:
-        kernel.run("%load_ext jupyter_remote_hw\nimport numpy as np\n"
-                   f"a = np.random.default_rng(0).random({size // 4}, dtype=np.float32)")
+        kernel.run(
+            "%load_ext jupyter_remote_hw\nimport numpy as np\n"
+            f"a = np.random.default_rng(0).random({size // 4}, dtype=np.float32)"
+        )
         for link in links:
             target = f"ssh-{link.alias}"
             kernel.run(f"%%remote {target}\npass")  # starts the kernel there; untimed
@@ -368,31 +418,63 @@ def goal(ok: bool) -> str:
 
 def report(args: argparse.Namespace, links: list[Link], seconds: float) -> None:
     base = links[0]
-    print(f"# wide area, {datetime.date.today()}, {platform.node()}, {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}; delay proxy on 127.0.0.1; {seconds:.0f} s in all")
-    measured = {"cells": f"{args.cells} cells",
-                "starts": f"{args.starts} prepared and {args.first_starts} first starts",
-                "transfer": f"{args.size_mib} MiB x {args.repeat} per transfer path"}
-    print(f"# {'; '.join(text for part, text in measured.items() if part in args.parts)}; "
-          f"medians; extra = over {base.delay_ms} ms one-way; RTT = 2 x one-way")
+    print(
+        f"# wide area, {datetime.date.today()}, {platform.node()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}; delay proxy on 127.0.0.1; {seconds:.0f} s in all"
+    )
+    measured = {
+        "cells": f"{args.cells} cells",
+        "starts": f"{args.starts} prepared and {args.first_starts} first starts",
+        "transfer": f"{args.size_mib} MiB x {args.repeat} per transfer path",
+    }
+    print(
+        f"# {'; '.join(text for part, text in measured.items() if part in args.parts)}; "
+        f"medians; extra = over {base.delay_ms} ms one-way; RTT = 2 x one-way"
+    )
     print()
     print("link check: connect() to sshd's banner through the proxy (median of 3)")
-    print(tabulate([(link.delay_ms, f"{link.rtt * 1000:.0f}", f"{link.banner_s * 1000:.0f}",
-                     in_rtts(link.banner_s - base.banner_s, link)) for link in links],
-                   headers=["one-way ms", "RTT ms", "banner ms", "extra RTTs (2 expected)"]))
+    print(
+        tabulate(
+            [
+                (
+                    link.delay_ms,
+                    f"{link.rtt * 1000:.0f}",
+                    f"{link.banner_s * 1000:.0f}",
+                    in_rtts(link.banner_s - base.banner_s, link),
+                )
+                for link in links
+            ],
+            headers=["one-way ms", "RTT ms", "banner ms", "extra RTTs (2 expected)"],
+        )
+    )
 
     if "cells" in args.parts:
         print()
         print(f"1+1 cell round trip, {args.cells} cells over the kernel websocket")
         zero = med(base.cells)
-        print(tabulate([(link.delay_ms, f"{med(link.cells) * 1000:.1f}",
-                         f"{min(link.cells) * 1000:.1f}",
-                         f"{(med(link.cells) - zero) * 1000:.1f}",
-                         in_rtts(med(link.cells) - zero, link),
-                         goal(med(link.cells) - zero <= link.rtt + 0.003))
-                        for link in links],
-                       headers=["one-way ms", "median ms", "min ms", "extra ms", "extra RTTs",
-                                "goal <= 1 RTT + 3 ms"]))
+        print(
+            tabulate(
+                [
+                    (
+                        link.delay_ms,
+                        f"{med(link.cells) * 1000:.1f}",
+                        f"{min(link.cells) * 1000:.1f}",
+                        f"{(med(link.cells) - zero) * 1000:.1f}",
+                        in_rtts(med(link.cells) - zero, link),
+                        goal(med(link.cells) - zero <= link.rtt + 0.003),
+                    )
+                    for link in links
+                ],
+                headers=[
+                    "one-way ms",
+                    "median ms",
+                    "min ms",
+                    "extra ms",
+                    "extra RTTs",
+                    "goal <= 1 RTT + 3 ms",
+                ],
+            )
+        )
 
     if "starts" in args.parts:
         print()
@@ -401,17 +483,41 @@ def report(args: argparse.Namespace, links: list[Link], seconds: float) -> None:
         for link in links:
             p_extra = med(link.prepared) - med(base.prepared)
             f_extra = med(link.first) - med(base.first)
-            rows.append((link.delay_ms, f"{med(link.prepared):.2f}", f"{p_extra:.2f}",
-                         in_rtts(p_extra, link), goal(p_extra <= 4 * link.rtt),
-                         f"{med(link.first):.2f}", f"{f_extra:.2f}", in_rtts(f_extra, link),
-                         goal(f_extra <= 10 * link.rtt)))
-        print(tabulate(rows, headers=["one-way ms", "prepared s", "extra s", "extra RTTs",
-                                      "goal <= 4", "first s", "extra s", "extra RTTs",
-                                      "goal <= 10"]))
+            rows.append(
+                (
+                    link.delay_ms,
+                    f"{med(link.prepared):.2f}",
+                    f"{p_extra:.2f}",
+                    in_rtts(p_extra, link),
+                    goal(p_extra <= 4 * link.rtt),
+                    f"{med(link.first):.2f}",
+                    f"{f_extra:.2f}",
+                    in_rtts(f_extra, link),
+                    goal(f_extra <= 10 * link.rtt),
+                )
+            )
+        print(
+            tabulate(
+                rows,
+                headers=[
+                    "one-way ms",
+                    "prepared s",
+                    "extra s",
+                    "extra RTTs",
+                    "goal <= 4",
+                    "first s",
+                    "extra s",
+                    "extra RTTs",
+                    "goal <= 10",
+                ],
+            )
+        )
         for kind in ("prepared", "first"):
             print()
-            print(f"launch steps of {kind} starts from the server log: median s (extra RTTs); "
-                  "then the POST's answer, and the websocket to its first kernel_info_reply")
+            print(
+                f"launch steps of {kind} starts from the server log: median s (extra RTTs); "
+                "then the POST's answer, and the websocket to its first kernel_info_reply"
+            )
             rows = []
             for link in links:
                 row: list[str | int] = [link.delay_ms]
@@ -435,9 +541,11 @@ def report(args: argparse.Namespace, links: list[Link], seconds: float) -> None:
 
     if "transfer" in args.parts:
         print()
-        print(f"{args.size_mib} MiB float32: %remote_push / %remote_pull against ssh cat of the "
-              "same bytes, MiB/s; ratio = ours / ssh cat (login included, as users run it); "
-              "'no login' = ssh cat's time less the login")
+        print(
+            f"{args.size_mib} MiB float32: %remote_push / %remote_pull against ssh cat of the "
+            "same bytes, MiB/s; ratio = ours / ssh cat (login included, as users run it); "
+            "'no login' = ssh cat's time less the login"
+        )
         rows = []
         for link in links:
             login = med(link.login)
@@ -446,18 +554,40 @@ def report(args: argparse.Namespace, links: list[Link], seconds: float) -> None:
             for ours, ssh in ((link.push, link.ssh_push), (link.pull, link.ssh_pull)):
                 ratio = med(ssh) / med(ours)
                 ratios.append(ratio)
-                row += [f"{args.size_mib / med(ours):.1f}", f"{args.size_mib / med(ssh):.1f}",
-                        f"{ratio:.2f}", f"{(med(ssh) - login) / med(ours):.2f}"]
+                row += [
+                    f"{args.size_mib / med(ours):.1f}",
+                    f"{args.size_mib / med(ssh):.1f}",
+                    f"{ratio:.2f}",
+                    f"{(med(ssh) - login) / med(ours):.2f}",
+                ]
             rows.append([*row, f"{login:.2f}", goal(min(ratios) >= 3)])
-        print(tabulate(rows, headers=["one-way ms", "push", "ssh cat", "ratio", "no login",
-                                      "pull", "ssh cat", "ratio", "no login", "ssh login s",
-                                      "goal >= 3x"]))
+        print(
+            tabulate(
+                rows,
+                headers=[
+                    "one-way ms",
+                    "push",
+                    "ssh cat",
+                    "ratio",
+                    "no login",
+                    "pull",
+                    "ssh cat",
+                    "ratio",
+                    "no login",
+                    "ssh login s",
+                    "goal >= 3x",
+                ],
+            )
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--delays", default="0,50,100", help="one-way delays, ms; the first is "
-                        "the baseline the extras are taken over")
+    parser.add_argument(
+        "--delays",
+        default="0,50,100",
+        help="one-way delays, ms; the first is the baseline the extras are taken over",
+    )
     parser.add_argument("--cells", type=int, default=30, help="1+1 cells per delay")
     parser.add_argument("--starts", type=int, default=5, help="prepared starts per delay")
     parser.add_argument("--first-starts", type=int, default=2, help="new hosts per delay")

@@ -40,10 +40,15 @@ from .validation import quote
 
 #: The modules whose configurable classes are checked.
 MODULES = (
-    "jupyter_remote_hw.machines.manager", "jupyter_remote_hw.ledger.budget", "jupyter_remote_hw.providers",
-    "jupyter_remote_hw.providers.aws.provider", "jupyter_remote_hw.transport",
-    "jupyter_remote_hw.provisioner", "jupyter_remote_hw.provisioner.kernelspecs",
-    "jupyter_remote_hw.server.extension", "jupyter_remote_hw.transfer.restricted",
+    "jupyter_remote_hw.machines.manager",
+    "jupyter_remote_hw.ledger.budget",
+    "jupyter_remote_hw.providers",
+    "jupyter_remote_hw.providers.aws.provider",
+    "jupyter_remote_hw.transport",
+    "jupyter_remote_hw.provisioner",
+    "jupyter_remote_hw.provisioner.kernelspecs",
+    "jupyter_remote_hw.server.extension",
+    "jupyter_remote_hw.transfer.restricted",
     "jupyter_remote_hw.hibernation.store",
 )
 
@@ -57,15 +62,15 @@ class ConfigError(Exception):
         setting: ``Class.trait``, or None for a file that does not load.
     """
 
-    def __init__(self, message: str, path: str | None = None,
-                 setting: str | None = None) -> None:
+    def __init__(self, message: str, path: str | None = None, setting: str | None = None) -> None:
         super().__init__(message)
         self.path = path
         self.setting = setting
 
 
-def load_config_files(names: Sequence[str], paths: Sequence[str],
-                      config_file: str | None = None) -> tuple[Config, list[str]]:
+def load_config_files(
+    names: Sequence[str], paths: Sequence[str], config_file: str | None = None
+) -> tuple[Config, list[str]]:
     """Load configuration files as Jupyter applications do, refusing a broken one.
 
     Args:
@@ -89,8 +94,10 @@ def load_config_files(names: Sequence[str], paths: Sequence[str],
         searches[-1] = (os.path.splitext(filename)[0], [directory])
     for name, directories in searches:
         for directory in directories:
-            for loader in (PyFileConfigLoader(name + ".py", path=directory),
-                           JSONFileConfigLoader(name + ".json", path=directory)):
+            for loader in (
+                PyFileConfigLoader(name + ".py", path=directory),
+                JSONFileConfigLoader(name + ".json", path=directory),
+            ):
                 try:
                     config.merge(loader.load_config())
                 except ConfigFileNotFound:
@@ -102,8 +109,9 @@ def load_config_files(names: Sequence[str], paths: Sequence[str],
     return config, loaded
 
 
-def config_file_candidates(names: Sequence[str], paths: Sequence[str],
-                           config_file: str | None = None) -> list[str]:
+def config_file_candidates(
+    names: Sequence[str], paths: Sequence[str], config_file: str | None = None
+) -> list[str]:
     """The files a Jupyter application loads when they exist, as it searches for them.
 
     Args:
@@ -113,18 +121,24 @@ def config_file_candidates(names: Sequence[str], paths: Sequence[str],
         config_file: One file given by the user; it replaces the search for the
             last of ``names``.
     """
-    found = [os.path.join(directory, name + suffix) for name in names[:-1]
-             for directory in paths for suffix in (".py", ".json")]
+    found = [
+        os.path.join(directory, name + suffix)
+        for name in names[:-1]
+        for directory in paths
+        for suffix in (".py", ".json")
+    ]
     if config_file:
         found.append(config_file)
     else:
-        found += [os.path.join(directory, names[-1] + suffix)
-                  for directory in paths for suffix in (".py", ".json")]
+        found += [
+            os.path.join(directory, names[-1] + suffix)
+            for directory in paths
+            for suffix in (".py", ".json")
+        ]
     return found
 
 
-def unloaded_config_file(candidates: Iterable[str],
-                         loaded: Iterable[str]) -> ConfigError | None:
+def unloaded_config_file(candidates: Iterable[str], loaded: Iterable[str]) -> ConfigError | None:
     """The first configuration file an application found but could not load, if any.
 
     For a server, which loads its files itself and goes on without one that fails
@@ -150,8 +164,10 @@ def unloaded_config_file(candidates: Iterable[str],
                 compile(text, path, "exec")
         except (OSError, SyntaxError, ValueError) as exc:
             return _load_error(path, exc)
-        return ConfigError(f"configuration file {path} did not load (the error is logged "
-                           "above); fix or remove it", path)
+        return ConfigError(
+            f"configuration file {path} did not load (the error is logged above); fix or remove it",
+            path,
+        )
     return None
 
 
@@ -193,8 +209,9 @@ def configurable_classes() -> list[type[Configurable]]:
     return found
 
 
-def check_config(config: Config, files: Iterable[str] = (),
-                 classes: Iterable[type[Configurable]] | None = None) -> None:
+def check_config(
+    config: Config, files: Iterable[str] = (), classes: Iterable[type[Configurable]] | None = None
+) -> None:
     """Check every setting of ours in ``config`` (see the module's docstring).
 
     Args:
@@ -229,21 +246,29 @@ def check_config(config: Config, files: Iterable[str] = (),
                     where = _file_setting(files, section, name) or "the configuration"
                     raise ConfigError(
                         f"{where}: c.{setting} = {quote(value)} is refused: "
-                        f"{problem}{_purpose(trait)}", where if where in files else None,
-                        setting)
+                        f"{problem}{_purpose(trait)}",
+                        where if where in files else None,
+                        setting,
+                    )
 
 
-def _unknown_setting(files: Iterable[str], section: str, name: str,
-                     traits: dict[str, TraitType[Any, Any]]) -> ConfigError:
+def _unknown_setting(
+    files: Iterable[str], section: str, name: str, traits: dict[str, TraitType[Any, Any]]
+) -> ConfigError:
     """A setting our class does not have: most often a misspelt one, which would
     otherwise be ignored with a warning (a budget that silently does not apply)."""
     where = _file_setting(files, section, name) or "the configuration"
     close = difflib.get_close_matches(name, list(traits), n=1)
-    hint = f": did you mean c.{section}.{close[0]}?" if close else (
-        f"; its settings are listed by `jupyter server --help-all` under {section}")
-    return ConfigError(f"{where}: c.{section}.{quote(name)[1:-1]} is not a setting of "
-                       f"{section}{hint}", where if where in files else None,
-                       f"{section}.{name}")
+    hint = (
+        f": did you mean c.{section}.{close[0]}?"
+        if close
+        else (f"; its settings are listed by `jupyter server --help-all` under {section}")
+    )
+    return ConfigError(
+        f"{where}: c.{section}.{quote(name)[1:-1]} is not a setting of {section}{hint}",
+        where if where in files else None,
+        f"{section}.{name}",
+    )
 
 
 def _problem(trait: TraitType[Any, Any], value: Any) -> str | None:
@@ -261,8 +286,9 @@ def _problem(trait: TraitType[Any, Any], value: Any) -> str | None:
     return None
 
 
-def _handler_problem(cls: type[Configurable], name: str, trait: TraitType[Any, Any],
-                     value: Any) -> str | None:
+def _handler_problem(
+    cls: type[Configurable], name: str, trait: TraitType[Any, Any], value: Any
+) -> str | None:
     """What the class's own ``@validate`` of ``name`` says against ``value``, if anything."""
     probe = HasTraits()
     for klass in cls.mro():
@@ -318,6 +344,11 @@ def _file_setting(files: Iterable[str], section: str, name: str) -> str | None:
     return found
 
 
-
-__all__ = ["ConfigError", "check_config", "config_file_candidates", "configurable_classes",
-           "load_config_files", "unloaded_config_file"]
+__all__ = [
+    "ConfigError",
+    "check_config",
+    "config_file_candidates",
+    "configurable_classes",
+    "load_config_files",
+    "unloaded_config_file",
+]

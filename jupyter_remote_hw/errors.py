@@ -39,7 +39,8 @@ def causes(exc: BaseException) -> Iterator[BaseException]:
             current = wrapped
         else:
             current = current.__cause__ or (
-                None if current.__suppress_context__ else current.__context__)
+                None if current.__suppress_context__ else current.__context__
+            )
 
 
 def expected_error(exc: BaseException) -> BaseException | None:
@@ -60,8 +61,9 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def log_failure(log: logging.Logger | logging.LoggerAdapter[Any], exc: BaseException,
-                what: str) -> None:
+def log_failure(
+    log: logging.Logger | logging.LoggerAdapter[Any], exc: BaseException, what: str
+) -> None:
     """Log ``what`` failed: one WARNING line for a user error, the traceback for a bug."""
     if is_expected(exc):
         log.warning("%s: %s", what, one_line(str(exc)))
@@ -69,5 +71,12 @@ def log_failure(log: logging.Logger | logging.LoggerAdapter[Any], exc: BaseExcep
         log.error("%s", what, exc_info=exc)
 
 
-__all__ = ["EXPECTED_ERRORS", "UserError", "causes", "expected_error", "is_expected",
-           "log_failure", "one_line"]
+__all__ = [
+    "EXPECTED_ERRORS",
+    "UserError",
+    "causes",
+    "expected_error",
+    "is_expected",
+    "log_failure",
+    "one_line",
+]

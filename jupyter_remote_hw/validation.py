@@ -72,7 +72,7 @@ def check_identifier(value: Any, pattern: str, what: str) -> str:
 PATTERN_WORDS: dict[str, str] = {
     SHARE_ID: "1 to 64 letters, digits, '-' or '_'",
     HOST: "1 to 255 letters, digits and '.-_@:[]%', not starting with '-' (no spaces, "
-          "quotes or slashes)",
+    "quotes or slashes)",
     NAME: "1 to 128 letters, digits and '.-_:@+'",
 }
 """What each pattern allows, in words (modules with schemas add theirs)."""
@@ -123,27 +123,40 @@ def describe(error: ValidationError) -> str:
     if kind == "maxLength":
         return f"{field} is too long: at most {value} characters"
     if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
-        sign = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=",
-                "exclusiveMaximum": "<"}[str(kind)]
+        sign = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}[
+            str(kind)
+        ]
         return f"{field} must be {sign} {value}"
     if kind in ("minItems", "maxItems", "minProperties", "maxProperties"):
-        return f"{field} must have {'at least' if kind.startswith('min') else 'at most'} " \
-               f"{value} {'items' if kind.endswith('Items') else 'fields'}"
+        return (
+            f"{field} must have {'at least' if kind.startswith('min') else 'at most'} "
+            f"{value} {'items' if kind.endswith('Items') else 'fields'}"
+        )
     if kind in ("oneOf", "anyOf"):
         return f"{field} must be " + " or ".join(
-            " or ".join(repr(v) for v in s["enum"]) if "enum" in s
+            " or ".join(repr(v) for v in s["enum"])
+            if "enum" in s
             else _A.get(str(s.get("type")), "something else")
-            for s in value if isinstance(s, dict))
+            for s in value
+            if isinstance(s, dict)
+        )
     return f"{field} is not valid ({kind})"
 
 
-_A = {"string": "a string", "number": "a number", "integer": "an integer",
-      "boolean": "true or false", "object": "a JSON object", "array": "a JSON array",
-      "null": "null"}
+_A = {
+    "string": "a string",
+    "number": "a number",
+    "integer": "an integer",
+    "boolean": "true or false",
+    "object": "a JSON object",
+    "array": "a JSON array",
+    "null": "null",
+}
 
 
-def _full_pattern(checker: Any, pattern: str, instance: Any,
-                  schema: Mapping[str, Any]) -> Iterator[ValidationError]:
+def _full_pattern(
+    checker: Any, pattern: str, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
     """``pattern`` matched against the whole string: a ``$`` that lets a final newline
     through (as Python's ``re.search`` does) would let ``name\\n`` in."""
     if isinstance(instance, str) and not re.fullmatch(pattern, instance):
@@ -175,8 +188,11 @@ def check_json(value: Any, checker: Any, prefix: str = "") -> None:
     if error is None:
         return
     parent = error.parent
-    if parent is not None and parent.validator in ("oneOf", "anyOf") \
-            and parent.absolute_path == error.absolute_path:
+    if (
+        parent is not None
+        and parent.validator in ("oneOf", "anyOf")
+        and parent.absolute_path == error.absolute_path
+    ):
         error = parent  # no alternative fits: say what the alternatives are
     field = prefix + field_name(error) if field_name(error) != "body" else prefix.rstrip(".")
     message = describe(error)
@@ -186,8 +202,18 @@ def check_json(value: Any, checker: Any, prefix: str = "") -> None:
 
 
 __all__ = [
-    "HOST", "KERNEL_ID", "NAME", "PATTERN_WORDS", "SHARE_ID", "InvalidInputError", "allowed", "check_identifier",
-    "check_json", "describe", "quote", "validator",
+    "HOST",
+    "KERNEL_ID",
+    "NAME",
+    "PATTERN_WORDS",
+    "SHARE_ID",
+    "InvalidInputError",
+    "allowed",
+    "check_identifier",
+    "check_json",
+    "describe",
+    "quote",
+    "validator",
 ]
 
 

@@ -46,7 +46,8 @@ class InstanceHost:
     def cloud_config(self, instance_id: str) -> dict[str, Any]:
         """The instance's user data as cloud-init reads it ({} when there is none)."""
         reply = client(self.endpoint, "ec2").describe_instance_attribute(
-            InstanceId=instance_id, Attribute="userData")
+            InstanceId=instance_id, Attribute="userData"
+        )
         value = reply.get("UserData", {}).get("Value")
         if not value:
             return {}
@@ -74,8 +75,9 @@ class InstanceHost:
         self.host.stop()
         config = self.host.root / "sshd_config"
         port = free_port()
-        config.write_text(config.read_text().replace(f"Port {self.host.port}\n",
-                                                     f"Port {port}\n", 1))
+        config.write_text(
+            config.read_text().replace(f"Port {self.host.port}\n", f"Port {port}\n", 1)
+        )
         self.host.port = port
         self.host.start()
         return self.redirect
@@ -86,12 +88,15 @@ class InstanceHost:
 
 
 @pytest.fixture
-def instance_host(short_tmp: Path, aws_env: str,
-                  monkeypatch: pytest.MonkeyPatch) -> Iterator[InstanceHost]:
+def instance_host(
+    short_tmp: Path, aws_env: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[InstanceHost]:
     """An sshd that every boto3 session's RunInstances boots with the user data's host key."""
     with loopback_host(short_tmp / "instance", alias="instance") as host:
         made = InstanceHost(host, aws_env)
-        monkeypatch.setattr(botocore.handlers, "BUILTIN_HANDLERS", [
-            *botocore.handlers.BUILTIN_HANDLERS,
-            ("after-call.ec2.RunInstances", made._after_run)])
+        monkeypatch.setattr(
+            botocore.handlers,
+            "BUILTIN_HANDLERS",
+            [*botocore.handlers.BUILTIN_HANDLERS, ("after-call.ec2.RunInstances", made._after_run)],
+        )
         yield made

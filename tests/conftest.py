@@ -52,9 +52,10 @@ def no_asyncio_errors() -> Iterator[None]:
     finally:
         asyncio_log.removeHandler(handler)
     if handler.records:
-        pytest.fail("asyncio reported errors nobody handled:\n" + "\n".join(
-            logging.Formatter().format(record) for record in handler.records
-        ))
+        pytest.fail(
+            "asyncio reported errors nobody handled:\n"
+            + "\n".join(logging.Formatter().format(record) for record in handler.records)
+        )
 
 
 @pytest.fixture(scope="session")

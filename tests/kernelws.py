@@ -35,8 +35,9 @@ class KernelChannels:
         self.ws = ws
         self.session = uuid.uuid4().hex
 
-    def _message(self, msg_type: str, content: dict[str, Any], channel: str,
-                 msg_id: str | None = None) -> dict[str, Any]:
+    def _message(
+        self, msg_type: str, content: dict[str, Any], channel: str, msg_id: str | None = None
+    ) -> dict[str, Any]:
         return {
             "header": {
                 "msg_id": msg_id or uuid.uuid4().hex,
@@ -53,8 +54,13 @@ class KernelChannels:
             "buffers": [],
         }
 
-    async def send(self, msg_type: str, content: dict[str, Any], channel: str = "shell",
-                   msg_id: str | None = None) -> str:
+    async def send(
+        self,
+        msg_type: str,
+        content: dict[str, Any],
+        channel: str = "shell",
+        msg_id: str | None = None,
+    ) -> str:
         """Send one message (with ``msg_id`` when given); return its msg_id."""
         message = self._message(msg_type, content, channel, msg_id)
         await self.ws.write_message(json.dumps(message))
@@ -109,17 +115,26 @@ class KernelChannels:
         deadline = loop.time() + timeout
         while True:
             message = await self._next(max(0.1, deadline - loop.time()))
-            if message.get("parent_header", {}).get("msg_id") == msg_id \
-                    and message["header"]["msg_type"] == "stream" \
-                    and text in message["content"]["text"]:
+            if (
+                message.get("parent_header", {}).get("msg_id") == msg_id
+                and message["header"]["msg_type"] == "stream"
+                and text in message["content"]["text"]
+            ):
                 return
 
     async def execute(self, code: str, timeout: float = 60.0) -> Execution:
         """Run ``code``; return its outputs once the kernel is idle again."""
-        msg_id = await self.send("execute_request", {
-            "code": code, "silent": False, "store_history": False,
-            "user_expressions": {}, "allow_stdin": False, "stop_on_error": True,
-        })
+        msg_id = await self.send(
+            "execute_request",
+            {
+                "code": code,
+                "silent": False,
+                "store_history": False,
+                "user_expressions": {},
+                "allow_stdin": False,
+                "stop_on_error": True,
+            },
+        )
         return await self.collect(msg_id, timeout)
 
     async def wait_ready(self, timeout: float = 60.0) -> None:

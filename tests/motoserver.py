@@ -39,15 +39,18 @@ _OPEN_CLIENTS: list[Any] = []
 def aws_env(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Dummy credentials for the moto server, and a clean slate of its state; its endpoint."""
     for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
     }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-    with urllib.request.urlopen(urllib.request.Request(
-        f"{moto_endpoint}/moto-api/reset", method="POST"), timeout=10) as reply:
+    with urllib.request.urlopen(
+        urllib.request.Request(f"{moto_endpoint}/moto-api/reset", method="POST"), timeout=10
+    ) as reply:
         assert reply.status == 200
     try:
         yield moto_endpoint

@@ -28,8 +28,7 @@ def kernel_env(config: dict[str, Any], directory: Path) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def local_kernel(env: dict[str, str], cwd: Path,
-                 setup: str) -> Iterator[tuple[KernelManager, Any]]:
+def local_kernel(env: dict[str, str], cwd: Path, setup: str) -> Iterator[tuple[KernelManager, Any]]:
     """A local ``python3`` kernel that has run ``setup``, and its client. Afterwards its
     channels stop and the kernel is shut down, unless the test ended it already."""
     manager = KernelManager(kernel_name="python3")
@@ -58,12 +57,18 @@ class TimedClient(NotebookClient):
         return super().process_message(msg, cell, cell_index)
 
 
-def run_notebook(cells: list[str], env: dict[str, str], cwd: Path,
-                 allow_errors: bool = False, timeout: int = 120) -> tuple[Any, TimedClient]:
+def run_notebook(
+    cells: list[str], env: dict[str, str], cwd: Path, allow_errors: bool = False, timeout: int = 120
+) -> tuple[Any, TimedClient]:
     """Execute a notebook of ``cells`` in a fresh local ``python3`` kernel; shut it down."""
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    client = TimedClient(nb, timeout=timeout, kernel_name="python3", allow_errors=allow_errors,
-                         resources={"metadata": {"path": str(cwd)}})
+    client = TimedClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        allow_errors=allow_errors,
+        resources={"metadata": {"path": str(cwd)}},
+    )
     client.execute(env=env)
     return nb, client
 

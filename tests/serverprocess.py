@@ -49,7 +49,8 @@ class Server:
 
     async def api(self, *path: str, method: str = "GET", body: Any = None) -> Any:
         request = HTTPRequest(
-            f"{self.url}/api/{'/'.join(path)}", method=method,
+            f"{self.url}/api/{'/'.join(path)}",
+            method=method,
             headers={"Authorization": f"token {self.token}"},
             body=json.dumps(body) if body is not None else (b"" if method == "POST" else None),
             request_timeout=120,
@@ -59,9 +60,9 @@ class Server:
 
     async def channels(self, kernel_id: str) -> KernelChannels:
         ws_url = f"ws://127.0.0.1:{self.port}/api/kernels/{kernel_id}/channels"
-        ws = await websocket_connect(HTTPRequest(
-            ws_url, headers={"Authorization": f"token {self.token}"}
-        ))
+        ws = await websocket_connect(
+            HTTPRequest(ws_url, headers={"Authorization": f"token {self.token}"})
+        )
         kc = KernelChannels(ws)
         await kc.wait_ready()
         return kc
@@ -81,8 +82,9 @@ class Server:
                 await asyncio.sleep(0.2)
 
 
-def start_server(dirs: dict[str, Path], log: Path, *, terminal: bool = False,
-                 args: Sequence[str] = ()) -> Server:
+def start_server(
+    dirs: dict[str, Path], log: Path, *, terminal: bool = False, args: Sequence[str] = ()
+) -> Server:
     """Start ``python -m jupyter_server`` with its config, data, runtime and root dirs.
 
     Args:
@@ -104,11 +106,23 @@ def start_server(dirs: dict[str, Path], log: Path, *, terminal: bool = False,
     try:
         with log.open("wb") as out:
             process = subprocess.Popen(
-                [sys.executable, "-m", "jupyter_server", "--ServerApp.ip=127.0.0.1",
-                 f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-                 "--ServerApp.open_browser=False", f"--IdentityProvider.token={token}",
-                 f"--ServerApp.root_dir={dirs['nb']}", "--allow-root", *args],
-                env=env, stdout=out, stderr=subprocess.STDOUT, stdin=stdin,
+                [
+                    sys.executable,
+                    "-m",
+                    "jupyter_server",
+                    "--ServerApp.ip=127.0.0.1",
+                    f"--ServerApp.port={port}",
+                    "--ServerApp.port_retries=0",
+                    "--ServerApp.open_browser=False",
+                    f"--IdentityProvider.token={token}",
+                    f"--ServerApp.root_dir={dirs['nb']}",
+                    "--allow-root",
+                    *args,
+                ],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=stdin,
                 start_new_session=terminal,
             )
     finally:

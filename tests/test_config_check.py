@@ -38,24 +38,43 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-@pytest.mark.parametrize(("line", "said"), [
-    ('c.BudgetGuard.max_per_machine = "lots"',
-     "c.BudgetGuard.max_per_machine = 'lots' is refused: it must be a number, 0 or more"),
-    ("c.BudgetGuard.max_per_machine = -1.0", "= -1.0 is refused: it must be a number, 0 or more"),
-    ('c.BudgetGuard.max_total = float("nan")', "max_total = nan is refused"),
-    ('c.BudgetGuard.max_total = float("inf")', "max_total = inf is refused"),
-    ("c.AWSProvider.idle_stop = -60", "c.AWSProvider.idle_stop = -60 is refused"),
-    ('c.AWSProvider.shutdown_behavior = "explode"', "it must be any of \\['stop', 'terminate'\\]"),
-    ("c.TransportManager.keepalive_count_max = 1.5", "it must be a whole number, 0 or more"),
-    ('c.SSHProvider.hosts = [{"hst": "box"}]', "has no 'host'"),
-    ("c.RemoteHWExtension.list_targets = 'no'", "it must be a boolean"),
-    # A misspelt budget would otherwise be a warning, and no budget at all.
-    ("c.BudgetGuard.max_totl = 10", ("c.BudgetGuard.max_totl is not a setting of BudgetGuard: "
-     "did you mean c.BudgetGuard.max_total\\?")),
-    ("c.AWSProvider.zzz = 1", "c.AWSProvider.zzz is not a setting of AWSProvider; its settings"),
-    # Changing a list in place is checked like setting it.
-    ('c.SSHProvider.hosts.append({"hst": "box"})', "has no 'host'"),
-])
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        (
+            'c.BudgetGuard.max_per_machine = "lots"',
+            "c.BudgetGuard.max_per_machine = 'lots' is refused: it must be a number, 0 or more",
+        ),
+        (
+            "c.BudgetGuard.max_per_machine = -1.0",
+            "= -1.0 is refused: it must be a number, 0 or more",
+        ),
+        ('c.BudgetGuard.max_total = float("nan")', "max_total = nan is refused"),
+        ('c.BudgetGuard.max_total = float("inf")', "max_total = inf is refused"),
+        ("c.AWSProvider.idle_stop = -60", "c.AWSProvider.idle_stop = -60 is refused"),
+        (
+            'c.AWSProvider.shutdown_behavior = "explode"',
+            "it must be any of \\['stop', 'terminate'\\]",
+        ),
+        ("c.TransportManager.keepalive_count_max = 1.5", "it must be a whole number, 0 or more"),
+        ('c.SSHProvider.hosts = [{"hst": "box"}]', "has no 'host'"),
+        ("c.RemoteHWExtension.list_targets = 'no'", "it must be a boolean"),
+        # A misspelt budget would otherwise be a warning, and no budget at all.
+        (
+            "c.BudgetGuard.max_totl = 10",
+            (
+                "c.BudgetGuard.max_totl is not a setting of BudgetGuard: "
+                "did you mean c.BudgetGuard.max_total\\?"
+            ),
+        ),
+        (
+            "c.AWSProvider.zzz = 1",
+            "c.AWSProvider.zzz is not a setting of AWSProvider; its settings",
+        ),
+        # Changing a list in place is checked like setting it.
+        ('c.SSHProvider.hosts.append({"hst": "box"})', "has no 'host'"),
+    ],
+)
 def test_a_bad_setting_is_refused_in_one_line(jcfg: Path, line: str, said: str) -> None:
     path = jcfg / "jupyter_server_config.py"
     path.write_text(f"c = get_config()  # noqa\n{line}\n")
@@ -68,7 +87,8 @@ def test_a_bad_setting_is_refused_in_one_line(jcfg: Path, line: str, said: str) 
 
 def test_a_huge_bad_value_is_not_echoed_whole(jcfg: Path) -> None:
     (jcfg / "jupyter_server_config.json").write_text(
-        json.dumps({"BudgetGuard": {"max_total": "x" * 1_000_000}}))
+        json.dumps({"BudgetGuard": {"max_total": "x" * 1_000_000}})
+    )
     code, _, err = run_cli("shares")
     assert code == 1 and "jupyter_server_config.json: c.BudgetGuard.max_total = 'xxx" in err
     assert len(err) < 500
@@ -82,15 +102,26 @@ def test_the_file_that_sets_it_is_named(jcfg: Path, tmp_path: Path) -> None:
     assert code == 1 and err.startswith(f"jupyter remote-hw shares: {given}: ")
 
 
-@pytest.mark.parametrize(("name", "text", "said"), [
-    ("jupyter_server_config.py", "c = = 1\n", "line 1: syntax error"),
-    ("jupyter_server_config.py", "x = 1\nc.A.b = undefined\n",
-     "line 2: NameError: name 'undefined' is not defined"),
-    ("jupyter_server_config.json", '{"BudgetGuard": {\n"max_total": 1,}}', "line 2: JSONDecodeError"),
-    ("jupyter_config.json", "[", "JSONDecodeError"),
-])
+@pytest.mark.parametrize(
+    ("name", "text", "said"),
+    [
+        ("jupyter_server_config.py", "c = = 1\n", "line 1: syntax error"),
+        (
+            "jupyter_server_config.py",
+            "x = 1\nc.A.b = undefined\n",
+            "line 2: NameError: name 'undefined' is not defined",
+        ),
+        (
+            "jupyter_server_config.json",
+            '{"BudgetGuard": {\n"max_total": 1,}}',
+            "line 2: JSONDecodeError",
+        ),
+        ("jupyter_config.json", "[", "JSONDecodeError"),
+    ],
+)
 def test_a_config_file_that_does_not_load_stops_the_command(
-        jcfg: Path, name: str, text: str, said: str) -> None:
+    jcfg: Path, name: str, text: str, said: str
+) -> None:
     (jcfg / name).write_text(text)
     code, out, err = run_cli("shares")
     assert code == 1 and out == ""
@@ -102,7 +133,8 @@ def test_good_settings_pass(jcfg: Path, tmp_path: Path) -> None:
     (jcfg / "jupyter_server_config.py").write_text(
         "c.BudgetGuard.max_per_machine = 2\nc.AWSProvider.idle_stop = 0\n"
         "c.SSHProvider.hosts = [{'host': 'box'}]\nc.SSHProvider.exclude_hosts.append('x')\n"
-        f"c.MachineManager.ledger_path = {str(tmp_path / 'l.sqlite3')!r}\n")
+        f"c.MachineManager.ledger_path = {str(tmp_path / 'l.sqlite3')!r}\n"
+    )
     code, out, err = run_cli("shares")
     assert code == 0 and "No shares" in out, err
 
@@ -133,8 +165,10 @@ async def test_the_server_refuses_to_start_with_a_bad_setting(tmp_path: Path) ->
     for directory in dirs.values():
         directory.mkdir()
     config = dirs["config"] / "jupyter_server_config.py"
-    config.write_text("c.ServerApp.jpserver_extensions = {'jupyter_remote_hw': True}\n"
-                      "c.BudgetGuard.max_per_machine = float('nan')\n")
+    config.write_text(
+        "c.ServerApp.jpserver_extensions = {'jupyter_remote_hw': True}\n"
+        "c.BudgetGuard.max_per_machine = float('nan')\n"
+    )
     code, text = _server_exit(dirs, tmp_path / "server.log")
     assert code == 1, text
     assert f"jupyter_remote_hw: {config}: c.BudgetGuard.max_per_machine = nan is refused" in text
@@ -142,21 +176,32 @@ async def test_the_server_refuses_to_start_with_a_bad_setting(tmp_path: Path) ->
     assert "Traceback" not in text
 
 
-@pytest.mark.parametrize(("name", "text", "where"), [
-    ("jupyter_server_config.py", "c.BudgetGuard.max_total = 20.0\nc.ServerApp.x = (\n",
-     ", line 2: syntax error"),
-    ("jupyter_server_config.json", '{"BudgetGuard": {"max_total": 20.0,}}',
-     ", line 1: JSONDecodeError"),
-])
+@pytest.mark.parametrize(
+    ("name", "text", "where"),
+    [
+        (
+            "jupyter_server_config.py",
+            "c.BudgetGuard.max_total = 20.0\nc.ServerApp.x = (\n",
+            ", line 2: syntax error",
+        ),
+        (
+            "jupyter_server_config.json",
+            '{"BudgetGuard": {"max_total": 20.0,}}',
+            ", line 1: JSONDecodeError",
+        ),
+    ],
+)
 async def test_the_server_refuses_to_start_when_a_config_file_does_not_load(
-        tmp_path: Path, name: str, text: str, where: str) -> None:
+    tmp_path: Path, name: str, text: str, where: str
+) -> None:
     """jupyter_server logs the error and starts without the file: its budget would be
     missing, so our extension stops the start, naming the file and the line."""
     dirs = {d: tmp_path / d for d in ("config", "data", "runtime", "nb")}
     for directory in dirs.values():
         directory.mkdir()
     (dirs["config"] / "jupyter_config.json").write_text(
-        json.dumps({"ServerApp": {"jpserver_extensions": {"jupyter_remote_hw": True}}}))
+        json.dumps({"ServerApp": {"jpserver_extensions": {"jupyter_remote_hw": True}}})
+    )
     broken = dirs["config"] / name
     broken.write_text(text)
     code, logged = _server_exit(dirs, tmp_path / "server.log")
@@ -167,20 +212,19 @@ async def test_the_server_refuses_to_start_when_a_config_file_does_not_load(
     assert ours[0].endswith("fix or remove it. The server does not start.")
 
 
-def test_a_config_file_given_on_the_command_line_replaces_the_searched_one(
-        tmp_path: Path) -> None:
+def test_a_config_file_given_on_the_command_line_replaces_the_searched_one(tmp_path: Path) -> None:
     """With ``--config``, a jupyter_server_config.py in the config directories is not
     loaded by design, and is not taken for one that failed."""
     searched = tmp_path / "jupyter_server_config.py"
     searched.write_text("c.ServerApp.x = (\n")
     given = tmp_path / "mine.py"
     given.write_text("c.BudgetGuard.max_total = 1.0\n")
-    candidates = config_file_candidates(["jupyter_config", "jupyter_server_config"],
-                                        [str(tmp_path)], str(given))
+    candidates = config_file_candidates(
+        ["jupyter_config", "jupyter_server_config"], [str(tmp_path)], str(given)
+    )
     assert str(searched) not in candidates and str(given) in candidates
     assert unloaded_config_file(candidates, [str(given)]) is None
-    searching = config_file_candidates(["jupyter_config", "jupyter_server_config"],
-                                       [str(tmp_path)])
+    searching = config_file_candidates(["jupyter_config", "jupyter_server_config"], [str(tmp_path)])
     broken = unloaded_config_file(searching, [])
     assert broken is not None and broken.path == str(searched)
     assert f"{searched}, line 1: syntax error" in str(broken)
@@ -188,7 +232,12 @@ def test_a_config_file_given_on_the_command_line_replaces_the_searched_one(
 
 def test_the_command_line_itself_exits_1_with_one_line(jcfg: Path) -> None:
     (jcfg / "jupyter_server_config.py").write_text('c.BudgetGuard.max_per_machine = "lots"\n')
-    done = subprocess.run([sys.executable, "-m", "jupyter_remote_hw.cli", "shares"],
-                          capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "jupyter_remote_hw.cli", "shares"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "max_per_machine = 'lots' is refused" in done.stderr

@@ -11,8 +11,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 DOCS = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])
 #: ``tests/x/test_y.py`` or ``tests/x/test_y.py::test_z`` (also ``jupyter_remote_hw/...py``).
-REFERENCE = re.compile(
-    r"\b((?:tests|jupyter_remote_hw|benchmarks)/[\w/.-]+\.py)(?:::(\w+))?")
+REFERENCE = re.compile(r"\b((?:tests|jupyter_remote_hw|benchmarks)/[\w/.-]+\.py)(?:::(\w+))?")
 
 
 def references() -> list[tuple[str, str, str | None]]:
@@ -28,6 +27,8 @@ def test_a_named_file_and_test_exist(doc: str, path: str, name: str | None) -> N
     target = REPO / path
     assert target.is_file(), f"{doc} names {path}, which does not exist"
     if name is not None:
-        assert re.search(rf"^(async )?def {re.escape(name)}\b|^class {re.escape(name)}\b",
-                         target.read_text(), re.MULTILINE), \
-            f"{doc} names {path}::{name}, which does not exist"
+        assert re.search(
+            rf"^(async )?def {re.escape(name)}\b|^class {re.escape(name)}\b",
+            target.read_text(),
+            re.MULTILINE,
+        ), f"{doc} names {path}::{name}, which does not exist"

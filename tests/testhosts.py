@@ -54,9 +54,17 @@ def wait_for_port(host: str, port: int, timeout: float = 10.0, netns: str | None
                 return
         else:
             probe = subprocess.run(
-                [IP or "ip", "netns", "exec", netns, sys.executable, "-c",
-                 f"import socket; socket.create_connection(({host!r}, {port}), timeout=0.5)"],
-                capture_output=True, check=False,
+                [
+                    IP or "ip",
+                    "netns",
+                    "exec",
+                    netns,
+                    sys.executable,
+                    "-c",
+                    f"import socket; socket.create_connection(({host!r}, {port}), timeout=0.5)",
+                ],
+                capture_output=True,
+                check=False,
             )
             if probe.returncode == 0:
                 return
@@ -142,7 +150,9 @@ class SSHTestHost:
         """SHA256 fingerprint of the host key, as ``ssh-keygen -l`` prints it."""
         out = subprocess.run(
             ["ssh-keygen", "-l", "-E", "sha256", "-f", str(self.host_key) + ".pub"],
-            check=True, capture_output=True, text=True,
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout
         return out.split()[1]
 
@@ -174,8 +184,11 @@ class SSHTestHost:
         self.known_hosts.write_text(self.known_hosts_line())
         self.ssh_config.write_text(self.config_block())
         sftp = next(
-            (p for p in ("/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server")
-             if os.path.exists(p)),
+            (
+                p
+                for p in ("/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server")
+                if os.path.exists(p)
+            ),
             "internal-sftp",
         )
         (self.root / "sshd_config").write_text(
@@ -197,8 +210,11 @@ class SSHTestHost:
             "LogLevel VERBOSE\n"
             f"Subsystem sftp {sftp}\n"
             # One SetEnv line: sshd uses the first one it reads.
-            + ("SetEnv " + " ".join(f'"{key}={value}"' for key, value in self.env.items()) + "\n"
-               if self.env else "")
+            + (
+                "SetEnv " + " ".join(f'"{key}={value}"' for key, value in self.env.items()) + "\n"
+                if self.env
+                else ""
+            )
         )
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
@@ -216,7 +232,9 @@ class SSHTestHost:
         logfile = self.log.open("ab")
         self._sshd = subprocess.Popen(
             self.wrap([SSHD, "-D", "-e", "-f", str(self.root / "sshd_config")]),
-            stdout=logfile, stderr=subprocess.STDOUT, start_new_session=True,
+            stdout=logfile,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         logfile.close()
         try:
@@ -267,13 +285,13 @@ class NetnsLink:
 
     def cut(self) -> None:
         """Take the link down: packets to and from the host are lost."""
-        subprocess.run([IP or "ip", "-n", self.netns, "link", "set", self.inner, "down"],
-                       check=True)
+        subprocess.run(
+            [IP or "ip", "-n", self.netns, "link", "set", self.inner, "down"], check=True
+        )
 
     def restore(self) -> None:
         """Bring the link back up."""
-        subprocess.run([IP or "ip", "-n", self.netns, "link", "set", self.inner, "up"],
-                       check=True)
+        subprocess.run([IP or "ip", "-n", self.netns, "link", "set", self.inner, "up"], check=True)
 
 
 @dataclass
@@ -284,11 +302,18 @@ class NetnsTestHost(SSHTestHost):
 
 
 @contextlib.contextmanager
-def loopback_host(root: Path, alias: str = "testhost",
-                  env: dict[str, str] | None = None) -> Iterator[SSHTestHost]:
+def loopback_host(
+    root: Path, alias: str = "testhost", env: dict[str, str] | None = None
+) -> Iterator[SSHTestHost]:
     """Run an sshd on 127.0.0.1 for the duration of the block (sessions get ``env``)."""
-    host = SSHTestHost(alias=alias, address="127.0.0.1", port=free_port(),
-                       user=getpass.getuser(), root=root, env=dict(env or {}))
+    host = SSHTestHost(
+        alias=alias,
+        address="127.0.0.1",
+        port=free_port(),
+        user=getpass.getuser(),
+        root=root,
+        env=dict(env or {}),
+    )
     host.prepare()
     host.start()
     try:
@@ -329,10 +354,16 @@ def netns_host(root: Path, alias: str = "nshost") -> Iterator[NetnsTestHost]:
         ip("netns", "exec", netns, "ip", "link", "set", "lo", "up")
         # The host's sshd also listens on the namespace's own loopback: that
         # address is reachable only by jumping through the host itself.
-        host = NetnsTestHost(alias=alias, address=inner_ip, port=free_port(),
-                             user=getpass.getuser(), root=root, netns=netns,
-                             extra_listen=("127.0.0.1",),
-                             link=NetnsLink(netns=netns, inner=inner))
+        host = NetnsTestHost(
+            alias=alias,
+            address=inner_ip,
+            port=free_port(),
+            user=getpass.getuser(),
+            root=root,
+            netns=netns,
+            extra_listen=("127.0.0.1",),
+            link=NetnsLink(netns=netns, inner=inner),
+        )
         host.prepare()
         host.start()
         try:
@@ -342,8 +373,11 @@ def netns_host(root: Path, alias: str = "nshost") -> Iterator[NetnsTestHost]:
     finally:
         subprocess.run([IP or "ip", "netns", "del", netns], check=False)
         subprocess.run([IP or "ip", "link", "del", outer], check=False, capture_output=True)
-        subprocess.run([IP or "ip", "route", "del", "blackhole", f"{_NETNS_PREFIX}.{octet}.0/30"],
-                       check=False, capture_output=True)
+        subprocess.run(
+            [IP or "ip", "route", "del", "blackhole", f"{_NETNS_PREFIX}.{octet}.0/30"],
+            check=False,
+            capture_output=True,
+        )
 
 
 KERNEL_CHANNELS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")

@@ -39,22 +39,30 @@ def main() -> int:
         keygen(teammate_key, comment="ada@laptop")
         # nvidia-smi on the test host is a stand-in ("Test GPU", 24 GiB), so that the live
         # hardware view of its kernels shows GPU numbers.
-        gpu = {"PATH": path_with_fake_gpu(), "FAKE_NVIDIA_SMI_NAME": "Test GPU",
-               "FAKE_NVIDIA_SMI_MEMORY_MIB": "24576"}
+        gpu = {
+            "PATH": path_with_fake_gpu(),
+            "FAKE_NVIDIA_SMI_NAME": "Test GPU",
+            "FAKE_NVIDIA_SMI_MEMORY_MIB": "24576",
+        }
         with loopback_host(tmp / "host", env=gpu) as host:
             # The test host; "deadhost": the same host on a port nothing listens on;
             # "newbox": the same host under an alias whose known_hosts file does not list
             # its key yet, as for a machine the user never connected to.
             ssh_config = tmp / "ssh_config"
             newbox_known_hosts = tmp / "newbox_known_hosts"
-            ssh_config.write_text(host.ssh_config.read_text()
-                                  + host.config_block("deadhost", Port=free_port())
-                                  + host.config_block("newbox",
-                                                      UserKnownHostsFile=newbox_known_hosts))
+            ssh_config.write_text(
+                host.ssh_config.read_text()
+                + host.config_block("deadhost", Port=free_port())
+                + host.config_block("newbox", UserKnownHostsFile=newbox_known_hosts)
+            )
             # What the host-key tests compare the dialog and known_hosts with.
-            facts = {"address": host.address, "port": host.port,
-                     "fingerprint": host.fingerprint(), "known_hosts": str(newbox_known_hosts),
-                     "known_hosts_line": host.known_hosts_line()}
+            facts = {
+                "address": host.address,
+                "port": host.port,
+                "fingerprint": host.fingerprint(),
+                "known_hosts": str(newbox_known_hosts),
+                "known_hosts_line": host.known_hosts_line(),
+            }
             if os.environ.get("JRHW_UI_NEWBOX"):
                 Path(os.environ["JRHW_UI_NEWBOX"]).write_text(json.dumps(facts))
             env = {
@@ -63,8 +71,9 @@ def main() -> int:
                 "AWS_SHARED_CREDENTIALS_FILE": str(tmp / "no-aws-credentials"),
                 "AWS_CONFIG_FILE": str(tmp / "no-aws-config"),
                 "AWS_EC2_METADATA_DISABLED": "true",
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
-                                                            os.environ.get("PYTHONPATH")])),
+                "PYTHONPATH": os.pathsep.join(
+                    filter(None, [str(REPO), os.environ.get("PYTHONPATH")])
+                ),
                 "JUPYTER_CONFIG_DIR": str(tmp / "config"),
                 "JRHW_UI_TMP": str(tmp),
                 "JRHW_UI_SSH_CONFIG": str(ssh_config),
@@ -73,16 +82,24 @@ def main() -> int:
                 # Kernelspecs and share files of joined shares stay in the temporary directory.
                 "JUPYTER_DATA_DIR": str(tmp / "data"),
                 # The extension as built in this tree, before any installed copy.
-                "JUPYTER_PATH": os.pathsep.join(filter(None, [str(tmp / "jupyter"),
-                                                              os.environ.get("JUPYTER_PATH")])),
+                "JUPYTER_PATH": os.pathsep.join(
+                    filter(None, [str(tmp / "jupyter"), os.environ.get("JUPYTER_PATH")])
+                ),
             }
             (tmp / "jupyter" / "labextensions").mkdir(parents=True)
             (tmp / "jupyter" / "labextensions" / "jupyter-remote-hw").symlink_to(
-                REPO / "jupyter_remote_hw" / "labextension")
+                REPO / "jupyter_remote_hw" / "labextension"
+            )
             lab = subprocess.Popen(
-                [sys.executable, "-m", "jupyter", "lab",
-                 f"--config={HERE / 'jupyter_server_test_config.py'}"],
-                env=env, cwd=tmp,
+                [
+                    sys.executable,
+                    "-m",
+                    "jupyter",
+                    "lab",
+                    f"--config={HERE / 'jupyter_server_test_config.py'}",
+                ],
+                env=env,
+                cwd=tmp,
             )
             while not stop.wait(0.5):
                 if lab.poll() is not None:

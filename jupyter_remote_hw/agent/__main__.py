@@ -39,13 +39,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     serve_parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     serve_parser.add_argument(
-        "--idle-exit", type=float, default=0.0, metavar="SECONDS",
+        "--idle-exit",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
         help="exit after SECONDS with no kernel and no client connected (default 0: never)",
     )
     args = parser.parse_args(argv)
     if args.command == "serve":
-        return serve(args.state_dir, daemon=args.daemon, log_level=args.log_level,
-                     idle_exit=args.idle_exit)
+        return serve(
+            args.state_dir, daemon=args.daemon, log_level=args.log_level, idle_exit=args.idle_exit
+        )
     parser.error(f"unknown command {args.command}")
     return 2
 

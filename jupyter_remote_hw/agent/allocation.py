@@ -63,8 +63,11 @@ async def slurm_allocation(env: Mapping[str, str]) -> dict[str, Any] | None:
     if not job_id:
         return None
     allocation: dict[str, Any] = {
-        "scheduler": "slurm", "job_id": job_id, "node": env.get("SLURMD_NODENAME"),
-        "partition": env.get("SLURM_JOB_PARTITION"), "gpu_indexes": gpu_indexes(env),
+        "scheduler": "slurm",
+        "job_id": job_id,
+        "node": env.get("SLURMD_NODENAME"),
+        "partition": env.get("SLURM_JOB_PARTITION"),
+        "gpu_indexes": gpu_indexes(env),
         "gpus": {},
     }
     scontrol = shutil.which("scontrol")
@@ -72,8 +75,15 @@ async def slurm_allocation(env: Mapping[str, str]) -> dict[str, Any] | None:
         return allocation
     try:
         proc = await asyncio.create_subprocess_exec(
-            scontrol, "show", "job", "-d", job_id, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+            scontrol,
+            "show",
+            "job",
+            "-d",
+            job_id,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
         out, _ = await asyncio.wait_for(proc.communicate(), SCONTROL_TIMEOUT)
     except (OSError, asyncio.TimeoutError) as exc:
         log.info("scontrol could not describe job %s: %s", job_id, exc)

@@ -63,8 +63,13 @@ def store(path: str, size: int, digest: str) -> None:
     say({"need": size})
     data = sys.stdin.buffer.read(size)
     if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
-        fail("the agent bundle arrived incomplete or altered (" + str(len(data)) + " of "
-             + str(size) + " bytes)")
+        fail(
+            "the agent bundle arrived incomplete or altered ("
+            + str(len(data))
+            + " of "
+            + str(size)
+            + " bytes)"
+        )
     partial = path + "." + str(os.getpid()) + ".part"
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as handle:
@@ -75,8 +80,12 @@ def store(path: str, size: int, digest: str) -> None:
 def main(argv: "list[str]") -> None:
     """Check, store when needed, and become the agent."""
     if sys.version_info < (3, 8):  # noqa: UP036 (a host may run any Python 3)
-        fail(sys.executable + " is Python " + sys.version.split()[0]
-             + ", older than 3.8; install a newer Python there")
+        fail(
+            sys.executable
+            + " is Python "
+            + sys.version.split()[0]
+            + ", older than 3.8; install a newer Python there"
+        )
     home, name, digest, size, idle_exit = argv
     home = home or os.path.expanduser("~")
     cache = os.path.join(home, CACHE)
@@ -92,9 +101,19 @@ def main(argv: "list[str]") -> None:
     except OSError as exc:
         fail("cannot store the agent in " + cache + ": " + str(exc))
     sys.stdout.flush()
-    os.execv(sys.executable, [sys.executable, path, "serve",
-                              "--state-dir", os.path.join(home, STATE),
-                              "--daemon", "--idle-exit", idle_exit])
+    os.execv(
+        sys.executable,
+        [
+            sys.executable,
+            path,
+            "serve",
+            "--state-dir",
+            os.path.join(home, STATE),
+            "--daemon",
+            "--idle-exit",
+            idle_exit,
+        ],
+    )
 
 
 if __name__ == "__main__":

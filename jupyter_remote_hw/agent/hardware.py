@@ -285,7 +285,7 @@ class HardwareReporter:
         allocated = allocation_label(self._allocation) if self._allocation else None
         if allocated and summary.startswith("no GPU"):
             # The job's GPUs, though nvidia-smi and torch see none (yet).
-            summary = allocated + summary[len("no GPU"):]
+            summary = allocated + summary[len("no GPU") :]
         return {
             "gpus": [dict(gpu) for gpu in gpus],
             "torch": dict(torch) if torch is not None else None,

@@ -51,8 +51,12 @@ def process_identity(pid: int | None = None) -> dict[str, Any]:
         ``{"machine", "host", "pid", "start_time"}``.
     """
     pid = os.getpid() if pid is None else pid
-    return {"machine": machine_id(), "host": socket.gethostname(), "pid": pid,
-            "start_time": process_start_time(pid)}
+    return {
+        "machine": machine_id(),
+        "host": socket.gethostname(),
+        "pid": pid,
+        "start_time": process_start_time(pid),
+    }
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,4 @@
-"""One kernel the agent runs: its process, connection, launch record, hold and activity.
-"""
+"""One kernel the agent runs: its process, connection, launch record, hold and activity."""
 
 from __future__ import annotations
 
@@ -108,8 +107,12 @@ class Kernel:
 
     def start_result(self) -> dict[str, Any]:
         """The start_kernel / restart_kernel result for this kernel."""
-        return {"kernel_id": self.kernel_id, "pid": self.pid, "connection": dict(self.connection),
-                "cwd": self.launch.cwd}
+        return {
+            "kernel_id": self.kernel_id,
+            "pid": self.pid,
+            "connection": dict(self.connection),
+            "cwd": self.launch.cwd,
+        }
 
     async def wait_exit(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the process to exit.

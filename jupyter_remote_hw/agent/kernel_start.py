@@ -148,8 +148,12 @@ class KernelStarting:
                         log.warning("kernel %s lost a port race; retrying", kernel_id)
                         continue
                     raise
-                log.info("kernel %s started (pid %d) in %s", kernel_id, kernel.pid,
-                         spec.cwd or os.getcwd())
+                log.info(
+                    "kernel %s started (pid %d) in %s",
+                    kernel_id,
+                    kernel.pid,
+                    spec.cwd or os.getcwd(),
+                )
                 kernel.hold.unheld_since = time.time()  # the grace counts from the start
                 return kernel.start_result()
             raise AssertionError("unreachable")  # pragma: no cover
@@ -181,8 +185,11 @@ class KernelStarting:
         only this user can enter; a custom command line (which may not speak
         ZMQ's ``ipc`` transport) gets ports on 127.0.0.1.
         """
-        ipc_dir = self.paths.root if spec.argv and (
-            spec.is_default or spec.ipykernel_python() is not None) else None
+        ipc_dir = (
+            self.paths.root
+            if spec.argv and (spec.is_default or spec.ipykernel_python() is not None)
+            else None
+        )
         connection = new_connection_info(avoid=self._ports_in_use(), ipc_dir=ipc_dir)
         write_private_json(self.paths.connection_file(kernel_id), connection)
         tracker = ActivityTracker(kernel_id, connection, self.context)
@@ -235,8 +242,7 @@ class KernelStarting:
         connection_file = self.paths.connection_file(kernel_id)
         if not os.path.exists(connection_file):
             write_private_json(connection_file, kernel.connection)
-        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
-                         0o600)
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         try:
             with os.fdopen(log_fd, "ab") as log_file:
                 log_file.write(

@@ -66,8 +66,12 @@ class KernelManager(KernelStarting):
             on its own (an orphan, or a process that died), not on request.
     """
 
-    def __init__(self, paths: StatePaths, context: zmq.asyncio.Context | None,
-                 on_forget: ForgetCallback | None = None) -> None:
+    def __init__(
+        self,
+        paths: StatePaths,
+        context: zmq.asyncio.Context | None,
+        on_forget: ForgetCallback | None = None,
+    ) -> None:
         self.paths = paths
         self.context = context
         self.on_forget = on_forget
@@ -129,8 +133,12 @@ class KernelManager(KernelStarting):
                 if kernel.exited:
                     assert kernel.died_at is not None
                     if time.monotonic() - kernel.died_at >= FORGET_DEAD_AFTER:
-                        log.info("kernel %s: forgotten, %.0f s after its process ended and "
-                                 "no client restarted it", kernel.kernel_id, FORGET_DEAD_AFTER)
+                        log.info(
+                            "kernel %s: forgotten, %.0f s after its process ended and "
+                            "no client restarted it",
+                            kernel.kernel_id,
+                            FORGET_DEAD_AFTER,
+                        )
                         self._retire(kernel)
                     continue
                 unheld = kernel.hold.orphaned_for(time.time())
@@ -139,7 +147,9 @@ class KernelManager(KernelStarting):
                     log.warning(
                         "kernel %s (pid %d): shutting it down, no client has held it for "
                         "%.0f s (its orphan grace); it was started by %s",
-                        kernel.kernel_id, kernel.pid, unheld,
+                        kernel.kernel_id,
+                        kernel.pid,
+                        unheld,
                         owner.describe() if owner is not None else "an unnamed client",
                     )
                     self._retire(kernel)
@@ -207,7 +217,6 @@ class KernelManager(KernelStarting):
         return ports
 
     # ------------------------------------------------------------------ start
-
 
     async def _forget(self, kernel: Kernel) -> None:
         """Stop a kernel's process if any, its tracker, and remove it and its files."""
@@ -372,13 +381,15 @@ class KernelManager(KernelStarting):
         only after the running cell when it is busy.
         """
         try:
-            outcome = await wait_until_ready(kernel.connection, self.context, kernel.poll,
-                                             PROBE_BUSY_AFTER)
+            outcome = await wait_until_ready(
+                kernel.connection, self.context, kernel.poll, PROBE_BUSY_AFTER
+            )
             if outcome == TIMEOUT:
                 kernel.tracker.mark_running()
                 kernel.state_known.set()
-                outcome = await wait_until_ready(kernel.connection, self.context, kernel.poll,
-                                                 24 * 3600)
+                outcome = await wait_until_ready(
+                    kernel.connection, self.context, kernel.poll, 24 * 3600
+                )
             if outcome == READY:
                 kernel.tracker.mark_ready()
         finally:

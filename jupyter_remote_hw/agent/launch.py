@@ -50,8 +50,7 @@ def kernel_support() -> tuple[str, str]:
     loader = globals().get("__loader__")
     archive = getattr(loader, "archive", None)
     if archive:
-        return (os.path.join(archive, ZIPAPP_KERNEL_DIR),
-                f"{ZIPAPP_KERNEL_PACKAGE}.kernel_handler")
+        return (os.path.join(archive, ZIPAPP_KERNEL_DIR), f"{ZIPAPP_KERNEL_PACKAGE}.kernel_handler")
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return package_parent, "jupyter_remote_hw.transfer.kernel_handler"
 

@@ -39,8 +39,11 @@ MAX_CHECK_INTERVAL = 5.0
 def _seconds(args: dict[str, Any], name: str) -> float:
     value = args.get(name, 0)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise AgentError(BAD_REQUEST, f"argument '{name}' of set_lifetime must be a number of "
-                         "seconds, 0 or more (0 turns it off)")
+        raise AgentError(
+            BAD_REQUEST,
+            f"argument '{name}' of set_lifetime must be a number of "
+            "seconds, 0 or more (0 turns it off)",
+        )
     return float(value)
 
 
@@ -82,8 +85,12 @@ class LifetimeWatch:
         except (OSError, ValueError, AgentError) as exc:
             log.warning("lifetime policy %s not read: %s", self.path, exc)
             return
-        log.info("lifetime policy: idle stop %.0f s, dead-man %.0f s, stop command %s",
-                 self.idle_stop, self.deadman, self.stop_command)
+        log.info(
+            "lifetime policy: idle stop %.0f s, dead-man %.0f s, stop command %s",
+            self.idle_stop,
+            self.deadman,
+            self.stop_command,
+        )
 
     def _apply(self, args: dict[str, Any]) -> None:
         idle_stop = _seconds(args, "idle_stop")
@@ -92,8 +99,11 @@ class LifetimeWatch:
         if command is None:
             command = DEFAULT_STOP_COMMAND
         if not (isinstance(command, list) and command and all(isinstance(c, str) for c in command)):
-            raise AgentError(BAD_REQUEST, "argument 'stop_command' of set_lifetime must be a "
-                             "non-empty list of strings (an argv, run without a shell)")
+            raise AgentError(
+                BAD_REQUEST,
+                "argument 'stop_command' of set_lifetime must be a "
+                "non-empty list of strings (an argv, run without a shell)",
+            )
         self.idle_stop, self.deadman, self.stop_command = idle_stop, deadman, list(command)
 
     def configure(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -103,13 +113,23 @@ class LifetimeWatch:
             AgentError: ``bad_request`` for a malformed policy (the old one stays).
         """
         self._apply(args)
-        write_private_json(self.path, {"idle_stop": self.idle_stop, "deadman": self.deadman,
-                                       "stop_command": self.stop_command})
+        write_private_json(
+            self.path,
+            {
+                "idle_stop": self.idle_stop,
+                "deadman": self.deadman,
+                "stop_command": self.stop_command,
+            },
+        )
         now = time.time()
         self._activity = self._heartbeat = now
         self._wake.set()
-        log.info("lifetime policy set: idle stop %.0f s, dead-man %.0f s, stop command %s",
-                 self.idle_stop, self.deadman, self.stop_command)
+        log.info(
+            "lifetime policy set: idle stop %.0f s, dead-man %.0f s, stop command %s",
+            self.idle_stop,
+            self.deadman,
+            self.stop_command,
+        )
         return self.status()
 
     # ------------------------------------------------------------------ inputs
@@ -186,13 +206,21 @@ class LifetimeWatch:
 
     async def _fire(self, reason: str, detail: str) -> None:
         log.warning("lifetime: %s; running %s", detail, self.stop_command)
-        record: dict[str, Any] = {"reason": reason, "detail": detail, "time": time.time(),
-                                  "exit_code": None, "error": None}
+        record: dict[str, Any] = {
+            "reason": reason,
+            "detail": detail,
+            "time": time.time(),
+            "exit_code": None,
+            "error": None,
+        }
         env = dict(os.environ, JRHW_STOP_REASON=reason)
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self.stop_command, env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+                *self.stop_command,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,
             )
             try:
@@ -204,8 +232,9 @@ class LifetimeWatch:
             record["exit_code"] = proc.returncode
             if proc.returncode:
                 record["error"] = err.decode(errors="replace").strip()[-500:]
-                log.error("lifetime: stop command failed (%s): %s", proc.returncode,
-                          record["error"])
+                log.error(
+                    "lifetime: stop command failed (%s): %s", proc.returncode, record["error"]
+                )
         except OSError as exc:
             record["error"] = f"cannot run {self.stop_command[0]}: {exc}"
             log.error("lifetime: %s", record["error"])

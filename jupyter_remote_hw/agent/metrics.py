@@ -59,13 +59,15 @@ def parse_gpu_metrics(text: str) -> list[dict[str, Any]]:
             continue
         name = ",".join(fields[1:-3]).strip()
         utilization, used, total = (_number(value) for value in fields[-3:])
-        gpus.append({
-            "index": int(fields[0]),
-            "name": name,
-            "utilization": utilization,
-            "memory_used_gib": None if used is None else round(used / 1024, 2),
-            "memory_total_gib": None if total is None else round(total / 1024, 2),
-        })
+        gpus.append(
+            {
+                "index": int(fields[0]),
+                "name": name,
+                "utilization": utilization,
+                "memory_used_gib": None if used is None else round(used / 1024, 2),
+                "memory_total_gib": None if total is None else round(total / 1024, 2),
+            }
+        )
     return gpus
 
 
@@ -115,7 +117,7 @@ def read_process(pid: int) -> tuple[int, int]:
     """
     with open(f"/proc/{pid}/stat") as handle:
         stat = handle.read()
-    fields = stat[stat.rindex(")") + 2:].split()  # fields[0] is the state (field 3)
+    fields = stat[stat.rindex(")") + 2 :].split()  # fields[0] is the state (field 3)
     ticks = int(fields[11]) + int(fields[12])
     with open(f"/proc/{pid}/statm") as handle:
         resident_pages = int(handle.read().split()[1])
@@ -192,8 +194,9 @@ class MetricsSampler:
         last = self._processes.get(pid)
         return last is None or now - last[0] > CPU_WINDOW_MAX
 
-    async def _cpu(self, pid: int | None,
-                   warnings: list[str]) -> tuple[float | None, dict[str, Any] | None]:
+    async def _cpu(
+        self, pid: int | None, warnings: list[str]
+    ) -> tuple[float | None, dict[str, Any] | None]:
         """Host CPU percent and the process's use, over a window since the last reading."""
         try:
             if self._stale(pid, time.monotonic()):
@@ -225,7 +228,9 @@ class MetricsSampler:
         except (OSError, ValueError, IndexError):
             self._processes.pop(pid, None)
             return None
-        for gone in [p for p, seen in self._processes.items() if now - seen[0] > 10 * CPU_WINDOW_MAX]:
+        for gone in [
+            p for p, seen in self._processes.items() if now - seen[0] > 10 * CPU_WINDOW_MAX
+        ]:
             del self._processes[gone]  # kernels nobody asked about for minutes
         last = self._processes.get(pid)
         percent = last[2] if last is not None else None

@@ -77,8 +77,9 @@ class AgentOperations:
 
     async def _find_modules(self, args: dict[str, Any]) -> dict[str, Any]:
         op = "find_modules"
-        return await find_modules(arg_str_list(args, op, "modules") or [],
-                                  arg_str(args, op, "python"))
+        return await find_modules(
+            arg_str_list(args, op, "modules") or [], arg_str(args, op, "python")
+        )
 
     async def _start_kernel(self, args: dict[str, Any]) -> dict[str, Any]:
         op = "start_kernel"
@@ -128,15 +129,24 @@ class AgentOperations:
         kernel_id = arg_str(args, "kernel_status", "kernel_id", required=True)
         kernel = self.kernels.get(kernel_id)
         await self._state_known([kernel.state_known])
-        return {**kernel.status(),
-                "others_can_run_code": self.shares.others_can_run_code(str(kernel_id))}
+        return {
+            **kernel.status(),
+            "others_can_run_code": self.shares.others_can_run_code(str(kernel_id)),
+        }
 
     async def _list_kernels(self, args: dict[str, Any]) -> dict[str, Any]:
         await self._state_known([k.state_known for k in list(self.kernels.kernels.values())])
-        return {"kernels": [
-            {**status, "others_can_run_code":
-             self.shares.others_can_run_code(str(status["kernel_id"]))}
-            for status in self.kernels.list_status()]}
+        return {
+            "kernels": [
+                {
+                    **status,
+                    "others_can_run_code": self.shares.others_can_run_code(
+                        str(status["kernel_id"])
+                    ),
+                }
+                for status in self.kernels.list_status()
+            ]
+        }
 
     @staticmethod
     async def _state_known(events: list[asyncio.Event]) -> None:

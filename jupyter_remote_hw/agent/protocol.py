@@ -183,7 +183,9 @@ def arg_bool(args: dict[str, Any], op: str, name: str, default: bool) -> bool:
 def arg_seconds(args: dict[str, Any], op: str, name: str, default: float) -> float:
     """Read an optional positive duration in seconds; ``default`` when absent."""
     value = _checked(
-        args, op, name,
+        args,
+        op,
+        name,
         lambda v: not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0,
         "a positive number",
     )
@@ -193,7 +195,9 @@ def arg_seconds(args: dict[str, Any], op: str, name: str, default: float) -> flo
 def arg_duration(args: dict[str, Any], op: str, name: str, default: float) -> float:
     """Read an optional duration in seconds, 0 or more; ``default`` when absent."""
     value = _checked(
-        args, op, name,
+        args,
+        op,
+        name,
         lambda v: not isinstance(v, bool) and isinstance(v, (int, float)) and v >= 0,
         "a number of seconds, 0 or more",
     )
@@ -209,8 +213,11 @@ def arg_dict(args: dict[str, Any], op: str, name: str) -> dict[str, Any] | None:
 def arg_number(args: dict[str, Any], op: str, name: str) -> float:
     """Read a required number (an epoch time, say)."""
     value = _checked(
-        args, op, name,
-        lambda v: not isinstance(v, bool) and isinstance(v, (int, float)), "a number",
+        args,
+        op,
+        name,
+        lambda v: not isinstance(v, bool) and isinstance(v, (int, float)),
+        "a number",
     )
     if value is None:
         raise AgentError(BAD_REQUEST, f"{op} needs the number argument '{name}'")
@@ -220,7 +227,9 @@ def arg_number(args: dict[str, Any], op: str, name: str) -> float:
 def arg_str_list(args: dict[str, Any], op: str, name: str) -> list[str] | None:
     """Read an optional non-empty list of strings; None when absent."""
     value = _checked(
-        args, op, name,
+        args,
+        op,
+        name,
         lambda v: isinstance(v, list) and bool(v) and all(isinstance(i, str) for i in v),
         "a non-empty list of strings",
     )
@@ -230,9 +239,13 @@ def arg_str_list(args: dict[str, Any], op: str, name: str) -> list[str] | None:
 def arg_str_dict(args: dict[str, Any], op: str, name: str) -> dict[str, str] | None:
     """Read an optional mapping of strings to strings; None when absent."""
     value = _checked(
-        args, op, name,
-        lambda v: isinstance(v, dict)
-        and all(isinstance(k, str) and isinstance(i, str) for k, i in v.items()),
+        args,
+        op,
+        name,
+        lambda v: (
+            isinstance(v, dict)
+            and all(isinstance(k, str) and isinstance(i, str) for k, i in v.items())
+        ),
         "a mapping of strings to strings",
     )
     return None if value is None else dict(value)

@@ -95,13 +95,20 @@ class KernelRelay:
         limit: Bytes of unacknowledged messages kept before output is dropped.
     """
 
-    def __init__(self, kernel_id: str, connection: dict[str, Any],
-                 context: zmq.asyncio.Context, limit: int = DEFAULT_LIMIT) -> None:
+    def __init__(
+        self,
+        kernel_id: str,
+        connection: dict[str, Any],
+        context: zmq.asyncio.Context,
+        limit: int = DEFAULT_LIMIT,
+    ) -> None:
         self.kernel_id = kernel_id
         self.limit = limit
         self.epoch = uuid.uuid4().hex
-        self._signer = Signer(str(connection.get("key", "")).encode(),
-                              str(connection.get("signature_scheme", "hmac-sha256")))
+        self._signer = Signer(
+            str(connection.get("key", "")).encode(),
+            str(connection.get("signature_scheme", "hmac-sha256")),
+        )
         self._kept: collections.deque[_Entry] = collections.deque()
         self._kept_bytes = 0
         self._seq = 0
@@ -130,8 +137,7 @@ class KernelRelay:
                 sock.setsockopt(zmq.IDENTITY, identity)
             sock.connect(channel_url(connection, name + "_port"))
             self._sockets.append(sock)
-        self._readers = [asyncio.ensure_future(self._read_kernel(i)) for i in
-                         range(len(CHANNELS))]
+        self._readers = [asyncio.ensure_future(self._read_kernel(i)) for i in range(len(CHANNELS))]
 
     # ------------------------------------------------------------------ kernel side
 
@@ -171,8 +177,12 @@ class KernelRelay:
                 notice = _Entry(entry.seq, _IOPUB, None)
                 notice.parent = _parent_of(entry.parts)
                 kept.append(notice)
-                log.warning("kernel %s: over the relay's %d MiB while our side is away: "
-                            "dropping the oldest output", self.kernel_id, self.limit // _MIB)
+                log.warning(
+                    "kernel %s: over the relay's %d MiB while our side is away: "
+                    "dropping the oldest output",
+                    self.kernel_id,
+                    self.limit // _MIB,
+                )
             notice.dropped += 1
             notice.dropped_bytes += entry.size
         self._kept = kept
@@ -185,13 +195,22 @@ class KernelRelay:
             f"was down: more than the {self.limit // _MIB} MiB the host keeps "
             "(c.Provider.relay_buffer_mib).\n"
         )
-        header = json.dumps({
-            "msg_id": uuid.uuid4().hex, "msg_type": "stream", "username": "jupyter-remote-hw",
-            "session": self.epoch, "version": PROTOCOL_VERSION,
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-        }).encode()
-        frames = [header, notice.parent, b"{}",
-                  json.dumps({"name": "stderr", "text": text}).encode()]
+        header = json.dumps(
+            {
+                "msg_id": uuid.uuid4().hex,
+                "msg_type": "stream",
+                "username": "jupyter-remote-hw",
+                "session": self.epoch,
+                "version": PROTOCOL_VERSION,
+                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            }
+        ).encode()
+        frames = [
+            header,
+            notice.parent,
+            b"{}",
+            json.dumps({"name": "stderr", "text": text}).encode(),
+        ]
         topic = f"kernel.{self.kernel_id}.stream".encode()
         return [topic, DELIMITER, self._signer.sign(frames), *frames]
 
@@ -202,8 +221,13 @@ class KernelRelay:
 
     # ------------------------------------------------------------------ our side
 
-    async def attach(self, args: dict[str, Any], reader: asyncio.StreamReader,
-                     writer: asyncio.StreamWriter, answer: Any) -> None:
+    async def attach(
+        self,
+        args: dict[str, Any],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        answer: Any,
+    ) -> None:
         """Serve one stream from our side until it ends or a newer one attaches.
 
         Args:
@@ -260,8 +284,7 @@ class KernelRelay:
         except (ConnectionError, OSError):
             writer.close()
 
-    async def _read_link(self, reader: asyncio.StreamReader,
-                         writer: asyncio.StreamWriter) -> None:
+    async def _read_link(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         acks = AckSender(writer, lambda: self._received)
         while True:
             try:
@@ -322,14 +345,18 @@ class KernelRelays:
             :class:`AgentError` for an unknown kernel.
     """
 
-    def __init__(self, context: zmq.asyncio.Context | None,
-                 connection_of: Any) -> None:
+    def __init__(self, context: zmq.asyncio.Context | None, connection_of: Any) -> None:
         self._context = context
         self._connection_of = connection_of
         self._relays: dict[str, KernelRelay] = {}
 
-    async def attach(self, args: dict[str, Any], reader: asyncio.StreamReader,
-                     writer: asyncio.StreamWriter, answer: Any) -> None:
+    async def attach(
+        self,
+        args: dict[str, Any],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        answer: Any,
+    ) -> None:
         """Serve a ``relay`` stream (see :meth:`KernelRelay.attach`).
 
         Raises:
@@ -344,8 +371,12 @@ class KernelRelays:
             if self._context is None:
                 raise AgentError(BAD_REQUEST, "relay: pyzmq is not importable on this host")
             limit = args.get("limit")
-            relay = KernelRelay(kernel_id, connection, self._context,
-                                limit if isinstance(limit, int) and limit > 0 else DEFAULT_LIMIT)
+            relay = KernelRelay(
+                kernel_id,
+                connection,
+                self._context,
+                limit if isinstance(limit, int) and limit > 0 else DEFAULT_LIMIT,
+            )
             self._relays[kernel_id] = relay
         await relay.attach(args, reader, writer, answer)
 

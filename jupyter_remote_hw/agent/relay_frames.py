@@ -74,8 +74,9 @@ async def read_frame(reader: asyncio.StreamReader) -> Frame:
     if kind == ACK:
         return Frame(ACK, 0, seq, [])
     if kind != DATA or channel >= len(CHANNELS) or count > MAX_PARTS:
-        raise RelayProtocolError(f"not a relay frame (kind {kind}, channel {channel}, "
-                                 f"{count} parts)")
+        raise RelayProtocolError(
+            f"not a relay frame (kind {kind}, channel {channel}, {count} parts)"
+        )
     parts = []
     for _ in range(count):
         (size,) = _PART.unpack(await reader.readexactly(_PART.size))

@@ -219,8 +219,9 @@ class AgentServer(AgentOperations):
                     break
                 if not line.strip():
                     continue
-                if b"relay" in line and await self._serve_relay(line, reader, writer,
-                                                                write_lock, connection):
+                if b"relay" in line and await self._serve_relay(
+                    line, reader, writer, write_lock, connection
+                ):
                     break  # the stream was a relay's, for as long as it lasted
                 task = asyncio.ensure_future(
                     self._serve_request(line, writer, write_lock, connection)
@@ -234,7 +235,10 @@ class AgentServer(AgentOperations):
             writer.close()
 
     async def _serve_request(
-        self, line: bytes, writer: asyncio.StreamWriter, write_lock: asyncio.Lock,
+        self,
+        line: bytes,
+        writer: asyncio.StreamWriter,
+        write_lock: asyncio.Lock,
         connection: int,
     ) -> None:
         request: Request | None = None
@@ -257,8 +261,12 @@ class AgentServer(AgentOperations):
             self.request_stop(arg_bool(request.args, request.op, "kill_kernels", True))
 
     async def _serve_relay(
-        self, line: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-        write_lock: asyncio.Lock, connection: int,
+        self,
+        line: bytes,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        write_lock: asyncio.Lock,
+        connection: int,
     ) -> bool:
         """Serve a ``relay`` request's stream until it ends; False if ``line`` is another op."""
         try:
@@ -275,8 +283,7 @@ class AgentServer(AgentOperations):
         try:
             await self.relays.attach(request.args, reader, writer, answer)
         except AgentError as exc:
-            await self._send(writer, write_lock, error_response(request.id, exc.kind,
-                                                                exc.message))
+            await self._send(writer, write_lock, error_response(request.id, exc.kind, exc.message))
         return True
 
     async def _send(
@@ -340,4 +347,3 @@ class AgentServer(AgentOperations):
                 f"its log is {self.paths.log}",
             )
         return ok_response(request.id, result)
-

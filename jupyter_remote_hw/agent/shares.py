@@ -79,8 +79,10 @@ UNKNOWN_SHARE = "unknown_share"
 """Error kind: no share with the given id on this host."""
 
 _SHARE_ID = re.compile(r"^[A-Za-z0-9_-]{4,64}$")
-_KEY_TYPE = re.compile(r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|"
-                       r"sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com)$")
+_KEY_TYPE = re.compile(
+    r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|"
+    r"sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com)$"
+)
 _KEY_BLOB = re.compile(r"^[A-Za-z0-9+/]+=*$")
 _EXPIRY = re.compile(r"^\d{12}Z$")
 _BUFFER = 256 * 1024
@@ -108,8 +110,11 @@ def key_line(public_key: str, ports: list[int], expiry_time: str, share_id: str)
     """
     parts = public_key.strip().split()
     if len(parts) < 2 or not _KEY_TYPE.match(parts[0]) or not _KEY_BLOB.match(parts[1]):
-        raise AgentError(BAD_REQUEST, "the teammate's public key must be one line such as "
-                         "'ssh-ed25519 AAAA... name' (the .pub file, not the private key)")
+        raise AgentError(
+            BAD_REQUEST,
+            "the teammate's public key must be one line such as "
+            "'ssh-ed25519 AAAA... name' (the .pub file, not the private key)",
+        )
     if not _EXPIRY.match(expiry_time):
         raise AgentError(BAD_REQUEST, f"expiry {expiry_time!r} must be YYYYMMDDhhmmZ (UTC)")
     if not _SHARE_ID.match(share_id):
@@ -129,7 +134,7 @@ def key_line(public_key: str, ports: list[int], expiry_time: str, share_id: str)
 
 def _line_share_id(line: str) -> str | None:
     comment = line.rstrip("\n").rsplit(" ", 1)[-1]
-    return comment[len(SHARE_TAG):] if comment.startswith(SHARE_TAG) else None
+    return comment[len(SHARE_TAG) :] if comment.startswith(SHARE_TAG) else None
 
 
 def shares_of_key(path: str, public_key: str) -> list[str]:
@@ -146,8 +151,7 @@ def shares_of_key(path: str, public_key: str) -> list[str]:
     return [sid for line in lines if needle in line and (sid := _line_share_id(line))]
 
 
-def edit_authorized_keys(path: str, add: str | None = None,
-                         remove: str | None = None) -> bool:
+def edit_authorized_keys(path: str, add: str | None = None, remove: str | None = None) -> bool:
     """Add a line to, or remove a share's line from, an authorized_keys file atomically.
 
     The new contents are written to a temporary file in the same directory
@@ -226,8 +230,7 @@ class ShareRelays:
             channel (raises AgentError when the kernel or channel is gone).
     """
 
-    def __init__(self, path: str,
-                 kernel_channel: Callable[[str, str], dict[str, Any]]) -> None:
+    def __init__(self, path: str, kernel_channel: Callable[[str, str], dict[str, Any]]) -> None:
         self.path = path
         self.kernel_channel = kernel_channel
         self.shares: dict[str, Share] = {}
@@ -242,8 +245,9 @@ class ShareRelays:
     # ------------------------------------------------------------------ persistence
 
     def _save_run_by_others(self) -> None:
-        fd, partial = tempfile.mkstemp(prefix=".run_by_others.",
-                                       dir=os.path.dirname(self._run_by_others_path))
+        fd, partial = tempfile.mkstemp(
+            prefix=".run_by_others.", dir=os.path.dirname(self._run_by_others_path)
+        )
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(sorted(self.run_by_others), handle)
         os.chmod(partial, 0o600)
@@ -257,8 +261,10 @@ class ShareRelays:
             return
         except ValueError:
             kept = []
-            log.warning("%s does not read as JSON; kernels of shares kept are still marked",
-                        self._run_by_others_path)
+            log.warning(
+                "%s does not read as JSON; kernels of shares kept are still marked",
+                self._run_by_others_path,
+            )
         self.run_by_others = {str(kernel_id) for kernel_id in kept if isinstance(kernel_id, str)}
 
     def _save(self) -> None:
@@ -308,8 +314,15 @@ class ShareRelays:
 
     # ------------------------------------------------------------------ ops
 
-    async def add(self, share_id: str, kernel_id: str, channels: list[str], public_key: str,
-                  expires: float, authorized_keys: str) -> dict[str, Any]:
+    async def add(
+        self,
+        share_id: str,
+        kernel_id: str,
+        channels: list[str],
+        public_key: str,
+        expires: float,
+        authorized_keys: str,
+    ) -> dict[str, Any]:
         """Open the share's relays and add its key line.
 
         Returns:
@@ -320,8 +333,9 @@ class ShareRelays:
         for channel in channels:
             self.kernel_channel(kernel_id, channel)  # the kernel and channel exist
         expiry_time = time.strftime("%Y%m%d%H%MZ", time.gmtime(expires))
-        share = Share(share_id, kernel_id, list(channels), {}, expires,
-                      os.path.expanduser(authorized_keys))
+        share = Share(
+            share_id, kernel_id, list(channels), {}, expires, os.path.expanduser(authorized_keys)
+        )
         key_line(public_key, [1], expiry_time, share_id)  # check before opening anything
         for other in shares_of_key(share.authorized_keys, public_key):
             # sshd takes the first line that matches a key, and with it that
@@ -329,10 +343,14 @@ class ShareRelays:
             known = self.shares.get(other)
             if known is None or known.revoked is None:
                 what = f" (kernel {known.kernel_id})" if known is not None else ""
-                raise AgentError(BAD_REQUEST, (
-                    f"this key already has share {other}{what} on this host, and sshd would "
-                    "only ever use that share's line: revoke it first, or share with another "
-                    "of the teammate's keys"))
+                raise AgentError(
+                    BAD_REQUEST,
+                    (
+                        f"this key already has share {other}{what} on this host, and sshd would "
+                        "only ever use that share's line: revoke it first, or share with another "
+                        "of the teammate's keys"
+                    ),
+                )
         if runs_code(channels) and kernel_id not in self.run_by_others:
             self.run_by_others.add(kernel_id)  # before the teammate can reach it
             self._save_run_by_others()
@@ -342,8 +360,7 @@ class ShareRelays:
             edit_authorized_keys(share.authorized_keys, add=line)
         except OSError as exc:
             await self._stop_relays(share_id)
-            raise AgentError(BAD_REQUEST, f"cannot write {share.authorized_keys}: {exc}") \
-                from None
+            raise AgentError(BAD_REQUEST, f"cannot write {share.authorized_keys}: {exc}") from None
         self.shares[share_id] = share
         self._save()
         self._schedule_expiry(share)
@@ -363,8 +380,10 @@ class ShareRelays:
         """
         share = self.shares.get(share_id)
         if share is None or share.revoked is not None:
-            raise AgentError(UNKNOWN_SHARE, f"no share {share_id} on this host; "
-                             "list_shares shows the shares it has")
+            raise AgentError(
+                UNKNOWN_SHARE,
+                f"no share {share_id} on this host; list_shares shows the shares it has",
+            )
         removed = False
         try:
             removed = edit_authorized_keys(share.authorized_keys, remove=share_id)
@@ -381,15 +400,26 @@ class ShareRelays:
             handle.cancel()
         await self._release_if_safe(share)
         self._save()
-        log.info("share %s dropped: %d connection(s), sshd session(s) %s",
-                 share_id, closed, sorted(sessions))
-        return {"share_id": share_id, "removed_line": removed, "closed": closed,
-                "sessions": sorted(sessions)}
+        log.info(
+            "share %s dropped: %d connection(s), sshd session(s) %s",
+            share_id,
+            closed,
+            sorted(sessions),
+        )
+        return {
+            "share_id": share_id,
+            "removed_line": removed,
+            "closed": closed,
+            "sessions": sorted(sessions),
+        }
 
     async def drop_kernel(self, kernel_id: str) -> list[str]:
         """Drop every share of a kernel that was shut down; return their ids."""
-        ids = [sid for sid, share in self.shares.items()
-               if share.kernel_id == kernel_id and share.revoked is None]
+        ids = [
+            sid
+            for sid, share in self.shares.items()
+            if share.kernel_id == kernel_id and share.revoked is None
+        ]
         for sid in ids:
             await self.drop(sid)
         if kernel_id in self.run_by_others:
@@ -401,12 +431,16 @@ class ShareRelays:
         """Whether someone else could run code in the kernel since it started (see the module)."""
         return kernel_id in self.run_by_others or any(
             share.kernel_id == kernel_id and runs_code(share.channels)
-            for share in self.shares.values())
+            for share in self.shares.values()
+        )
 
     def list(self) -> list[dict[str, Any]]:
         """Every share (not revoked) with its live connection count."""
-        return [{**asdict(share), "connections": len(self._links.get(sid, ()))}
-                for sid, share in self.shares.items() if share.revoked is None]
+        return [
+            {**asdict(share), "connections": len(self._links.get(sid, ()))}
+            for sid, share in self.shares.items()
+            if share.revoked is None
+        ]
 
     async def _release_if_safe(self, share: Share) -> bool:
         """Free a revoked share's ports once no sshd session from before it is left."""
@@ -433,7 +467,8 @@ class ShareRelays:
         delay = max(0.0, share.expires - time.time())
         loop = asyncio.get_running_loop()
         self._expiry[share.share_id] = loop.call_later(
-            delay, lambda: asyncio.ensure_future(self._expire(share.share_id)))
+            delay, lambda: asyncio.ensure_future(self._expire(share.share_id))
+        )
 
     async def _expire(self, share_id: str) -> None:
         if share_id in self.shares:
@@ -447,7 +482,8 @@ class ShareRelays:
             for channel in share.channels:
                 port = share.ports.get(channel, 0) if keep_ports else 0
                 server = await asyncio.start_server(
-                    self._relay_handler(share, channel), "127.0.0.1", port)
+                    self._relay_handler(share, channel), "127.0.0.1", port
+                )
                 servers.append(server)
                 share.ports[channel] = int(server.sockets[0].getsockname()[1])
         except BaseException:
@@ -466,9 +502,12 @@ class ShareRelays:
             peer_port = int(writer.get_extra_info("peername")[1])
             owner = peer_uid(share.ports[channel], peer_port)
             if owner != os.getuid():
-                log.warning("share %s: refused a %s connection from %s, not this user",
-                            share.share_id, channel,
-                            "an unknown process" if owner is None else f"uid {owner}")
+                log.warning(
+                    "share %s: refused a %s connection from %s, not this user",
+                    share.share_id,
+                    channel,
+                    "an unknown process" if owner is None else f"uid {owner}",
+                )
                 writer.close()
                 return
             links = self._links.setdefault(share.share_id, set())
@@ -481,8 +520,13 @@ class ShareRelays:
             if new or (attaching and not pids):
                 joined: list[int | None] = [*sorted(new)] or [None]
                 for pid in joined:
-                    share.joins.append({"time": time.time(), "pid": pid,
-                                        "started": start_time(pid) if pid else None})
+                    share.joins.append(
+                        {
+                            "time": time.time(),
+                            "pid": pid,
+                            "started": start_time(pid) if pid else None,
+                        }
+                    )
                 self._save()
             upstream: asyncio.StreamWriter | None = None
             try:
@@ -496,6 +540,7 @@ class ShareRelays:
                 for w in (writer, upstream):
                     if w is not None:
                         w.close()
+
         return handle
 
     def _sshd_sessions(self, share_id: str) -> set[int]:
@@ -506,8 +551,13 @@ class ShareRelays:
             pids |= holders(peer_inodes(port, peers))
         # Sessions that joined and still run: the same pid *and* start time,
         # so a pid since reused by another process is never signalled.
-        pids |= {int(j["pid"]) for j in share.joins if j.get("pid") and j.get("started")
-                 is not None and start_time(int(j["pid"])) == j["started"]}
+        pids |= {
+            int(j["pid"])
+            for j in share.joins
+            if j.get("pid")
+            and j.get("started") is not None
+            and start_time(int(j["pid"])) == j["started"]
+        }
         return {pid for pid in pids if pid != os.getpid() and is_sshd(pid)}
 
     def _close_links(self, share_id: str) -> int:

@@ -11,8 +11,7 @@ from collections.abc import Iterator
 
 #: ``sshd: user@notty``, ``sshd: user [priv]`` (OpenSSH before 9.8) or
 #: ``sshd-session: user@notty`` (9.8 and later): an sshd process serving one connection.
-_SSHD_SESSION = re.compile(
-    r"^sshd(-session)?: [A-Za-z0-9._-]+(@\S+)?( \[(priv|net)\])?\s*$")
+_SSHD_SESSION = re.compile(r"^sshd(-session)?: [A-Za-z0-9._-]+(@\S+)?( \[(priv|net)\])?\s*$")
 
 
 #: The programs of sshd's processes: the listener, and (OpenSSH 9.8+) each session's.
@@ -42,16 +41,21 @@ def _tcp_sockets() -> Iterator[tuple[int, int, int, str]]:
             continue
         for cols in rows:
             try:
-                yield (int(cols[1].rsplit(":", 1)[1], 16), int(cols[2].rsplit(":", 1)[1], 16),
-                       int(cols[7]), cols[9])
+                yield (
+                    int(cols[1].rsplit(":", 1)[1], 16),
+                    int(cols[2].rsplit(":", 1)[1], 16),
+                    int(cols[7]),
+                    cols[9],
+                )
             except (ValueError, IndexError):
                 continue
 
 
 def peer_inodes(local_port: int, peer_ports: set[int]) -> set[str]:
     """Socket inodes of the connections from ``peer_ports`` to our ``local_port``."""
-    return {inode for src, dst, _, inode in _tcp_sockets()
-            if src in peer_ports and dst == local_port}
+    return {
+        inode for src, dst, _, inode in _tcp_sockets() if src in peer_ports and dst == local_port
+    }
 
 
 def peer_uid(local_port: int, peer_port: int) -> int | None:

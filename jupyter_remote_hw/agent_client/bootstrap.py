@@ -71,8 +71,12 @@ async def _serve_and_connect(
         client = await connect(str(ready["socket"]))
         if ready.get("version") == AGENT_VERSION:
             return client
-        _log.info("agent on %s: replacing version %s with %s; its kernels keep running",
-                  where, ready.get("version"), AGENT_VERSION)
+        _log.info(
+            "agent on %s: replacing version %s with %s; its kernels keep running",
+            where,
+            ready.get("version"),
+            AGENT_VERSION,
+        )
         try:
             await client.call("shutdown_agent", kill_kernels=False)
         finally:
@@ -81,8 +85,9 @@ async def _serve_and_connect(
     raise AgentUnavailableError(f"start agent on {where}: the old agent did not stop")
 
 
-async def _boot(conn: SSHConnection, python: str, home: str, idle_exit: float,
-                say: Progress) -> str:
+async def _boot(
+    conn: SSHConnection, python: str, home: str, idle_exit: float, say: Progress
+) -> str:
     """Run :mod:`..agent.boot` on the host: one command checks the Python, sends the
     agent bundle only if the host lacks it, and starts the agent.
 
@@ -91,8 +96,9 @@ async def _boot(conn: SSHConnection, python: str, home: str, idle_exit: float,
     """
     name, data = agent_zipapp()
     digest = hashlib.sha256(data).hexdigest()
-    command = shlex.join([python, "-c", _BOOT_SCRIPT, home, name, digest, str(len(data)),
-                          f"{idle_exit:g}"])
+    command = shlex.join(
+        [python, "-c", _BOOT_SCRIPT, home, name, digest, str(len(data)), f"{idle_exit:g}"]
+    )
     where = conn.destination
     output: list[bytes] = []
     async with asyncio.timeout(conn.settings.command_timeout):
@@ -184,12 +190,21 @@ async def start_local_agent(
     Raises:
         AgentUnavailableError: The agent could not be started or reached.
     """
+
     async def serve() -> str:
         say("prepare host: starting the agent")
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "jupyter_remote_hw.agent", "serve",
-            "--state-dir", str(state_dir), "--daemon", "--idle-exit", f"{idle_exit:g}",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            sys.executable,
+            "-m",
+            "jupyter_remote_hw.agent",
+            "serve",
+            "--state-dir",
+            str(state_dir),
+            "--daemon",
+            "--idle-exit",
+            f"{idle_exit:g}",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
             stdin=asyncio.subprocess.DEVNULL,
         )
         out, err = await proc.communicate()

@@ -24,7 +24,16 @@ from ..agent.launch import ZIPAPP_KERNEL_DIR, ZIPAPP_KERNEL_PACKAGE
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 #: The modules of ``transfer`` that run inside kernels (the rest needs jupyter_client).
-KERNEL_MODULES = ("__init__", "buffers", "bulk", "devices", "errors", "kernel_handler", "pickling", "protocol")
+KERNEL_MODULES = (
+    "__init__",
+    "buffers",
+    "bulk",
+    "devices",
+    "errors",
+    "kernel_handler",
+    "pickling",
+    "protocol",
+)
 _MAIN = "from jupyter_remote_hw.agent.__main__ import main\nmain()\n"
 
 
@@ -34,7 +43,9 @@ def _sources() -> list[tuple[str, bytes]]:
         files.append((str(path.relative_to(_PACKAGE.parent)), path.read_bytes()))
     for module in KERNEL_MODULES:
         path = _PACKAGE / "transfer" / f"{module}.py"
-        files.append((f"{ZIPAPP_KERNEL_DIR}/{ZIPAPP_KERNEL_PACKAGE}/{path.name}", path.read_bytes()))
+        files.append(
+            (f"{ZIPAPP_KERNEL_DIR}/{ZIPAPP_KERNEL_PACKAGE}/{path.name}", path.read_bytes())
+        )
     vendor = Path(cloudpickle.__file__).parent
     for path in sorted(vendor.rglob("*.py")):
         files.append((f"vendor/cloudpickle/{path.relative_to(vendor)}", path.read_bytes()))

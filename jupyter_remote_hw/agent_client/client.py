@@ -43,7 +43,12 @@ class AgentClient:
     """
 
     def __init__(
-        self, reader: _Reader, writer: _Writer, *, where: str, log: logging.Logger | None = None,
+        self,
+        reader: _Reader,
+        writer: _Writer,
+        *,
+        where: str,
+        log: logging.Logger | None = None,
         socket: str | None = None,
     ) -> None:
         self.where = where
@@ -57,8 +62,9 @@ class AgentClient:
         self._receiver = asyncio.create_task(self._receive())
 
     @classmethod
-    async def connect_unix(cls, path: str, *, where: str = "localhost",
-                           log: logging.Logger | None = None) -> Self:
+    async def connect_unix(
+        cls, path: str, *, where: str = "localhost", log: logging.Logger | None = None
+    ) -> Self:
         """Open a client on the agent's UNIX socket on this machine."""
         try:
             reader, writer = await asyncio.open_unix_connection(path, limit=MAX_LINE_BYTES)
@@ -83,8 +89,11 @@ class AgentClient:
                     self.log.warning("agent on %s: a line that is not JSON was ignored", self.where)
                     continue
                 request_id = message.get("id") if isinstance(message, dict) else None
-                future = self._pending.pop(request_id) \
-                    if isinstance(request_id, int) and request_id in self._pending else None
+                future = (
+                    self._pending.pop(request_id)
+                    if isinstance(request_id, int) and request_id in self._pending
+                    else None
+                )
                 if future is None:
                     self._unmatched(message)
                 elif not future.done():
@@ -148,8 +157,11 @@ class AgentClient:
         """
         message = await self.response(op, wait, **args)
         if not message.get("ok"):
-            raise AgentError(self.where, str(message.get("kind", "error")),
-                             str(message.get("error", "the agent gave no reason")))
+            raise AgentError(
+                self.where,
+                str(message.get("kind", "error")),
+                str(message.get("error", "the agent gave no reason")),
+            )
         result = message.get("result") or {}
         if not isinstance(result, dict):
             raise AgentError(self.where, "bad_response", f"unexpected result: {result!r}")

@@ -66,13 +66,20 @@ class KernelRelayClient:
             acknowledged them (see :data:`REQUEST_LIMIT`).
     """
 
-    def __init__(self, kernel_id: str, connection: dict[str, Any], open_stream: StreamOpener,
-                 log: logging.Logger | None = None, limit: int = 0,
-                 request_limit: int = REQUEST_LIMIT) -> None:
+    def __init__(
+        self,
+        kernel_id: str,
+        connection: dict[str, Any],
+        open_stream: StreamOpener,
+        log: logging.Logger | None = None,
+        limit: int = 0,
+        request_limit: int = REQUEST_LIMIT,
+    ) -> None:
         self.kernel_id = kernel_id
-        self._session = Session(key=str(connection.get("key", "")).encode(),
-                                signature_scheme=str(connection.get("signature_scheme",
-                                                                    "hmac-sha256")))
+        self._session = Session(
+            key=str(connection.get("key", "")).encode(),
+            signature_scheme=str(connection.get("signature_scheme", "hmac-sha256")),
+        )
         self.log = log or logging.getLogger(__name__)
         self.limit = limit
         self._open_stream = open_stream
@@ -136,7 +143,10 @@ class KernelRelayClient:
             if not self._room.is_set():
                 self.log.warning(
                     "kernel %s: %d MiB of requests wait for the link to the host; "
-                    "clients wait until it is back", self.kernel_id, self._kept_bytes >> 20)
+                    "clients wait until it is back",
+                    self.kernel_id,
+                    self._kept_bytes >> 20,
+                )
                 await self._room.wait()
             parts = await sock.recv_multipart()
             self._seq += 1
@@ -153,8 +163,9 @@ class KernelRelayClient:
                 if frame[:1] != b"\x01":
                     continue  # an unsubscription
                 topic = frame[1:]
-                message = self._session.msg("iopub_welcome",
-                                            {"subscription": topic.decode(errors="replace")})
+                message = self._session.msg(
+                    "iopub_welcome", {"subscription": topic.decode(errors="replace")}
+                )
                 parts = self._session.serialize(message)
                 await sock.send_multipart([topic, *parts] if topic else parts)
 
@@ -171,8 +182,12 @@ class KernelRelayClient:
             except Exception as exc:  # noqa: BLE001 (the link is down: try again)
                 delay = RETRY_DELAYS[min(failures, len(RETRY_DELAYS) - 1)]
                 failures += 1
-                self.log.debug("kernel %s: relay stream not opened (%s); again in %.1f s",
-                               self.kernel_id, exc, delay)
+                self.log.debug(
+                    "kernel %s: relay stream not opened (%s); again in %.1f s",
+                    self.kernel_id,
+                    exc,
+                    delay,
+                )
                 await asyncio.sleep(delay)
                 continue
             sender: asyncio.Task[None] | None = None
@@ -197,15 +212,23 @@ class KernelRelayClient:
                     await asyncio.gather(sender, return_exceptions=True)
                 writer.close()
             if not self._closed:
-                self.log.info("kernel %s: relay stream to the host closed; reopening",
-                              self.kernel_id)
+                self.log.info(
+                    "kernel %s: relay stream to the host closed; reopening", self.kernel_id
+                )
                 await asyncio.sleep(RETRY_DELAYS[0])
 
     def _send_attach(self, writer: Any) -> None:
-        request = {"id": 1, "op": "relay", "args": {
-            "kernel_id": self.kernel_id, "near": self._epoch, "epoch": self._host_epoch,
-            "received": self._received, "limit": self.limit,
-        }}
+        request = {
+            "id": 1,
+            "op": "relay",
+            "args": {
+                "kernel_id": self.kernel_id,
+                "near": self._epoch,
+                "epoch": self._host_epoch,
+                "received": self._received,
+                "limit": self.limit,
+            },
+        }
         writer.write(json.dumps(request).encode() + b"\n")
         self._sent = 0  # everything still kept goes again on this stream
         self._wake.set()
@@ -221,7 +244,9 @@ class KernelRelayClient:
         if self._host_epoch is not None and result["epoch"] != self._host_epoch:
             self.log.warning(
                 "kernel %s: the host's agent was restarted; output the kernel sent while it "
-                "was down and our side was away may be missing", self.kernel_id)
+                "was down and our side was away may be missing",
+                self.kernel_id,
+            )
         if result["epoch"] != self._host_epoch:
             self._received = 0  # a new relay numbers from 1
         self._host_epoch = str(result["epoch"])

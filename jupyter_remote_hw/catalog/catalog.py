@@ -67,12 +67,14 @@ class Catalog:
         elsewhere = sorted({e.region for e in self.entries if e.instance_type == instance_type})
         if elsewhere:
             raise CatalogQueryError(
-                instance_type, f"{instance_type} is not in the catalog for {region}; it is "
+                instance_type,
+                f"{instance_type} is not in the catalog for {region}; it is "
                 f"listed in {', '.join(elsewhere)} (or run `jupyter remote-hw catalog refresh`)",
             )
         known = sorted({e.instance_type for e in self.entries})
         raise CatalogQueryError(
-            instance_type, f"unknown instance type {instance_type!r} in {self.source}",
+            instance_type,
+            f"unknown instance type {instance_type!r} in {self.source}",
             difflib.get_close_matches(instance_type, known, n=3, cutoff=0.6),
         )
 
@@ -85,12 +87,16 @@ class Catalog:
         """
         if any(e.instance_type == query for e in self.entries):
             return self.entry(query, region)
-        found = [e for e in self.search(query, region) if e.price() is not None] or \
-            self.search(query, region)
+        found = [e for e in self.search(query, region) if e.price() is not None] or self.search(
+            query, region
+        )
         if not found:
             anywhere = self.search(query)
             where = sorted({e.region for e in anywhere})
-            hint = f"; it is offered in {', '.join(where)}" if where else \
-                "; loosen the query (`jupyter remote-hw catalog` lists the hardware)"
+            hint = (
+                f"; it is offered in {', '.join(where)}"
+                if where
+                else "; loosen the query (`jupyter remote-hw catalog` lists the hardware)"
+            )
             raise CatalogQueryError(query, f"no instance type in {region} matches {query!r}{hint}")
         return found[0]

@@ -97,18 +97,20 @@ def parse_catalog(text: str, source: str = "catalog") -> list[CatalogEntry]:
     entries = []
     for number, row in enumerate(reader, start=2):
         try:
-            entries.append(CatalogEntry(
-                instance_type=row["instance_type"].strip(),
-                region=row["region"].strip(),
-                vcpus=int(row["vcpus"]),
-                memory_gib=float(row["memory_gib"]),
-                gpu_name=row["gpu_name"].strip(),
-                gpu_count=int(row["gpu_count"] or 0),
-                gpu_memory_gib=float(row["gpu_memory_gib"] or 0),
-                on_demand_usd_per_hour=_optional_float(row["on_demand_usd_per_hour"]),
-                spot_usd_per_hour=_optional_float(row["spot_usd_per_hour"]),
-                price_date=row["price_date"].strip(),
-            ))
+            entries.append(
+                CatalogEntry(
+                    instance_type=row["instance_type"].strip(),
+                    region=row["region"].strip(),
+                    vcpus=int(row["vcpus"]),
+                    memory_gib=float(row["memory_gib"]),
+                    gpu_name=row["gpu_name"].strip(),
+                    gpu_count=int(row["gpu_count"] or 0),
+                    gpu_memory_gib=float(row["gpu_memory_gib"] or 0),
+                    on_demand_usd_per_hour=_optional_float(row["on_demand_usd_per_hour"]),
+                    spot_usd_per_hour=_optional_float(row["spot_usd_per_hour"]),
+                    price_date=row["price_date"].strip(),
+                )
+            )
         except (TypeError, ValueError) as exc:
             raise CatalogFileError(f"{source}: data row {number - 1}: {exc}") from None
     return entries

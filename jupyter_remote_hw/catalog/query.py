@@ -27,8 +27,12 @@ _PRICE_LIMIT = re.compile(r"^(?:<=|\$|max\$=|max=)\s*\$?([0-9]*\.?[0-9]+)$")
 _NAME_COUNT = re.compile(r"^([a-z0-9.\-]+)(?::([0-9]+))?$")
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
-    ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
-    "=": operator.eq, "==": operator.eq,
+    ">=": operator.ge,
+    "<=": operator.le,
+    ">": operator.gt,
+    "<": operator.lt,
+    "=": operator.eq,
+    "==": operator.eq,
 }
 _FIELDS: dict[str, Callable[[CatalogEntry, bool], float | None]] = {
     "gpu_mem": lambda e, _spot: e.gpu_memory_gib,
@@ -123,7 +127,8 @@ def parse_query(text: str, entries: list[CatalogEntry]) -> Query:
             query.filters.append(_by_name(raw, match.group(1), match.group(2), names))
         else:
             raise CatalogQueryError(
-                raw, f"cannot read the hardware query term {raw!r}: use a GPU name "
+                raw,
+                f"cannot read the hardware query term {raw!r}: use a GPU name "
                 "('A10G', 'A100:8'), 'gpu_mem>=40', '<=2.5', 'spot' or 'cheapest'",
             )
     return query
@@ -140,8 +145,14 @@ def _price_limit(limit: float, query: Query) -> Callable[[CatalogEntry], bool]:
 
 
 def _comparison(raw: str, name: str, op: str, value: str) -> Callable[[CatalogEntry], bool]:
-    name = {"max$": "price", "$": "price", "gpu_memory": "gpu_mem", "mem": "memory",
-            "cpus": "vcpus", "gpu_count": "gpus"}.get(name, name)
+    name = {
+        "max$": "price",
+        "$": "price",
+        "gpu_memory": "gpu_mem",
+        "mem": "memory",
+        "cpus": "vcpus",
+        "gpu_count": "gpus",
+    }.get(name, name)
     if name not in _FIELDS:
         close = difflib.get_close_matches(name, list(_FIELDS), n=2, cutoff=0.5)
         raise CatalogQueryError(
@@ -156,12 +167,14 @@ def _comparison(raw: str, name: str, op: str, value: str) -> Callable[[CatalogEn
     return check
 
 
-def _by_name(raw: str, name: str, count: str | None,
-             names: dict[str, str]) -> Callable[[CatalogEntry], bool]:
+def _by_name(
+    raw: str, name: str, count: str | None, names: dict[str, str]
+) -> Callable[[CatalogEntry], bool]:
     if name not in names:
         close = difflib.get_close_matches(name, list(names), n=3, cutoff=0.6)
         raise CatalogQueryError(
-            raw, f"unknown hardware {raw!r}: no GPU, instance type or family of that name "
+            raw,
+            f"unknown hardware {raw!r}: no GPU, instance type or family of that name "
             "in the catalog (`jupyter remote-hw catalog` lists them)",
             [names[c] for c in close],
         )
@@ -189,8 +202,14 @@ def search(entries: list[CatalogEntry], text: str, region: str | None = None) ->
     if query.region is None:
         query.region = region
     found = [e for e in entries if query.matches(e)]
-    found.sort(key=lambda e: (e.price(query.spot) is None, e.price(query.spot) or 0.0,
-                              e.instance_type, e.region))
+    found.sort(
+        key=lambda e: (
+            e.price(query.spot) is None,
+            e.price(query.spot) or 0.0,
+            e.instance_type,
+            e.region,
+        )
+    )
     if query.cheapest:
         found = [e for e in found if e.price(query.spot) is not None][:1]
     return found

@@ -30,8 +30,11 @@ def _wanted(instance_type: str, families: Iterable[str], cpu_types: Iterable[str
     return instance_type.split(".", 1)[0] in set(families) or instance_type in set(cpu_types)
 
 
-def describe_types(ec2: Any, families: Iterable[str] = DEFAULT_FAMILIES,
-                   cpu_types: Iterable[str] = DEFAULT_CPU_TYPES) -> dict[str, dict[str, Any]]:
+def describe_types(
+    ec2: Any,
+    families: Iterable[str] = DEFAULT_FAMILIES,
+    cpu_types: Iterable[str] = DEFAULT_CPU_TYPES,
+) -> dict[str, dict[str, Any]]:
     """Specs of the wanted instance types offered in ``ec2``'s region (DescribeInstanceTypes).
 
     Returns:
@@ -50,7 +53,9 @@ def describe_types(ec2: Any, families: Iterable[str] = DEFAULT_FAMILIES,
                 "memory_gib": round(info["MemoryInfo"]["SizeInMiB"] / 1024, 1),
                 "gpu_name": str(gpu.get("Name", "")),
                 "gpu_count": int(sum(g.get("Count", 0) for g in gpus if g)),
-                "gpu_memory_gib": round((gpu.get("MemoryInfo") or {}).get("SizeInMiB", 0) / 1024, 1),
+                "gpu_memory_gib": round(
+                    (gpu.get("MemoryInfo") or {}).get("SizeInMiB", 0) / 1024, 1
+                ),
             }
     return found
 
@@ -73,9 +78,12 @@ def list_prices(pricing: Any, region: str, instance_types: Iterable[str]) -> dic
         filters = [
             {"Type": "TERM_MATCH", "Field": field, "Value": value}
             for field, value in (
-                ("instanceType", instance_type), ("regionCode", region),
-                ("operatingSystem", "Linux"), ("tenancy", "Shared"),
-                ("preInstalledSw", "NA"), ("capacitystatus", "Used"),
+                ("instanceType", instance_type),
+                ("regionCode", region),
+                ("operatingSystem", "Linux"),
+                ("tenancy", "Shared"),
+                ("preInstalledSw", "NA"),
+                ("capacitystatus", "Used"),
             )
         ]
         for page in pricing.get_paginator("get_products").paginate(
@@ -98,7 +106,8 @@ def spot_prices(ec2: Any, instance_types: Iterable[str]) -> dict[str, float]:
     if not types:
         return prices
     response = ec2.describe_spot_price_history(
-        InstanceTypes=types, ProductDescriptions=["Linux/UNIX"],
+        InstanceTypes=types,
+        ProductDescriptions=["Linux/UNIX"],
         StartTime=datetime.datetime.now(datetime.UTC),
     )
     for item in response.get("SpotPriceHistory", []):
@@ -150,8 +159,10 @@ def refresh_entries(
             try:
                 prices = list_prices(pricing, region, sorted(specs))
             except (ClientError, BotoCoreError) as exc:
-                warnings.append(f"{region}: the Pricing API did not answer ({exc}); "
-                                "kept the previous on-demand prices")
+                warnings.append(
+                    f"{region}: the Pricing API did not answer ({exc}); "
+                    "kept the previous on-demand prices"
+                )
         try:
             spots = spot_prices(ec2, sorted(specs))
         except (ClientError, BotoCoreError) as exc:
@@ -161,11 +172,16 @@ def refresh_entries(
             before = old.get((name, region))
             price = prices.get(name, before.on_demand_usd_per_hour if before else None)
             date = today if name in prices else (before.price_date if before else "")
-            entries.append(CatalogEntry(
-                instance_type=name, region=region, on_demand_usd_per_hour=price,
-                spot_usd_per_hour=spots.get(name, before.spot_usd_per_hour if before else None),
-                price_date=date, **spec,
-            ))
+            entries.append(
+                CatalogEntry(
+                    instance_type=name,
+                    region=region,
+                    on_demand_usd_per_hour=price,
+                    spot_usd_per_hour=spots.get(name, before.spot_usd_per_hour if before else None),
+                    price_date=date,
+                    **spec,
+                )
+            )
         missing = sorted(name for name, where in old if where == region and name not in specs)
         if missing:
             warnings.append(f"{region}: no longer offered or not visible: {', '.join(missing)}")

@@ -27,36 +27,49 @@ COMMANDS = ("catalog",)
 def add_parsers(commands: Any) -> None:
     """Add the catalog subcommand to ``commands`` (an argparse subparsers object)."""
     catalog = commands.add_parser("catalog", help="the hardware catalog, or `catalog refresh`")
-    catalog.add_argument("query", nargs="*", help="a query ('A10G', 'a100:8', 'gpu_mem>=40', "
-                         "'cheapest', '<=2', 'spot'), or `refresh`")
-    catalog.add_argument("--region", action="append",
-                         help="only this region (refresh: refresh this region; repeatable)")
-    catalog.add_argument("--no-targets", action="store_true",
-                         help="leave out this machine and the SSH hosts")
-    catalog.add_argument("--probe", action="store_true",
-                         help="ask each SSH host's agent what hardware it has")
+    catalog.add_argument(
+        "query",
+        nargs="*",
+        help="a query ('A10G', 'a100:8', 'gpu_mem>=40', 'cheapest', '<=2', 'spot'), or `refresh`",
+    )
+    catalog.add_argument(
+        "--region",
+        action="append",
+        help="only this region (refresh: refresh this region; repeatable)",
+    )
+    catalog.add_argument(
+        "--no-targets", action="store_true", help="leave out this machine and the SSH hosts"
+    )
+    catalog.add_argument(
+        "--probe", action="store_true", help="ask each SSH host's agent what hardware it has"
+    )
     catalog.add_argument("--output", help="refresh: write here instead of the user catalog")
-    catalog.add_argument("--all", action="store_true", dest="show_all",
-                         help="list the AWS rows even when AWS cannot be used now")
+    catalog.add_argument(
+        "--all",
+        action="store_true",
+        dest="show_all",
+        help="list the AWS rows even when AWS cannot be used now",
+    )
 
 
-async def run(args: argparse.Namespace, manager: MachineManager, out: TextIO,
-              err: TextIO) -> None:
+async def run(args: argparse.Namespace, manager: MachineManager, out: TextIO, err: TextIO) -> None:
     """Run one parsed catalog subcommand."""
     commands = CatalogCommands(manager, out, err)
     if args.query[:1] == ["refresh"]:
         await commands.refresh(args.region, args.output)
     else:
         region = args.region[0] if args.region else None
-        await commands.catalog(" ".join(args.query), region, not args.no_targets,
-                               args.probe, args.show_all)
+        await commands.catalog(
+            " ".join(args.query), region, not args.no_targets, args.probe, args.show_all
+        )
 
 
 class CatalogCommands(BaseCommands):
     """The catalog subcommands, over one machine manager (see :class:`.base.BaseCommands`)."""
 
-    async def catalog(self, query: str, region: str | None, targets: bool,
-                      probe: bool, show_all: bool = False) -> None:
+    async def catalog(
+        self, query: str, region: str | None, targets: bool, probe: bool, show_all: bool = False
+    ) -> None:
         catalog = self.aws.catalog
         entries: list[CatalogEntry] = catalog.search(query, region)
         spot = "spot" in query.lower().split()
@@ -64,23 +77,50 @@ class CatalogCommands(BaseCommands):
         # query or --all shows them anyway (their specs and prices are worth reading).
         blocked = self.aws.usability()
         folded = blocked is not None and not query.strip() and not show_all
-        rows: list[list[Any]] = [] if folded else [
-            [e.instance_type, "aws", e.region, e.hardware, e.gpu_count,
-             f"{e.gpu_memory_gib:g}" if e.gpu_count else "-", e.vcpus, f"{e.memory_gib:g}",
-             _money(e.price(spot)) if e.price(spot) is not None else "price unknown",
-             _money(e.spot_usd_per_hour) if e.spot_usd_per_hour is not None else "-",
-             e.price_date or "-"] for e in entries]
+        rows: list[list[Any]] = (
+            []
+            if folded
+            else [
+                [
+                    e.instance_type,
+                    "aws",
+                    e.region,
+                    e.hardware,
+                    e.gpu_count,
+                    f"{e.gpu_memory_gib:g}" if e.gpu_count else "-",
+                    e.vcpus,
+                    f"{e.memory_gib:g}",
+                    _money(e.price(spot)) if e.price(spot) is not None else "price unknown",
+                    _money(e.spot_usd_per_hour) if e.spot_usd_per_hour is not None else "-",
+                    e.price_date or "-",
+                ]
+                for e in entries
+            ]
+        )
         if targets and not query.strip():
             rows = await self._target_rows(probe) + rows
-        headers = ["NAME", "PROVIDER", "REGION/WHERE", "HARDWARE", "GPUS", "GPU GIB", "VCPUS",
-                   "MEM GIB", "$/H", "SPOT $/H", "PRICES OF"]
+        headers = [
+            "NAME",
+            "PROVIDER",
+            "REGION/WHERE",
+            "HARDWARE",
+            "GPUS",
+            "GPU GIB",
+            "VCPUS",
+            "MEM GIB",
+            "$/H",
+            "SPOT $/H",
+            "PRICES OF",
+        ]
         self._print(tabulate(rows, headers=headers))
         if blocked is not None:
-            more = (f" ({len(entries)} types folded; `jupyter remote-hw catalog --all` "
-                    "lists them)") if folded else ""
+            more = (
+                (f" ({len(entries)} types folded; `jupyter remote-hw catalog --all` lists them)")
+                if folded
+                else ""
+            )
             self._print(f"\nAWS: {blocked.text}{more}")
-        self._print(f"\n{len(entries)} of {len(catalog.entries)} catalog rows "
-                    f"({catalog.source})")
+        self._print(f"\n{len(entries)} of {len(catalog.entries)} catalog rows ({catalog.source})")
 
     async def _target_rows(self, probe: bool) -> list[list[Any]]:
         rows = []
@@ -97,15 +137,23 @@ class CatalogCommands(BaseCommands):
                     report = {"summary": f"unreachable: {exc}"}
             gpus = report.get("gpus") or []
             memory = report.get("memory_mib")
-            rows.append([
-                target.name, target.provider, target.where,
-                report.get("summary") or target.hardware,
-                len(gpus) if report else "-",
-                f"{gpus[0]['memory_mib'] / 1024:.1f}" if gpus and gpus[0].get("memory_mib")
-                else "-",
-                report.get("cpu_count", "-"),
-                f"{memory / 1024:.1f}" if memory else "-", "$0", "-", "-",
-            ])
+            rows.append(
+                [
+                    target.name,
+                    target.provider,
+                    target.where,
+                    report.get("summary") or target.hardware,
+                    len(gpus) if report else "-",
+                    f"{gpus[0]['memory_mib'] / 1024:.1f}"
+                    if gpus and gpus[0].get("memory_mib")
+                    else "-",
+                    report.get("cpu_count", "-"),
+                    f"{memory / 1024:.1f}" if memory else "-",
+                    "$0",
+                    "-",
+                    "-",
+                ]
+            )
         return rows
 
     async def refresh(self, regions: list[str] | None, output: str | None) -> None:
@@ -117,12 +165,18 @@ class CatalogCommands(BaseCommands):
         try:
             pricing = self.aws.client("pricing", "us-east-1")
             entries, warnings = await asyncio.to_thread(
-                refresh_entries, clients, pricing, catalog.entries,
-                today=datetime.date.today().isoformat())
+                refresh_entries,
+                clients,
+                pricing,
+                catalog.entries,
+                today=datetime.date.today().isoformat(),
+            )
         except NoCredentialsError:
-            raise CLIError("catalog refresh needs AWS credentials (`aws configure`, "
-                           "AWS_PROFILE or an instance role); the shipped catalog stays "
-                           "in use meanwhile") from None
+            raise CLIError(
+                "catalog refresh needs AWS credentials (`aws configure`, "
+                "AWS_PROFILE or an instance role); the shipped catalog stays "
+                "in use meanwhile"
+            ) from None
         except (ClientError, BotoCoreError) as exc:
             raise CLIError(f"catalog refresh: DescribeInstanceTypes failed: {exc}") from None
         kept = [e for e in catalog.entries if e.region not in regions]
@@ -130,5 +184,7 @@ class CatalogCommands(BaseCommands):
         write_catalog(path, kept + entries)
         for warning in warnings:
             self.err.write(f"warning: {warning}\n")
-        self._print(f"wrote {len(kept) + len(entries)} rows ({len(entries)} refreshed in "
-                    f"{', '.join(regions)}) to {path}")
+        self._print(
+            f"wrote {len(kept) + len(entries)} rows ({len(entries)} refreshed in "
+            f"{', '.join(regions)}) to {path}"
+        )

@@ -50,10 +50,11 @@ class RunningServer:
 
     def _call(self, path: str, method: str) -> Any:
         request = urllib.request.Request(
-            self.url.rstrip("/") + "/" + path, method=method,
+            self.url.rstrip("/") + "/" + path,
+            method=method,
             data=b"{}" if method == "POST" else None,
-            headers={"Authorization": f"token {self.token}",
-                     "Content-Type": "application/json"})
+            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
+        )
         try:
             with urllib.request.urlopen(request, timeout=SERVER_TIMEOUT) as response:
                 return json.loads(response.read() or b"null")
@@ -77,8 +78,9 @@ class RunningServer:
 
 def running_servers() -> list[RunningServer]:
     """The Jupyter servers of this user that still run (their runtime files)."""
-    return [RunningServer(info["url"], info.get("token", ""))
-            for info in list_running_servers(log=log)]
+    return [
+        RunningServer(info["url"], info.get("token", "")) for info in list_running_servers(log=log)
+    ]
 
 
 async def _ask(server: RunningServer) -> list[dict[str, Any]] | None:
@@ -98,21 +100,26 @@ def merge(listings: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     for listing in listings:
         for machine in listing:
             known = machines.setdefault(machine["name"], {**machine, "kernels": []})
-            if known["state"] in ("unknown", "idle") and machine["state"] not in ("unknown",
-                                                                                 "idle"):
+            if known["state"] in ("unknown", "idle") and machine["state"] not in (
+                "unknown",
+                "idle",
+            ):
                 known.update({**machine, "kernels": known["kernels"]})
             kernels = {k["id"]: k for k in known["kernels"]}
             for kernel in machine["kernels"]:
                 seen = kernels.get(kernel["id"])
-                if seen is None or (seen["execution_state"] is None
-                                    and kernel["execution_state"] is not None):
+                if seen is None or (
+                    seen["execution_state"] is None and kernel["execution_state"] is not None
+                ):
                     kernels[kernel["id"]] = kernel
             known["kernels"] = list(kernels.values())
     return [machines[name] for name in sorted(machines)]
 
 
-async def machine_models(manager: MachineManager, include_ended: bool = False,
-                         ) -> tuple[list[dict[str, Any]], list[RunningServer]]:
+async def machine_models(
+    manager: MachineManager,
+    include_ended: bool = False,
+) -> tuple[list[dict[str, Any]], list[RunningServer]]:
     """The machines as the panel shows them, and the servers that said so (none: the
     ledger's view)."""
     servers = running_servers()
@@ -123,8 +130,9 @@ async def machine_models(manager: MachineManager, include_ended: bool = False,
     models = merge(listings) if listings else view.models()
     if include_ended:
         live = {m["name"] for m in models}
-        models += [m for m in view.models(include_ended=True) if m["name"] not in live
-                   and not m["actions"]]
+        models += [
+            m for m in view.models(include_ended=True) if m["name"] not in live and not m["actions"]
+        ]
     return models, answering
 
 
@@ -139,28 +147,35 @@ def owned_target(manager: MachineManager, key: str) -> Target | None:
 
 def no_launch(target: Target) -> str:
     """Why ``launch`` does nothing for hardware the user has, and what to do."""
-    return (f"{target.name} is {target.where} ({target.provider} provider): hardware you "
-            "already have, nothing to launch. Pick its kernel "
-            f"\"{target.display_name}\" in JupyterLab, or run "
-            f"`jupyter remote-hw start {target.name}` while JupyterLab runs to connect now")
+    return (
+        f"{target.name} is {target.where} ({target.provider} provider): hardware you "
+        "already have, nothing to launch. Pick its kernel "
+        f'"{target.display_name}" in JupyterLab, or run '
+        f"`jupyter remote-hw start {target.name}` while JupyterLab runs to connect now"
+    )
 
 
 def no_server(target: Target, action: str) -> str:
     """Why ``start``/``stop``/``terminate`` of owned hardware needs a running Jupyter
     server."""
     if action == "start":
-        return (f"no Jupyter server is running to hold the link to {target.name} "
-                f"({target.where}); start JupyterLab, then pick \"{target.display_name}\" as a "
-                "notebook's kernel (or run this command again)")
-    return (f"nothing to {action} on {target.name}: no Jupyter server is running, so none "
-            "of its kernels are a server's (a `%%remote` kernel ends with its notebook's "
-            "kernel; kernels a stopped server left behind end after the agent's orphan grace)")
+        return (
+            f"no Jupyter server is running to hold the link to {target.name} "
+            f'({target.where}); start JupyterLab, then pick "{target.display_name}" as a '
+            "notebook's kernel (or run this command again)"
+        )
+    return (
+        f"nothing to {action} on {target.name}: no Jupyter server is running, so none "
+        "of its kernels are a server's (a `%%remote` kernel ends with its notebook's "
+        "kernel; kernels a stopped server left behind end after the agent's orphan grace)"
+    )
 
 
 def kernel_title(kernel: dict[str, Any]) -> str:
     """``analysis/train.ipynb · Python 3 (ipykernel)``, as the panel titles a kernel."""
-    where = kernel.get("path") or ("%%remote" if str(kernel.get("owner", "")).startswith(
-        "magic:") else "no notebook")
+    where = kernel.get("path") or (
+        "%%remote" if str(kernel.get("owner", "")).startswith("magic:") else "no notebook"
+    )
     return f"{where} · {kernel.get('display_name') or kernel.get('kernel_name') or 'kernel'}"
 
 
@@ -175,24 +190,57 @@ def render_rows(models: list[dict[str, Any]], money: Any, duration: Any) -> list
     rows = []
     for m in models:
         uptime = m.get("uptime_seconds")
-        rows.append([m["name"], m["provider"], m["hardware"], m["state"],
-                     money(m["price_per_hour"]) + "/h" if m["price_per_hour"] is not None
-                     else "?", money(m["cost_so_far"]),
-                     duration(uptime) if uptime is not None else "-",
-                     m.get("resource_id") or "-"])
+        rows.append(
+            [
+                m["name"],
+                m["provider"],
+                m["hardware"],
+                m["state"],
+                money(m["price_per_hour"]) + "/h" if m["price_per_hour"] is not None else "?",
+                money(m["cost_so_far"]),
+                duration(uptime) if uptime is not None else "-",
+                m.get("resource_id") or "-",
+            ]
+        )
         for k in m["kernels"]:
             uptime = k.get("uptime_seconds")
-            rows.append([f"└ {kernel_title(k)}", "",
-                         m["hardware"], k["state"], "", money(k.get("cost_so_far")),
-                         duration(uptime) if uptime is not None else "-", k["id"]])
+            rows.append(
+                [
+                    f"└ {kernel_title(k)}",
+                    "",
+                    m["hardware"],
+                    k["state"],
+                    "",
+                    money(k.get("cost_so_far")),
+                    duration(uptime) if uptime is not None else "-",
+                    k["id"],
+                ]
+            )
     return rows
 
 
 #: The columns of :func:`render_rows`.
-HEADERS = ["MACHINE / NOTEBOOK · KERNEL", "PROVIDER", "HARDWARE", "STATE", "$/H", "COST",
-           "UPTIME", "INSTANCE / KERNEL ID"]
+HEADERS = [
+    "MACHINE / NOTEBOOK · KERNEL",
+    "PROVIDER",
+    "HARDWARE",
+    "STATE",
+    "$/H",
+    "COST",
+    "UPTIME",
+    "INSTANCE / KERNEL ID",
+]
 
-__all__ = ["HEADERS", "RunningServer", "ServerRequestError", "kernel_title", "machine_models",
-           "merge",
-           "no_launch", "no_server", "owned_target", "render_rows",
-           "running_servers"]
+__all__ = [
+    "HEADERS",
+    "RunningServer",
+    "ServerRequestError",
+    "kernel_title",
+    "machine_models",
+    "merge",
+    "no_launch",
+    "no_server",
+    "owned_target",
+    "render_rows",
+    "running_servers",
+]

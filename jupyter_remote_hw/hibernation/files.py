@@ -71,7 +71,7 @@ def write_new(path: Path, views: list[memoryview], moved: Moved | None = None) -
     try:
         for view in views:
             for start in range(0, view.nbytes, PIECE):
-                piece = view[start:start + PIECE]
+                piece = view[start : start + PIECE]
                 digest.update(piece)
                 while piece.nbytes:
                     written = os.write(fd, piece)
@@ -84,8 +84,7 @@ def write_new(path: Path, views: list[memoryview], moved: Moved | None = None) -
     return digest.hexdigest()
 
 
-def read_parts(path: Path, sizes: list[int], moved: Moved | None = None
-               ) -> tuple[list[Any], str]:
+def read_parts(path: Path, sizes: list[int], moved: Moved | None = None) -> tuple[list[Any], str]:
     """Read a file written by :func:`write_new` back into one buffer per part.
 
     Returns:
@@ -106,7 +105,7 @@ def read_parts(path: Path, sizes: list[int], moved: Moved | None = None
             for part in parts:
                 view = memoryview(part)
                 for start in range(0, view.nbytes, PIECE):
-                    piece = view[start:start + PIECE]
+                    piece = view[start : start + PIECE]
                     got = 0
                     while got < piece.nbytes:
                         count = stream.readinto(piece[got:])

@@ -57,26 +57,35 @@ async def _change_directory(client: TransferClient, saved: str) -> tuple[str, st
     """Make the kernel's working directory ``saved``; the directory it is in after, and
     a note when that is not ``saved``."""
     os_ = "__import__('os')"
-    answer = await client.link.evaluate({
-        "cwd": f"{os_}.chdir({saved!r}) or {os_}.getcwd()",
-        "here": f"{os_}.getcwd()",
-    })
+    answer = await client.link.evaluate(
+        {
+            "cwd": f"{os_}.chdir({saved!r}) or {os_}.getcwd()",
+            "here": f"{os_}.getcwd()",
+        }
+    )
     moved, here = answer.get("cwd") or {}, answer.get("here") or {}
     if moved.get("status") == "ok":
         return str(_literal(moved)), None
     where = str(_literal(here)) if here.get("status") == "ok" else "?"
-    return where, (f"the saved working directory {saved} cannot be entered there "
-                   f"({moved.get('ename')}: {moved.get('evalue')}): the kernel stays in "
-                   f"{where}")
+    return where, (
+        f"the saved working directory {saved} cannot be entered there "
+        f"({moved.get('ename')}: {moved.get('evalue')}): the kernel stays in "
+        f"{where}"
+    )
 
 
 def _literal(answer: dict[str, Any]) -> Any:
     return ast.literal_eval(answer["data"]["text/plain"])
 
 
-async def restore(kernel_manager: Kernels, kernel_id: str, store: HibernationStore,
-                  entry_id: str, device: str | None = None,
-                  progress: Progress | None = None) -> RestoreSummary:
+async def restore(
+    kernel_manager: Kernels,
+    kernel_id: str,
+    store: HibernationStore,
+    entry_id: str,
+    device: str | None = None,
+    progress: Progress | None = None,
+) -> RestoreSummary:
     """Put saved state back into a kernel: working directory, modules, variables.
 
     Meant for a freshly started kernel (a restore into a kernel that already
@@ -111,20 +120,29 @@ async def restore(kernel_manager: Kernels, kernel_id: str, store: HibernationSto
     try:
         info = await steps.in_thread(store.entry, entry_id)
         if info.problem:
-            raise RestoreError(f"{what} failed: {info.problem}. Nothing was restored; the "
-                               "saved state is as it was.", "reading saved state")
+            raise RestoreError(
+                f"{what} failed: {info.problem}. Nothing was restored; the "
+                "saved state is as it was.",
+                "reading saved state",
+            )
         total = int(info.manifest.get("total_bytes") or 0)
         manifest, pickled = await steps.in_thread(
-            store.read, entry_id, steps.from_thread("reading saved state", total))
-        summary = RestoreSummary(entry_id, left_out=list(manifest.get("left_out") or []),
-                                 total_bytes=sum(item.nbytes for item in pickled))
+            store.read, entry_id, steps.from_thread("reading saved state", total)
+        )
+        summary = RestoreSummary(
+            entry_id,
+            left_out=list(manifest.get("left_out") or []),
+            total_bytes=sum(item.nbytes for item in pickled),
+        )
         steps.step("reaching the kernel")
         async with transfer_client(kernel_manager, kernel_id) as client:
             hello = await answering(client)
             saved_python, python = manifest.get("python"), hello.get("python_version")
             if saved_python and python and saved_python != python:
-                summary.notes.append(f"the state was saved from Python {saved_python} and "
-                                     f"is restored into Python {python}")
+                summary.notes.append(
+                    f"the state was saved from Python {saved_python} and "
+                    f"is restored into Python {python}"
+                )
             steps.step("changing directory")
             summary.cwd, note = await _change_directory(client, str(manifest.get("cwd") or "."))
             summary.cwd_restored = note is None
@@ -136,29 +154,46 @@ async def restore(kernel_manager: Kernels, kernel_id: str, store: HibernationSto
             if answer["failed"]:
                 raise RestoreError(
                     f"{what} failed: "
-                    + "; ".join(f"module {f['module']} (as {f['name']}) cannot be imported "
-                                f"there: {f['reason']}" for f in answer["failed"])
+                    + "; ".join(
+                        f"module {f['module']} (as {f['name']}) cannot be imported "
+                        f"there: {f['reason']}"
+                        for f in answer["failed"]
+                    )
                     + ". No variable was assigned and the saved state is as it was; install "
-                    "the module there and try again.", steps.current)
+                    "the module there and try again.",
+                    steps.current,
+                )
             summary.imported = list(answer["imported"])
             if pickled:
                 summary.assigned = await client.push(
-                    pickled, device, steps.bytes("sending variables", summary.total_bytes))
+                    pickled, device, steps.bytes("sending variables", summary.total_bytes)
+                )
             del pickled
     except (EntryNotFoundError, RestoreError):
         raise
     except Exception as exc:
-        why = str(exc) if isinstance(exc, HibernationError | TransferError) \
+        why = (
+            str(exc)
+            if isinstance(exc, HibernationError | TransferError)
             else f"{type(exc).__name__}: {exc}"
-        raise RestoreError(f"{what} failed while {steps.current}: {why}. No variable was "
-                           "assigned and the saved state is as it was; try again.",
-                           steps.current) from exc
+        )
+        raise RestoreError(
+            f"{what} failed while {steps.current}: {why}. No variable was "
+            "assigned and the saved state is as it was; try again.",
+            steps.current,
+        ) from exc
     summary.seconds = time.monotonic() - began
     steps.step("restored", summary.total_bytes, summary.total_bytes)
-    log.info("kernel %s restored into %s: %d variables, %s, %d modules, in %.1f s%s",
-             entry_id, kernel_id, len(summary.assigned), size_text(summary.total_bytes),
-             len(summary.imported), summary.seconds,
-             "".join(f"; {n}" for n in summary.notes))
+    log.info(
+        "kernel %s restored into %s: %d variables, %s, %d modules, in %.1f s%s",
+        entry_id,
+        kernel_id,
+        len(summary.assigned),
+        size_text(summary.total_bytes),
+        len(summary.imported),
+        summary.seconds,
+        "".join(f"; {n}" for n in summary.notes),
+    )
     return summary
 
 

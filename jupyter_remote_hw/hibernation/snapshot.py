@@ -60,33 +60,49 @@ class SaveSummary:
 
 
 def _named(entries: list[dict[str, Any]]) -> str:
-    return "; ".join(f"{e['name']!r} ({e.get('type') or e.get('module')}): {e['reason']}"
-                     for e in entries)
+    return "; ".join(
+        f"{e['name']!r} ({e.get('type') or e.get('module')}): {e['reason']}" for e in entries
+    )
 
 
 def unsaved(found: dict[str, Any]) -> list[dict[str, Any]]:
     """What a kernel's listing says cannot be saved, each with its reason."""
     left: list[dict[str, Any]] = [
-        {"name": v["name"], "type": v["type"],
-         "reason": v.get("reason") or "it cannot be pickled"}
-        for v in found["variables"] if not v.get("carriable", True)]
-    left.extend({"name": m["name"], "module": m["module"],
-                 "reason": m.get("reason") or "it cannot be imported by name"}
-                for m in found["modules"] if not m.get("importable", True))
+        {"name": v["name"], "type": v["type"], "reason": v.get("reason") or "it cannot be pickled"}
+        for v in found["variables"]
+        if not v.get("carriable", True)
+    ]
+    left.extend(
+        {
+            "name": m["name"],
+            "module": m["module"],
+            "reason": m.get("reason") or "it cannot be imported by name",
+        }
+        for m in found["modules"]
+        if not m.get("importable", True)
+    )
     return left
 
 
 async def _cwd(client: TransferClient) -> str:
     answer = (await client.link.evaluate({"cwd": _CWD})).get("cwd") or {}
     if answer.get("status") != "ok":
-        raise SaveError(f"the kernel on {client.where} did not say its working directory "
-                        f"({answer.get('ename')}: {answer.get('evalue')})")
+        raise SaveError(
+            f"the kernel on {client.where} did not say its working directory "
+            f"({answer.get('ename')}: {answer.get('evalue')})"
+        )
     return str(ast.literal_eval(answer["data"]["text/plain"]))
 
 
-async def _pull(client: TransferClient, names: list[str], policy: Policy,
-                left: list[dict[str, Any]], types: dict[str, str],
-                steps: Steps, total: int) -> list[Pickled]:
+async def _pull(
+    client: TransferClient,
+    names: list[str],
+    policy: Policy,
+    left: list[dict[str, Any]],
+    types: dict[str, str],
+    steps: Steps,
+    total: int,
+) -> list[Pickled]:
     """Pull ``names``; under ``partial``, one that fails to pickle there (which the
     listing's trial did not foresee) is left out, named in ``left``, and the rest
     pulled again."""
@@ -103,16 +119,23 @@ async def _pull(client: TransferClient, names: list[str], policy: Policy,
         if policy == "refuse" or entry["name"] not in remaining:
             raise UnsavableStateError(
                 f"kernel state cannot be saved whole: {_named([entry])}. Nothing was saved "
-                "and the kernel keeps running as it was.", [entry])
+                "and the kernel keeps running as it was.",
+                [entry],
+            )
         log.info("hibernation: %r left out: %s", entry["name"], entry["reason"])
         remaining.remove(str(entry["name"]))
         left.append(entry)
     return []
 
 
-async def save(kernel_manager: Kernels, kernel_id: str, store: HibernationStore,
-               policy: Policy = "partial", progress: Progress | None = None,
-               entry_id: str | None = None) -> SaveSummary:
+async def save(
+    kernel_manager: Kernels,
+    kernel_id: str,
+    store: HibernationStore,
+    policy: Policy = "partial",
+    progress: Progress | None = None,
+    entry_id: str | None = None,
+) -> SaveSummary:
     """Save a kernel's variables, the modules bound to names, and its working directory.
 
     Call it while the kernel is idle; the kernel is only read, never changed
@@ -147,8 +170,7 @@ async def save(kernel_manager: Kernels, kernel_id: str, store: HibernationStore,
         KeyError: No kernel with that id.
     """
     if policy not in POLICIES:
-        raise ValueError(f"hibernation policy must be one of {', '.join(POLICIES)}, not "
-                         f"{policy!r}")
+        raise ValueError(f"hibernation policy must be one of {', '.join(POLICIES)}, not {policy!r}")
     began = time.monotonic()
     entry_id = entry_id or kernel_id
     store.entry_path(entry_id)  # a bad id fails before the kernel is asked anything
@@ -162,20 +184,38 @@ async def save(kernel_manager: Kernels, kernel_id: str, store: HibernationStore,
             if left and policy == "refuse":
                 raise UnsavableStateError(
                     f"kernel {kernel_id} holds what cannot be saved: {_named(left)}. Nothing "
-                    "was saved and the kernel keeps running as it was.", left)
+                    "was saved and the kernel keeps running as it was.",
+                    left,
+                )
             carried = [v for v in found["variables"] if v.get("carriable", True)]
             estimate = sum(int(v.get("nbytes") or 0) for v in carried)
             await steps.in_thread(store.check_room, entry_id, estimate)
             steps.step("asking the working directory")
             cwd = await _cwd(client)
             python = (await client.hello()).get("python_version")
-            pickled = await _pull(client, [v["name"] for v in carried], policy, left,
-                                  {v["name"]: v["type"] for v in carried}, steps, estimate)
-        modules = [{"name": m["name"], "module": m["module"]} for m in found["modules"]
-                   if m.get("importable", True)]
-        manifest = {"kernel_id": kernel_id, "kernel_name": manager.kernel_name,
-                    "target": _target(manager), "cwd": cwd, "modules": modules,
-                    "left_out": left, "python": python}
+            pickled = await _pull(
+                client,
+                [v["name"] for v in carried],
+                policy,
+                left,
+                {v["name"]: v["type"] for v in carried},
+                steps,
+                estimate,
+            )
+        modules = [
+            {"name": m["name"], "module": m["module"]}
+            for m in found["modules"]
+            if m.get("importable", True)
+        ]
+        manifest = {
+            "kernel_id": kernel_id,
+            "kernel_name": manager.kernel_name,
+            "target": _target(manager),
+            "cwd": cwd,
+            "modules": modules,
+            "left_out": left,
+            "python": python,
+        }
         total = sum(item.nbytes for item in pickled)
         moved = steps.from_thread("writing", total)
         entry = await steps.in_thread(store.write, entry_id, manifest, pickled, moved)
@@ -183,16 +223,27 @@ async def save(kernel_manager: Kernels, kernel_id: str, store: HibernationStore,
     except HibernationError:
         raise
     except Exception as exc:
-        raise SaveError(f"saving kernel {kernel_id} failed while {steps.current}: "
-                        f"{type(exc).__name__}: {exc}. Nothing was saved and the kernel "
-                        "keeps running as it was.", steps.current) from exc
-    saved = [{"name": v["name"], "type": v["type"], "nbytes": v["nbytes"]}
-             for v in entry.manifest["variables"]]
+        raise SaveError(
+            f"saving kernel {kernel_id} failed while {steps.current}: "
+            f"{type(exc).__name__}: {exc}. Nothing was saved and the kernel "
+            "keeps running as it was.",
+            steps.current,
+        ) from exc
+    saved = [
+        {"name": v["name"], "type": v["type"], "nbytes": v["nbytes"]}
+        for v in entry.manifest["variables"]
+    ]
     summary = SaveSummary(entry, saved, modules, left, cwd, time.monotonic() - began)
     steps.step("saved", summary.total_bytes, summary.total_bytes)
-    log.info("kernel %s saved: %d variables, %s, %d modules, %d left out, in %.1f s",
-             kernel_id, len(saved), size_text(summary.total_bytes), len(modules), len(left),
-             summary.seconds)
+    log.info(
+        "kernel %s saved: %d variables, %s, %d modules, %d left out, in %.1f s",
+        kernel_id,
+        len(saved),
+        size_text(summary.total_bytes),
+        len(modules),
+        len(left),
+        summary.seconds,
+    )
     return summary
 
 

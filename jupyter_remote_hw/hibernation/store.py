@@ -117,19 +117,24 @@ class HibernationStore(LoggingConfigurable):
     """
 
     root = Unicode(
-        "", config=True,
+        "",
+        config=True,
         help="Directory of hibernated kernels' saved state, one directory per kernel "
         "(made 0700). Empty: jupyter_remote_hw/hibernated in Jupyter's data directory "
         "(`jupyter --data-dir`). Pick a disk that outlives reboots.",
     )
     max_bytes = Integer(
-        20 * 1024**3, min=0, config=True,
+        20 * 1024**3,
+        min=0,
+        config=True,
         help="Most bytes all hibernated kernels' state may take together (0: no "
         "limit). A save that would go beyond it is refused, and the kernel keeps "
         "running.",
     )
     min_free_bytes = Integer(
-        1024**3, min=0, config=True,
+        1024**3,
+        min=0,
+        config=True,
         help="Bytes to leave free on the store's disk: a save that would leave less "
         "is refused, and the kernel keeps running.",
     )
@@ -146,8 +151,11 @@ class HibernationStore(LoggingConfigurable):
         root = self.path
         files.private_directory(root, parents=True)
         with os.scandir(root) as found:
-            leftovers = [(item.name, item.stat(follow_symlinks=False).st_mtime)
-                         for item in found if item.name.startswith((_TEMP, _OLD))]
+            leftovers = [
+                (item.name, item.stat(follow_symlinks=False).st_mtime)
+                for item in found
+                if item.name.startswith((_TEMP, _OLD))
+            ]
         for name, written in leftovers:
             pid = _writer_pid(name)
             if pid is not None and _alive(pid) and time.time() - written < STALE_AFTER:
@@ -159,12 +167,13 @@ class HibernationStore(LoggingConfigurable):
         """Put back an entry a writer had moved aside and not replaced; remove the rest."""
         with files.locked(root / _LOCK):
             if name.startswith(_OLD):
-                entry_id = name[len(_OLD):].rsplit("-", 2)[0]
+                entry_id = name[len(_OLD) :].rsplit("-", 2)[0]
                 target = root / entry_id
                 if not os.path.lexists(target):
                     os.rename(root / name, target)
-                    self.log.warning("hibernated state %s put back after an interrupted save",
-                                     entry_id)
+                    self.log.warning(
+                        "hibernated state %s put back after an interrupted save", entry_id
+                    )
                     return
             files.remove_tree(root / name)
 
@@ -186,8 +195,11 @@ class HibernationStore(LoggingConfigurable):
     def _entries(self, root: Path) -> list[EntryInfo]:
         found = []
         with os.scandir(root) as items:
-            names = [item.name for item in items
-                     if not item.name.startswith(".") and item.is_dir(follow_symlinks=False)]
+            names = [
+                item.name
+                for item in items
+                if not item.name.startswith(".") and item.is_dir(follow_symlinks=False)
+            ]
         for name in names:
             try:
                 found.append(self._info(root / name, name))
@@ -206,8 +218,9 @@ class HibernationStore(LoggingConfigurable):
         try:
             return self._info(path, entry_id)
         except FileNotFoundError:
-            raise EntryNotFoundError(f"no hibernated state for kernel {entry_id} in "
-                                     f"{self.path}") from None
+            raise EntryNotFoundError(
+                f"no hibernated state for kernel {entry_id} in {self.path}"
+            ) from None
 
     def _info(self, path: Path, entry_id: str) -> EntryInfo:
         nbytes = files.tree_bytes(path)
@@ -226,14 +239,16 @@ class HibernationStore(LoggingConfigurable):
                 raise
             raise CorruptEntryError(f"{path} has no {MANIFEST}: it cannot be restored") from None
         except (OSError, ValueError) as exc:
-            raise CorruptEntryError(f"{path / MANIFEST} cannot be read "
-                                    f"({type(exc).__name__}: {exc})") from None
+            raise CorruptEntryError(
+                f"{path / MANIFEST} cannot be read ({type(exc).__name__}: {exc})"
+            ) from None
         if not isinstance(manifest, dict) or not isinstance(manifest.get("format"), int):
             raise CorruptEntryError(f"{path / MANIFEST} is not a manifest of saved state")
         if manifest["format"] > FORMAT:
             raise CorruptEntryError(
                 f"{path} was saved by a newer jupyter-remote-hw (format {manifest['format']}, "
-                f"this one reads {FORMAT}): restore it with that version")
+                f"this one reads {FORMAT}): restore it with that version"
+            )
         return manifest
 
     def usage(self) -> dict[str, int]:
@@ -266,19 +281,32 @@ class HibernationStore(LoggingConfigurable):
                 f"kernels in {root} already hold {size_text(used)} of at most "
                 f"{size_text(self.max_bytes)} (c.HibernationStore.max_bytes). Nothing was "
                 "saved and the kernel keeps running; delete hibernated kernels, or raise "
-                "the limit.", nbytes, used, self.max_bytes)
+                "the limit.",
+                nbytes,
+                used,
+                self.max_bytes,
+            )
         free = shutil.disk_usage(root).free
         if free - nbytes < self.min_free_bytes:
             raise StoreFullError(
                 f"saving kernel {entry_id} needs {size_text(nbytes)}, and the disk of {root} "
                 f"has {size_text(free)} free, of which {size_text(self.min_free_bytes)} must "
                 "stay free (c.HibernationStore.min_free_bytes). Nothing was saved and the "
-                "kernel keeps running.", nbytes, 0, free)
+                "kernel keeps running.",
+                nbytes,
+                0,
+                free,
+            )
 
     # ------------------------------------------------------------------ write
 
-    def write(self, entry_id: str, manifest: dict[str, Any], pickled: list[Pickled],
-              moved: Callable[[int], None] | None = None) -> EntryInfo:
+    def write(
+        self,
+        entry_id: str,
+        manifest: dict[str, Any],
+        pickled: list[Pickled],
+        moved: Callable[[int], None] | None = None,
+    ) -> EntryInfo:
         """Store ``pickled`` with ``manifest`` as entry ``entry_id``, atomically: when
         this returns the entry is on disk whole; when it raises, the store is as it
         was (an older entry of the same id included).
@@ -309,14 +337,21 @@ class HibernationStore(LoggingConfigurable):
             position = 0
             for index, item in enumerate(layout):
                 name = f"var-{index:04d}.bin"
-                views = segments[position:position + len(item["segments"])]
+                views = segments[position : position + len(item["segments"])]
                 position += len(views)
                 digest = files.write_new(temp / name, views, moved)
-                variables.append({**item, "nbytes": sum(item["segments"]), "file": name,
-                                  "sha256": digest})
+                variables.append(
+                    {**item, "nbytes": sum(item["segments"]), "file": name, "sha256": digest}
+                )
             del segments
-            record = {"format": FORMAT, "entry_id": entry_id, "saved_at": time.time(),
-                      **manifest, "variables": variables, "total_bytes": total}
+            record = {
+                "format": FORMAT,
+                "entry_id": entry_id,
+                "saved_at": time.time(),
+                **manifest,
+                "variables": variables,
+                "total_bytes": total,
+            }
             files.write_text(temp / MANIFEST, json.dumps(record, indent=1))
             files.fsync_directory(temp)
             self._commit(root, temp, target, entry_id, files.tree_bytes(temp), moved)
@@ -325,8 +360,15 @@ class HibernationStore(LoggingConfigurable):
             raise
         return self.entry(entry_id)
 
-    def _commit(self, root: Path, temp: Path, target: Path, entry_id: str,
-                nbytes: int, moved: Callable[[int], None] | None) -> None:
+    def _commit(
+        self,
+        root: Path,
+        temp: Path,
+        target: Path,
+        entry_id: str,
+        nbytes: int,
+        moved: Callable[[int], None] | None,
+    ) -> None:
         """Rename the written entry into place, replacing an older one of its id."""
         with files.locked(root / _LOCK):
             self._check_room(root, entry_id, nbytes)  # another save may have come first
@@ -345,13 +387,15 @@ class HibernationStore(LoggingConfigurable):
             files.fsync_directory(root)
         if old is not None:
             files.remove_tree(old)
-        self.log.info("hibernated state of kernel %s stored: %s in %s", entry_id,
-                      size_text(nbytes), target)
+        self.log.info(
+            "hibernated state of kernel %s stored: %s in %s", entry_id, size_text(nbytes), target
+        )
 
     # ------------------------------------------------------------------ read
 
-    def read(self, entry_id: str, moved: Callable[[int], None] | None = None
-             ) -> tuple[dict[str, Any], list[Pickled]]:
+    def read(
+        self, entry_id: str, moved: Callable[[int], None] | None = None
+    ) -> tuple[dict[str, Any], list[Pickled]]:
         """An entry's manifest and variables, each part checked against what was written.
 
         Raises:
@@ -362,8 +406,7 @@ class HibernationStore(LoggingConfigurable):
         path = self.entry_path(entry_id)
         self._open()
         if not os.path.lexists(path):
-            raise EntryNotFoundError(f"no hibernated state for kernel {entry_id} in "
-                                     f"{self.path}")
+            raise EntryNotFoundError(f"no hibernated state for kernel {entry_id} in {self.path}")
         manifest = self._manifest(path)
         pickled = []
         for variable in manifest.get("variables") or []:
@@ -375,8 +418,10 @@ class HibernationStore(LoggingConfigurable):
                 if not sizes:
                     raise ValueError("no parts")
             except (KeyError, TypeError, ValueError) as exc:
-                raise CorruptEntryError(f"{path / MANIFEST} lists a variable it cannot "
-                                        f"describe ({type(exc).__name__}: {exc})") from None
+                raise CorruptEntryError(
+                    f"{path / MANIFEST} lists a variable it cannot "
+                    f"describe ({type(exc).__name__}: {exc})"
+                ) from None
             what = f"the saved {name!r} ({kind}) in {where}"
             if where.parent != path:
                 raise CorruptEntryError(f"{what} lies outside its entry")
@@ -385,8 +430,9 @@ class HibernationStore(LoggingConfigurable):
             except (OSError, ValueError) as exc:
                 raise CorruptEntryError(f"{what} cannot be read: {exc}") from None
             if digest != written:
-                raise CorruptEntryError(f"{what} was changed after it was saved (its "
-                                        "checksum differs)")
+                raise CorruptEntryError(
+                    f"{what} was changed after it was saved (its checksum differs)"
+                )
             pickled.append(Pickled(name, kind, parts[0], parts[1:]))
         return manifest, pickled
 

@@ -10,5 +10,12 @@ from .store import (
     MachineRecord,
 )
 
-__all__ = ["ACTIVE_STATES", "FINAL_STATES", "KernelRecord", "Ledger", "MachineEvent",
-           "MachineExistsError", "MachineRecord"]
+__all__ = [
+    "ACTIVE_STATES",
+    "FINAL_STATES",
+    "KernelRecord",
+    "Ledger",
+    "MachineEvent",
+    "MachineExistsError",
+    "MachineRecord",
+]

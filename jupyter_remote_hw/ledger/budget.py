@@ -34,12 +34,16 @@ class BudgetGuard(LoggingConfigurable):
     """
 
     max_per_machine = Float(
-        0.0, min=0.0, config=True,
+        0.0,
+        min=0.0,
+        config=True,
         help="Most US dollars per hour one machine may cost (0: no limit). A launch of "
         "a dearer instance type is refused.",
     )
     max_total = Float(
-        0.0, min=0.0, config=True,
+        0.0,
+        min=0.0,
+        config=True,
         help="Most US dollars per hour all running machines together may cost (0: no "
         "limit). A launch that would go above it is refused.",
     )
@@ -49,12 +53,20 @@ class BudgetGuard(LoggingConfigurable):
         """NaN or infinity would silently mean no limit: refused."""
         value = float(proposal["value"])
         if not math.isfinite(value):
-            raise TraitError(f"BudgetGuard.{proposal['trait'].name} must be a number of US "
-                             f"dollars per hour, 0 or more (0: no limit), not {value}")
+            raise TraitError(
+                f"BudgetGuard.{proposal['trait'].name} must be a number of US "
+                f"dollars per hour, 0 or more (0: no limit), not {value}"
+            )
         return value
 
-    def check(self, what: str, price: float | None, ledger: Ledger,
-              exclude: str | None = None, running: float | None = None) -> None:
+    def check(
+        self,
+        what: str,
+        price: float | None,
+        ledger: Ledger,
+        exclude: str | None = None,
+        running: float | None = None,
+    ) -> None:
         """Refuse ``what`` at ``price`` $/h when it breaks a limit.
 
         Args:
@@ -75,7 +87,9 @@ class BudgetGuard(LoggingConfigurable):
                 raise BudgetExceededError(
                     f"{what} has no known price, so the budget cannot be checked: run "
                     "`jupyter remote-hw catalog refresh`, or pick a type with a price",
-                    0.0, self.max_per_machine or self.max_total, 0.0,
+                    0.0,
+                    self.max_per_machine or self.max_total,
+                    0.0,
                 )
             return
         if self.max_per_machine > 0 and price > self.max_per_machine:
@@ -83,7 +97,9 @@ class BudgetGuard(LoggingConfigurable):
                 f"budget: {what} costs ${price:.4g}/h, above the limit of "
                 f"${self.max_per_machine:.4g}/h per machine (c.BudgetGuard.max_per_machine); "
                 "pick a cheaper type or raise the limit",
-                price, self.max_per_machine, 0.0,
+                price,
+                self.max_per_machine,
+                0.0,
             )
         if running is None:
             running = ledger.active_rate(exclude=exclude)
@@ -93,5 +109,7 @@ class BudgetGuard(LoggingConfigurable):
                 f"already running makes ${running + price:.4g}/h, above the total limit of "
                 f"${self.max_total:.4g}/h (c.BudgetGuard.max_total); stop a machine "
                 "(`jupyter remote-hw list`) or raise the limit",
-                price, self.max_total, running,
+                price,
+                self.max_total,
+                running,
             )

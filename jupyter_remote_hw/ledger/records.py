@@ -47,7 +47,6 @@ class KernelRecord:
     owner: str = SERVER_OWNER
 
 
-
 @dataclass(frozen=True)
 class MachineRecord:
     """A machine a provider launched (a cloud instance), as the ledger knows it.
@@ -120,8 +119,16 @@ class MachineEvent:
 
 
 _MACHINE_FIELDS = [name for name in MachineRecord.__dataclass_fields__]
-_UPDATABLE = {"name", "instance_type", "region", "resource_id", "market", "price_per_hour",
-              "owner", "info"}
+_UPDATABLE = {
+    "name",
+    "instance_type",
+    "region",
+    "resource_id",
+    "market",
+    "price_per_hour",
+    "owner",
+    "info",
+}
 
 
 def _machine(row: tuple[Any, ...]) -> MachineRecord:

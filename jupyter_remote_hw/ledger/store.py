@@ -140,8 +140,14 @@ class Ledger(LedgerShares):
                 raise
             self._db.execute("COMMIT")
 
-    def put_kernel(self, kernel_id: str, kernel_name: str, target: str,
-                   info: dict[str, Any], owner: str = SERVER_OWNER) -> None:
+    def put_kernel(
+        self,
+        kernel_id: str,
+        kernel_name: str,
+        target: str,
+        info: dict[str, Any],
+        owner: str = SERVER_OWNER,
+    ) -> None:
         """Record a kernel, or update its row."""
         now = time.time()
         with self._lock:
@@ -171,17 +177,29 @@ class Ledger(LedgerShares):
             if owner is None:
                 rows = self._db.execute("SELECT * FROM kernels ORDER BY created").fetchall()
             else:
-                rows = self._db.execute("SELECT * FROM kernels WHERE owner = ? ORDER BY created",
-                                        (owner,)).fetchall()
+                rows = self._db.execute(
+                    "SELECT * FROM kernels WHERE owner = ? ORDER BY created", (owner,)
+                ).fetchall()
         return [_record(row) for row in rows]
 
     # ------------------------------------------------------------------ machines
 
-    def add_machine(self, machine_id: str, name: str, provider: str, *, owner: str,
-                    instance_type: str = "", region: str = "", market: str = "on-demand",
-                    price_per_hour: float = 0.0, state: str = "requested",
-                    info: dict[str, Any] | None = None, detail: str = "",
-                    admit: Callable[[float], None] | None = None) -> MachineRecord:
+    def add_machine(
+        self,
+        machine_id: str,
+        name: str,
+        provider: str,
+        *,
+        owner: str,
+        instance_type: str = "",
+        region: str = "",
+        market: str = "on-demand",
+        price_per_hour: float = 0.0,
+        state: str = "requested",
+        info: dict[str, Any] | None = None,
+        detail: str = "",
+        admit: Callable[[float], None] | None = None,
+    ) -> MachineRecord:
         """Record a new machine in ``state`` (and the event that it was requested).
 
         Args:
@@ -200,19 +218,33 @@ class Ledger(LedgerShares):
             live = db.execute(
                 f"SELECT machine_id, state FROM machines WHERE name = ? AND provider = ? "
                 f"AND state NOT IN ({placeholders})",
-                (name, provider, *sorted(FINAL_STATES))).fetchone()
+                (name, provider, *sorted(FINAL_STATES)),
+            ).fetchone()
             if live is not None:
-                raise MachineExistsError(f"a machine named {name} already exists ({live[0]}, "
-                                         f"{live[1]})")
+                raise MachineExistsError(
+                    f"a machine named {name} already exists ({live[0]}, {live[1]})"
+                )
             if admit is not None:
                 admit(self._active_rate(db))
             db.execute(
                 "INSERT INTO machines (machine_id, name, provider, instance_type, region, "
                 "market, price_per_hour, state, owner, info, created, updated, running_since) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (machine_id, name, provider, instance_type, region, market, price_per_hour,
-                 state, owner, json.dumps(info or {}), now, now,
-                 now if state in BILLED_STATES else None),
+                (
+                    machine_id,
+                    name,
+                    provider,
+                    instance_type,
+                    region,
+                    market,
+                    price_per_hour,
+                    state,
+                    owner,
+                    json.dumps(info or {}),
+                    now,
+                    now,
+                    now if state in BILLED_STATES else None,
+                ),
             )
             self._event(db, machine_id, now, state, detail)
         record = self.get_machine(machine_id)
@@ -220,13 +252,17 @@ class Ledger(LedgerShares):
         return record
 
     @staticmethod
-    def _event(db: sqlite3.Connection, machine_id: str, now: float, event: str,
-               detail: str) -> None:
-        db.execute("INSERT INTO machine_events (machine_id, time, event, detail) "
-                   "VALUES (?, ?, ?, ?)", (machine_id, now, event, detail))
+    def _event(
+        db: sqlite3.Connection, machine_id: str, now: float, event: str, detail: str
+    ) -> None:
+        db.execute(
+            "INSERT INTO machine_events (machine_id, time, event, detail) VALUES (?, ?, ?, ?)",
+            (machine_id, now, event, detail),
+        )
 
-    def set_machine_state(self, machine_id: str, state: str, detail: str = "",
-                          at: float | None = None) -> MachineRecord:
+    def set_machine_state(
+        self, machine_id: str, state: str, detail: str = "", at: float | None = None
+    ) -> MachineRecord:
         """Move a machine to ``state``, closing or opening its billed interval.
 
         Leaving ``running`` adds the interval's seconds and cost to what it
@@ -244,8 +280,10 @@ class Ledger(LedgerShares):
         """
         now = time.time() if at is None else at
         with self._transaction() as db:
-            row = db.execute(f"SELECT {', '.join(_MACHINE_FIELDS)} FROM machines "
-                             "WHERE machine_id = ?", (machine_id,)).fetchone()
+            row = db.execute(
+                f"SELECT {', '.join(_MACHINE_FIELDS)} FROM machines WHERE machine_id = ?",
+                (machine_id,),
+            ).fetchone()
             if row is None:
                 raise KeyError(f"no machine {machine_id} in the ledger {self.path}")
             record = _machine(row)
@@ -282,16 +320,19 @@ class Ledger(LedgerShares):
         if unknown:
             raise ValueError(f"update_machine: cannot change {sorted(unknown)}")
         with self._transaction() as db:
-            row = db.execute("SELECT info FROM machines WHERE machine_id = ?",
-                             (machine_id,)).fetchone()
+            row = db.execute(
+                "SELECT info FROM machines WHERE machine_id = ?", (machine_id,)
+            ).fetchone()
             if row is None:
                 raise KeyError(f"no machine {machine_id} in the ledger {self.path}")
             if "info" in fields:
                 fields["info"] = json.dumps({**json.loads(row[0]), **fields["info"]})
             fields["updated"] = time.time()
             assignments = ", ".join(f"{key} = ?" for key in fields)
-            db.execute(f"UPDATE machines SET {assignments} WHERE machine_id = ?",
-                       (*fields.values(), machine_id))
+            db.execute(
+                f"UPDATE machines SET {assignments} WHERE machine_id = ?",
+                (*fields.values(), machine_id),
+            )
 
     def note_machine(self, machine_id: str, event: str, detail: str = "") -> None:
         """Record an event that does not change the state (a step, a heartbeat gap...)."""
@@ -301,14 +342,18 @@ class Ledger(LedgerShares):
     def touch_machine(self, machine_id: str, at: float | None = None) -> None:
         """Record that a client is alive for this machine (its ``last_seen``)."""
         with self._transaction() as db:
-            db.execute("UPDATE machines SET last_seen = ? WHERE machine_id = ?",
-                       (time.time() if at is None else at, machine_id))
+            db.execute(
+                "UPDATE machines SET last_seen = ? WHERE machine_id = ?",
+                (time.time() if at is None else at, machine_id),
+            )
 
     def get_machine(self, machine_id: str) -> MachineRecord | None:
         """The machine's row, or None."""
         with self._lock:
-            row = self._db.execute(f"SELECT {', '.join(_MACHINE_FIELDS)} FROM machines "
-                                   "WHERE machine_id = ?", (machine_id,)).fetchone()
+            row = self._db.execute(
+                f"SELECT {', '.join(_MACHINE_FIELDS)} FROM machines WHERE machine_id = ?",
+                (machine_id,),
+            ).fetchone()
         return _machine(row) if row else None
 
     def find_machine(self, key: str) -> MachineRecord | None:
@@ -317,26 +362,34 @@ class Ledger(LedgerShares):
             row = self._db.execute(
                 f"SELECT {', '.join(_MACHINE_FIELDS)} FROM machines WHERE machine_id = ? "
                 "OR resource_id = ? OR name = ? ORDER BY (state IN ('terminated', 'failed')), "
-                "created DESC LIMIT 1", (key, key, key),
+                "created DESC LIMIT 1",
+                (key, key, key),
             ).fetchone()
         return _machine(row) if row else None
 
-    def machines(self, *, provider: str | None = None,
-                 states: set[str] | frozenset[str] | None = None) -> list[MachineRecord]:
+    def machines(
+        self, *, provider: str | None = None, states: set[str] | frozenset[str] | None = None
+    ) -> list[MachineRecord]:
         """Machines (of ``provider``, in ``states``, when given), oldest first."""
         with self._lock:
-            rows = self._db.execute(f"SELECT {', '.join(_MACHINE_FIELDS)} FROM machines "
-                                    "ORDER BY created").fetchall()
+            rows = self._db.execute(
+                f"SELECT {', '.join(_MACHINE_FIELDS)} FROM machines ORDER BY created"
+            ).fetchall()
         found = [_machine(row) for row in rows]
-        return [m for m in found if (provider is None or m.provider == provider)
-                and (states is None or m.state in states)]
+        return [
+            m
+            for m in found
+            if (provider is None or m.provider == provider)
+            and (states is None or m.state in states)
+        ]
 
     def machine_events(self, machine_id: str) -> list[MachineEvent]:
         """A machine's events, oldest first."""
         with self._lock:
             rows = self._db.execute(
                 "SELECT machine_id, time, event, detail FROM machine_events "
-                "WHERE machine_id = ? ORDER BY id", (machine_id,),
+                "WHERE machine_id = ? ORDER BY id",
+                (machine_id,),
             ).fetchall()
         return [MachineEvent(*row) for row in rows]
 
@@ -351,7 +404,8 @@ class Ledger(LedgerShares):
         (rate,) = db.execute(
             f"SELECT COALESCE(SUM(price_per_hour), 0) FROM machines WHERE state IN "
             f"({', '.join('?' * len(states))}) AND machine_id IS NOT ?",
-            (*states, exclude)).fetchone()
+            (*states, exclude),
+        ).fetchone()
         return float(rate)
 
     def close(self) -> None:
@@ -359,6 +413,17 @@ class Ledger(LedgerShares):
         self._db.close()
 
 
-__all__ = ["ACTIVE_STATES", "BILLED_STATES", "FINAL_STATES", "SCHEMA_VERSION", "SERVER_OWNER",
-           "KernelRecord", "Ledger", "MachineEvent", "MachineExistsError", "MachineRecord",
-           "ShareEvent", "ShareRecord"]
+__all__ = [
+    "ACTIVE_STATES",
+    "BILLED_STATES",
+    "FINAL_STATES",
+    "SCHEMA_VERSION",
+    "SERVER_OWNER",
+    "KernelRecord",
+    "Ledger",
+    "MachineEvent",
+    "MachineExistsError",
+    "MachineRecord",
+    "ShareEvent",
+    "ShareRecord",
+]

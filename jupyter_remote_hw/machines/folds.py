@@ -41,8 +41,11 @@ class Fold:
     @property
     def text(self) -> str:
         """``AWS: no credentials — set AWS_PROFILE or run `aws configure```."""
-        return f"{self.title}: {self.reason} — {self.hint}" if self.hint else (
-            f"{self.title}: {self.reason}")
+        return (
+            f"{self.title}: {self.reason} — {self.hint}"
+            if self.hint
+            else (f"{self.title}: {self.reason}")
+        )
 
     @property
     def count_text(self) -> str:
@@ -50,8 +53,9 @@ class Fold:
         return f"{len(self.options)} {'type' if len(self.options) == 1 else 'types'}"
 
 
-def fold_hardware(options: Sequence[HardwareOption],
-                  expanded: Collection[str] = ()) -> list[HardwareOption | Fold]:
+def fold_hardware(
+    options: Sequence[HardwareOption], expanded: Collection[str] = ()
+) -> list[HardwareOption | Fold]:
     """The listing as the pickers show it: usable rows, then folds and lone unusable rows.
 
     Args:
@@ -62,15 +66,20 @@ def fold_hardware(options: Sequence[HardwareOption],
     groups: dict[tuple[str, str], list[HardwareOption]] = {}
     for option in options:
         if not option.usable:
-            groups.setdefault((option.provider, option.reason or option.why_not or ""),
-                              []).append(option)
+            groups.setdefault((option.provider, option.reason or option.why_not or ""), []).append(
+                option
+            )
     for (provider, reason), rows in groups.items():
         if len(rows) == 1:
             shown.extend(rows)
             continue
-        fold = Fold(provider=provider, title=rows[0].provider_title or provider.upper(),
-                    reason=reason or "not available", hint=rows[0].hint or "",
-                    options=tuple(rows))
+        fold = Fold(
+            provider=provider,
+            title=rows[0].provider_title or provider.upper(),
+            reason=reason or "not available",
+            hint=rows[0].hint or "",
+            options=tuple(rows),
+        )
         shown.append(fold)
         if fold.key in expanded:
             shown.extend(rows)

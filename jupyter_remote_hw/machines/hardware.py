@@ -24,8 +24,13 @@ if TYPE_CHECKING:
     from .manager import MachineManager
 
 #: How the pickers name each provider (``AWS: no credentials — …``).
-PROVIDER_TITLES = {"local": "This machine", "ssh": "SSH", "aws": "AWS", "slurm": "SLURM",
-                   "kubernetes": "Kubernetes"}
+PROVIDER_TITLES = {
+    "local": "This machine",
+    "ssh": "SSH",
+    "aws": "AWS",
+    "slurm": "SLURM",
+    "kubernetes": "Kubernetes",
+}
 
 #: "A10G 24GB", "2 × A100 80 GB", "Test GPU 24GB": a GPU label with its memory.
 _GPU_LABEL = re.compile(
@@ -153,14 +158,20 @@ def target_option(manager: MachineManager, target: Target) -> HardwareOption:
         parsed = {**parsed, **specs}
     unusable = provider.usability() if provider is not None else None
     if state == "reconnecting":
-        unusable = Unusable("link down",
-                            "it is being re-established; try again in a moment")
+        unusable = Unusable("link down", "it is being re-established; try again in a moment")
     return HardwareOption(
-        name=target.name, kernel_name=target.kernel_name, provider=target.provider,
-        label=label, hardware=target.hardware, where=target.where, machine_state=state,
+        name=target.name,
+        kernel_name=target.kernel_name,
+        provider=target.provider,
+        label=label,
+        hardware=target.hardware,
+        where=target.where,
+        machine_state=state,
         availability=free or None,
-        provider_title=provider_title(target.provider), **unusable_fields(unusable),
-        **parsed, **extra,
+        provider_title=provider_title(target.provider),
+        **unusable_fields(unusable),
+        **parsed,
+        **extra,
     )
 
 
@@ -178,8 +189,12 @@ def unusable_fields(unusable: Unusable | None, why_not: str | None = None) -> di
     """
     if unusable is None:
         return {"usable": True, "why_not": None, "reason": None, "hint": None}
-    return {"usable": False, "why_not": why_not or unusable.text,
-            "reason": unusable.reason, "hint": unusable.hint}
+    return {
+        "usable": False,
+        "why_not": why_not or unusable.text,
+        "reason": unusable.reason,
+        "hint": unusable.hint,
+    }
 
 
 @dataclass(frozen=True)
@@ -212,18 +227,25 @@ def provider_statuses(manager: MachineManager) -> list[ProviderStatus]:
     statuses = []
     for name, provider in manager.providers.items():
         unusable = provider.usability()
-        statuses.append(ProviderStatus(
-            name=name, title=provider_title(name), usable=unusable is None,
-            reason=unusable.reason if unusable else None,
-            hint=unusable.hint if unusable else None,
-            commands=unusable.commands if unusable else ()))
+        statuses.append(
+            ProviderStatus(
+                name=name,
+                title=provider_title(name),
+                usable=unusable is None,
+                reason=unusable.reason if unusable else None,
+                hint=unusable.hint if unusable else None,
+                commands=unusable.commands if unusable else (),
+            )
+        )
     return statuses
 
 
 #: Why a catalog row that the aws provider does not offer yet cannot be picked.
 NOT_SET_UP = Unusable(
-    "not set up", "start one with `jupyter remote-hw launch TYPE`, or list it in "
-    "c.AWSProvider.machines", ("jupyter remote-hw launch TYPE",))
+    "not set up",
+    "start one with `jupyter remote-hw launch TYPE`, or list it in c.AWSProvider.machines",
+    ("jupyter remote-hw launch TYPE",),
+)
 
 
 def option_name(entry: CatalogEntry) -> str:
@@ -250,25 +272,29 @@ def hardware_options(manager: MachineManager) -> list[dict[str, Any]]:
         unusable, why_not = blocked, None
         if unusable is None and name not in targets:
             unusable = NOT_SET_UP
-            why_not = (f"not set up — start one with `jupyter remote-hw launch "
-                       f"{entry.instance_type}`, or list it in c.AWSProvider.machines")
-        rows.append({
-            "name": name,
-            "kernel_name": "remote-hw-" + name,
-            "provider": "aws",
-            "provider_title": provider_title("aws"),
-            "label": f"{entry.hardware} · {entry.instance_type}",
-            "hardware": entry.hardware,
-            "where": f"{entry.instance_type} · {entry.region}",
-            "gpu": entry.gpu_name or None,
-            "gpu_count": entry.gpu_count,
-            "gpu_memory_gib": entry.gpu_memory_gib or None,
-            "vcpus": entry.vcpus,
-            "memory_gib": entry.memory_gib,
-            "price_per_hour": entry.on_demand_usd_per_hour,
-            **unusable_fields(unusable, why_not),
-            "source": "catalog",
-        })
+            why_not = (
+                f"not set up — start one with `jupyter remote-hw launch "
+                f"{entry.instance_type}`, or list it in c.AWSProvider.machines"
+            )
+        rows.append(
+            {
+                "name": name,
+                "kernel_name": "remote-hw-" + name,
+                "provider": "aws",
+                "provider_title": provider_title("aws"),
+                "label": f"{entry.hardware} · {entry.instance_type}",
+                "hardware": entry.hardware,
+                "where": f"{entry.instance_type} · {entry.region}",
+                "gpu": entry.gpu_name or None,
+                "gpu_count": entry.gpu_count,
+                "gpu_memory_gib": entry.gpu_memory_gib or None,
+                "vcpus": entry.vcpus,
+                "memory_gib": entry.memory_gib,
+                "price_per_hour": entry.on_demand_usd_per_hour,
+                **unusable_fields(unusable, why_not),
+                "source": "catalog",
+            }
+        )
     return rows
 
 
@@ -294,5 +320,14 @@ def list_hardware(manager: MachineManager) -> list[HardwareOption]:
     return options
 
 
-__all__ = ["HardwareOption", "ProviderStatus", "catalog_options", "hardware_options", "list_hardware",
-           "parse_hardware_label", "provider_statuses", "provider_title", "unusable_fields"]
+__all__ = [
+    "HardwareOption",
+    "ProviderStatus",
+    "catalog_options",
+    "hardware_options",
+    "list_hardware",
+    "parse_hardware_label",
+    "provider_statuses",
+    "provider_title",
+    "unusable_fields",
+]

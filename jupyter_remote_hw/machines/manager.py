@@ -53,8 +53,10 @@ def server_config() -> Config:
     config = Config()
     # jupyter_config_path() lists the highest priority first.
     for directory in reversed([os.getcwd(), *jupyter_config_path()]):
-        for loader_class, name in ((PyFileConfigLoader, "jupyter_server_config.py"),
-                                   (JSONFileConfigLoader, "jupyter_server_config.json")):
+        for loader_class, name in (
+            (PyFileConfigLoader, "jupyter_server_config.py"),
+            (JSONFileConfigLoader, "jupyter_server_config.json"),
+        ):
             try:
                 config.merge(loader_class(name, path=directory).load_config())
             except ConfigFileNotFound:
@@ -72,7 +74,8 @@ class MachineManager(SingletonConfigurable):
     """
 
     ledger_path = Unicode(
-        "", config=True,
+        "",
+        config=True,
         help="The SQLite ledger of running kernels; empty: "
         "<jupyter data dir>/jupyter_remote_hw/ledger.sqlite3.",
     )
@@ -80,7 +83,8 @@ class MachineManager(SingletonConfigurable):
         "local", config=True, help="The target listed first (the default hardware)."
     )
     exit_timeout = Float(
-        10.0, config=True,
+        10.0,
+        config=True,
         help="Seconds the manager's own loop may take at process exit to stop idle agents "
         "and close SSH connections (only in processes without a Jupyter server, such as "
         "`jupyter run` or papermill).",
@@ -94,8 +98,9 @@ class MachineManager(SingletonConfigurable):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.transport = TransportManager(parent=self, log=self.log)
-        path = Path(self.ledger_path or Path(jupyter_data_dir()) / "jupyter_remote_hw"
-                    / "ledger.sqlite3").expanduser()
+        path = Path(
+            self.ledger_path or Path(jupyter_data_dir()) / "jupyter_remote_hw" / "ledger.sqlite3"
+        ).expanduser()
         self.ledger = Ledger(path)
         #: Every provider, by name (see :mod:`..providers.registry`); each gets this
         #: process's SSH connections and ledger when it has a setting for them.
@@ -149,11 +154,13 @@ class MachineManager(SingletonConfigurable):
             if self._home_closed:
                 raise HomeLoopClosedError(
                     "the machine manager was closed at process exit; its machines cannot "
-                    "be reached any more")
+                    "be reached any more"
+                )
             if self._home is None or self._home.is_closed():
                 loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, daemon=True,
-                                          name="jupyter-remote-hw-machines")
+                thread = threading.Thread(
+                    target=loop.run_forever, daemon=True, name="jupyter-remote-hw-machines"
+                )
                 thread.start()
                 self._home, self._home_thread = loop, thread
                 # Registered after the client that started the first kernel registered
@@ -243,6 +250,7 @@ class MachineManager(SingletonConfigurable):
         Returns:
             How many were cancelled.
         """
+
         async def cancel_all() -> int:
             tasks = [task for task, _ in self.launches.values() if not task.done()]
             for task in tasks:
@@ -318,10 +326,16 @@ class MachineManager(SingletonConfigurable):
                 return False
             try:
                 client = await machine.agent()
-                result = await client.call("shutdown_agent", wait=15, if_idle=True,
-                                           kill_kernels=False)
-            except (AgentError, AgentUnavailableError, TransportError, OSError,
-                    TimeoutError) as exc:  # a lost link at teardown leaves the agent be
+                result = await client.call(
+                    "shutdown_agent", wait=15, if_idle=True, kill_kernels=False
+                )
+            except (
+                AgentError,
+                AgentUnavailableError,
+                TransportError,
+                OSError,
+                TimeoutError,
+            ) as exc:  # a lost link at teardown leaves the agent be
                 self.log.info("machine %s: agent left running: %s", target_name, exc)
                 return False
             if not result.get("stopping"):
@@ -329,9 +343,7 @@ class MachineManager(SingletonConfigurable):
             del self._machines[target_name]
             await self._release(machine)
             host = machine.target.host
-            if host is not None and not any(
-                m.target.host == host for m in self._machines.values()
-            ):
+            if host is not None and not any(m.target.host == host for m in self._machines.values()):
                 await self.transport.close(host)
             self.log.info("machine %s: no kernels left; its agent stopped", target_name)
             return True

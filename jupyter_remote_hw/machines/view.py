@@ -36,9 +36,11 @@ OWNED_PROVIDERS = frozenset({"local", "ssh"})
 
 def owned_hardware_note(target: Target) -> str:
     """Why hardware the user already has cannot be stopped, and what does what they want."""
-    return (f"{target.name} ({target.provider} provider) cannot be stopped: it is "
-            f"{target.where}, hardware you already have, not a machine launched for you. "
-            "Terminate it to shut down its kernels and its agent.")
+    return (
+        f"{target.name} ({target.provider} provider) cannot be stopped: it is "
+        f"{target.where}, hardware you already have, not a machine launched for you. "
+        "Terminate it to shut down its kernels and its agent."
+    )
 
 
 def link_states(open_machines: Iterable[Any]) -> dict[str, bool]:
@@ -136,8 +138,11 @@ class MachineView:
         """Every machine's model (and ended cloud machines', when asked), by name."""
         models = [self.model(name) for name in self.names()]
         if include_ended:
-            models += [self._cloud_model(r, [], None) for r in self.ledger.machines()
-                       if r.state in FINAL_STATES]
+            models += [
+                self._cloud_model(r, [], None)
+                for r in self.ledger.machines()
+                if r.state in FINAL_STATES
+            ]
         return models
 
     def model(self, name: str) -> dict[str, Any]:
@@ -148,66 +153,108 @@ class MachineView:
         raw = self._kernels_on(name)
         state = machine_state(record, link, bool(raw))
         down = self.down_since.get(name) if state == "reconnecting" else None
-        price = (record.price_per_hour if record is not None
-                 else 0.0 if target is not None and target.provider in OWNED_PROVIDERS else None)
+        price = (
+            record.price_per_hour
+            if record is not None
+            else 0.0
+            if target is not None and target.provider in OWNED_PROVIDERS
+            else None
+        )
         kernels = [self._kernel_model(k, state, price) for k in raw]
         if record is not None:
             return {**self._cloud_model(record, kernels, target, state), "link_down_since": down}
         assert target is not None
         started = [k["started"] for k in kernels if k["started"] is not None]
         return {
-            "name": name, "provider": target.provider, "hardware": target.hardware,
-            "where": target.where, "state": state, "kernels": kernels,
-            "price_per_hour": price, "cost_so_far": 0.0 if price == 0.0 else None,
+            "name": name,
+            "provider": target.provider,
+            "hardware": target.hardware,
+            "where": target.where,
+            "state": state,
+            "kernels": kernels,
+            "price_per_hour": price,
+            "cost_so_far": 0.0 if price == 0.0 else None,
             "uptime_seconds": round(self.now - min(started), 1) if started else None,
-            "resource_id": None, "last_seen": None, "idle_stop_in": None,
-            "actions": ["start", "terminate"], "shareable": target.provider != "local",
+            "resource_id": None,
+            "last_seen": None,
+            "idle_stop_in": None,
+            "actions": ["start", "terminate"],
+            "shareable": target.provider != "local",
             "link_down_since": down,
         }
 
-    def _cloud_model(self, record: MachineRecord, kernels: list[dict[str, Any]],
-                     target: Target | None, state: str | None = None) -> dict[str, Any]:
+    def _cloud_model(
+        self,
+        record: MachineRecord,
+        kernels: list[dict[str, Any]],
+        target: Target | None,
+        state: str | None = None,
+    ) -> dict[str, Any]:
         ended = record.state in FINAL_STATES
         return {
-            "name": record.name, "provider": record.provider,
+            "name": record.name,
+            "provider": record.provider,
             "hardware": target.hardware if target else record.instance_type,
             "where": target.where if target else f"{record.instance_type} · {record.region}",
-            "state": state or record.state, "kernels": kernels,
+            "state": state or record.state,
+            "kernels": kernels,
             "price_per_hour": record.price_per_hour,
             "cost_so_far": round(record.cost(self.now), 4),
             "uptime_seconds": round(record.running_seconds(self.now), 1),
-            "resource_id": record.resource_id or None, "last_seen": record.last_seen,
+            "resource_id": record.resource_id or None,
+            "last_seen": record.last_seen,
             "idle_stop_in": None,
-            "actions": ([] if ended else ["stop", "terminate"] if record.state in ACTIVE_STATES
-                        else ["start", "terminate"]),
-            "shareable": not ended, "link_down_since": None,
+            "actions": (
+                []
+                if ended
+                else ["stop", "terminate"]
+                if record.state in ACTIVE_STATES
+                else ["start", "terminate"]
+            ),
+            "shareable": not ended,
+            "link_down_since": None,
         }
 
     def _kernels_on(self, name: str) -> list[tuple[KernelFacts, str]]:
         """The kernels on a target, each with its owner: this process's, then the ledger's."""
         own = [(k, SERVER_OWNER) for k in self.kernels if k.target == name]
         known = {k.id for k, _ in own}
-        others = [(KernelFacts(r.kernel_id, r.target, r.kernel_name), r.owner)
-                  for r in self._recorded.values() if r.target == name and r.kernel_id not in known]
+        others = [
+            (KernelFacts(r.kernel_id, r.target, r.kernel_name), r.owner)
+            for r in self._recorded.values()
+            if r.target == name and r.kernel_id not in known
+        ]
         return own + others
 
-    def _kernel_model(self, kernel: tuple[KernelFacts, str], machine: str,
-                      price: float | None) -> dict[str, Any]:
+    def _kernel_model(
+        self, kernel: tuple[KernelFacts, str], machine: str, price: float | None
+    ) -> dict[str, Any]:
         facts, owner = kernel
         record = self._recorded.get(facts.id)
         started = record.created if record is not None else None
         uptime = max(0.0, self.now - started) if started is not None else None
         return {
-            "id": facts.id, "owner": owner, "kernel_name": facts.kernel_name,
-            "display_name": KERNEL_DISPLAY_NAME, "path": facts.path,
+            "id": facts.id,
+            "owner": owner,
+            "kernel_name": facts.kernel_name,
+            "display_name": KERNEL_DISPLAY_NAME,
+            "path": facts.path,
             "execution_state": facts.execution_state,
             "state": kernel_state(facts.execution_state, machine, facts.waiting_for),
             "started": started,
             "uptime_seconds": None if uptime is None else round(uptime, 1),
-            "cost_so_far": (None if price is None or uptime is None
-                            else round(price * uptime / 3600.0, 4)),
+            "cost_so_far": (
+                None if price is None or uptime is None else round(price * uptime / 3600.0, 4)
+            ),
         }
 
 
-__all__ = ["KERNEL_DISPLAY_NAME", "KernelFacts", "MachineView", "kernel_state", "link_states",
-           "machine_state", "owned_hardware_note"]
+__all__ = [
+    "KERNEL_DISPLAY_NAME",
+    "KernelFacts",
+    "MachineView",
+    "kernel_state",
+    "link_states",
+    "machine_state",
+    "owned_hardware_note",
+]

@@ -54,8 +54,10 @@ def remote_error(content: dict[str, Any], target: str) -> RemoteCellError:
     if kind is None:
         kind = type(ename, (RemoteCellError,), {"__module__": "remote"})
         _ERROR_CLASSES[ename] = kind
-    return kind(str(content.get("evalue", "")),
-                [f"Error on {target}:", *list(content.get("traceback") or [])])
+    return kind(
+        str(content.get("evalue", "")),
+        [f"Error on {target}:", *list(content.get("traceback") or [])],
+    )
 
 
 def _names(values: list[str] | str | None) -> list[str]:
@@ -84,8 +86,14 @@ class _Progress:
                 return
             from tqdm.auto import tqdm
 
-            self._bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024,
-                             desc=self.description, file=sys.stderr)
+            self._bar = tqdm(
+                total=total,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1024,
+                desc=self.description,
+                file=sys.stderr,
+            )
         self._bar.update(done - self._bar.n)
 
     def close(self) -> None:
@@ -114,8 +122,9 @@ class _LaunchDisplay:
                 if self.lines[index] == f"… {step}":
                     self.lines[index] = f"{mark} {step} ({seconds:.1f} s)"
                     break
-        text = f"Starting a kernel on {self.target.name} ({self.target.hardware}):\n" + \
-            "\n".join(self.lines)
+        text = f"Starting a kernel on {self.target.name} ({self.target.hardware}):\n" + "\n".join(
+            self.lines
+        )
         if self.handle is None:
             self.handle = display({"text/plain": text}, raw=True, display_id=True)
         else:
@@ -138,8 +147,9 @@ def _show_output(msg: dict[str, Any], untrusted: bool = False) -> None:
         data, metadata = content.get("data") or {}, content.get("metadata") or {}
         if untrusted:
             data, metadata = untrusted_display(data, metadata)
-        publish_display_data(data, metadata, transient=content.get("transient"),
-                             update=kind == "update_display_data")
+        publish_display_data(
+            data, metadata, transient=content.get("transient"), update=kind == "update_display_data"
+        )
     elif kind == "clear_output":
         clear_output(wait=bool(content.get("wait")))
 
@@ -173,8 +183,13 @@ class RemoteMagics(Magics):
         except (UnknownHardwareError, ValueError) as exc:
             raise UsageError(str(exc)) from None
 
-    def _run(self, target: Target, work: Callable[[RemoteKernel, Emit], Any],
-             description: str = "", interrupt: bool = False) -> Any:
+    def _run(
+        self,
+        target: Target,
+        work: Callable[[RemoteKernel, Emit], Any],
+        description: str = "",
+        interrupt: bool = False,
+    ) -> Any:
         """Start (or reuse) the kernel on ``target`` and run ``work`` with it."""
         launch = _LaunchDisplay(target)
         progress = _Progress(description)
@@ -217,10 +232,12 @@ class RemoteMagics(Magics):
             return load_variables(pickled)
         allowed = SharedKernelPulls(config=self.sessions.config).allowed_types
         return load_variables_restricted(
-            pickled, f"{target.name} (a kernel that someone else can run code in)", allowed)
+            pickled, f"{target.name} (a kernel that someone else can run code in)", allowed
+        )
 
-    async def _pull(self, kernel: RemoteKernel, names: list[str],
-                    emit: Emit) -> tuple[list[Pickled], bool]:
+    async def _pull(
+        self, kernel: RemoteKernel, names: list[str], emit: Emit
+    ) -> tuple[list[Pickled], bool]:
         """Fetch variables, and whether someone else can run code where they come from
         (asked after: a share added meanwhile counts)."""
         pickled = await self.sessions.pull(kernel, names, emit)
@@ -229,8 +246,11 @@ class RemoteMagics(Magics):
     # ------------------------------------------------------------------ magics
 
     @magic_arguments()
-    @argument("target", nargs="?", help="Hardware to run on (see %%remote_hw); the default "
-              "target when left out.")
+    @argument(
+        "target",
+        nargs="?",
+        help="Hardware to run on (see %%remote_hw); the default target when left out.",
+    )
     @argument("--in", dest="inputs", action="append", help="Variables to send first: a,b.")
     @argument("--out", dest="outputs", action="append", help="Variables to fetch after: c,d.")
     @argument("--device", help="Put arriving tensors and modules on this device (cuda).")
@@ -248,8 +268,9 @@ class RemoteMagics(Magics):
         inputs, outputs = _names(args.inputs), _names(args.outputs)
         pickled = dump_variables(self._shell.user_ns, inputs) if inputs else []
 
-        async def work(kernel: RemoteKernel,
-                       emit: Emit) -> tuple[dict[str, Any], tuple[list[Pickled], bool]]:
+        async def work(
+            kernel: RemoteKernel, emit: Emit
+        ) -> tuple[dict[str, Any], tuple[list[Pickled], bool]]:
             if pickled:
                 await self.sessions.push(kernel, pickled, args.device, emit)
             emit(("untrusted", await self.sessions.others_can_run_code(kernel)))
@@ -258,15 +279,15 @@ class RemoteMagics(Magics):
                 return reply, ([], False)
             return reply, await self._pull(kernel, outputs, emit)
 
-        reply, (fetched, restricted) = self._run(target, work, f"{target.name}",
-                                                 interrupt=True)
+        reply, (fetched, restricted) = self._run(target, work, f"{target.name}", interrupt=True)
         if reply.get("status") == "error":
             if reply.get("ename") == "KeyboardInterrupt":
                 raise KeyboardInterrupt
             raise remote_error(reply, target.name)
         if reply.get("status") == "aborted":
-            raise remote_error({"ename": "Aborted", "evalue": "the remote cell was aborted"},
-                               target.name)
+            raise remote_error(
+                {"ename": "Aborted", "evalue": "the remote cell was aborted"}, target.name
+            )
         if fetched:
             self._assign(self._load(fetched, restricted, target))
 
@@ -286,13 +307,17 @@ class RemoteMagics(Magics):
 
         assigned = self._run(target, work, f"→ {target.name}")
         where = f" on {args.device}" if args.device else ""
-        sys.stdout.write(f"sent to {target.name}{where}: "
-                         + ", ".join(f"{a['name']} ({a['type']})" for a in assigned) + "\n")
+        sys.stdout.write(
+            f"sent to {target.name}{where}: "
+            + ", ".join(f"{a['name']} ({a['type']})" for a in assigned)
+            + "\n"
+        )
 
     @magic_arguments()
     @argument("names", nargs="+", help="Variables to fetch: a,b or a b.")
-    @argument("--from", dest="target", help="Hardware to fetch from (default target when "
-              "left out).")
+    @argument(
+        "--from", dest="target", help="Hardware to fetch from (default target when left out)."
+    )
     @argument("--as", dest="rename", help="Local names for them, in the same order: x,y.")
     @line_magic
     def remote_pull(self, line: str) -> None:
@@ -320,22 +345,32 @@ class RemoteMagics(Magics):
         if args.target:
             target = self._target(args.target)
             self.sessions.default_target = target.name
-            sys.stdout.write(f"default hardware: {target.name} ({target.hardware}, "
-                             f"{target.where})\n")
+            sys.stdout.write(
+                f"default hardware: {target.name} ({target.hardware}, {target.where})\n"
+            )
             return
         running = self.sessions.running()
         rows = []
         for target in self.sessions.targets():
             kernel = running.get(target.name)
-            rows.append([
-                "*" if target.name == self.sessions.default_target else "",
-                target.name, target.hardware, target.where, target.provider,
-                f"running ({kernel.kernel_id[:8]})" if kernel else "",
-            ])
+            rows.append(
+                [
+                    "*" if target.name == self.sessions.default_target else "",
+                    target.name,
+                    target.hardware,
+                    target.where,
+                    target.provider,
+                    f"running ({kernel.kernel_id[:8]})" if kernel else "",
+                ]
+            )
         headers = ["default", "target", "hardware", "where", "provider", "this notebook"]
-        display({"text/plain": tabulate(rows, headers=headers),
-                 "text/html": tabulate(rows, headers=headers, tablefmt="html")},
-                raw=True)
+        display(
+            {
+                "text/plain": tabulate(rows, headers=headers),
+                "text/html": tabulate(rows, headers=headers, tablefmt="html"),
+            },
+            raw=True,
+        )
 
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:
@@ -350,8 +385,13 @@ def load_ipython_extension(ipython: InteractiveShell) -> None:
     previous_types = tuple(t for t in ipython.custom_exceptions if t not in _OURS)
     previous = ipython.CustomTB if previous_types else None
 
-    def show(shell: InteractiveShell, etype: type[BaseException], value: BaseException,
-             tb: Any, tb_offset: int | None = None) -> Any:
+    def show(
+        shell: InteractiveShell,
+        etype: type[BaseException],
+        value: BaseException,
+        tb: Any,
+        tb_offset: int | None = None,
+    ) -> Any:
         if previous is not None and not issubclass(etype, _OURS):
             return previous(etype, value, tb, tb_offset)
         return _show_error(shell, etype, value, tb, tb_offset)
@@ -360,12 +400,21 @@ def load_ipython_extension(ipython: InteractiveShell) -> None:
 
 
 #: Exceptions shown without the magic's frames.
-_OURS: tuple[type[BaseException], ...] = (RemoteCellError, RemoteKernelLostError, TransferError,
-                                          KernelLaunchError)
+_OURS: tuple[type[BaseException], ...] = (
+    RemoteCellError,
+    RemoteKernelLostError,
+    TransferError,
+    KernelLaunchError,
+)
 
 
-def _show_error(shell: InteractiveShell, etype: type[BaseException], value: BaseException,
-                tb: Any, tb_offset: int | None = None) -> list[str]:
+def _show_error(
+    shell: InteractiveShell,
+    etype: type[BaseException],
+    value: BaseException,
+    tb: Any,
+    tb_offset: int | None = None,
+) -> list[str]:
     if isinstance(value, RemoteCellError):
         lines = value.traceback_lines
     else:

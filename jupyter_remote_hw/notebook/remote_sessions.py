@@ -125,8 +125,9 @@ class RemoteSessions:
         self._kernels: dict[str, RemoteKernel] = {}
         self._starting: dict[str, asyncio.Lock] = {}
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever,
-                                        name="jupyter-remote-hw", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="jupyter-remote-hw", daemon=True
+        )
         self._thread.start()
         self._manager: MachineManager | None = None
         atexit.register(self.shutdown)
@@ -142,9 +143,12 @@ class RemoteSessions:
             self._manager = manager
         return self._manager
 
-    def run(self, work: Callable[[Emit], Coroutine[Any, Any, T]],
-            on_event: Callable[[str, Any], None] | None = None,
-            on_interrupt: Callable[[Future[T]], bool] | None = None) -> T:
+    def run(
+        self,
+        work: Callable[[Emit], Coroutine[Any, Any, T]],
+        on_event: Callable[[str, Any], None] | None = None,
+        on_interrupt: Callable[[Future[T]], bool] | None = None,
+    ) -> T:
         """Run ``work(emit)`` on the loop; handle its events here until it is done.
 
         Args:
@@ -225,8 +229,10 @@ class RemoteSessions:
         """
         name = name or self.default_target
         if not name:
-            raise ValueError("no hardware given: name it (%%remote gpu-box) or set a default "
-                             "with %remote_hw gpu-box")
+            raise ValueError(
+                "no hardware given: name it (%%remote gpu-box) or set a default "
+                "with %remote_hw gpu-box"
+            )
         return find_target(self.machines, name)
 
     def running(self) -> dict[str, RemoteKernel]:
@@ -256,8 +262,11 @@ class RemoteSessions:
                 emit(("launch", event))
 
         manager = AsyncKernelManager(
-            kernel_id=kernel_id, kernel_name=target.kernel_name, config=self.config,
-            kernel_spec_manager=RemoteHWKernelSpecManager(config=self.config), log=self.log,
+            kernel_id=kernel_id,
+            kernel_name=target.kernel_name,
+            config=self.config,
+            kernel_spec_manager=RemoteHWKernelSpecManager(config=self.config),
+            log=self.log,
         )
         self.machines.launch_listeners.append(listener)
         try:
@@ -274,8 +283,9 @@ class RemoteSessions:
             raise
         link = KernelLink(client, self.log)
         link.start()
-        return RemoteKernel(target, manager, link,
-                            TransferClient(link, target.name, opener=stream_opener(manager)))
+        return RemoteKernel(
+            target, manager, link, TransferClient(link, target.name, opener=stream_opener(manager))
+        )
 
     async def _stop(self, kernel: RemoteKernel) -> None:
         await kernel.link.close()
@@ -342,7 +352,8 @@ class RemoteSessions:
                 raise RemoteKernelLostError(
                     f"the kernel on {kernel.target.name} stopped while this cell was waiting "
                     "on it (it crashed or was killed, for example for lack of memory). Its "
-                    "variables are gone; the next %%remote starts a new kernel there.")
+                    "variables are gone; the next %%remote starts a new kernel there."
+                )
         finally:
             if not task.done():
                 task.cancel()
@@ -359,16 +370,23 @@ class RemoteSessions:
             kernel.run_by_others = True if ask is None else bool(await ask())
         return kernel.run_by_others
 
-    async def push(self, kernel: RemoteKernel, pickled: list[Pickled], device: str | None,
-                   emit: Emit) -> list[dict[str, Any]]:
+    async def push(
+        self, kernel: RemoteKernel, pickled: list[Pickled], device: str | None, emit: Emit
+    ) -> list[dict[str, Any]]:
         """Send serialized variables to ``kernel``; all are assigned there, or none."""
-        return await self._watched(kernel, kernel.transfer.push(
-            pickled, device, lambda done, total: emit(("progress", (done, total)))))
+        return await self._watched(
+            kernel,
+            kernel.transfer.push(
+                pickled, device, lambda done, total: emit(("progress", (done, total)))
+            ),
+        )
 
     async def pull(self, kernel: RemoteKernel, names: list[str], emit: Emit) -> list[Pickled]:
         """Fetch the named variables of ``kernel``, serialized."""
-        return await self._watched(kernel, kernel.transfer.pull(
-            names, lambda done, total: emit(("progress", (done, total)))))
+        return await self._watched(
+            kernel,
+            kernel.transfer.pull(names, lambda done, total: emit(("progress", (done, total)))),
+        )
 
     async def execute(self, kernel: RemoteKernel, code: str, emit: Emit) -> dict[str, Any]:
         """Run ``code`` on ``kernel``; its outputs are emitted as ``("output", msg)``.
@@ -378,7 +396,8 @@ class RemoteSessions:
         """
         for _ in range(ABORTED_RETRIES):
             reply = await self._watched(
-                kernel, kernel.link.execute(code, lambda msg: emit(("output", msg))))
+                kernel, kernel.link.execute(code, lambda msg: emit(("output", msg)))
+            )
             if reply.get("status") != "aborted":
                 break
             await asyncio.sleep(0.1)

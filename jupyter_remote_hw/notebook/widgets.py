@@ -23,8 +23,10 @@ if TYPE_CHECKING:
 
 HEADERS = ["Hardware", "GPU", "GPU mem", "vCPU", "RAM", "$/h", "Where", "Availability"]
 #: The grid's columns: shares of the cell's width, none below 0, so nothing overflows.
-GRID_COLUMNS = ("minmax(0, 3fr) minmax(0, 1.3fr) minmax(0, 1.2fr) minmax(0, 0.7fr) "
-                "minmax(0, 1.1fr) minmax(0, 1.3fr) minmax(0, 2fr) minmax(0, 2.4fr)")
+GRID_COLUMNS = (
+    "minmax(0, 3fr) minmax(0, 1.3fr) minmax(0, 1.2fr) minmax(0, 0.7fr) "
+    "minmax(0, 1.1fr) minmax(0, 1.3fr) minmax(0, 2fr) minmax(0, 2.4fr)"
+)
 #: Lets the cells' text wrap inside the grid (ipywidgets keeps labels on one line).
 STYLE = """<style>
 .jp-RemoteHW-widgetGrid > .jupyter-widgets { margin: 0; min-width: 0; width: auto; }
@@ -60,27 +62,42 @@ def columns(option: HardwareOption) -> list[str]:
     else:
         gpu = f"{option.gpu_count or 1} × {option.gpu}" if option.gpu else ""
     # Why not, in a few words; the fold line and the row's tooltip say what to do.
-    availability = (option.reason or option.why_not or "not available") if not option.usable else (
-        option.machine_state or option.availability or "ready")
+    availability = (
+        (option.reason or option.why_not or "not available")
+        if not option.usable
+        else (option.machine_state or option.availability or "ready")
+    )
     return [
-        option.label, gpu, _gib(option.gpu_memory_gib),
+        option.label,
+        gpu,
+        _gib(option.gpu_memory_gib),
         str(option.vcpus) if option.vcpus is not None else "",
-        _gib(option.memory_gib), _price(option.price_per_hour), option.where, availability,
+        _gib(option.memory_gib),
+        _price(option.price_per_hour),
+        option.where,
+        availability,
     ]
 
 
 def matches(option: HardwareOption, query: str) -> bool:
     """Whether every word of ``query`` appears in the option's name, label, GPU or place."""
-    text = " ".join([option.name, option.label, option.gpu or "", option.provider,
-                     option.where, option.hardware]).lower()
+    text = " ".join(
+        [
+            option.name,
+            option.label,
+            option.gpu or "",
+            option.provider,
+            option.where,
+            option.hardware,
+        ]
+    ).lower()
     return all(word in text for word in query.lower().split())
 
 
 def _cell(text: str, title: str = "", unusable: bool = False) -> str:
     """One grid cell of a row's text, as HTML (its title is the tooltip)."""
     classes = "jp-RemoteHW-cell jp-RemoteHW-unusable" if unusable else "jp-RemoteHW-cell"
-    return (f"<div class='{classes}' title='{html.escape(title or text)}'>"
-            f"{html.escape(text)}</div>")
+    return f"<div class='{classes}' title='{html.escape(title or text)}'>{html.escape(text)}</div>"
 
 
 class HardwarePicker:
@@ -93,26 +110,37 @@ class HardwarePicker:
 
     def __init__(self, magics: RemoteMagics, options: list[HardwareOption] | None = None) -> None:
         self.magics = magics
-        self.options = options if options is not None else list_hardware(
-            magics.sessions.machines)
+        self.options = options if options is not None else list_hardware(magics.sessions.machines)
         self.expanded: set[str] = set()
         self._cell_layout = widgets.Layout(width="auto", min_width="0")
         self._row_cells: dict[str, list[widgets.Widget]] = {}
         self._fold_buttons: dict[str, widgets.Button] = {}
-        self.search = widgets.Text(placeholder="Search: a10g, ssh, local …",
-                                   description="Search", continuous_update=True,
-                                   layout=widgets.Layout(width="auto", max_width="100%"))
-        self.header = [widgets.HTML(f"<b>{html.escape(title)}</b>", layout=self._cell_layout)
-                       for title in HEADERS]
+        self.search = widgets.Text(
+            placeholder="Search: a10g, ssh, local …",
+            description="Search",
+            continuous_update=True,
+            layout=widgets.Layout(width="auto", max_width="100%"),
+        )
+        self.header = [
+            widgets.HTML(f"<b>{html.escape(title)}</b>", layout=self._cell_layout)
+            for title in HEADERS
+        ]
         for cell in self.header:
             cell.add_class("jp-RemoteHW-header")
-        self.grid = widgets.GridBox(layout=widgets.Layout(
-            grid_template_columns=GRID_COLUMNS, grid_gap="2px 10px", width="100%",
-            align_items="center"))
+        self.grid = widgets.GridBox(
+            layout=widgets.Layout(
+                grid_template_columns=GRID_COLUMNS,
+                grid_gap="2px 10px",
+                width="100%",
+                align_items="center",
+            )
+        )
         self.grid.add_class("jp-RemoteHW-widgetGrid")
         self.status = widgets.HTML()
-        self.widget = widgets.VBox([widgets.HTML(STYLE), self.search, self.grid, self.status],
-                                   layout=widgets.Layout(width="100%"))
+        self.widget = widgets.VBox(
+            [widgets.HTML(STYLE), self.search, self.grid, self.status],
+            layout=widgets.Layout(width="100%"),
+        )
         self.widget.add_class("jp-RemoteHW-picker-widget")
         self.shown: list[HardwareOption | Fold] = []
         self._render()
@@ -143,8 +171,10 @@ class HardwarePicker:
         """Make the row ``name`` the default ``%%remote`` target, or say why it cannot be."""
         option = next(o for o in self.options if o.name == name)
         if not option.usable:
-            self.status.value = (f"<b>{html.escape(option.name)}</b> cannot be used now: "
-                                 f"{html.escape(option.why_not or 'not available')}")
+            self.status.value = (
+                f"<b>{html.escape(option.name)}</b> cannot be used now: "
+                f"{html.escape(option.why_not or 'not available')}"
+            )
             return
         self.magics.sessions.default_target = option.name
         self._show_default()
@@ -175,8 +205,7 @@ class HardwarePicker:
             self._fold_buttons[fold.key] = button
         arrow = "▾" if fold.key in self.expanded else "▸"
         button.description = f"{arrow} {fold.text} ({fold.count_text})"
-        button.tooltip = ("Fold these rows again" if fold.key in self.expanded
-                          else "Show these rows")
+        button.tooltip = "Fold these rows again" if fold.key in self.expanded else "Show these rows"
         return button
 
     def _cells(self, option: HardwareOption) -> list[widgets.Widget]:
@@ -188,13 +217,20 @@ class HardwarePicker:
         if cells is None:
             texts = columns(option)
             unusable = not option.usable
-            choose = widgets.Button(description=texts[0], disabled=unusable,
-                                    tooltip=option.why_not or f"Run %%remote on {option.name}",
-                                    layout=self._cell_layout)
+            choose = widgets.Button(
+                description=texts[0],
+                disabled=unusable,
+                tooltip=option.why_not or f"Run %%remote on {option.name}",
+                layout=self._cell_layout,
+            )
             choose.on_click(lambda _: self.choose(option.name))
             choose.add_class("jp-RemoteHW-cell")
-            text = "".join([*(_cell(t, unusable=unusable) for t in texts[1:-1]),
-                            _cell(texts[-1], option.why_not or "", unusable)])
+            text = "".join(
+                [
+                    *(_cell(t, unusable=unusable) for t in texts[1:-1]),
+                    _cell(texts[-1], option.why_not or "", unusable),
+                ]
+            )
             row = widgets.HTML(text, layout=self._cell_layout)
             row.add_class("jp-RemoteHW-rowText")
             if unusable:
@@ -208,8 +244,11 @@ class HardwarePicker:
 
     def _show_default(self) -> None:
         name = self.magics.sessions.default_target
-        self.status.value = (f"<code>%%remote</code> runs on <b>{html.escape(name)}</b>" if name else
-                             "Pick the hardware <code>%%remote</code> runs on.")
+        self.status.value = (
+            f"<code>%%remote</code> runs on <b>{html.escape(name)}</b>"
+            if name
+            else "Pick the hardware <code>%%remote</code> runs on."
+        )
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)

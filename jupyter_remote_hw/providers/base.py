@@ -172,14 +172,17 @@ class Provider(LoggingConfigurable, metaclass=ProviderMeta):
     name: ClassVar[str]
 
     agent_idle_exit = Float(
-        DEFAULT_IDLE_EXIT, config=True,
+        DEFAULT_IDLE_EXIT,
+        config=True,
         help="Seconds a host agent with no kernel and no connected Jupyter server waits "
         "before it exits (0: it never does). While a server is connected, the agent stays, "
         "so that the next kernel starts without starting the agent again.",
     )
 
     relay_buffer_mib = Int(
-        256, min=1, config=True,
+        256,
+        min=1,
+        config=True,
         help="MiB of a kernel's messages its host keeps while the link to it is down, so "
         "that a cut of any length loses no output. A longer cut drops the oldest output "
         "beyond this, and the cell says how much.",

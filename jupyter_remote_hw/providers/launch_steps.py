@@ -172,16 +172,26 @@ class LaunchSteps:
         self.log.log(
             logging.INFO if ok else logging.WARNING,
             "launch on %s: %s %s in %.2f s%s",
-            self.where, name, "done" if ok else "failed", seconds, f": {detail}" if detail else "",
+            self.where,
+            name,
+            "done" if ok else "failed",
+            seconds,
+            f": {detail}" if detail else "",
         )
         self._emit(name, "done" if ok else "failed", seconds, detail)
 
     def timed_out(self, limit: float, setting: str) -> LaunchError:
         """The error for a launch cut off by its time limit."""
-        step = self.records[-1].name if self.records and not self.records[-1].ok \
+        step = (
+            self.records[-1].name
+            if self.records and not self.records[-1].ok
             else (self.current or "launch")
+        )
         return LaunchError(
-            self.where, step, self.elapsed, f"timed out (the limit is {limit:g} s)",
+            self.where,
+            step,
+            self.elapsed,
+            f"timed out (the limit is {limit:g} s)",
             f"{STEP_HINTS.get(step, '')} Raise {setting} if the host is just slow.".strip(),
             status=504,
         )
@@ -190,7 +200,10 @@ class LaunchSteps:
         """The error for a launch cancelled by ``by`` (``the user``) while under way."""
         step = self.current or (self.records[-1].name if self.records else "launch")
         return LaunchError(
-            self.where, step, self.elapsed, f"cancelled by {by}",
+            self.where,
+            step,
+            self.elapsed,
+            f"cancelled by {by}",
             "Nothing it started is left running; start the kernel again to retry.",
             status=409,
         )

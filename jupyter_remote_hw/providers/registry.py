@@ -26,8 +26,10 @@ BUILTIN_PROVIDERS: dict[str, str] = {
 
 def provider_entry_points() -> list[EntryPoint]:
     """The shipped providers, then the other registered ones by name."""
-    found = {name: EntryPoint(name, value, ENTRY_POINT_GROUP)
-             for name, value in BUILTIN_PROVIDERS.items()}
+    found = {
+        name: EntryPoint(name, value, ENTRY_POINT_GROUP)
+        for name, value in BUILTIN_PROVIDERS.items()
+    }
     for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
         found.setdefault(point.name, point)
     return list(found.values())

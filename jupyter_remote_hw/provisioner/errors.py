@@ -28,7 +28,12 @@ class KernelLaunchError(HTTPError):
         return str(self.launch_error)
 
 
-_REASONS = {404: "Unknown Hardware", 409: "Launch Cancelled", 502: "Host Unreachable", 504: "Launch Timed Out"}
+_REASONS = {
+    404: "Unknown Hardware",
+    409: "Launch Cancelled",
+    502: "Host Unreachable",
+    504: "Launch Timed Out",
+}
 
 
 class UnknownHardwareKernelSpec(NoSuchKernel, HTTPError):
@@ -38,8 +43,9 @@ class UnknownHardwareKernelSpec(NoSuchKernel, HTTPError):
     """
 
     def __init__(self, kernel_name: str, error: UnknownHardwareError) -> None:
-        HTTPError.__init__(self, 404, f"No kernelspec {kernel_name!r}: {error}",
-                           reason="Unknown Hardware")
+        HTTPError.__init__(
+            self, 404, f"No kernelspec {kernel_name!r}: {error}", reason="Unknown Hardware"
+        )
         self.name = kernel_name
 
     def __str__(self) -> str:

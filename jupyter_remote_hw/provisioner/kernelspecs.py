@@ -89,5 +89,5 @@ class RemoteHWKernelSpecManager(KernelSpecManager):
             known = [t.name for t in targets.values()]
             raise UnknownHardwareKernelSpec(
                 kernel_name,
-                UnknownHardwareError(kernel_name[len(KERNEL_NAME_PREFIX):], known),
+                UnknownHardwareError(kernel_name[len(KERNEL_NAME_PREFIX) :], known),
             ) from None

@@ -60,8 +60,10 @@ class KernelLauncher:
             return launch
         spec = set(self.p.kernel_spec.env or {}) if self.p.kernel_spec is not None else set()
         return {
-            key: value for key, value in launch.items()
-            if key in spec or os.environ.get(key) != value
+            key: value
+            for key, value in launch.items()
+            if key in spec
+            or os.environ.get(key) != value
             or any(fnmatchcase(key, pattern) for pattern in PASSED_ENV)
         }
 
@@ -104,8 +106,11 @@ class KernelLauncher:
         self.p.connection_info = info
         self.p._launched_at = time.monotonic()
         self.p.manager.ledger.put_kernel(
-            self.p.kernel_id, str(getattr(self.p.parent, "kernel_name", "") or target.kernel_name),
-            target.name, await self.p.get_provisioner_info(), owner=self.p.owner,
+            self.p.kernel_id,
+            str(getattr(self.p.parent, "kernel_name", "") or target.kernel_name),
+            target.name,
+            await self.p.get_provisioner_info(),
+            owner=self.p.owner,
         )
         return info
 
@@ -132,15 +137,17 @@ class KernelLauncher:
             whose = "the notebook's" if requested else "this process's"
             where = "this machine" if local else target.where
             self.p.launch_steps.note(
-                f"working directory {used} ({whose})" if used == cwd else
-                f"working directory {used} ({whose} {cwd} does not exist on {where})"
+                f"working directory {used} ({whose})"
+                if used == cwd
+                else f"working directory {used} ({whose} {cwd} does not exist on {where})"
             )
         return dict(started["connection"])
 
     async def restart_remote(self, kwargs: dict[str, Any], timeout: float) -> dict[str, Any]:
         try:
-            restarted = await self.p._agent_call("restart_kernel", wait=timeout + 5, now=True,
-                                               timeout=timeout)
+            restarted = await self.p._agent_call(
+                "restart_kernel", wait=timeout + 5, now=True, timeout=timeout
+            )
         except AgentError as exc:
             if exc.kind != "unknown_kernel":
                 raise

@@ -71,26 +71,33 @@ class RemoteHWProvisioner(KernelProvisionerBase):
     """
 
     target = Unicode(
-        "", config=True, help="Name of the hardware target the kernel runs on (set by the "
-        "kernelspec's provisioner config)."
+        "",
+        config=True,
+        help="Name of the hardware target the kernel runs on (set by the "
+        "kernelspec's provisioner config).",
     )
     owner = Unicode(
-        SERVER_OWNER, config=True,
+        SERVER_OWNER,
+        config=True,
         help="Who the kernel belongs to in the ledger; only kernels of the server are "
         "reattached when a Jupyter server starts (``%%remote`` sets its own).",
     )
     launch_timeout = Float(
-        180.0, config=True,
+        180.0,
+        config=True,
         help="Seconds a launch may take, from connecting to the host to the kernel answering.",
     )
     orphan_grace = Float(
-        600.0, min=0.0, config=True,
+        600.0,
+        min=0.0,
+        config=True,
         help="Seconds a kernel whose starting process died (a killed Jupyter server, "
         "%%remote kernel or `jupyter run`) keeps running on its host, for a Jupyter server "
         "to reattach it; its agent then shuts it down. 0: it runs until shut down.",
     )
     poll_timeout = Float(
-        5.0, config=True,
+        5.0,
+        config=True,
         help="Seconds a liveness check waits for the host; a host that does not answer in "
         "time (or whose link is down) is taken to still run the kernel.",
     )
@@ -201,8 +208,14 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         self.log.warning("kernel %s died: %s", self.kernel_id, reason)
         if hasattr(parent, "reason"):
             parent.reason = reason  # jupyter_server lists it with the kernel
-        event = {"kernel_id": self.kernel_id, "target": self.target, "step": "kernel died",
-                 "state": "failed", "seconds": None, "detail": reason}
+        event = {
+            "kernel_id": self.kernel_id,
+            "target": self.target,
+            "step": "kernel died",
+            "state": "failed",
+            "seconds": None,
+            "detail": reason,
+        }
         for listener in list(self.manager.launch_listeners):
             try:
                 listener(event)
@@ -224,8 +237,12 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             async with asyncio.timeout(self.poll_timeout):
                 status = await self._agent_call("kernel_status", wait=None)
         except (AgentError, AgentUnavailableError, TimeoutError, TransportError) as exc:
-            self.log.warning("kernel %s: cannot learn from its host whether others can run "
-                             "code in it (%s); taken to be so", self.kernel_id, exc)
+            self.log.warning(
+                "kernel %s: cannot learn from its host whether others can run "
+                "code in it (%s); taken to be so",
+                self.kernel_id,
+                exc,
+            )
             return True
         return status.get("others_can_run_code") is not False
 
@@ -292,7 +309,6 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         kwargs["cmd"] = list(self.kernel_spec.argv)
         return kwargs
 
-
     @on_home_loop
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
         """Start the kernel on its target (or reattach, or restart it) and connect its ports.
@@ -329,7 +345,6 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         steps.log.info("kernel %s ready on %s: %s", self.kernel_id, self.target, steps.summary())
         return info
 
-
     # ------------------------------------------------------------------ shutdown
 
     @on_home_loop
@@ -342,12 +357,16 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             await self._agent_call("shutdown_kernel", now=True)
         except AgentError as exc:
             if exc.kind != "unknown_kernel":
-                self.log.warning("kernel %s: shutdown on %s failed: %s",
-                                 self.kernel_id, self.target, exc)
+                self.log.warning(
+                    "kernel %s: shutdown on %s failed: %s", self.kernel_id, self.target, exc
+                )
         except (AgentUnavailableError, TimeoutError, TransportError) as exc:
             self.log.warning(
                 "kernel %s: %s cannot be reached to stop it (%s); its agent stops it "
-                "when the host is next reached", self.kernel_id, self.target, exc,
+                "when the host is next reached",
+                self.kernel_id,
+                self.target,
+                exc,
             )
         self._remote = None
         self.manager.ledger.remove_kernel(self.kernel_id)
@@ -374,19 +393,22 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         reattaching, so it is never written to the ledger.
         """
         info: dict[str, Any] = await super().get_provisioner_info()
-        connection = {k: v for k, v in dict(info.get("connection_info") or {}).items()
-                      if k != "key"}
+        connection = {
+            k: v for k, v in dict(info.get("connection_info") or {}).items() if k != "key"
+        }
         info["connection_info"] = connection
         info["version"] = INFO_VERSION
         info["target"] = self.target
         info["local_ports"] = dict(self._local_ports)
-        info["remote_ports"] = {name: int(self._remote[name]) for name in PORT_NAMES} \
-            if self._remote else {}
+        info["remote_ports"] = (
+            {name: int(self._remote[name]) for name in PORT_NAMES} if self._remote else {}
+        )
         return info
 
     async def load_provisioner_info(self, provisioner_info: dict[str, Any]) -> None:
         """Take over a kernel described by :meth:`get_provisioner_info`."""
         await super().load_provisioner_info(provisioner_info)
         self.target = str(provisioner_info["target"])
-        self._local_ports = {k: int(v) for k, v in
-                             dict(provisioner_info.get("local_ports") or {}).items()}
+        self._local_ports = {
+            k: int(v) for k, v in dict(provisioner_info.get("local_ports") or {}).items()
+        }

@@ -49,18 +49,24 @@ class RemoteHWExtension(ExtensionApp):
     name = "jupyter_remote_hw"
     load_other_extensions = True
     classes = [  # noqa: RUF012 (a traitlets List on the base class)
-        MachineManager, LocalProvider, SSHProvider, TransportManager, RemoteHWProvisioner,
+        MachineManager,
+        LocalProvider,
+        SSHProvider,
+        TransportManager,
+        RemoteHWProvisioner,
     ]
 
     list_targets = Bool(
-        True, config=True,
+        True,
+        config=True,
         help="List every hardware target in the kernel picker by using "
         "RemoteHWKernelSpecManager, unless ServerApp.kernel_spec_manager_class is set to "
         "another class.",
     )
 
     cloud_upkeep_interval = Float(
-        300.0, config=True,
+        300.0,
+        config=True,
         help="Seconds between rounds of cloud upkeep while the server runs: machine states "
         "are read from the cloud (a machine that stopped itself stops accruing cost at the "
         "time it stopped) and machines stopped longer than "
@@ -69,14 +75,16 @@ class RemoteHWExtension(ExtensionApp):
     )
 
     orphan_reap_interval = Float(
-        60.0, config=True,
+        60.0,
+        config=True,
         help="Seconds between looks for kernels that %%remote started on SSH hosts or this "
         "machine from a local kernel that was killed (its process is gone): they are shut "
         "down. 0 turns it off.",
     )
 
     reattach_retry_max = Float(
-        60.0, config=True,
+        60.0,
+        config=True,
         help="Longest wait, in seconds, between tries to reattach kernels whose host could "
         "not be reached when the server started; waits double from 1 s up to this.",
     )
@@ -96,9 +104,13 @@ class RemoteHWExtension(ExtensionApp):
         """
         try:
             broken = unloaded_config_file(
-                config_file_candidates(["jupyter_config", serverapp.config_file_name],
-                                       serverapp.config_file_paths, serverapp.config_file),
-                serverapp.loaded_config_files)
+                config_file_candidates(
+                    ["jupyter_config", serverapp.config_file_name],
+                    serverapp.config_file_paths,
+                    serverapp.config_file,
+                ),
+                serverapp.loaded_config_files,
+            )
             if broken is not None:
                 raise broken
             check_config(serverapp.config, serverapp.loaded_config_files)
@@ -120,7 +132,8 @@ class RemoteHWExtension(ExtensionApp):
             self.log.warning(
                 "jupyter_remote_hw: ServerApp.kernel_spec_manager_class is %s, so hardware "
                 "targets are not listed; install kernelspecs for them (see kernelspecs/ in "
-                "the project) or subclass RemoteHWKernelSpecManager", chosen,
+                "the project) or subclass RemoteHWKernelSpecManager",
+                chosen,
             )
 
     def _install_websocket_connection(self, serverapp: Any) -> None:
@@ -138,12 +151,16 @@ class RemoteHWExtension(ExtensionApp):
             return
         chosen = serverapp.kernel_websocket_connection_class
         if not (isinstance(chosen, type) and issubclass(chosen, NoDelayWebsocketConnection)):
-            name = f"{chosen.__module__}.{chosen.__qualname__}" \
-                if isinstance(chosen, type) else str(chosen)
+            name = (
+                f"{chosen.__module__}.{chosen.__qualname__}"
+                if isinstance(chosen, type)
+                else str(chosen)
+            )
             self.log.info(
                 "jupyter_remote_hw: ServerApp.kernel_websocket_connection_class is %s, so "
                 "kernel websockets are sent as that class sends them (with Nagle delay "
-                "unless it turns it off)", name,
+                "unless it turns it off)",
+                name,
             )
 
     def initialize_settings(self) -> None:
@@ -156,10 +173,12 @@ class RemoteHWExtension(ExtensionApp):
             # A user error (unknown host key, no credentials...) is one WARNING line,
             # also where jupyter_client logs a failed kernel start with its traceback.
             install_filter(self.serverapp.log)
-        self.settings.update({
-            MACHINES_SETTING: self.machines,
-            "jupyter_remote_hw_version": __version__,
-        })
+        self.settings.update(
+            {
+                MACHINES_SETTING: self.machines,
+                "jupyter_remote_hw_version": __version__,
+            }
+        )
         self.log.info("jupyter_remote_hw %s loaded", __version__)
 
     def initialize_handlers(self) -> None:
@@ -167,13 +186,16 @@ class RemoteHWExtension(ExtensionApp):
         assert self.serverapp is not None
         events = EventHub(self.log)
         self.machines.launch_listeners.append(events.launch_listener)
-        actions = HardwareActions(self.machines, self.serverapp.kernel_manager,
-                                  self.serverapp.session_manager, events)
+        actions = HardwareActions(
+            self.machines, self.serverapp.kernel_manager, self.serverapp.session_manager, events
+        )
         self.machines.link_listeners.append(actions.link_changed)
-        self.handlers.extend(api_handlers(
-            actions,
-            ShareActions(self.machines, self.serverapp.kernel_manager, events),
-        ))
+        self.handlers.extend(
+            api_handlers(
+                actions,
+                ShareActions(self.machines, self.serverapp.kernel_manager, events),
+            )
+        )
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         """Reattach to the kernels a previous server on this data dir left running;
@@ -185,8 +207,9 @@ class RemoteHWExtension(ExtensionApp):
         self.upkeep.start()
         self.orphan_reaper: PeriodicCallback | None = None
         if self.orphan_reap_interval > 0:
-            self.orphan_reaper = PeriodicCallback(self.reap_orphans,
-                                                  self.orphan_reap_interval * 1000)
+            self.orphan_reaper = PeriodicCallback(
+                self.reap_orphans, self.orphan_reap_interval * 1000
+            )
             self.orphan_reaper.start()
 
     async def reap_orphans(self) -> list[str]:
@@ -212,8 +235,7 @@ class RemoteHWExtension(ExtensionApp):
         """
         attached = await self._reattach_once()
         if self.machines.waiting and getattr(self, "_retrying", None) is None:
-            self._retrying: asyncio.Task[None] | None = asyncio.create_task(
-                self._reattach_later())
+            self._retrying: asyncio.Task[None] | None = asyncio.create_task(self._reattach_later())
         return attached
 
     async def _reattach_later(self) -> None:
@@ -244,16 +266,27 @@ class RemoteHWExtension(ExtensionApp):
                     kernel_id=record.kernel_id, kernel_name=record.kernel_name
                 )
             except Exception as exc:  # noqa: BLE001 (one bad record must not stop the others)
-                if any(r.kernel_id == record.kernel_id
-                       for r in self.machines.ledger.kernels(owner=SERVER_OWNER)):
+                if any(
+                    r.kernel_id == record.kernel_id
+                    for r in self.machines.ledger.kernels(owner=SERVER_OWNER)
+                ):
                     self.machines.waiting[record.kernel_id] = record.target
                     log = self.log.debug if retry else self.log.warning
-                    log("jupyter_remote_hw: kernel %s on %s not reattached yet (tried again "
-                        "until its host is back): %s", record.kernel_id, record.target, exc)
+                    log(
+                        "jupyter_remote_hw: kernel %s on %s not reattached yet (tried again "
+                        "until its host is back): %s",
+                        record.kernel_id,
+                        record.target,
+                        exc,
+                    )
                 else:
                     self.machines.waiting.pop(record.kernel_id, None)
-                    self.log.warning("jupyter_remote_hw: kernel %s on %s is gone: %s",
-                                     record.kernel_id, record.target, exc)
+                    self.log.warning(
+                        "jupyter_remote_hw: kernel %s on %s is gone: %s",
+                        record.kernel_id,
+                        record.target,
+                        exc,
+                    )
                 continue
             self.machines.waiting.pop(record.kernel_id, None)
             attached.append(record.kernel_id)
@@ -263,8 +296,12 @@ class RemoteHWExtension(ExtensionApp):
             state = getattr(kernel.provisioner, "reattached_state", None)
             if state:
                 kernel.execution_state = state  # type: ignore[attr-defined]  # set by jupyter_server
-            self.log.info("jupyter_remote_hw: reattached kernel %s on %s (%s)",
-                          record.kernel_id, record.target, state or "state unknown")
+            self.log.info(
+                "jupyter_remote_hw: reattached kernel %s on %s (%s)",
+                record.kernel_id,
+                record.target,
+                state or "state unknown",
+            )
         return attached
 
     async def stop_extension(self) -> None:
@@ -282,21 +319,27 @@ class RemoteHWExtension(ExtensionApp):
         if self.serverapp is not None and getattr(self.serverapp, "kernel_manager", None):
             kernel_manager = self.serverapp.kernel_manager
             ours = [
-                kernel_id for kernel_id in kernel_manager.list_kernel_ids()
-                if isinstance(getattr(kernel_manager.get_kernel(kernel_id), "provisioner", None),
-                              RemoteHWProvisioner)
+                kernel_id
+                for kernel_id in kernel_manager.list_kernel_ids()
+                if isinstance(
+                    getattr(kernel_manager.get_kernel(kernel_id), "provisioner", None),
+                    RemoteHWProvisioner,
+                )
             ]
             if ours:
                 self.log.info("jupyter_remote_hw: shutting down %d kernel(s)", len(ours))
             results = await asyncio.gather(
-                *(kernel_manager.shutdown_kernel(kernel_id)  # type: ignore[no-untyped-call]
-                  for kernel_id in ours),
+                *(
+                    kernel_manager.shutdown_kernel(kernel_id)  # type: ignore[no-untyped-call]
+                    for kernel_id in ours
+                ),
                 return_exceptions=True,
             )
             for kernel_id, result in zip(ours, results, strict=True):
                 if isinstance(result, BaseException):
-                    self.log.warning("jupyter_remote_hw: kernel %s did not shut down: %s",
-                                     kernel_id, result)
+                    self.log.warning(
+                        "jupyter_remote_hw: kernel %s did not shut down: %s", kernel_id, result
+                    )
         retrying = getattr(self, "_retrying", None)
         if retrying is not None:
             retrying.cancel()
@@ -314,8 +357,7 @@ class RemoteHWExtension(ExtensionApp):
 def _gateway_configured(serverapp: Any) -> bool:
     """Whether the server's kernels run on a gateway (read from its config, before
     the server built its gateway client)."""
-    return bool(serverapp.config.GatewayClient.get("url")
-                or os.environ.get("JUPYTER_GATEWAY_URL"))
+    return bool(serverapp.config.GatewayClient.get("url") or os.environ.get("JUPYTER_GATEWAY_URL"))
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:

@@ -59,26 +59,39 @@ class JSONErrors(JupyterHandler):
 
     def allowed_methods(self) -> list[str]:
         """The HTTP methods this route answers."""
-        return [m.upper() for m in ("get", "post", "delete", "put", "patch")
-                if getattr(type(self), m) is not getattr(web.RequestHandler, m)]
+        return [
+            m.upper()
+            for m in ("get", "post", "delete", "put", "patch")
+            if getattr(type(self), m) is not getattr(web.RequestHandler, m)
+        ]
 
     def short_path(self) -> str:
         """The request's path for a log line, cut to :data:`LOGGED_PATH` characters."""
         path = self.request.path
-        return path if len(path) <= LOGGED_PATH else \
-            f"{path[:LOGGED_PATH]}… ({len(path)} characters)"
+        return (
+            path if len(path) <= LOGGED_PATH else f"{path[:LOGGED_PATH]}… ({len(path)} characters)"
+        )
 
     def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
         """Request errors are answers, not server faults: log them in one line (a failed
         launch step was logged by its steps already), with the path cut short."""
         if isinstance(value, HardwareRequestError) or is_expected(value):
             log = self.log.debug if launch_logged(value) else self.log.warning
-            log("%s %s: %s", self.request.method, self.short_path(),
-                quote(one_line(str(value)), 500)[1:-1])
+            log(
+                "%s %s: %s",
+                self.request.method,
+                self.short_path(),
+                quote(one_line(str(value)), 500)[1:-1],
+            )
             return
         if isinstance(value, web.HTTPError) and value.status_code < 500:
-            self.log.warning("%s %s: %d %s", self.request.method, self.short_path(),
-                             value.status_code, value.log_message or "")
+            self.log.warning(
+                "%s %s: %d %s",
+                self.request.method,
+                self.short_path(),
+                value.status_code,
+                value.log_message or "",
+            )
             return
         super().log_exception(typ, value, tb)
 
@@ -104,8 +117,10 @@ class JSONErrors(JupyterHandler):
         """Refuse (401) a request without the server's token or login cookie."""
         if not self.current_user:
             raise HardwareRequestError(
-                401, "not authenticated: send the server's token (Authorization: token "
-                "<token>) or its login cookie")
+                401,
+                "not authenticated: send the server's token (Authorization: token "
+                "<token>) or its login cookie",
+            )
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         """Request errors as ``{"message", "field", "step", "hint"}`` with their status;
@@ -117,14 +132,23 @@ class JSONErrors(JupyterHandler):
             host_key = body.get("host_key")
             if host_key and host_key.get("fingerprint") and not host_key.get("changed"):
                 host_key["trust"] = {
-                    "method": "POST", "body": {"fingerprint": host_key["fingerprint"]},
-                    "url": url_path_join(self.base_url, API_PREFIX, "hosts",
-                                         url_escape(host_key["destination"], plus=False),
-                                         "trust")}
+                    "method": "POST",
+                    "body": {"fingerprint": host_key["fingerprint"]},
+                    "url": url_path_join(
+                        self.base_url,
+                        API_PREFIX,
+                        "hosts",
+                        url_escape(host_key["destination"], plus=False),
+                        "trust",
+                    ),
+                }
         else:
             status = status_code
-            reason = exc.log_message if isinstance(exc, web.HTTPError) and exc.log_message \
+            reason = (
+                exc.log_message
+                if isinstance(exc, web.HTTPError) and exc.log_message
                 else self._reason
+            )
             if status == 404:
                 reason = f"no such route {quote(self.request.path)}: see docs/rest-api.yaml"
             elif status >= 500:
@@ -174,18 +198,21 @@ class HardwareAPIHandler(JSONErrors, APIHandler):
         try:
             body = json.loads(raw)
         except ValueError as exc:
-            raise HardwareRequestError(400, f"the request body is not JSON: {exc}",
-                                       "body") from None
+            raise HardwareRequestError(
+                400, f"the request body is not JSON: {exc}", "body"
+            ) from None
         except RecursionError:
-            raise HardwareRequestError(400, "the request body is nested too deeply",
-                                       "body") from None
+            raise HardwareRequestError(
+                400, "the request body is nested too deeply", "body"
+            ) from None
         try:
             check_json(body, CHECKERS[schema])
         except InvalidInputError as exc:
             raise HardwareRequestError(400, str(exc), exc.field) from None
         except RecursionError:
-            raise HardwareRequestError(400, "the request body is nested too deeply",
-                                       "body") from None
+            raise HardwareRequestError(
+                400, "the request body is nested too deeply", "body"
+            ) from None
         assert isinstance(body, dict)
         return body
 
@@ -195,12 +222,14 @@ class HardwareAPIHandler(JSONErrors, APIHandler):
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(value, default=str))
 
+
 class NoRouteHandler(HardwareAPIHandler):
     """Any other path under the API's prefix: 404 as JSON (not the server's HTML page)."""
 
     async def _no_route(self, *args: Any) -> None:
-        raise HardwareRequestError(404, f"no such route {quote(self.request.path)}: see "
-                                   "docs/rest-api.yaml")
+        raise HardwareRequestError(
+            404, f"no such route {quote(self.request.path)}: see docs/rest-api.yaml"
+        )
 
     get = post = put = patch = delete = _no_route
 
@@ -214,8 +243,12 @@ class HardwareHandler(HardwareAPIHandler):
         machines = self.actions.machines
         # Checking credentials may wait on an instance-metadata lookup: not on this loop.
         providers = await asyncio.to_thread(provider_statuses, machines)
-        self.write_json({"hardware": [o.to_json() for o in list_hardware(machines)],
-                         "providers": [p.to_json() for p in providers]})
+        self.write_json(
+            {
+                "hardware": [o.to_json() for o in list_hardware(machines)],
+                "providers": [p.to_json() for p in providers],
+            }
+        )
 
 
 class MachinesHandler(HardwareAPIHandler):
@@ -251,8 +284,7 @@ class KernelsHandler(HardwareAPIHandler):
     async def post(self) -> None:
         body = self.json_body("launch")
         kernel_id = await self.actions.start_kernel(body.get("hardware"), body.get("path"))
-        model = await _maybe_await(
-            self.kernel_manager.kernel_model(kernel_id))  # type: ignore[no-untyped-call]
+        model = await _maybe_await(self.kernel_manager.kernel_model(kernel_id))  # type: ignore[no-untyped-call]
         self.set_header("Location", f"{self.base_url.rstrip('/')}/api/kernels/{kernel_id}")
         self.write_json(model, status=201)
 
@@ -300,8 +332,12 @@ class SessionSwitchHandler(HardwareAPIHandler):
     async def post(self, session_id: str) -> None:
         body = self.json_body("switch")
         report = await self.actions.switch_session(
-            session_id, body.get("hardware"), body.get("carry"), body.get("device"),
-            body.get("keep_old", False))
+            session_id,
+            body.get("hardware"),
+            body.get("carry"),
+            body.get("device"),
+            body.get("keep_old", False),
+        )
         self.write_json(report)
 
 
@@ -334,7 +370,8 @@ class SharesHandler(HardwareAPIHandler):
         shown = self.get_argument("all", "0")
         if shown not in ALL_VALUES:
             raise HardwareRequestError(
-                400, f"'all' must be one of {', '.join(ALL_VALUES)}, not {quote(shown)}", "all")
+                400, f"'all' must be one of {', '.join(ALL_VALUES)}, not {quote(shown)}", "all"
+            )
         include_all = shown in ("1", "true")
         self.write_json({"shares": await self.shares.list_shares(include_all)})
 
@@ -342,9 +379,13 @@ class SharesHandler(HardwareAPIHandler):
     @authorized
     async def post(self) -> None:
         body = self.json_body("share")
-        granted = await self.shares.share(body.get("kernel"), body.get("public_key"),
-                                          body.get("role"), body.get("expires"),
-                                          body.get("address"))
+        granted = await self.shares.share(
+            body.get("kernel"),
+            body.get("public_key"),
+            body.get("role"),
+            body.get("expires"),
+            body.get("address"),
+        )
         self.write_json(granted, status=201)
 
 
@@ -368,10 +409,10 @@ class JoinHandler(HardwareAPIHandler):
     async def post(self) -> None:
         body = self.json_body("join")
         joined = await self.shares.join(body.get("share_file"), body.get("identity"))
-        model = await _maybe_await(
-            self.kernel_manager.kernel_model(joined["kernel_id"]))  # type: ignore[no-untyped-call]
-        self.set_header("Location",
-                        f"{self.base_url.rstrip('/')}/api/kernels/{joined['kernel_id']}")
+        model = await _maybe_await(self.kernel_manager.kernel_model(joined["kernel_id"]))  # type: ignore[no-untyped-call]
+        self.set_header(
+            "Location", f"{self.base_url.rstrip('/')}/api/kernels/{joined['kernel_id']}"
+        )
         self.write_json({**joined, "kernel": model}, status=201)
 
 
@@ -383,8 +424,11 @@ class HostTrustHandler(HardwareAPIHandler):
     @authorized
     async def post(self, host: str) -> None:
         body = self.json_body("trust")
-        self.write_json(await trust_host_key(self.actions.machines.transport.settings, host,
-                                             body.get("fingerprint"), self.log))
+        self.write_json(
+            await trust_host_key(
+                self.actions.machines.transport.settings, host, body.get("fingerprint"), self.log
+            )
+        )
 
 
 class EventsHandler(JSONErrors, websocket.WebSocketHandler):
@@ -405,8 +449,11 @@ class EventsHandler(JSONErrors, websocket.WebSocketHandler):
         try:
             self.require_user()
             if self.request.headers.get("Upgrade", "").lower() != "websocket":
-                raise HardwareRequestError(400, "this route is a websocket: open it with an "
-                                           "'Upgrade: websocket' handshake", "Upgrade")
+                raise HardwareRequestError(
+                    400,
+                    "this route is a websocket: open it with an 'Upgrade: websocket' handshake",
+                    "Upgrade",
+                )
         except HardwareRequestError as exc:
             self.send_error(exc.status, exc_info=(type(exc), exc, exc.__traceback__))
             return
@@ -445,22 +492,29 @@ async def _maybe_await(value: Any) -> Any:
     return value
 
 
-def api_handlers(actions: HardwareActions,
-                 shares: ShareActions) -> list[tuple[str, Any, dict[str, Any]]]:
+def api_handlers(
+    actions: HardwareActions, shares: ShareActions
+) -> list[tuple[str, Any, dict[str, Any]]]:
     """The routes of the REST API, for ``ExtensionApp.handlers``."""
     kwargs: dict[str, Any] = {"actions": actions, "shares": shares}
     session = r"(?P<session_id>[^/]+)"
     return [
         (f"{API_PREFIX}/hardware", HardwareHandler, kwargs),
         (f"{API_PREFIX}/machines", MachinesHandler, kwargs),
-        (f"{API_PREFIX}/machines/(?P<name>[^/]+)/(?P<action>start|stop|terminate)",
-         MachineActionHandler, kwargs),
+        (
+            f"{API_PREFIX}/machines/(?P<name>[^/]+)/(?P<action>start|stop|terminate)",
+            MachineActionHandler,
+            kwargs,
+        ),
         (f"{API_PREFIX}/launch", KernelsHandler, kwargs),
         (f"{API_PREFIX}/launch/(?P<kernel_id>[^/]+)", LaunchHandler, kwargs),
         (f"{API_PREFIX}/variables/{session}", SessionVariablesHandler, kwargs),
         (f"{API_PREFIX}/switch/{session}", SessionSwitchHandler, kwargs),
-        (f"{API_PREFIX}/usage/(?P<kernel_id>[^/]+)", KernelMetricsHandler,
-         {**kwargs, "metrics": KernelMetrics(actions)}),
+        (
+            f"{API_PREFIX}/usage/(?P<kernel_id>[^/]+)",
+            KernelMetricsHandler,
+            {**kwargs, "metrics": KernelMetrics(actions)},
+        ),
         (f"{API_PREFIX}/shares", SharesHandler, kwargs),
         (f"{API_PREFIX}/shares/(?P<share_id>[^/]+)", ShareHandler, kwargs),
         (f"{API_PREFIX}/join", JoinHandler, kwargs),

@@ -41,9 +41,15 @@ class HardwareRequestError(Exception):
             and port, and the key's fingerprint (see :func:`.user_errors.host_key_details`).
     """
 
-    def __init__(self, status: int, message: str, field: str | None = None,
-                 step: str | None = None, hint: str | None = None,
-                 host_key: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        field: str | None = None,
+        step: str | None = None,
+        hint: str | None = None,
+        host_key: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.field = field
@@ -66,8 +72,13 @@ def _launch_failure(exc: BaseException) -> HardwareRequestError | None:
     error = exc if isinstance(exc, LaunchError) else getattr(exc, "launch_error", None)
     if not isinstance(error, LaunchError):
         return None
-    return HardwareRequestError(error.status, str(error), step=error.step,
-                                hint=error.hint or None, host_key=host_key_details(exc))
+    return HardwareRequestError(
+        error.status,
+        str(error),
+        step=error.step,
+        hint=error.hint or None,
+        host_key=host_key_details(exc),
+    )
 
 
 @dataclass
@@ -101,7 +112,8 @@ class HardwareActions:
         """
         if not isinstance(name, str) or not name:
             raise HardwareRequestError(
-                400, f"'{field}' must be the name of a hardware target, e.g. 'local'", field)
+                400, f"'{field}' must be the name of a hardware target, e.g. 'local'", field
+            )
         try:
             return self.machines.target(name)
         except UnknownHardwareError as exc:
@@ -111,7 +123,7 @@ class HardwareActions:
         """The target a kernel of this server runs on, or None for other kernels."""
         name = str(getattr(self.kernel_manager.get_kernel(kernel_id), "kernel_name", "") or "")
         if name.lower().startswith(KERNEL_NAME_PREFIX):
-            return name[len(KERNEL_NAME_PREFIX):].lower()
+            return name[len(KERNEL_NAME_PREFIX) :].lower()
         return None
 
     async def session(self, session_id: str) -> dict[str, Any]:
@@ -124,12 +136,12 @@ class HardwareActions:
             model: dict[str, Any] = await self.session_manager.get_session(session_id=session_id)
         except Exception as exc:
             if getattr(exc, "status_code", None) == 404:
-                raise HardwareRequestError(404, f"no session {session_id!r}: open the notebook "
-                                           "again", "session_id") from None
+                raise HardwareRequestError(
+                    404, f"no session {session_id!r}: open the notebook again", "session_id"
+                ) from None
             raise
         if not model.get("kernel"):
-            raise HardwareRequestError(409, f"session {session_id!r} has no kernel",
-                                       "session_id")
+            raise HardwareRequestError(409, f"session {session_id!r} has no kernel", "session_id")
         return model
 
     # ------------------------------------------------------------------ machines
@@ -144,8 +156,7 @@ class HardwareActions:
     async def _paths(self) -> dict[str, str]:
         """The notebook each kernel of a session serves, by kernel id."""
         sessions = await self.session_manager.list_sessions()
-        return {s["kernel"]["id"]: s["path"] for s in sessions
-                if s.get("kernel") and s.get("path")}
+        return {s["kernel"]["id"]: s["path"] for s in sessions if s.get("kernel") and s.get("path")}
 
     def view(self, paths: dict[str, str] | None = None) -> MachineView:
         """The machines as the panel and ``jupyter remote-hw list`` show them, now."""
@@ -156,20 +167,32 @@ class HardwareActions:
             if target is None:
                 continue
             kernel = self.kernel_manager.get_kernel(kernel_id)
-            kernels.append(KernelFacts(
-                kernel_id, target, str(getattr(kernel, "kernel_name", "") or ""),
-                getattr(kernel, "execution_state", None), paths.get(kernel_id)))
+            kernels.append(
+                KernelFacts(
+                    kernel_id,
+                    target,
+                    str(getattr(kernel, "kernel_name", "") or ""),
+                    getattr(kernel, "execution_state", None),
+                    paths.get(kernel_id),
+                )
+            )
         targets = {t.name: t for t in self.machines.targets()}
         links = link_states(self.machines.open_machines())
         for record in self.machines.ledger.kernels() if self.machines.waiting else ():
             name = self.machines.waiting.get(record.kernel_id)
             if name is not None and record.kernel_id not in self.kernel_manager:
                 where = targets[name].where if name in targets else name
-                kernels.append(KernelFacts(record.kernel_id, name, record.kernel_name,
-                                           waiting_for=where))
+                kernels.append(
+                    KernelFacts(record.kernel_id, name, record.kernel_name, waiting_for=where)
+                )
                 links.setdefault(name, False)
-        return MachineView(targets, self.machines.ledger, links, kernels,
-                           down_since=dict(self.machines.link_down_since))
+        return MachineView(
+            targets,
+            self.machines.ledger,
+            links,
+            kernels,
+            down_since=dict(self.machines.link_down_since),
+        )
 
     def machine_model(self, name: str, target: Target | None = None) -> dict[str, Any]:
         """One machine as the machines panel shows it (see :class:`.MachineView`).
@@ -210,8 +233,7 @@ class HardwareActions:
         self.events.publish("machine", machine=model)
         return model
 
-    async def _cloud(self, action: str, record: MachineRecord, *args: Any,
-                     **kwargs: Any) -> None:
+    async def _cloud(self, action: str, record: MachineRecord, *args: Any, **kwargs: Any) -> None:
         """Run a provider's ``stop``, ``start`` or ``terminate`` on a cloud machine.
 
         Raises:
@@ -226,7 +248,9 @@ class HardwareActions:
             raise failure from exc
         except Exception as exc:  # the provider's own errors say what failed
             raise HardwareRequestError(
-                502, f"{action} {record.name} ({record.provider}) failed: {exc}", "name",
+                502,
+                f"{action} {record.name} ({record.provider}) failed: {exc}",
+                "name",
             ) from exc
 
     async def start_machine(self, name: Any) -> dict[str, Any]:
@@ -273,8 +297,9 @@ class HardwareActions:
             The machine, with ``kernels_shut_down`` and ``agent_stopped``.
         """
         target = self.target(name, "name")
-        ours = [k for k in self.kernel_manager.list_kernel_ids()
-                if self.kernel_target(k) == target.name]
+        ours = [
+            k for k in self.kernel_manager.list_kernel_ids() if self.kernel_target(k) == target.name
+        ]
         for kernel_id in ours:
             await self.kernel_manager.shutdown_kernel(kernel_id)
         record = self._record(target.name)
@@ -298,8 +323,11 @@ class HardwareActions:
         """
         if not self.machines.cancel_launch(kernel_id):
             raise HardwareRequestError(
-                404, f"no launch of kernel {kernel_id} is under way: it has started, "
-                "failed or been cancelled already", "kernel_id")
+                404,
+                f"no launch of kernel {kernel_id} is under way: it has started, "
+                "failed or been cancelled already",
+                "kernel_id",
+            )
 
     async def start_kernel(self, name: Any, path: Any = None) -> str:
         """Start a kernel on a target; launch progress goes to the event hub.
@@ -313,12 +341,12 @@ class HardwareActions:
         """
         target = self.target(name)
         if path is not None and not isinstance(path, str):
-            raise HardwareRequestError(400, "'path' must be a string (the notebook's path)",
-                                       "path")
+            raise HardwareRequestError(400, "'path' must be a string (the notebook's path)", "path")
         kwargs = {"path": path} if path else {}
         try:
             kernel_id: str = await self.kernel_manager.start_kernel(
-                kernel_name=target.kernel_name, **kwargs)
+                kernel_name=target.kernel_name, **kwargs
+            )
         except Exception as exc:
             failure = _launch_failure(exc)
             if failure is None:
@@ -350,8 +378,14 @@ class HardwareActions:
 
     # ------------------------------------------------------------------ switching
 
-    async def switch_session(self, session_id: str, hardware: Any, carry_names: Any = None,
-                             device: Any = None, keep_old: Any = False) -> dict[str, Any]:
+    async def switch_session(
+        self,
+        session_id: str,
+        hardware: Any,
+        carry_names: Any = None,
+        device: Any = None,
+        keep_old: Any = False,
+    ) -> dict[str, Any]:
         """Give a notebook's session a kernel on other hardware, carrying variables over.
 
         A new kernel starts on ``hardware``; the modules bound to names in
@@ -382,8 +416,9 @@ class HardwareActions:
         old_id = session["kernel"]["id"]
 
         def progress(state: str, **fields: Any) -> None:
-            self.events.publish("switch", session_id=session_id, hardware=target.name,
-                                state=state, **fields)
+            self.events.publish(
+                "switch", session_id=session_id, hardware=target.name, state=state, **fields
+            )
 
         progress("starting kernel")
         try:
@@ -403,12 +438,22 @@ class HardwareActions:
         if not keep_old:
             progress("stopping the old kernel", kernel_id=old_id)
             await self.kernel_manager.shutdown_kernel(old_id)
-        progress("done", kernel_id=new_id, carried=[c["name"] for c in carried.carried],
-                 imported=[m["name"] for m in carried.imported],
-                 not_carried=carried.not_carried)
-        return {"session_id": session_id, "kernel_id": new_id, "previous_kernel_id": old_id,
-                "hardware": target.name, "carried": carried.carried,
-                "imported": carried.imported, "not_carried": carried.not_carried}
+        progress(
+            "done",
+            kernel_id=new_id,
+            carried=[c["name"] for c in carried.carried],
+            imported=[m["name"] for m in carried.imported],
+            not_carried=carried.not_carried,
+        )
+        return {
+            "session_id": session_id,
+            "kernel_id": new_id,
+            "previous_kernel_id": old_id,
+            "hardware": target.name,
+            "carried": carried.carried,
+            "imported": carried.imported,
+            "not_carried": carried.not_carried,
+        }
 
     @staticmethod
     def _carry_names(carry: Any) -> list[str] | str:
@@ -417,9 +462,11 @@ class HardwareActions:
         if carry == CARRY_ALL:
             return CARRY_ALL
         if not isinstance(carry, list) or not all(
-                isinstance(n, str) and n.isidentifier() for n in carry):
+            isinstance(n, str) and n.isidentifier() for n in carry
+        ):
             raise HardwareRequestError(
-                400, "'carry' must be a list of variable and module names, or \"all\"", "carry")
+                400, "'carry' must be a list of variable and module names, or \"all\"", "carry"
+            )
         return list(dict.fromkeys(carry))
 
 

@@ -18,8 +18,12 @@ _DESTINATION = re.compile(r"^[A-Za-z0-9_.@%:\[\]-]{1,255}$")
 _FINGERPRINT = re.compile(r"^SHA256:[A-Za-z0-9+/]{43}=?$")
 
 
-async def trust_host_key(settings: TransportSettings, destination: Any, fingerprint: Any,
-                         log: logging.Logger | None = None) -> dict[str, Any]:
+async def trust_host_key(
+    settings: TransportSettings,
+    destination: Any,
+    fingerprint: Any,
+    log: logging.Logger | None = None,
+) -> dict[str, Any]:
     """Record the key ``destination`` presents in known_hosts, if it is ``fingerprint``.
 
     Returns:
@@ -30,14 +34,21 @@ async def trust_host_key(settings: TransportSettings, destination: Any, fingerpr
         HardwareRequestError: 400 for a bad destination or fingerprint, 409 when the
             host presents another key (nothing is written), 502 when it cannot be reached.
     """
-    if not isinstance(destination, str) or not _DESTINATION.match(destination) \
-            or destination.startswith("-"):
-        raise HardwareRequestError(400, f"{destination!r} is not a host name or ssh_config "
-                                   "alias", "host")
+    if (
+        not isinstance(destination, str)
+        or not _DESTINATION.match(destination)
+        or destination.startswith("-")
+    ):
+        raise HardwareRequestError(
+            400, f"{destination!r} is not a host name or ssh_config alias", "host"
+        )
     if not isinstance(fingerprint, str) or not _FINGERPRINT.match(fingerprint.strip()):
         raise HardwareRequestError(
-            400, "'fingerprint' must be the SHA256 fingerprint you were shown "
-            "(SHA256:... as `ssh-keygen -l` prints it)", "fingerprint")
+            400,
+            "'fingerprint' must be the SHA256 fingerprint you were shown "
+            "(SHA256:... as `ssh-keygen -l` prints it)",
+            "fingerprint",
+        )
     try:
         presented = await trust_seen_key(destination, settings, fingerprint)
     except KeyMismatchError as exc:
@@ -48,12 +59,23 @@ async def trust_host_key(settings: TransportSettings, destination: Any, fingerpr
         raise HardwareRequestError(502, str(exc), "host") from None
     already = presented.status != UNKNOWN
     if log is not None and not already:
-        log.info("trusted %s key %s of %s (%s) in %s", presented.algorithm,
-                 presented.fingerprint, destination, presented.address, presented.known_hosts)
-    return {"destination": destination, "host": presented.host, "port": presented.port,
-            "fingerprint": presented.fingerprint, "algorithm": presented.algorithm,
-            "known_hosts": str(Path(presented.known_hosts).expanduser()),
-            "already_trusted": already}
+        log.info(
+            "trusted %s key %s of %s (%s) in %s",
+            presented.algorithm,
+            presented.fingerprint,
+            destination,
+            presented.address,
+            presented.known_hosts,
+        )
+    return {
+        "destination": destination,
+        "host": presented.host,
+        "port": presented.port,
+        "fingerprint": presented.fingerprint,
+        "algorithm": presented.algorithm,
+        "known_hosts": str(Path(presented.known_hosts).expanduser()),
+        "already_trusted": already,
+    }
 
 
 __all__ = ["trust_host_key"]

@@ -43,7 +43,8 @@ class KernelMetrics:
     actions: HardwareActions
     cache_seconds: float = CACHE_SECONDS
     _cache: dict[str, tuple[float, asyncio.Future[dict[str, Any]]]] = field(
-        default_factory=dict, repr=False)
+        default_factory=dict, repr=False
+    )
     _here: MetricsSampler | None = field(default=None, repr=False)
 
     async def metrics(self, kernel_id: str) -> dict[str, Any]:
@@ -63,8 +64,11 @@ class KernelMetrics:
         """
         if kernel_id not in self.actions.kernel_manager:
             raise HardwareRequestError(
-                404, f"no kernel {kernel_id!r} on this server: it was shut down, or the "
-                "notebook's kernel changed; reopen the notebook", "kernel_id")
+                404,
+                f"no kernel {kernel_id!r} on this server: it was shut down, or the "
+                "notebook's kernel changed; reopen the notebook",
+                "kernel_id",
+            )
         now = time.monotonic()
         for key, (at, future) in list(self._cache.items()):
             if future.done() and now - at > _FORGET_AFTER:
@@ -83,27 +87,43 @@ class KernelMetrics:
         provisioner = getattr(kernel, "provisioner", None)
         if not isinstance(provisioner, LocalProvisioner):
             raise HardwareRequestError(
-                409, f"kernel {kernel_id} is not started by jupyter-remote-hw nor a process of "
+                409,
+                f"kernel {kernel_id} is not started by jupyter-remote-hw nor a process of "
                 f"this machine ({type(provisioner).__name__}): its hardware use is not "
-                "available here", "kernel_id")
+                "available here",
+                "kernel_id",
+            )
         if self._here is None:
             self._here = MetricsSampler()
         pid = getattr(provisioner, "pid", None)
         reading = await self._here.sample(pid if isinstance(pid, int) else None)
-        return {"kernel_id": kernel_id, "target": None, "hardware": detect_hardware(),
-                "where": "this machine", **reading, "price_per_hour": 0.0, "cost_so_far": 0.0}
+        return {
+            "kernel_id": kernel_id,
+            "target": None,
+            "hardware": detect_hardware(),
+            "where": "this machine",
+            **reading,
+            "price_per_hour": 0.0,
+            "cost_so_far": 0.0,
+        }
 
     async def _from_agent(self, kernel_id: str, target_name: str) -> dict[str, Any]:
         machines = self.actions.machines
         machine = machines.cached(target_name)
         if machine is None:
             raise HardwareRequestError(
-                409, f"kernel {kernel_id} runs on {target_name}, which is not connected yet: "
-                "try again once the kernel has started", "kernel_id")
+                409,
+                f"kernel {kernel_id} runs on {target_name}, which is not connected yet: "
+                "try again once the kernel has started",
+                "kernel_id",
+            )
         if not machine.link_up:
             raise HardwareRequestError(
-                409, f"the link to {machine.target.where} ({target_name}) is down and being "
-                "re-established: its hardware use shows again once it is back", "kernel_id")
+                409,
+                f"the link to {machine.target.where} ({target_name}) is down and being "
+                "re-established: its hardware use shows again once it is back",
+                "kernel_id",
+            )
 
         async def ask() -> dict[str, Any]:
             client = await machine.agent()
@@ -114,20 +134,34 @@ class KernelMetrics:
         except AgentError as exc:
             if exc.kind == "unknown_kernel":
                 raise HardwareRequestError(
-                    409, f"the agent on {machine.target.where} no longer runs kernel "
-                    f"{kernel_id}: restart the kernel", "kernel_id") from None
+                    409,
+                    f"the agent on {machine.target.where} no longer runs kernel "
+                    f"{kernel_id}: restart the kernel",
+                    "kernel_id",
+                ) from None
             raise HardwareRequestError(
-                502, f"the agent on {machine.target.where} could not read its hardware use: "
-                f"{exc}", "kernel_id") from None
+                502,
+                f"the agent on {machine.target.where} could not read its hardware use: {exc}",
+                "kernel_id",
+            ) from None
         except (AgentUnavailableError, TransportError, TimeoutError, OSError) as exc:
             raise HardwareRequestError(
-                409, f"the agent on {machine.target.where} ({target_name}) did not answer: "
-                f"{exc or 'no answer in time'}; try again in a moment", "kernel_id") from None
+                409,
+                f"the agent on {machine.target.where} ({target_name}) did not answer: "
+                f"{exc or 'no answer in time'}; try again in a moment",
+                "kernel_id",
+            ) from None
         cost = self.actions.machine_model(target_name, machine.target)
-        return {"kernel_id": kernel_id, "target": target_name,
-                "hardware": machine.target.hardware, "where": machine.target.where,
-                **reading, "price_per_hour": cost["price_per_hour"],
-                "cost_so_far": cost["cost_so_far"], "time_left_seconds": machine.seconds_left()}
+        return {
+            "kernel_id": kernel_id,
+            "target": target_name,
+            "hardware": machine.target.hardware,
+            "where": machine.target.where,
+            **reading,
+            "price_per_hour": cost["price_per_hour"],
+            "cost_so_far": cost["cost_so_far"],
+            "time_left_seconds": machine.seconds_left(),
+        }
 
 
 __all__ = ["CACHE_SECONDS", "KernelMetrics"]

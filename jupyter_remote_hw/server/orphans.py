@@ -51,14 +51,13 @@ def orphaned_kernels(manager: MachineManager, host: str | None = None) -> list[K
     for record in manager.ledger.kernels():
         if not record.owner.startswith(MAGIC_OWNER):
             continue
-        owner_host, _, pid = record.owner[len(MAGIC_OWNER):].rpartition(":")
+        owner_host, _, pid = record.owner[len(MAGIC_OWNER) :].rpartition(":")
         if owner_host == host and pid.isdigit() and not process_alive(int(pid)):
             found.append(record)
     return found
 
 
-async def reap_orphans(manager: MachineManager,
-                       log: logging.Logger | None = None) -> list[str]:
+async def reap_orphans(manager: MachineManager, log: logging.Logger | None = None) -> list[str]:
     """Shut down orphaned ``%%remote`` kernels on SSH hosts and this machine.
 
     A kernel its host no longer has is forgotten; one whose host cannot be
@@ -88,14 +87,22 @@ async def reap_orphans(manager: MachineManager,
                 log.warning("orphaned kernel %s on %s: %s", record.kernel_id, target.name, exc)
                 continue
             detail = "already gone"
-        except (TimeoutError, AgentUnavailableError, TransportError, LaunchError,
-                OSError) as exc:
-            log.info("orphaned kernel %s on %s: host not reachable now (%s); trying later",
-                     record.kernel_id, target.name, exc)
+        except (TimeoutError, AgentUnavailableError, TransportError, LaunchError, OSError) as exc:
+            log.info(
+                "orphaned kernel %s on %s: host not reachable now (%s); trying later",
+                record.kernel_id,
+                target.name,
+                exc,
+            )
             continue
         manager.ledger.remove_kernel(record.kernel_id)
-        log.info("kernel %s on %s, started by %%remote in %s which has ended: %s",
-                 record.kernel_id, target.name, record.owner, detail)
+        log.info(
+            "kernel %s on %s, started by %%remote in %s which has ended: %s",
+            record.kernel_id,
+            target.name,
+            record.owner,
+            detail,
+        )
         reaped.append(record.kernel_id)
     return reaped
 

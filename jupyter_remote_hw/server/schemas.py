@@ -26,42 +26,54 @@ PUBLIC_KEY = r"^[^\x00-\x1f\x7f]+\n?$"
 #: A torch device.
 DEVICE = r"^[a-z]{1,16}(:[0-9]{1,4})?$"
 
-PATTERN_WORDS.update({
-    DURATION: "a duration such as 30m, 8h, 2d or 1h30m",
-    LINE: "one line of text",
-    IDENTIFIER: "a Python name (letters, digits, '_')",
-    FINGERPRINT: "the SHA256 fingerprint you were shown (SHA256:... as `ssh-keygen -l` "
-                 "prints it)",
-    PUBLIC_KEY: "the teammate's public key, one line such as 'ssh-ed25519 AAAA... name' "
-                "(never a private key)",
-    DEVICE: "a device such as cuda or cuda:1",
-})
+PATTERN_WORDS.update(
+    {
+        DURATION: "a duration such as 30m, 8h, 2d or 1h30m",
+        LINE: "one line of text",
+        IDENTIFIER: "a Python name (letters, digits, '_')",
+        FINGERPRINT: "the SHA256 fingerprint you were shown (SHA256:... as `ssh-keygen -l` "
+        "prints it)",
+        PUBLIC_KEY: "the teammate's public key, one line such as 'ssh-ed25519 AAAA... name' "
+        "(never a private key)",
+        DEVICE: "a device such as cuda or cuda:1",
+    }
+)
 
 _NAME = {"type": "string", "pattern": NAME}
 
 REQUESTS: dict[str, dict[str, Any]] = {
     "launch": {
-        "type": "object", "required": ["hardware"], "additionalProperties": False,
+        "type": "object",
+        "required": ["hardware"],
+        "additionalProperties": False,
         "properties": {
             "hardware": _NAME,
             "path": {"type": "string", "pattern": LINE, "maxLength": 4096},
         },
     },
     "switch": {
-        "type": "object", "required": ["hardware"], "additionalProperties": False,
+        "type": "object",
+        "required": ["hardware"],
+        "additionalProperties": False,
         "properties": {
             "hardware": _NAME,
-            "carry": {"oneOf": [
-                {"type": "array", "maxItems": 10000,
-                 "items": {"type": "string", "pattern": IDENTIFIER}},
-                {"type": "string", "enum": ["all"]},
-            ]},
+            "carry": {
+                "oneOf": [
+                    {
+                        "type": "array",
+                        "maxItems": 10000,
+                        "items": {"type": "string", "pattern": IDENTIFIER},
+                    },
+                    {"type": "string", "enum": ["all"]},
+                ]
+            },
             "device": {"type": "string", "pattern": DEVICE},
             "keep_old": {"type": "boolean"},
         },
     },
     "share": {
-        "type": "object", "required": ["kernel", "public_key", "role"],
+        "type": "object",
+        "required": ["kernel", "public_key", "role"],
         "additionalProperties": False,
         "properties": {
             "kernel": _NAME,
@@ -72,21 +84,28 @@ REQUESTS: dict[str, dict[str, Any]] = {
         },
     },
     "join": {
-        "type": "object", "required": ["share_file"], "additionalProperties": False,
+        "type": "object",
+        "required": ["share_file"],
+        "additionalProperties": False,
         "properties": {
             "share_file": {"type": "object"},
             "identity": {"type": "string", "pattern": LINE, "maxLength": 4096},
         },
     },
     "trust": {
-        "type": "object", "required": ["fingerprint"], "additionalProperties": False,
+        "type": "object",
+        "required": ["fingerprint"],
+        "additionalProperties": False,
         "properties": {"fingerprint": {"type": "string", "pattern": FINGERPRINT}},
     },
 }
 """Each request body's schema, by the name the handlers use."""
 
 PATH_PARTS: dict[str, str] = {
-    "name": NAME, "session_id": SESSION_ID, "kernel_id": KERNEL_ID, "share_id": SHARE_ID,
+    "name": NAME,
+    "session_id": SESSION_ID,
+    "kernel_id": KERNEL_ID,
+    "share_id": SHARE_ID,
     "host": HOST,
 }
 """The pattern of each path part, by its name in the routes."""

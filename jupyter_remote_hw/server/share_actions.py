@@ -88,16 +88,30 @@ class ShareActions:
 
     def share_model(self, record: ShareRecord) -> dict[str, Any]:
         """One share as the machines panel shows it."""
-        state = ("revoked" if record.revoked is not None
-                 else "expired" if record.expires <= time.time() else "active")
-        joins = [{"time": e.time, "detail": e.detail}
-                 for e in self.machines.ledger.share_events(record.share_id)
-                 if e.event == "joined"]
+        state = (
+            "revoked"
+            if record.revoked is not None
+            else "expired"
+            if record.expires <= time.time()
+            else "active"
+        )
+        joins = [
+            {"time": e.time, "detail": e.detail}
+            for e in self.machines.ledger.share_events(record.share_id)
+            if e.event == "joined"
+        ]
         return {
-            "share_id": record.share_id, "role": record.role, "teammate": record.teammate,
-            "fingerprint": record.fingerprint, "kernel_id": record.kernel_id,
-            "target": record.target, "created": record.created, "expires": record.expires,
-            "revoked": record.revoked, "state": state, "joins": joins,
+            "share_id": record.share_id,
+            "role": record.role,
+            "teammate": record.teammate,
+            "fingerprint": record.fingerprint,
+            "kernel_id": record.kernel_id,
+            "target": record.target,
+            "created": record.created,
+            "expires": record.expires,
+            "revoked": record.revoked,
+            "state": state,
+            "joins": joins,
         }
 
     def _publish(self, action: str, record: ShareRecord) -> dict[str, Any]:
@@ -108,20 +122,23 @@ class ShareActions:
     def _record(self, share_id: str) -> ShareRecord:
         record = self.machines.ledger.get_share(share_id)
         if record is None:
-            raise HardwareRequestError(404, f"no share {share_id!r}: the machines panel "
-                                       "lists your shares", "share_id")
+            raise HardwareRequestError(
+                404, f"no share {share_id!r}: the machines panel lists your shares", "share_id"
+            )
         return record
 
     # ------------------------------------------------------------------ owner
 
     async def _sync_open_hosts(self, targets: set[str]) -> None:
         """Record new joins from the hosts this server has open (never dials a host)."""
+
         async def sync(name: str) -> None:
             machine = self.machines.cached(name)
             if machine is None or not machine.link_up:
                 return
-            with contextlib.suppress(ShareError, AgentError, AgentUnavailableError,
-                                     TransportError, TimeoutError):
+            with contextlib.suppress(
+                ShareError, AgentError, AgentUnavailableError, TransportError, TimeoutError
+            ):
                 await asyncio.wait_for(self.owner.sync(machine), SYNC_WAIT)
 
         await asyncio.gather(*(sync(name) for name in sorted(targets)))
@@ -130,14 +147,16 @@ class ShareActions:
         """The user's shares, newest first: active ones, or all when asked."""
         now = time.time()
         records = self.machines.ledger.shares(include_revoked=include_all)
-        await self._sync_open_hosts({r.target for r in records
-                                     if r.revoked is None and r.expires > now})
+        await self._sync_open_hosts(
+            {r.target for r in records if r.revoked is None and r.expires > now}
+        )
         if not include_all:
             records = [r for r in records if r.expires > now]
         return [self.share_model(r) for r in reversed(records)]
 
-    async def share(self, kernel: Any, public_key: Any, role: Any, expires: Any = None,
-                    address: Any = None) -> dict[str, Any]:
+    async def share(
+        self, kernel: Any, public_key: Any, role: Any, expires: Any = None, address: Any = None
+    ) -> dict[str, Any]:
         """Share a kernel with the holder of ``public_key``.
 
         Returns:
@@ -155,23 +174,28 @@ class ShareActions:
         duration = _text(expires, "expires", required=False) or DEFAULT_EXPIRES
         where = _text(address, "address", required=False)
         assert key is not None and pub is not None and role_name is not None
-        for name, check in (("role", lambda: check_role(role_name)),
-                            ("public_key", lambda: read_public_key(pub)),
-                            ("expires", lambda: parse_duration(duration))):
+        for name, check in (
+            ("role", lambda: check_role(role_name)),
+            ("public_key", lambda: read_public_key(pub)),
+            ("expires", lambda: parse_duration(duration)),
+        ):
             try:
                 check()
             except ShareError as exc:
                 raise request_error(exc, name) from None
         try:
             machine, kernel_id = await find_kernel(self.machines, key)
-            granted = await self.owner.share(machine, kernel_id, pub, role_name,
-                                             parse_duration(duration), where)
+            granted = await self.owner.share(
+                machine, kernel_id, pub, role_name, parse_duration(duration), where
+            )
         except ShareError as exc:
             raise request_error(exc, "kernel") from None
         share_file = granted.share_file
-        return {"share": self._publish("created", granted.record),
-                "share_file": share_file.to_json(),
-                "filename": f"share-{share_file.share_id}.json"}
+        return {
+            "share": self._publish("created", granted.record),
+            "share_file": share_file.to_json(),
+            "filename": f"share-{share_file.share_id}.json",
+        }
 
     async def revoke(self, share_id: str) -> dict[str, Any]:
         """Revoke a share: its key line goes and the teammate is dropped.
@@ -186,9 +210,11 @@ class ShareActions:
             dropped = await self.owner.revoke(machine, share_id)
         except ShareError as exc:
             raise request_error(exc, "share_id") from None
-        return {"share": self._publish("revoked", self._record(share_id)),
-                "closed": int(dropped.get("closed", 0)),
-                "sessions": len(dropped.get("sessions", []))}
+        return {
+            "share": self._publish("revoked", self._record(share_id)),
+            "closed": int(dropped.get("closed", 0)),
+            "sessions": len(dropped.get("sessions", [])),
+        }
 
     # ------------------------------------------------------------------ teammate
 
@@ -217,12 +243,16 @@ class ShareActions:
         try:
             share = ShareFile.from_json(share_file)
         except ShareError as exc:
-            raise request_error(exc, f"share_file.{exc.field}" if exc.field else "share_file"
-                                ) from None
+            raise request_error(
+                exc, f"share_file.{exc.field}" if exc.field else "share_file"
+            ) from None
         key_file = _text(identity, "identity", required=False)
         if key_file is not None and not Path(key_file).expanduser().is_file():
-            raise HardwareRequestError(400, f"no private key at {key_file}: name the key whose "
-                                       ".pub you gave the owner", "identity")
+            raise HardwareRequestError(
+                400,
+                f"no private key at {key_file}: name the key whose .pub you gave the owner",
+                "identity",
+            )
         kernels_dir = Path(self.kernel_manager.kernel_spec_manager.user_kernel_dir)
         for name in prune_kernelspecs(kernels_dir):
             self.machines.log.info("removed the kernel %s: its share has ended", name)
@@ -237,15 +267,34 @@ class ShareActions:
                 raise request_error(exc, "share_file") from None
             raise
         display = self.kernel_manager.kernel_spec_manager.get_kernel_spec(
-            spec_dir.name).display_name
-        self.events.publish("share", action="joined", joined={
-            "share_id": share.share_id, "kernel_id": kernel_id, "owner": share.owner,
-            "role": share.role})
-        self.machines.log.info("joined share %s of %s as %s (kernel %s)", share.share_id,
-                               share.owner, share.role, kernel_id)
-        return {"kernel_id": kernel_id, "kernel_name": spec_dir.name, "display_name": display,
-                "role": share.role, "owner": share.owner, "expires": share.expires,
-                "can_execute": share.role == COLLABORATOR}
+            spec_dir.name
+        ).display_name
+        self.events.publish(
+            "share",
+            action="joined",
+            joined={
+                "share_id": share.share_id,
+                "kernel_id": kernel_id,
+                "owner": share.owner,
+                "role": share.role,
+            },
+        )
+        self.machines.log.info(
+            "joined share %s of %s as %s (kernel %s)",
+            share.share_id,
+            share.owner,
+            share.role,
+            kernel_id,
+        )
+        return {
+            "kernel_id": kernel_id,
+            "kernel_name": spec_dir.name,
+            "display_name": display,
+            "role": share.role,
+            "owner": share.owner,
+            "expires": share.expires,
+            "can_execute": share.role == COLLABORATOR,
+        }
 
 
 __all__ = ["ShareActions"]

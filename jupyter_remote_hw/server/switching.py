@@ -50,8 +50,9 @@ def transfer_detail(done: int, total: int, rate: float | None) -> str:
     return f"{text} · {mebibytes(rate)}/s" if rate else text
 
 
-async def mark_missing_modules(machines: MachineManager, target_name: str,
-                               modules: list[dict[str, Any]]) -> None:
+async def mark_missing_modules(
+    machines: MachineManager, target_name: str, modules: list[dict[str, Any]]
+) -> None:
     """Say of each module whether the new hardware's Python has it (``installed_there``
     true or false, with ``missing_reason``), when that machine is open now; left
     out when it is not (its kernel then tries, and names what failed after).
@@ -68,8 +69,9 @@ async def mark_missing_modules(machines: MachineManager, target_name: str,
         return
     missing = answer.get("missing")
     if not isinstance(missing, dict):
-        machines.log.info("%s cannot say which modules it has: %s", target_name,
-                          answer.get("error"))
+        machines.log.info(
+            "%s cannot say which modules it has: %s", target_name, answer.get("error")
+        )
         return
     for module in modules:
         if module["module"] in missing:
@@ -105,13 +107,24 @@ class _Throttle:
             self._last = now
             elapsed = now - self._began
             rate = done / elapsed if elapsed > 0 and done else None
-            self.report("carrying variables", names=self.names, done=done, total=total,
-                        rate=rate, detail=transfer_detail(done, total, rate))
+            self.report(
+                "carrying variables",
+                names=self.names,
+                done=done,
+                total=total,
+                rate=rate,
+                detail=transfer_detail(done, total, rate),
+            )
 
 
-async def carry(kernel_manager: MultiKernelManager, source_id: str, destination_id: str,
-                names: list[str] | str, device: str | None,
-                report: StepReporter) -> CarryReport:
+async def carry(
+    kernel_manager: MultiKernelManager,
+    source_id: str,
+    destination_id: str,
+    names: list[str] | str,
+    device: str | None,
+    report: StepReporter,
+) -> CarryReport:
     """Re-import the named modules in the new kernel and copy the named variables.
 
     A name bound to a module in the old kernel (``np`` after ``import numpy as
@@ -124,18 +137,23 @@ async def carry(kernel_manager: MultiKernelManager, source_id: str, destination_
     if not names:
         return result
     try:
-        async with transfer_client(kernel_manager, source_id) as source, \
-                transfer_client(kernel_manager, destination_id) as destination:
+        async with (
+            transfer_client(kernel_manager, source_id) as source,
+            transfer_client(kernel_manager, destination_id) as destination,
+        ):
             await answering(source)
             await answering(destination)
             listing = await source.namespace()
             modules = {m["name"]: m for m in user_names(listing["modules"])}
-            wanted = ([v["name"] for v in user_names(listing["variables"])] + list(modules)
-                      if names == CARRY_ALL else list(names))
-            await _import(destination, [modules[n] for n in wanted if n in modules], result,
-                          report)
-            await _copy(source, destination, [n for n in wanted if n not in modules], device,
-                        result, report)
+            wanted = (
+                [v["name"] for v in user_names(listing["variables"])] + list(modules)
+                if names == CARRY_ALL
+                else list(names)
+            )
+            await _import(destination, [modules[n] for n in wanted if n in modules], result, report)
+            await _copy(
+                source, destination, [n for n in wanted if n not in modules], device, result, report
+            )
     except TransferError as exc:
         done = {c["name"] for c in result.carried} | {n["name"] for n in result.not_carried}
         left = [n for n in ([] if names == CARRY_ALL else names) if n not in done]
@@ -143,32 +161,48 @@ async def carry(kernel_manager: MultiKernelManager, source_id: str, destination_
     return result
 
 
-async def _import(destination: TransferClient, modules: list[dict[str, Any]],
-                  result: CarryReport, report: StepReporter) -> None:
+async def _import(
+    destination: TransferClient,
+    modules: list[dict[str, Any]],
+    result: CarryReport,
+    report: StepReporter,
+) -> None:
     for module in modules:
         if not module.get("importable", True):
             result.not_carried.append({"name": module["name"], "reason": module["reason"]})
-    wanted = [{"name": m["name"], "module": m["module"]} for m in modules
-              if m.get("importable", True)]
+    wanted = [
+        {"name": m["name"], "module": m["module"]} for m in modules if m.get("importable", True)
+    ]
     if not wanted:
         return
     report("importing modules", modules=[m["module"] for m in wanted])
     answer = await destination.import_modules(wanted)
     result.imported.extend(answer["imported"])
     result.not_carried.extend(
-        {"name": f["name"], "module": f["module"],
-         "reason": f"module {f['module']} cannot be imported there ({f['reason']})"}
-        for f in answer["failed"])
+        {
+            "name": f["name"],
+            "module": f["module"],
+            "reason": f"module {f['module']} cannot be imported there ({f['reason']})",
+        }
+        for f in answer["failed"]
+    )
 
 
-async def _copy(source: TransferClient, destination: TransferClient, names: list[str],
-                device: str | None, result: CarryReport, report: StepReporter) -> None:
+async def _copy(
+    source: TransferClient,
+    destination: TransferClient,
+    names: list[str],
+    device: str | None,
+    result: CarryReport,
+    report: StepReporter,
+) -> None:
     remaining = list(names)
     while remaining:
         report("carrying variables", names=remaining)
         try:
-            result.carried.extend(await source.copy_to(
-                destination, remaining, device, _Throttle(report, remaining)))
+            result.carried.extend(
+                await source.copy_to(destination, remaining, device, _Throttle(report, remaining))
+            )
             return
         except TransferError as exc:
             if exc.name is None or exc.name not in remaining:
@@ -177,5 +211,12 @@ async def _copy(source: TransferClient, destination: TransferClient, names: list
             result.not_carried.append({"name": exc.name, "reason": str(exc)})
 
 
-__all__ = ["CARRY_ALL", "BusyKernelError", "CarryReport", "carry", "kernel_namespace",
-           "mark_missing_modules", "transfer_detail"]
+__all__ = [
+    "CARRY_ALL",
+    "BusyKernelError",
+    "CarryReport",
+    "carry",
+    "kernel_namespace",
+    "mark_missing_modules",
+    "transfer_detail",
+]

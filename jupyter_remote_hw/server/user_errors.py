@@ -41,8 +41,13 @@ def host_key_details(exc: BaseException) -> dict[str, Any] | None:
     error = next((c for c in causes(exc) if isinstance(c, HostKeyError)), None)
     if error is None:
         return None
-    return {"destination": error.destination, "host": error.host, "port": error.port,
-            "fingerprint": error.fingerprint, "changed": error.changed}
+    return {
+        "destination": error.destination,
+        "host": error.host,
+        "port": error.port,
+        "fingerprint": error.fingerprint,
+        "changed": error.changed,
+    }
 
 
 def launch_logged(exc: BaseException) -> bool:
@@ -115,8 +120,9 @@ class LongURIFilter(logging.Filter):
         match = _ACCESS.match(text)
         if match and len(match.group(2)) > LOGGED_URI:
             uri = match.group(2)
-            record.msg = f"{match.group(1)}{uri[:LOGGED_URI]}… ({len(uri)} characters)" \
-                f"{match.group(3)}"
+            record.msg = (
+                f"{match.group(1)}{uri[:LOGGED_URI]}… ({len(uri)} characters){match.group(3)}"
+            )
             record.args = None
         return True
 
@@ -135,7 +141,16 @@ def install_filter(log: logging.Logger) -> None:
 
 
 __all__ = [
-    "EXPECTED_ERRORS", "ExpectedErrorFilter", "LongURIFilter", "causes", "commands_in",
-    "expected_error", "host_key_details", "install_filter", "is_expected", "launch_logged",
-    "log_failure", "one_line",
+    "EXPECTED_ERRORS",
+    "ExpectedErrorFilter",
+    "LongURIFilter",
+    "causes",
+    "commands_in",
+    "expected_error",
+    "host_key_details",
+    "install_filter",
+    "is_expected",
+    "launch_logged",
+    "log_failure",
+    "one_line",
 ]

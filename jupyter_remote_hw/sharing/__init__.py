@@ -11,5 +11,4 @@ No tornado here: the command line and the server call into these modules.
 from .roles import COLLABORATOR, ROLE_CHANNELS, VIEWER, ShareError, parse_duration
 from .sharefile import ShareFile
 
-__all__ = ["COLLABORATOR", "ROLE_CHANNELS", "VIEWER", "ShareError", "ShareFile",
-           "parse_duration"]
+__all__ = ["COLLABORATOR", "ROLE_CHANNELS", "VIEWER", "ShareError", "ShareFile", "parse_duration"]

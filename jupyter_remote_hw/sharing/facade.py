@@ -33,9 +33,11 @@ REPLY_OK_EMPTY = {"comm_info_request": {"status": "ok", "comms": {}}}
 
 def read_only_message(owner: str, kernel_id: str) -> str:
     """The message a viewer gets for any attempt to run code."""
-    return (f"read-only share: {owner} shared kernel {kernel_id} with you as a viewer. "
-            "You see its outputs as they happen but cannot run code here; ask "
-            f"{owner} for a collaborator share to run code.")
+    return (
+        f"read-only share: {owner} shared kernel {kernel_id} with you as a viewer. "
+        "You see its outputs as they happen but cannot run code here; ask "
+        f"{owner} for a collaborator share to run code."
+    )
 
 
 class ReadOnlyKernel:
@@ -48,9 +50,14 @@ class ReadOnlyKernel:
         log: Where to log.
     """
 
-    def __init__(self, upstream_iopub: int, owner: str, kernel_id: str,
-                 log: logging.Logger | None = None,
-                 on_detach: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        upstream_iopub: int,
+        owner: str,
+        kernel_id: str,
+        log: logging.Logger | None = None,
+        on_detach: Callable[[], None] | None = None,
+    ) -> None:
         self.upstream_iopub = upstream_iopub
         self.on_detach = on_detach
         self.message = read_only_message(owner, kernel_id)
@@ -92,8 +99,13 @@ class ReadOnlyKernel:
 
     def connection_info(self) -> dict[str, Any]:
         """Connection info for a Jupyter client of this facade."""
-        return {"ip": "127.0.0.1", "transport": "tcp", "key": "",
-                "signature_scheme": self.session.signature_scheme, **self.ports}
+        return {
+            "ip": "127.0.0.1",
+            "transport": "tcp",
+            "key": "",
+            "signature_scheme": self.session.signature_scheme,
+            **self.ports,
+        }
 
     async def _subscribed(self, upstream: zmq.asyncio.Socket) -> None:
         """Wait until the owner's kernel has taken this side's subscription, so that
@@ -107,8 +119,9 @@ class ReadOnlyKernel:
             async with asyncio.timeout(UPSTREAM_WAIT):
                 frames = await upstream.recv_multipart(copy=True)
         except TimeoutError:
-            self.log.debug("viewer facade: no welcome from the owner's kernel in %g s",
-                           UPSTREAM_WAIT)
+            self.log.debug(
+                "viewer facade: no welcome from the owner's kernel in %g s", UPSTREAM_WAIT
+            )
             return
         if not is_welcome(frames):
             await self._pub.send_multipart(frames)
@@ -124,8 +137,9 @@ class ReadOnlyKernel:
         while True:
             await heartbeat.send(await heartbeat.recv())
 
-    async def _publish(self, msg_type: str, content: dict[str, Any],
-                       parent: dict[str, Any]) -> None:
+    async def _publish(
+        self, msg_type: str, content: dict[str, Any], parent: dict[str, Any]
+    ) -> None:
         assert self._pub is not None
         msg = self.session.msg(msg_type, content, parent=parent)
         await self._pub.send_multipart(self.session.serialize(msg, ident=[msg_type.encode()]))
@@ -137,19 +151,28 @@ class ReadOnlyKernel:
             await self._publish("status", {"execution_state": "busy"}, request)
             content = self._reply(msg_type, request)
             if msg_type == "execute_request":
-                await self._publish("error", {k: content[k] for k in
-                                              ("ename", "evalue", "traceback")}, request)
+                await self._publish(
+                    "error", {k: content[k] for k in ("ename", "evalue", "traceback")}, request
+                )
             reply = self.session.msg(reply_type, content, parent=request)
             await sock.send_multipart(self.session.serialize(reply, ident=idents))
             await self._publish("status", {"execution_state": "idle"}, request)
 
     def _reply(self, msg_type: str, request: dict[str, Any]) -> dict[str, Any]:
         if msg_type == "kernel_info_request":
-            return {"status": "ok", "protocol_version": "5.3",
-                    "implementation": self.implementation, "implementation_version": "1",
-                    "language_info": {"name": "python", "mimetype": "text/x-python",
-                                      "file_extension": ".py"},
-                    "banner": self.message, "help_links": []}
+            return {
+                "status": "ok",
+                "protocol_version": "5.3",
+                "implementation": self.implementation,
+                "implementation_version": "1",
+                "language_info": {
+                    "name": "python",
+                    "mimetype": "text/x-python",
+                    "file_extension": ".py",
+                },
+                "banner": self.message,
+                "help_links": [],
+            }
         if msg_type == "shutdown_request":
             # Detaching: the owner's kernel keeps running.
             if self.on_detach is not None:
@@ -157,8 +180,12 @@ class ReadOnlyKernel:
             return {"status": "ok", "restart": bool(request["content"].get("restart"))}
         if msg_type in REPLY_OK_EMPTY:
             return dict(REPLY_OK_EMPTY[msg_type])
-        error: dict[str, Any] = {"status": "error", "ename": "ReadOnlyShare",
-                                 "evalue": self.message, "traceback": [self.message]}
+        error: dict[str, Any] = {
+            "status": "error",
+            "ename": "ReadOnlyShare",
+            "evalue": self.message,
+            "traceback": [self.message],
+        }
         if msg_type == "execute_request":
             error["execution_count"] = None
         return error
@@ -183,12 +210,18 @@ class ControlGuard:
         on_detach: Called when a shutdown request is answered here.
     """
 
-    def __init__(self, upstream_control: int, key: str, signature_scheme: str,
-                 on_detach: Callable[[], None] | None = None,
-                 log: logging.Logger | None = None) -> None:
+    def __init__(
+        self,
+        upstream_control: int,
+        key: str,
+        signature_scheme: str,
+        on_detach: Callable[[], None] | None = None,
+        log: logging.Logger | None = None,
+    ) -> None:
         self.upstream_control = upstream_control
-        self.session = Session(key=key.encode(), signature_scheme=signature_scheme,
-                               username="collaborator")
+        self.session = Session(
+            key=key.encode(), signature_scheme=signature_scheme, username="collaborator"
+        )
         self.on_detach = on_detach
         self.log = log or logging.getLogger(__name__)
         self.port = 0
@@ -205,12 +238,15 @@ class ControlGuard:
         back.linger = 0
         back.connect(f"tcp://127.0.0.1:{self.upstream_control}")
         self._sockets = [front, back]
-        self._tasks = [asyncio.create_task(self._forward(front, back)),
-                       asyncio.create_task(self._backward(back, front))]
+        self._tasks = [
+            asyncio.create_task(self._forward(front, back)),
+            asyncio.create_task(self._backward(back, front)),
+        ]
 
     async def _forward(self, front: zmq.asyncio.Socket, back: zmq.asyncio.Socket) -> None:
-        async for frames, idents, request in _requests(front, self.session, self.log,
-                                                       "control guard"):
+        async for frames, idents, request in _requests(
+            front, self.session, self.log, "control guard"
+        ):
             if request["header"]["msg_type"] == "shutdown_request":
                 content = {"status": "ok", "restart": bool(request["content"].get("restart"))}
                 reply = self.session.msg("shutdown_reply", content, parent=request)
@@ -241,8 +277,9 @@ async def _stop(tasks: list[asyncio.Task[None]], sockets: list[Any], context: An
     context.term()
 
 
-async def _requests(sock: zmq.asyncio.Socket, session: Any, log: logging.Logger,
-                    who: str) -> AsyncIterator[tuple[list[bytes], list[bytes], dict[str, Any]]]:
+async def _requests(
+    sock: zmq.asyncio.Socket, session: Any, log: logging.Logger, who: str
+) -> AsyncIterator[tuple[list[bytes], list[bytes], dict[str, Any]]]:
     """Each message arriving on ``sock``: its frames, routing identities and parsed request.
 
     A message that cannot be read (or whose signature fails) is dropped and logged.

@@ -34,9 +34,15 @@ class Attachment:
         log: Where to log.
     """
 
-    def __init__(self, share: ShareFile, identity: str | Path | None = None, *,
-                 connect_timeout: float = 15.0, log: logging.Logger | None = None,
-                 guard_control: bool = False) -> None:
+    def __init__(
+        self,
+        share: ShareFile,
+        identity: str | Path | None = None,
+        *,
+        connect_timeout: float = 15.0,
+        log: logging.Logger | None = None,
+        guard_control: bool = False,
+    ) -> None:
         self.share = share
         self.identity = Path(identity).expanduser() if identity else None
         self.connect_timeout = connect_timeout
@@ -65,52 +71,75 @@ class Attachment:
         """
         share = self.share
         if share.expires <= time.time():
-            raise ShareError(f"share {share.share_id} from {share.owner} expired at "
-                             f"{time.ctime(share.expires)}: ask them for a new one", REFUSED)
+            raise ShareError(
+                f"share {share.share_id} from {share.owner} expired at "
+                f"{time.ctime(share.expires)}: ask them for a new one",
+                REFUSED,
+            )
         try:
             host_key = asyncssh.import_public_key(share.host_key)
         except (asyncssh.KeyImportError, ValueError) as exc:
             raise ShareError(f"the share file's host key cannot be read: {exc}") from None
-        options: dict[str, Any] = {"known_hosts": ([host_key], [], []), "config": [],
-                                   "connect_timeout": self.connect_timeout}
+        options: dict[str, Any] = {
+            "known_hosts": ([host_key], [], []),
+            "config": [],
+            "connect_timeout": self.connect_timeout,
+        }
         if self.identity is not None:
             if not self.identity.exists():
-                raise ShareError(f"no private key at {self.identity}: name the key whose "
-                                 ".pub you gave the owner with --identity")
+                raise ShareError(
+                    f"no private key at {self.identity}: name the key whose "
+                    ".pub you gave the owner with --identity"
+                )
             options.update(client_keys=[str(self.identity)], agent_path=None)
         try:
-            self.conn = await asyncssh.connect(share.host, share.port, username=share.user,
-                                               **options)
+            self.conn = await asyncssh.connect(
+                share.host, share.port, username=share.user, **options
+            )
         except asyncssh.HostKeyNotVerifiable:
-            raise ShareError(f"{self.where} presented a host key other than the share file's: "
-                             "not connecting. Ask the owner for a fresh share file.",
-                             REFUSED) from None
+            raise ShareError(
+                f"{self.where} presented a host key other than the share file's: "
+                "not connecting. Ask the owner for a fresh share file.",
+                REFUSED,
+            ) from None
         except asyncssh.PermissionDenied:
-            raise ShareError(f"{self.where} refused your key: the share {share.share_id} was "
-                             "revoked or has expired, or this is not the key you gave "
-                             f"{share.owner} (pick it with --identity)", REFUSED) from None
+            raise ShareError(
+                f"{self.where} refused your key: the share {share.share_id} was "
+                "revoked or has expired, or this is not the key you gave "
+                f"{share.owner} (pick it with --identity)",
+                REFUSED,
+            ) from None
         except (OSError, TimeoutError, asyncssh.Error) as exc:
-            raise ShareError(f"cannot reach {self.where}: {exc or type(exc).__name__}",
-                             UNREACHABLE) from None
+            raise ShareError(
+                f"cannot reach {self.where}: {exc or type(exc).__name__}", UNREACHABLE
+            ) from None
         try:
             for name, port in share.ports.items():
                 listener = await self.conn.forward_local_port("127.0.0.1", 0, "127.0.0.1", port)
                 self._listeners.append(listener)
                 self.local_ports[name] = listener.get_port()
             if share.role != COLLABORATOR:
-                self.facade = ReadOnlyKernel(self.local_ports["iopub_port"], share.owner,
-                                             share.kernel_id, log=self.log,
-                                             on_detach=self.detached.set)
+                self.facade = ReadOnlyKernel(
+                    self.local_ports["iopub_port"],
+                    share.owner,
+                    share.kernel_id,
+                    log=self.log,
+                    on_detach=self.detached.set,
+                )
                 await self.facade.start()
             elif self.guard_control:
-                self.guard = ControlGuard(self.local_ports["control_port"], share.key,
-                                          share.signature_scheme, self.detached.set, self.log)
+                self.guard = ControlGuard(
+                    self.local_ports["control_port"],
+                    share.key,
+                    share.signature_scheme,
+                    self.detached.set,
+                    self.log,
+                )
                 await self.guard.start()
         except BaseException:
             await self.close()
             raise
-        self.log.info("attached to kernel %s of %s as %s", share.kernel_id, share.owner,
-                      share.role)
+        self.log.info("attached to kernel %s of %s as %s", share.kernel_id, share.owner, share.role)
         return self
 
     def connection_info(self) -> dict[str, Any]:
@@ -118,8 +147,13 @@ class Attachment:
         if self.facade is not None:
             info = self.facade.connection_info()
         else:
-            info = {"ip": "127.0.0.1", "transport": "tcp", "key": self.share.key,
-                    "signature_scheme": self.share.signature_scheme, **self.local_ports}
+            info = {
+                "ip": "127.0.0.1",
+                "transport": "tcp",
+                "key": self.share.key,
+                "signature_scheme": self.share.signature_scheme,
+                **self.local_ports,
+            }
             if self.guard is not None:
                 info["control_port"] = self.guard.port
         return {**info, "kernel_name": ""}
@@ -158,8 +192,9 @@ class Attachment:
         await self.close()
 
 
-async def attach(share_file: Path, identity: str | Path | None = None,
-                 log: logging.Logger | None = None) -> Attachment:
+async def attach(
+    share_file: Path, identity: str | Path | None = None, log: logging.Logger | None = None
+) -> Attachment:
     """Open an attachment from a share file path."""
     return await Attachment(ShareFile.load(share_file), identity, log=log).open()
 

@@ -44,12 +44,18 @@ async def find_kernel(manager: MachineManager, key: str) -> tuple[Machine, str]:
         return await open_machine(manager, matches[0].target), matches[0].kernel_id
     names = [t.name for t in manager.targets()]
     if key not in names:
-        raise ShareError(f"no kernel {key!r} in the ledger {manager.ledger.path} and no "
-                         f"machine of that name (machines: {', '.join(names)})", UNKNOWN)
+        raise ShareError(
+            f"no kernel {key!r} in the ledger {manager.ledger.path} and no "
+            f"machine of that name (machines: {', '.join(names)})",
+            UNKNOWN,
+        )
     target = manager.target(key)
     if target.provider == "local":
-        raise ShareError(f"{key} is {target.where}, not reached over SSH: only kernels on SSH "
-                         "or cloud hosts can be shared (teammates join through sshd)", REFUSED)
+        raise ShareError(
+            f"{key} is {target.where}, not reached over SSH: only kernels on SSH "
+            "or cloud hosts can be shared (teammates join through sshd)",
+            REFUSED,
+        )
     machine = await open_machine(manager, key)
     try:
         kernels = (await (await machine.agent()).call("list_kernels"))["kernels"]
@@ -58,8 +64,7 @@ async def find_kernel(manager: MachineManager, key: str) -> tuple[Machine, str]:
     alive = [k["kernel_id"] for k in kernels if k.get("alive")]
     if len(alive) != 1:
         listed = ", ".join(alive) or "none"
-        raise ShareError(f"{key} runs {len(alive)} kernels ({listed}): name the kernel id",
-                         REFUSED)
+        raise ShareError(f"{key} runs {len(alive)} kernels ({listed}): name the kernel id", REFUSED)
     return machine, str(alive[0])
 
 

@@ -48,8 +48,10 @@ def read_public_key(text: str) -> asyncssh.SSHKey:
     try:
         return asyncssh.import_public_key(text.strip())
     except (asyncssh.KeyImportError, ValueError) as exc:
-        raise ShareError(f"not an SSH public key ({exc}): pass the teammate's .pub file "
-                         "or its one line, such as 'ssh-ed25519 AAAA... name'") from None
+        raise ShareError(
+            f"not an SSH public key ({exc}): pass the teammate's .pub file "
+            "or its one line, such as 'ssh-ed25519 AAAA... name'"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,9 @@ class ShareOwner:
             :data:`DEFAULT_AUTHORIZED_KEYS`.
     """
 
-    def __init__(self, ledger: Ledger, log: logging.Logger | None = None,
-                 authorized_keys: str | None = None) -> None:
+    def __init__(
+        self, ledger: Ledger, log: logging.Logger | None = None, authorized_keys: str | None = None
+    ) -> None:
         self.ledger = ledger
         self.log = log or logging.getLogger(__name__)
         self.authorized_keys = authorized_keys
@@ -80,13 +83,22 @@ class ShareOwner:
     @staticmethod
     def _ssh(machine: Machine) -> SSHMachine:
         if not isinstance(machine, SSHMachine):
-            raise ShareError(f"{machine.target.name} is not reached over SSH: only kernels on "
-                             "SSH or cloud hosts can be shared (teammates join through sshd)",
-                             REFUSED)
+            raise ShareError(
+                f"{machine.target.name} is not reached over SSH: only kernels on "
+                "SSH or cloud hosts can be shared (teammates join through sshd)",
+                REFUSED,
+            )
         return machine
 
-    async def share(self, machine: Machine, kernel_id: str, public_key: str, role: str,
-                    expires_in: float, address: str | None = None) -> Granted:
+    async def share(
+        self,
+        machine: Machine,
+        kernel_id: str,
+        public_key: str,
+        role: str,
+        expires_in: float,
+        address: str | None = None,
+    ) -> Granted:
         """Grant ``public_key`` the ``role`` on a kernel for ``expires_in`` seconds.
 
         Args:
@@ -117,45 +129,66 @@ class ShareOwner:
         except AgentError as exc:
             raise ShareError(f"cannot share kernel {kernel_id}: {exc}", UNKNOWN) from None
         if not status.get("alive"):
-            raise ShareError(f"kernel {kernel_id} on {machine.target.name} is not running",
-                             REFUSED)
+            raise ShareError(f"kernel {kernel_id} on {machine.target.name} is not running", REFUSED)
         connection = dict(status["connection"])
         share_id = secrets.token_urlsafe(9).replace("-", "x").replace("_", "y")
         expires = time.time() + expires_in
         channels = list(ROLE_CHANNELS[role])
         try:
             added = await client.call(
-                "add_share", share_id=share_id, kernel_id=kernel_id, channels=channels,
-                public_key=key.export_public_key().decode().strip(), expires=expires,
-                authorized_keys=(self.authorized_keys or machine.target.authorized_keys
-                                 or DEFAULT_AUTHORIZED_KEYS))
+                "add_share",
+                share_id=share_id,
+                kernel_id=kernel_id,
+                channels=channels,
+                public_key=key.export_public_key().decode().strip(),
+                expires=expires,
+                authorized_keys=(
+                    self.authorized_keys
+                    or machine.target.authorized_keys
+                    or DEFAULT_AUTHORIZED_KEYS
+                ),
+            )
         except AgentError as exc:
-            raise ShareError(f"{machine.target.name} refused the share: {exc}",
-                             REFUSED) from None
+            raise ShareError(f"{machine.target.name} refused the share: {exc}", REFUSED) from None
         conn = await ssh.conn.wait_connected(ssh.conn.settings.forward_wait_timeout)
         host_key = conn.get_server_host_key()
         assert host_key is not None
         peer = conn.get_extra_info("peername")
         login = str((await client.call("hello")).get("user") or "")
         share_file = ShareFile(
-            share_id=share_id, role=role, kernel_id=kernel_id,
-            host=address or str(peer[0]), port=int(peer[1]),
+            share_id=share_id,
+            role=role,
+            kernel_id=kernel_id,
+            host=address or str(peer[0]),
+            port=int(peer[1]),
             user=login,
             host_key=host_key.export_public_key().decode().strip(),
             ports={name: int(port) for name, port in added["ports"].items()},
             purposes={name: CHANNEL_PURPOSE[name] for name in channels},
-            expires=expires, owner=owner_name(),
+            expires=expires,
+            owner=owner_name(),
             signature_scheme=str(connection.get("signature_scheme", "hmac-sha256")),
             key=str(connection["key"]) if role == COLLABORATOR else "",
         )
         teammate = key.get_comment() or "teammate"
         record = self.ledger.add_share(
-            share_id, kernel_id, machine.target.name, role, teammate=teammate,
-            fingerprint=key.get_fingerprint("sha256"), expires=expires,
-            info={"host": share_file.host, "port": share_file.port,
-                  "ports": share_file.ports})
-        self.log.info("kernel %s shared as %s with %s (%s) until %s", kernel_id, role,
-                      teammate, record.fingerprint, time.ctime(expires))
+            share_id,
+            kernel_id,
+            machine.target.name,
+            role,
+            teammate=teammate,
+            fingerprint=key.get_fingerprint("sha256"),
+            expires=expires,
+            info={"host": share_file.host, "port": share_file.port, "ports": share_file.ports},
+        )
+        self.log.info(
+            "kernel %s shared as %s with %s (%s) until %s",
+            kernel_id,
+            role,
+            teammate,
+            record.fingerprint,
+            time.ctime(expires),
+        )
         return Granted(record, share_file)
 
     async def sync(self, machine: Machine) -> list[dict[str, Any]]:
@@ -166,8 +199,11 @@ class ShareOwner:
             record = self.ledger.get_share(share["share_id"])
             if record is None:
                 continue
-            seen = {round(event.time, 3) for event in self.ledger.share_events(record.share_id)
-                    if event.event == "joined"}
+            seen = {
+                round(event.time, 3)
+                for event in self.ledger.share_events(record.share_id)
+                if event.event == "joined"
+            }
             for join in share.get("joins", []):
                 if round(float(join["time"]), 3) in seen:
                     continue
@@ -191,8 +227,10 @@ class ShareOwner:
             dropped = {"share_id": share_id, "removed_line": False, "closed": 0, "sessions": []}
         if self.ledger.get_share(share_id) is not None:
             self.ledger.revoke_share(
-                share_id, f"key line removed: {dropped['removed_line']}; "
+                share_id,
+                f"key line removed: {dropped['removed_line']}; "
                 f"connections closed: {dropped['closed']}; sshd sessions ended: "
-                f"{dropped['sessions']}")
+                f"{dropped['sessions']}",
+            )
         self.log.info("share %s revoked", share_id)
         return dict(dropped)

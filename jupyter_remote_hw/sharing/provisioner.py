@@ -36,9 +36,12 @@ class SharedKernelProvisioner(KernelProvisionerBase):
     """Attaches to the kernel a share file names, through the teammate's own key."""
 
     share_file = Unicode("", config=True, help="The share file to join.")
-    identity = Unicode("", config=True,
-                       help="The private key whose .pub the owner shared with (empty: the "
-                       "usual SSH keys and agent).")
+    identity = Unicode(
+        "",
+        config=True,
+        help="The private key whose .pub the owner shared with (empty: the "
+        "usual SSH keys and agent).",
+    )
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -64,9 +67,11 @@ class SharedKernelProvisioner(KernelProvisionerBase):
     def _ended(self, attachment: Attachment) -> None:
         """The host dropped this side: say why, once, where the server shows it."""
         share = attachment.share
-        reason = (f"{attachment.where} ended the attachment to {share.owner}'s kernel "
-                  f"{share.kernel_id}: the share {share.share_id} was revoked or has expired, "
-                  "or the kernel was shut down")
+        reason = (
+            f"{attachment.where} ended the attachment to {share.owner}'s kernel "
+            f"{share.kernel_id}: the share {share.share_id} was revoked or has expired, "
+            "or the kernel was shut down"
+        )
         if self.ended_reason != reason:
             self.ended_reason = reason
             self.log.warning("%s", reason)
@@ -105,11 +110,15 @@ class SharedKernelProvisioner(KernelProvisionerBase):
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
         """Attach to the shared kernel; nothing is started on the owner's host."""
-        if self.attachment is None or self.attachment.conn is None \
-                or self.attachment.conn.is_closed():
+        if (
+            self.attachment is None
+            or self.attachment.conn is None
+            or self.attachment.conn.is_closed()
+        ):
             share = ShareFile.load(Path(self.share_file))
-            self.attachment = await Attachment(share, self.identity or None, log=self.log,
-                                               guard_control=True).open()
+            self.attachment = await Attachment(
+                share, self.identity or None, log=self.log, guard_control=True
+            ).open()
         self.attachment.detached.clear()
         info = self.attachment.connection_info()
         info["key"] = str(info["key"]).encode()
@@ -150,8 +159,9 @@ def kernel_name(share: ShareFile) -> str:
     return KERNELSPEC_PREFIX + re.sub(r"[^a-z0-9-]", "-", share.share_id.lower())
 
 
-def write_kernelspec(share_file: Path, identity: str | None = None,
-                     kernels_dir: Path | None = None) -> Path:
+def write_kernelspec(
+    share_file: Path, identity: str | None = None, kernels_dir: Path | None = None
+) -> Path:
     """Write a kernelspec that attaches to the shared kernel; return its directory.
 
     Args:
@@ -172,10 +182,12 @@ def write_kernelspec(share_file: Path, identity: str | None = None,
         "display_name": f"Shared by {share.owner} ({verb})",
         "language": "python",
         "interrupt_mode": "message",
-        "metadata": {"kernel_provisioner": {
-            "provisioner_name": PROVISIONER_NAME,
-            "config": {"share_file": str(share_file), "identity": identity or ""},
-        }},
+        "metadata": {
+            "kernel_provisioner": {
+                "provisioner_name": PROVISIONER_NAME,
+                "config": {"share_file": str(share_file), "identity": identity or ""},
+            }
+        },
     }
     (directory / "kernel.json").write_text(json.dumps(spec, indent=2))
     return directory
@@ -203,5 +215,10 @@ def prune_kernelspecs(kernels_dir: Path, now: float | None = None) -> list[str]:
     return removed
 
 
-__all__ = ["PROVISIONER_NAME", "ShareError", "SharedKernelProvisioner", "prune_kernelspecs",
-           "write_kernelspec"]
+__all__ = [
+    "PROVISIONER_NAME",
+    "ShareError",
+    "SharedKernelProvisioner",
+    "prune_kernelspecs",
+    "write_kernelspec",
+]

@@ -88,9 +88,12 @@ def parse_duration(text: str) -> float:
         seconds += float(match.group(1)) * _UNITS[match.group(2)]
         pos = match.end()
     if not spec or pos != len(spec) or seconds <= 0:
-        raise ShareError(f"expiry {quote(text)} is not a duration: write it like 30m, 8h, 2d "
-                         "or 1h30m")
+        raise ShareError(
+            f"expiry {quote(text)} is not a duration: write it like 30m, 8h, 2d or 1h30m"
+        )
     if seconds > MAX_EXPIRES:
-        raise ShareError(f"expiry {quote(text)} is longer than {MAX_EXPIRES // 86400} days: "
-                         "share for less, and share again when it ends")
+        raise ShareError(
+            f"expiry {quote(text)} is longer than {MAX_EXPIRES // 86400} days: "
+            "share for less, and share again when it ends"
+        )
     return seconds

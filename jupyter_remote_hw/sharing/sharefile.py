@@ -37,8 +37,21 @@ _PORT = {"type": "integer", "minimum": 1, "maximum": 65535}
 _LINE = {"type": "string", "pattern": r"^[^\x00-\x1f\x7f]*$"}
 SCHEMA: dict[str, Any] = {
     "type": "object",
-    "required": ["format", "version", "share_id", "role", "kernel_id", "host", "port", "user",
-                 "host_key", "ports", "purposes", "expires", "owner"],
+    "required": [
+        "format",
+        "version",
+        "share_id",
+        "role",
+        "kernel_id",
+        "host",
+        "port",
+        "user",
+        "host_key",
+        "ports",
+        "purposes",
+        "expires",
+        "owner",
+    ],
     "properties": {
         "format": {"const": FORMAT},
         "version": {"const": VERSION},
@@ -49,11 +62,18 @@ SCHEMA: dict[str, Any] = {
         "port": _PORT,
         "user": {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"},
         "host_key": {**_LINE, "minLength": 1, "maxLength": 16384},
-        "ports": {"type": "object", "minProperties": 1, "maxProperties": len(PORT_NAMES),
-                  "propertyNames": {"enum": list(PORT_NAMES)},
-                  "additionalProperties": _PORT},
-        "purposes": {"type": "object", "propertyNames": {"enum": list(PORT_NAMES)},
-                     "additionalProperties": {**_LINE, "maxLength": 200}},
+        "ports": {
+            "type": "object",
+            "minProperties": 1,
+            "maxProperties": len(PORT_NAMES),
+            "propertyNames": {"enum": list(PORT_NAMES)},
+            "additionalProperties": _PORT,
+        },
+        "purposes": {
+            "type": "object",
+            "propertyNames": {"enum": list(PORT_NAMES)},
+            "additionalProperties": {**_LINE, "maxLength": 200},
+        },
         "expires": {"type": "number"},
         "owner": {**_LINE, "maxLength": 256},
         "signature_scheme": {"type": "string", "pattern": r"^hmac-[a-z0-9]{1,16}$"},
@@ -106,12 +126,15 @@ class ShareFile:
             raise ShareError(str(exc)) from None
         check_role(self.role)
         if self.key and self.role != COLLABORATOR:
-            raise ShareError(f"share {self.share_id}: only a collaborator's share file "
-                             "carries the kernel's key")
+            raise ShareError(
+                f"share {self.share_id}: only a collaborator's share file carries the kernel's key"
+            )
         allowed = set(ROLE_CHANNELS[self.role])
         if not self.ports or not set(self.ports) <= allowed:
-            raise ShareError(f"share {self.share_id}: a {self.role} reaches "
-                             f"{sorted(allowed)}, not {sorted(self.ports)}")
+            raise ShareError(
+                f"share {self.share_id}: a {self.role} reaches "
+                f"{sorted(allowed)}, not {sorted(self.ports)}"
+            )
 
     def to_json(self) -> dict[str, Any]:
         """The file's JSON object (``key`` only when there is one)."""
@@ -153,12 +176,16 @@ class ShareFile:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ShareError(f"{source} is not a jupyter-remote-hw share file")
         if data.get("version") != VERSION:
-            raise ShareError(f"{source} is a share file of version {quote(data.get('version'))}"
-                             f"; this jupyter-remote-hw reads version {VERSION}: upgrade it")
+            raise ShareError(
+                f"{source} is a share file of version {quote(data.get('version'))}"
+                f"; this jupyter-remote-hw reads version {VERSION}: upgrade it"
+            )
         try:
             check_json(data, _CHECK)
         except InvalidInputError as exc:
-            raise ShareError(f"{source} is not a valid share file: {exc}; ask the owner "
-                             "for a new one", field=exc.field) from None
+            raise ShareError(
+                f"{source} is not a valid share file: {exc}; ask the owner for a new one",
+                field=exc.field,
+            ) from None
         fields = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
         return cls(**fields)

@@ -39,8 +39,9 @@ def empty_segment(size: int) -> Any:
         except OSError:
             pass
     if sys.platform.startswith("linux"):
-        threading.Thread(target=_populate, args=(buffer,), name="remote-hw-populate",
-                         daemon=True).start()
+        threading.Thread(
+            target=_populate, args=(buffer,), name="remote-hw-populate", daemon=True
+        ).start()
     return buffer
 
 

@@ -93,7 +93,7 @@ def part_views(segments: Sequence[Any], start: int, end: int) -> Iterator[memory
         view = memoryview(segment).cast("B")
         first, last = max(start, base), min(end, base + view.nbytes)
         if first < last:
-            yield view[first - base:last - base]
+            yield view[first - base : last - base]
         base += view.nbytes
         if base >= end:
             return
@@ -119,8 +119,9 @@ class BulkStream:
         path: The UNIX socket listened on, or None on a port.
     """
 
-    def __init__(self, segments: Sequence[Any], sending: bool, parts: int = 1,
-                 directory: str | None = None) -> None:
+    def __init__(
+        self, segments: Sequence[Any], sending: bool, parts: int = 1, directory: str | None = None
+    ) -> None:
         self.segments = segments
         self.sending = sending
         self.token = secrets.token_hex(_TOKEN_BYTES)
@@ -199,8 +200,9 @@ class BulkStream:
                 if accepted is None:
                     return
                 claimed.add(accepted[0])
-                worker = threading.Thread(target=self._serve, args=accepted,
-                                          name="remote-hw-bulk-part", daemon=True)
+                worker = threading.Thread(
+                    target=self._serve, args=accepted, name="remote-hw-bulk-part", daemon=True
+                )
                 worker.start()
                 workers.append(worker)
         except OSError as exc:
@@ -252,8 +254,9 @@ class BulkStream:
                 else:
                     self._receive(index, client)
         except OSError as exc:
-            self._fail(f"the transfer's connection broke after {self.moved} of "
-                       f"{self.total} bytes: {exc}")
+            self._fail(
+                f"the transfer's connection broke after {self.moved} of {self.total} bytes: {exc}"
+            )
 
     def _receive(self, index: int, client: socket.socket) -> None:
         start, end = self._ranges[index]
@@ -262,8 +265,9 @@ class BulkStream:
             while position < view.nbytes:
                 count = client.recv_into(view[position:], min(IO_SIZE, view.nbytes - position))
                 if count == 0:
-                    self._fail(f"the client closed the transfer after {self.moved} of "
-                               f"{self.total} bytes")
+                    self._fail(
+                        f"the client closed the transfer after {self.moved} of {self.total} bytes"
+                    )
                     return
                 position += count
                 self._moved[index] += count
@@ -273,7 +277,7 @@ class BulkStream:
         start, end = self._ranges[index]
         for view in part_views(self.segments, start, end):
             for offset in range(0, view.nbytes, IO_SIZE):
-                piece = view[offset:offset + IO_SIZE]
+                piece = view[offset : offset + IO_SIZE]
                 client.sendall(piece)
                 self._moved[index] += piece.nbytes
         client.shutdown(socket.SHUT_WR)

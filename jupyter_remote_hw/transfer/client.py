@@ -48,8 +48,9 @@ def _pipe(reader: StreamReader, total: int) -> Feed:
         while left:
             data = await reader.read(min(STREAM_PIECE, left))
             if not data:
-                raise TransferError(f"the sending kernel's stream ended {left} bytes early. "
-                                    "Nothing was assigned.")
+                raise TransferError(
+                    f"the sending kernel's stream ended {left} bytes early. Nothing was assigned."
+                )
             writer.write(data)
             await writer.drain()
             left -= len(data)
@@ -66,19 +67,28 @@ class TransferClient(PushClient):
 
     # ------------------------------------------------------------------ pull
 
-    def _read(self, transfer_id: str, segment: int, offset: int,
-              size: int) -> asyncio.Future[dict[str, Any]]:
-        return self.link.send(protocol.REQUEST, {"op": "read", "id": transfer_id,
-                                                 "segment": segment, "offset": offset,
-                                                 "size": size})
+    def _read(
+        self, transfer_id: str, segment: int, offset: int, size: int
+    ) -> asyncio.Future[dict[str, Any]]:
+        return self.link.send(
+            protocol.REQUEST,
+            {"op": "read", "id": transfer_id, "segment": segment, "offset": offset, "size": size},
+        )
 
-    async def _announce(self, names: list[str], inline: int,
-                        parts: int) -> tuple[str, dict[str, Any], list[Any]]:
+    async def _announce(
+        self, names: list[str], inline: int, parts: int
+    ) -> tuple[str, dict[str, Any], list[Any]]:
         """Ask the kernel to send ``names``; ``parts``: of a bulk stream, or 0 for none."""
         transfer_id = uuid.uuid4().hex
         content, buffers = await self._request(
-            {"op": "send", "id": transfer_id, "names": names, "inline": inline,
-             "stream": parts > 0 and self.opener is not None, "parts": parts},
+            {
+                "op": "send",
+                "id": transfer_id,
+                "names": names,
+                "inline": inline,
+                "stream": parts > 0 and self.opener is not None,
+                "parts": parts,
+            },
             action=f"reading from {self.where}",
         )
         return transfer_id, content, buffers
@@ -90,8 +100,9 @@ class TransferClient(PushClient):
             TransferError: A name is missing or a variable cannot be serialized
                 there (the error names it), or the transfer failed.
         """
-        transfer_id, content, buffers = await self._announce(names, protocol.INLINE_LIMIT,
-                                                             self.channels)
+        transfer_id, content, buffers = await self._announce(
+            names, protocol.INLINE_LIMIT, self.channels
+        )
         manifest = content["variables"]
         sizes = segment_sizes(manifest)
         total = sum(sizes)
@@ -111,8 +122,9 @@ class TransferClient(PushClient):
             await self._abort(transfer_id)
         return from_segments(manifest, segments)
 
-    async def _fetch_streamed(self, content: dict[str, Any], sizes: list[int],
-                              progress: Progress | None, names: list[str]) -> list[Any]:
+    async def _fetch_streamed(
+        self, content: dict[str, Any], sizes: list[int], progress: Progress | None, names: list[str]
+    ) -> list[Any]:
         """Read every part of the kernel's bulk stream into new segments, all at once."""
         streams = await self._open(content)
         segments = [empty_segment(size) for size in sizes]
@@ -128,27 +140,36 @@ class TransferClient(PushClient):
                 while position < view.nbytes:
                     data = await reader.read(min(STREAM_PIECE, view.nbytes - position))
                     if not data:
-                        raise TransferError(f"{action}: the bulk stream ended after {done} of "
-                                            f"{total} bytes. Nothing was assigned.")
-                    view[position:position + len(data)] = data
+                        raise TransferError(
+                            f"{action}: the bulk stream ended after {done} of "
+                            f"{total} bytes. Nothing was assigned."
+                        )
+                    view[position : position + len(data)] = data
                     position += len(data)
                     done += len(data)
                     if progress:
                         progress(done, total)
 
         try:
-            await run_parts([part(reader, start, end)
-                             for (reader, _), (start, end) in zip(streams, ranges, strict=True)])
+            await run_parts(
+                [
+                    part(reader, start, end)
+                    for (reader, _), (start, end) in zip(streams, ranges, strict=True)
+                ]
+            )
             return segments
         except STREAM_ERRORS as exc:
-            raise TransferError(f"{action}: the bulk stream broke after {done} of {total} bytes "
-                                f"({type(exc).__name__}: {exc}). Nothing was assigned; run it "
-                                "again once the link is back.") from None
+            raise TransferError(
+                f"{action}: the bulk stream broke after {done} of {total} bytes "
+                f"({type(exc).__name__}: {exc}). Nothing was assigned; run it "
+                "again once the link is back."
+            ) from None
         finally:
             close_parts(streams)
 
-    async def _read_chunks(self, transfer_id: str, sizes: list[int], chunk_size: int,
-                           window: int) -> AsyncIterator[tuple[int, int, Any]]:
+    async def _read_chunks(
+        self, transfer_id: str, sizes: list[int], chunk_size: int, window: int
+    ) -> AsyncIterator[tuple[int, int, Any]]:
         """Every chunk of an outgoing transfer, in order, ``window`` reads ahead."""
         chunks = list(_chunks(sizes, chunk_size))
         pending: deque[tuple[asyncio.Future[dict[str, Any]], int, int]] = deque()
@@ -157,8 +178,9 @@ class TransferClient(PushClient):
             while position < len(chunks) or pending:
                 while position < len(chunks) and len(pending) < window:
                     segment, offset, size = chunks[position]
-                    pending.append((self._read(transfer_id, segment, offset, size),
-                                    segment, offset))
+                    pending.append(
+                        (self._read(transfer_id, segment, offset, size), segment, offset)
+                    )
                     position += 1
                 future, segment, offset = pending.popleft()
                 reply = await future
@@ -169,15 +191,17 @@ class TransferClient(PushClient):
             for future, _, _ in pending:
                 future.cancel()
 
-    async def _fetch(self, transfer_id: str, sizes: list[int],
-                     progress: Progress | None) -> list[Any]:
+    async def _fetch(
+        self, transfer_id: str, sizes: list[int], progress: Progress | None
+    ) -> list[Any]:
         segments = [empty_segment(size) for size in sizes]
         total = sum(sizes)
         done = 0
-        async for segment, offset, data in self._read_chunks(transfer_id, sizes,
-                                                             self.chunk_size, self.window):
+        async for segment, offset, data in self._read_chunks(
+            transfer_id, sizes, self.chunk_size, self.window
+        ):
             view = memoryview(data).cast("B")
-            segments[segment][offset:offset + view.nbytes] = view
+            segments[segment][offset : offset + view.nbytes] = view
             done += view.nbytes
             if progress:
                 progress(done, total)
@@ -185,9 +209,13 @@ class TransferClient(PushClient):
 
     # ------------------------------------------------------------------ copy
 
-    async def copy_to(self, destination: TransferClient, names: list[str],
-                      device: str | None = None,
-                      progress: Progress | None = None) -> list[dict[str, Any]]:
+    async def copy_to(
+        self,
+        destination: TransferClient,
+        names: list[str],
+        device: str | None = None,
+        progress: Progress | None = None,
+    ) -> list[dict[str, Any]]:
         """Copy the named variables from this kernel to ``destination``.
 
         The bytes go from one kernel's bulk stream to the other's when both
@@ -210,33 +238,42 @@ class TransferClient(PushClient):
                     if has_stream(content):
                         self._fall_back(reason)
                 else:
+
                     def pipes(ranges: list[tuple[int, int]]) -> list[Feed]:
                         if len(ranges) != len(sources):
-                            raise NoStream(f"the kernels split the stream differently "
-                                           f"({len(sources)} and {len(ranges)} parts)")
-                        return [_pipe(reader, end - start)
-                                for (reader, _), (start, end) in zip(sources, ranges)]
+                            raise NoStream(
+                                f"the kernels split the stream differently "
+                                f"({len(sources)} and {len(ranges)} parts)"
+                            )
+                        return [
+                            _pipe(reader, end - start)
+                            for (reader, _), (start, end) in zip(sources, ranges)
+                        ]
 
                     try:
-                        return await destination._push_streamed(manifest, pipes, device,
-                                                                progress, len(sources))
+                        return await destination._push_streamed(
+                            manifest, pipes, device, progress, len(sources)
+                        )
                     except NoStream as reason:
                         destination._fall_back(reason)
                         # This kernel's stream was opened: start over without it.
-                        return await self.copy_to(destination.without_streams(), names,
-                                                  device, progress)
+                        return await self.copy_to(
+                            destination.without_streams(), names, device, progress
+                        )
                     finally:
                         close_parts(sources)
-            chunks = self._read_chunks(transfer_id, sizes, destination.chunk_size,
-                                       destination.window)
+            chunks = self._read_chunks(
+                transfer_id, sizes, destination.chunk_size, destination.window
+            )
             return await destination._push(manifest, chunks, device, progress)
         finally:
             await self._abort(transfer_id)
 
     def without_streams(self) -> TransferClient:
         """The same kernel, with large transfers sent as chunk messages."""
-        return TransferClient(self.link, self.where, self.chunk_size, self.window,
-                              channels=self.channels)
+        return TransferClient(
+            self.link, self.where, self.chunk_size, self.window, channels=self.channels
+        )
 
 
 __all__ = ["Progress", "StreamOpener", "TransferClient", "open_local_stream"]

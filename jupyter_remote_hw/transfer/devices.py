@@ -29,8 +29,10 @@ def check_device(device: str) -> None:
             "--device."
         ) from None
     if not device.startswith("cuda"):
-        raise TransferError(f"--device {device}: only 'cuda', 'cuda:N' and 'cpu' are supported. "
-                            "Nothing was assigned.")
+        raise TransferError(
+            f"--device {device}: only 'cuda', 'cuda:N' and 'cpu' are supported. "
+            "Nothing was assigned."
+        )
     if not torch.cuda.is_available():
         build = "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
         raise TransferError(

@@ -76,8 +76,11 @@ def _module_entry(name: str, module: Any) -> dict[str, Any]:
     module_name = getattr(module, "__name__", None) or name
     entry: dict[str, Any] = {"name": name, "module": module_name, "importable": True}
     if module_name == "__main__" or getattr(module, "__spec__", None) is None:
-        entry.update(importable=False, reason="it was not imported from a file or package "
-                     "(made at run time), so it cannot be imported by name")
+        entry.update(
+            importable=False,
+            reason="it was not imported from a file or package "
+            "(made at run time), so it cannot be imported by name",
+        )
     return entry
 
 
@@ -150,40 +153,58 @@ class TransferHandler:
         if message["content"].get("data"):
             answer(message)
 
-    def handle(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+    def handle(
+        self, content: dict[str, Any], buffers: list[Any]
+    ) -> tuple[dict[str, Any], list[Any]]:
         """Answer one request; errors become ``status: error`` replies naming the variable."""
         self._forget_stale()
         op = content.get("op")
         method = getattr(self, f"_op_{op}", None) if isinstance(op, str) else None
         if method is None:
-            return {"status": "error", "ename": "TransferError", "name": None,
-                    "evalue": f"unknown transfer op {op!r}"}, []
+            return {
+                "status": "error",
+                "ename": "TransferError",
+                "name": None,
+                "evalue": f"unknown transfer op {op!r}",
+            }, []
         try:
             reply, reply_buffers = method(content, buffers)
         except TransferError as exc:
             self._drop(content.get("id"))
-            return {"status": "error", "ename": type(exc).__name__, "evalue": str(exc),
-                    "name": exc.name}, []
+            return {
+                "status": "error",
+                "ename": type(exc).__name__,
+                "evalue": str(exc),
+                "name": exc.name,
+            }, []
         except Exception as exc:
             self._drop(content.get("id"))
             log.exception("transfer op %s failed", op)
-            return {"status": "error", "ename": type(exc).__name__, "name": None,
-                    "evalue": f"{type(exc).__name__}: {exc}. Nothing was assigned."}, []
+            return {
+                "status": "error",
+                "ename": type(exc).__name__,
+                "name": None,
+                "evalue": f"{type(exc).__name__}: {exc}. Nothing was assigned.",
+            }, []
         reply["status"] = "ok"
         return reply, reply_buffers
 
     # ------------------------------------------------------------------ bookkeeping
 
     def _drop(self, transfer_id: Any) -> None:
-        for transfer in (self._incoming.pop(str(transfer_id), None),
-                         self._outgoing.pop(str(transfer_id), None)):
+        for transfer in (
+            self._incoming.pop(str(transfer_id), None),
+            self._outgoing.pop(str(transfer_id), None),
+        ):
             if transfer is not None and transfer.bulk is not None:
                 transfer.bulk.close()
 
     def _forget_stale(self) -> None:
         limit = time.monotonic() - protocol.STALE_AFTER
-        transfers: list[tuple[str, _Incoming | _Outgoing]] = [*self._incoming.items(),
-                                                              *self._outgoing.items()]
+        transfers: list[tuple[str, _Incoming | _Outgoing]] = [
+            *self._incoming.items(),
+            *self._outgoing.items(),
+        ]
         for key, transfer in transfers:
             moving = transfer.bulk is not None and not transfer.bulk.wait(0)
             if transfer.touched < limit and not moving:
@@ -192,27 +213,40 @@ class TransferHandler:
     def _incoming_for(self, content: dict[str, Any]) -> _Incoming:
         incoming = self._incoming.get(str(content.get("id")))
         if incoming is None:
-            raise TransferError(f"no transfer {content.get('id')!r} in progress here (it was "
-                                "aborted or forgotten). Nothing was assigned.")
+            raise TransferError(
+                f"no transfer {content.get('id')!r} in progress here (it was "
+                "aborted or forgotten). Nothing was assigned."
+            )
         incoming.touched = time.monotonic()
         return incoming
 
     # ------------------------------------------------------------------ ops
 
-    def _op_hello(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
-        return {"version": protocol.VERSION, "python": sys.executable,
-                "python_version": sys.version.split()[0]}, []
+    def _op_hello(
+        self, content: dict[str, Any], buffers: list[Any]
+    ) -> tuple[dict[str, Any], list[Any]]:
+        return {
+            "version": protocol.VERSION,
+            "python": sys.executable,
+            "python_version": sys.version.split()[0],
+        }, []
 
     def _user_names(self) -> list[tuple[str, Any]]:
         """The user's names and values: not IPython's own (In, Out, exit, ipykernel's
         open ...) unless the user has since assigned the name, nor ``_`` names."""
         shell_hidden = getattr(getattr(self.kernel, "shell", None), "user_ns_hidden", None) or {}
         unset = object()
-        return [(name, value) for name, value in list(self.namespace.items())
-                if not name.startswith("_") and name not in _HIDDEN
-                and shell_hidden.get(name, unset) is not value]
+        return [
+            (name, value)
+            for name, value in list(self.namespace.items())
+            if not name.startswith("_")
+            and name not in _HIDDEN
+            and shell_hidden.get(name, unset) is not value
+        ]
 
-    def _op_list(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+    def _op_list(
+        self, content: dict[str, Any], buffers: list[Any]
+    ) -> tuple[dict[str, Any], list[Any]]:
         """The variables (name, type, nbytes) and the modules bound to names.
 
         With ``check``, each variable is also pickled on trial (within
@@ -228,14 +262,19 @@ class TransferHandler:
             if type(value).__name__ == "module":
                 modules.append(_module_entry(name, value))
                 continue
-            entry: dict[str, Any] = {"name": name, "type": type_name(value),
-                                     "nbytes": _sizeof(value)}
+            entry: dict[str, Any] = {
+                "name": name,
+                "type": type_name(value),
+                "nbytes": _sizeof(value),
+            }
             if check:
                 entry.update(_trial(name, value, time.monotonic() < deadline))
             variables.append(entry)
         return {"variables": variables, "modules": modules}, []
 
-    def _op_import(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+    def _op_import(
+        self, content: dict[str, Any], buffers: list[Any]
+    ) -> tuple[dict[str, Any], list[Any]]:
         """Import modules by name and bind each to its name here (``np`` for numpy).
 
         Content: ``modules``, a list of ``{"name", "module"}``. Answers
@@ -248,13 +287,16 @@ class TransferHandler:
             try:
                 self.namespace[name] = importlib.import_module(module)
             except Exception as exc:  # noqa: BLE001 (an import can raise anything; named)
-                failed.append({"name": name, "module": module,
-                               "reason": f"{type(exc).__name__}: {exc}"})
+                failed.append(
+                    {"name": name, "module": module, "reason": f"{type(exc).__name__}: {exc}"}
+                )
             else:
                 imported.append({"name": name, "module": module})
         return {"imported": imported, "failed": failed}, []
 
-    def _op_receive(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+    def _op_receive(
+        self, content: dict[str, Any], buffers: list[Any]
+    ) -> tuple[dict[str, Any], list[Any]]:
         device = content.get("device") or None
         if device is not None:
             check_device(device)
@@ -271,27 +313,32 @@ class TransferHandler:
             return self._op_commit(content, [])
         if content.get("stream"):
             parts = part_count(sum(sizes), int(content.get("parts") or 1))
-            incoming.bulk = BulkStream(incoming.segments, sending=False, parts=parts,
-                                       directory=socket_directory()).start()
-            return {**_where(incoming.bulk), "token": incoming.bulk.token,
-                    "parts": parts}, []
+            incoming.bulk = BulkStream(
+                incoming.segments, sending=False, parts=parts, directory=socket_directory()
+            ).start()
+            return {**_where(incoming.bulk), "token": incoming.bulk.token, "parts": parts}, []
         return {}, []
 
-    def _op_chunk(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+    def _op_chunk(
+        self, content: dict[str, Any], buffers: list[Any]
+    ) -> tuple[dict[str, Any], list[Any]]:
         incoming = self._incoming_for(content)
         data = memoryview(buffers[0]).cast("B")
         offset = int(content["offset"])
         segment = incoming.segments[int(content["segment"])]
         if offset + data.nbytes > len(segment):
             raise TransferError("a chunk runs past the end of its segment")
-        segment[offset:offset + data.nbytes] = data
+        segment[offset : offset + data.nbytes] = data
         return {}, []
 
-    def _op_commit(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+    def _op_commit(
+        self, content: dict[str, Any], buffers: list[Any]
+    ) -> tuple[dict[str, Any], list[Any]]:
         incoming = self._incoming.pop(str(content.get("id")), None)
         if incoming is None:
-            raise TransferError(f"no transfer {content.get('id')!r} in progress here. "
-                                "Nothing was assigned.")
+            raise TransferError(
+                f"no transfer {content.get('id')!r} in progress here. Nothing was assigned."
+            )
         if incoming.bulk is not None:
             bulk = incoming.bulk
             if not bulk.wait(protocol.COMMIT_WAIT):
@@ -299,7 +346,8 @@ class TransferHandler:
             if not bulk.done:
                 raise TransferError(
                     f"only {bulk.moved} of {bulk.total} bytes arrived"
-                    f"{': ' + bulk.error if bulk.error else ''}. Nothing was assigned.")
+                    f"{': ' + bulk.error if bulk.error else ''}. Nothing was assigned."
+                )
         pickled = from_segments(incoming.manifest, incoming.segments)
         del incoming
         values = load_variables(pickled)
@@ -308,14 +356,19 @@ class TransferHandler:
         if device:
             values = {name: to_device(value, device) for name, value in values.items()}
         self.namespace.update(values)
-        return {"assigned": [{"name": name, "type": type_name(value)}
-                             for name, value in values.items()]}, []
+        return {
+            "assigned": [{"name": name, "type": type_name(value)} for name, value in values.items()]
+        }, []
 
-    def _op_abort(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+    def _op_abort(
+        self, content: dict[str, Any], buffers: list[Any]
+    ) -> tuple[dict[str, Any], list[Any]]:
         self._drop(content.get("id"))
         return {}, []
 
-    def _op_send(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+    def _op_send(
+        self, content: dict[str, Any], buffers: list[Any]
+    ) -> tuple[dict[str, Any], list[Any]]:
         manifest, segments = to_segments(dump_variables(self.namespace, list(content["names"])))
         if sum(s.nbytes for s in segments) <= int(content.get("inline") or 0):
             return {"variables": manifest, "inline": True}, list(segments)
@@ -323,20 +376,28 @@ class TransferHandler:
         self._outgoing[str(content["id"])] = outgoing
         if content.get("stream"):
             parts = part_count(sum(s.nbytes for s in segments), int(content.get("parts") or 1))
-            outgoing.bulk = BulkStream(segments, sending=True, parts=parts,
-                                       directory=socket_directory()).start()
-            return {"variables": manifest, "inline": False, **_where(outgoing.bulk),
-                    "token": outgoing.bulk.token, "parts": parts}, []
+            outgoing.bulk = BulkStream(
+                segments, sending=True, parts=parts, directory=socket_directory()
+            ).start()
+            return {
+                "variables": manifest,
+                "inline": False,
+                **_where(outgoing.bulk),
+                "token": outgoing.bulk.token,
+                "parts": parts,
+            }, []
         return {"variables": manifest, "inline": False}, []
 
-    def _op_read(self, content: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+    def _op_read(
+        self, content: dict[str, Any], buffers: list[Any]
+    ) -> tuple[dict[str, Any], list[Any]]:
         outgoing = self._outgoing.get(str(content.get("id")))
         if outgoing is None:
             raise TransferError(f"no transfer {content.get('id')!r} in progress here")
         outgoing.touched = time.monotonic()
         offset = int(content["offset"])
         segment = outgoing.segments[int(content["segment"])]
-        return {}, [segment[offset:offset + int(content["size"])]]
+        return {}, [segment[offset : offset + int(content["size"])]]
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -108,13 +108,18 @@ class KernelLink:
             raise KernelDiedError("the link to the kernel is not started")
         return self._shell
 
-    def send(self, msg_type: str, content: dict[str, Any],
-             buffers: list[Any] | None = None) -> asyncio.Future[dict[str, Any]]:
+    def send(
+        self, msg_type: str, content: dict[str, Any], buffers: list[Any] | None = None
+    ) -> asyncio.Future[dict[str, Any]]:
         """Send a shell request now; the future resolves to its reply message."""
         return self._send(self.client.session.msg(msg_type, content), buffers)
 
-    def _send(self, msg: dict[str, Any], buffers: list[Any] | None = None,
-              on_output: OutputHandler | None = None) -> asyncio.Future[dict[str, Any]]:
+    def _send(
+        self,
+        msg: dict[str, Any],
+        buffers: list[Any] | None = None,
+        on_output: OutputHandler | None = None,
+    ) -> asyncio.Future[dict[str, Any]]:
         msg_id = msg["header"]["msg_id"]
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._replies[msg_id] = future
@@ -123,14 +128,19 @@ class KernelLink:
         self.client.session.send(self._shell_stream(), msg, buffers=buffers or [])
         return future
 
-    async def request(self, msg_type: str, content: dict[str, Any],
-                      buffers: list[Any] | None = None) -> dict[str, Any]:
+    async def request(
+        self, msg_type: str, content: dict[str, Any], buffers: list[Any] | None = None
+    ) -> dict[str, Any]:
         """Send a shell request and wait for its reply message."""
         return await self.send(msg_type, content, buffers)
 
-    async def request_or_ignored(self, msg_type: str, content: dict[str, Any],
-                                 grace: float = 0.1, resend: float = 0.5,
-                                 ) -> dict[str, Any] | None:
+    async def request_or_ignored(
+        self,
+        msg_type: str,
+        content: dict[str, Any],
+        grace: float = 0.1,
+        resend: float = 0.5,
+    ) -> dict[str, Any] | None:
         """Send a shell request; its reply, or None when the kernel ignored it.
 
         A kernel that does not know ``msg_type`` goes busy and idle again
@@ -144,8 +154,11 @@ class KernelLink:
         idle = asyncio.get_running_loop().create_future()
 
         def route(output: dict[str, Any]) -> None:
-            if (output["msg_type"] == "status" and not idle.done()
-                    and output["content"].get("execution_state") == "idle"):
+            if (
+                output["msg_type"] == "status"
+                and not idle.done()
+                and output["content"].get("execution_state") == "idle"
+            ):
                 idle.set_result(None)
 
         sent: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -154,11 +167,11 @@ class KernelLink:
                 msg = self.client.session.msg(msg_type, content)
                 sent[msg["header"]["msg_id"]] = self._send(msg, on_output=route)
                 waiting: list[asyncio.Future[Any]] = [*sent.values(), idle]
-                await asyncio.wait(waiting, timeout=resend,
-                                   return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(waiting, timeout=resend, return_when=asyncio.FIRST_COMPLETED)
                 if idle.done() and not any(r.done() for r in sent.values()):
-                    await asyncio.wait(list(sent.values()), timeout=grace,
-                                       return_when=asyncio.FIRST_COMPLETED)
+                    await asyncio.wait(
+                        list(sent.values()), timeout=grace, return_when=asyncio.FIRST_COMPLETED
+                    )
                 for reply in sent.values():
                     if reply.done():
                         return reply.result()
@@ -179,16 +192,24 @@ class KernelLink:
             The ``user_expressions`` of the reply: per name, ``{"status": "ok",
             "data": {...}}`` or ``{"status": "error", "ename", "evalue"}``.
         """
-        msg = self.client.session.msg("execute_request", {
-            "code": "", "silent": True, "store_history": False,
-            "user_expressions": expressions, "allow_stdin": False, "stop_on_error": False,
-        })
+        msg = self.client.session.msg(
+            "execute_request",
+            {
+                "code": "",
+                "silent": True,
+                "store_history": False,
+                "user_expressions": expressions,
+                "allow_stdin": False,
+                "stop_on_error": False,
+            },
+        )
         reply = await self._send(msg)
         result: dict[str, Any] = reply["content"].get("user_expressions") or {}
         return result
 
-    async def execute(self, code: str, on_output: OutputHandler,
-                      user_expressions: dict[str, str] | None = None) -> dict[str, Any]:
+    async def execute(
+        self, code: str, on_output: OutputHandler, user_expressions: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         """Run ``code``; every IOPub message it causes goes to ``on_output`` as it arrives.
 
         Returns:
@@ -204,11 +225,17 @@ class KernelLink:
                 return
             on_output(output)
 
-        msg = self.client.session.msg("execute_request", {
-            "code": code, "silent": False, "store_history": True,
-            "user_expressions": user_expressions or {}, "allow_stdin": False,
-            "stop_on_error": True,
-        })
+        msg = self.client.session.msg(
+            "execute_request",
+            {
+                "code": code,
+                "silent": False,
+                "store_history": True,
+                "user_expressions": user_expressions or {},
+                "allow_stdin": False,
+                "stop_on_error": True,
+            },
+        )
         try:
             reply = await self._send(msg, on_output=route)
             await idle

@@ -31,16 +31,18 @@ from typing import Any
 try:
     import cloudpickle
 except ImportError:  # on a host without it: the copy shipped next to this package
-    sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))), "vendor"))
+    sys.path.append(
+        os.path.join(
+            os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "vendor"
+        )
+    )
     import cloudpickle
 
 from .errors import MissingVariableError, NotSerializableError, TransferError
 
 PROTOCOL = 5
 
-_OPEN_FILES = (io.TextIOWrapper, io.BufferedReader, io.BufferedWriter, io.BufferedRandom,
-               io.FileIO)
+_OPEN_FILES = (io.TextIOWrapper, io.BufferedReader, io.BufferedWriter, io.BufferedRandom, io.FileIO)
 
 #: Plain words for kinds of objects that never pickle, by type name.
 _KNOWN_UNPICKLABLE = {
@@ -237,8 +239,9 @@ def to_segments(pickled: list[Pickled]) -> tuple[list[dict[str, Any]], list[memo
     segments: list[memoryview] = []
     for item in pickled:
         parts = [memoryview(item.data).cast("B")] + [_raw(buffer) for buffer in item.buffers]
-        manifest.append({"name": item.name, "type": item.type_name,
-                         "segments": [part.nbytes for part in parts]})
+        manifest.append(
+            {"name": item.name, "type": item.type_name, "segments": [part.nbytes for part in parts]}
+        )
         segments.extend(parts)
     return manifest, segments
 
@@ -254,7 +257,7 @@ def from_segments(manifest: list[dict[str, Any]], segments: list[Any]) -> list[P
     position = 0
     for entry in manifest:
         count = len(entry["segments"])
-        parts = segments[position:position + count]
+        parts = segments[position : position + count]
         position += count
         pickled.append(Pickled(entry["name"], entry["type"], parts[0], list(parts[1:])))
     return pickled

@@ -33,6 +33,7 @@ def _named(names: list[str]) -> str:
     shown = ", ".join(repr(n) for n in names[:3])
     return shown + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
+
 #: Called with (bytes done, bytes in all) as a transfer goes.
 Progress = Callable[[int, int], None]
 
@@ -47,10 +48,11 @@ def _chunks(sizes: list[int], chunk_size: int) -> Iterator[tuple[int, int, int]]
             yield index, offset, min(chunk_size, size - offset)
 
 
-async def _local_chunks(segments: list[Any], sizes: list[int],
-                        chunk_size: int) -> AsyncIterator[tuple[int, int, Any]]:
+async def _local_chunks(
+    segments: list[Any], sizes: list[int], chunk_size: int
+) -> AsyncIterator[tuple[int, int, Any]]:
     for segment, offset, size in _chunks(sizes, chunk_size):
-        yield segment, offset, segments[segment][offset:offset + size]
+        yield segment, offset, segments[segment][offset : offset + size]
 
 
 #: The feeds of a bulk stream's parts, given each part's ``(start, end)``.
@@ -63,7 +65,7 @@ def _write_views(views: Iterable[memoryview]) -> Feed:
     async def feed(writer: StreamWriter, moved: Callable[[int], None]) -> None:
         for view in views:
             for start in range(0, view.nbytes, STREAM_PIECE):
-                piece = view[start:start + STREAM_PIECE]
+                piece = view[start : start + STREAM_PIECE]
                 writer.write(piece)
                 await writer.drain()
                 moved(piece.nbytes)
@@ -73,8 +75,7 @@ def _write_views(views: Iterable[memoryview]) -> Feed:
 
 def _segment_feeds(segments: list[Any]) -> PartFeeds:
     """Feeds that write each part's range of local segments."""
-    return lambda ranges: [_write_views(part_views(segments, start, end))
-                           for start, end in ranges]
+    return lambda ranges: [_write_views(part_views(segments, start, end)) for start, end in ranges]
 
 
 class PushClient(KernelQueries):
@@ -92,15 +93,20 @@ class PushClient(KernelQueries):
             kernel decides how many, by size: ``bulk.part_count``).
     """
 
-    def __init__(self, link: KernelLink, where: str, chunk_size: int = protocol.CHUNK_SIZE,
-                 window: int = protocol.WINDOW, opener: StreamOpener | None = None,
-                 channels: int = protocol.CHANNELS) -> None:
+    def __init__(
+        self,
+        link: KernelLink,
+        where: str,
+        chunk_size: int = protocol.CHUNK_SIZE,
+        window: int = protocol.WINDOW,
+        opener: StreamOpener | None = None,
+        channels: int = protocol.CHANNELS,
+    ) -> None:
         super().__init__(link, where)
         self.chunk_size = chunk_size
         self.window = window
         self.opener = opener
         self.channels = channels
-
 
     # ------------------------------------------------------------------ streams
 
@@ -108,18 +114,19 @@ class PushClient(KernelQueries):
         """Connect to every part of the bulk stream a reply announced (see ``open_parts``)."""
         parts = await open_parts(self.opener, content)
         if len(parts) > 1:
-            self.link.log.debug("transfer with %s: bulk stream in %d parts", self.where,
-                                len(parts))
+            self.link.log.debug("transfer with %s: bulk stream in %d parts", self.where, len(parts))
         return parts
 
     def _fall_back(self, reason: NoStream) -> None:
-        self.link.log.info("transfer with %s: no bulk stream (%s); sending chunk messages",
-                           self.where, reason)
+        self.link.log.info(
+            "transfer with %s: no bulk stream (%s); sending chunk messages", self.where, reason
+        )
 
     # ------------------------------------------------------------------ push
 
-    async def push(self, pickled: list[Pickled], device: str | None = None,
-                   progress: Progress | None = None) -> list[dict[str, Any]]:
+    async def push(
+        self, pickled: list[Pickled], device: str | None = None, progress: Progress | None = None
+    ) -> list[dict[str, Any]]:
         """Send serialized variables and have the kernel assign them all, or none.
 
         Returns:
@@ -132,24 +139,38 @@ class PushClient(KernelQueries):
         sizes = segment_sizes(manifest)
         if sum(sizes) <= protocol.INLINE_LIMIT:
             content, _ = await self._request(
-                {"op": "receive", "id": uuid.uuid4().hex, "variables": manifest,
-                 "device": device, "commit": True},
-                segments, f"sending to {self.where}")
+                {
+                    "op": "receive",
+                    "id": uuid.uuid4().hex,
+                    "variables": manifest,
+                    "device": device,
+                    "commit": True,
+                },
+                segments,
+                f"sending to {self.where}",
+            )
             if progress:
                 progress(sum(sizes), sum(sizes))
             return list(content["assigned"])
         if self.opener is not None:
             try:
-                return await self._push_streamed(manifest, _segment_feeds(segments), device,
-                                                  progress, self.channels)
+                return await self._push_streamed(
+                    manifest, _segment_feeds(segments), device, progress, self.channels
+                )
             except NoStream as reason:
                 self._fall_back(reason)
-        return await self._push(manifest, _local_chunks(segments, sizes, self.chunk_size),
-                                device, progress)
+        return await self._push(
+            manifest, _local_chunks(segments, sizes, self.chunk_size), device, progress
+        )
 
-    async def _push_streamed(self, manifest: list[dict[str, Any]], feeds: PartFeeds,
-                             device: str | None, progress: Progress | None, parts: int
-                             ) -> list[dict[str, Any]]:
+    async def _push_streamed(
+        self,
+        manifest: list[dict[str, Any]],
+        feeds: PartFeeds,
+        device: str | None,
+        progress: Progress | None,
+        parts: int,
+    ) -> list[dict[str, Any]]:
         """Announce the manifest, write every part to the kernel's bulk stream, commit.
 
         Args:
@@ -183,24 +204,31 @@ class PushClient(KernelQueries):
                 size = ranges[index][1] - ranges[index][0]
                 if received != size:
                     where = f" in part {index + 1} of {len(streams)}" if len(streams) > 1 else ""
-                    raise TransferError(f"{action}: {self.where} received {received} of "
-                                        f"{size} bytes{where}. Nothing was assigned.")
+                    raise TransferError(
+                        f"{action}: {self.where} received {received} of "
+                        f"{size} bytes{where}. Nothing was assigned."
+                    )
 
             try:
-                await run_parts([part(index, feed)
-                                 for index, feed in enumerate(feeds(ranges))])
+                await run_parts([part(index, feed) for index, feed in enumerate(feeds(ranges))])
             except STREAM_ERRORS as exc:
-                raise TransferError(f"{action}: the bulk stream broke after {done} of {total} "
-                                    f"bytes ({type(exc).__name__}: {exc}). Nothing was "
-                                    "assigned; run it again once the link is back.") from None
+                raise TransferError(
+                    f"{action}: the bulk stream broke after {done} of {total} "
+                    f"bytes ({type(exc).__name__}: {exc}). Nothing was "
+                    "assigned; run it again once the link is back."
+                ) from None
             finally:
                 close_parts(streams)
 
         return await self._announced(manifest, device, parts, deliver)
 
-    async def _push(self, manifest: list[dict[str, Any]],
-                    chunks: AsyncIterator[tuple[int, int, Any]], device: str | None,
-                    progress: Progress | None) -> list[dict[str, Any]]:
+    async def _push(
+        self,
+        manifest: list[dict[str, Any]],
+        chunks: AsyncIterator[tuple[int, int, Any]],
+        device: str | None,
+        progress: Progress | None,
+    ) -> list[dict[str, Any]]:
         """Announce the manifest, send ``chunks`` as chunk messages, commit."""
         total = sum(segment_sizes(manifest))
 
@@ -209,10 +237,13 @@ class PushClient(KernelQueries):
 
         return await self._announced(manifest, device, 0, deliver)
 
-    async def _announced(self, manifest: list[dict[str, Any]], device: str | None,
-                         parts: int,
-                         deliver: Callable[[str, dict[str, Any]], Awaitable[None]]
-                         ) -> list[dict[str, Any]]:
+    async def _announced(
+        self,
+        manifest: list[dict[str, Any]],
+        device: str | None,
+        parts: int,
+        deliver: Callable[[str, dict[str, Any]], Awaitable[None]],
+    ) -> list[dict[str, Any]]:
         """Announce an incoming transfer, ``deliver`` its bytes, commit; abort on any failure.
 
         ``parts``: the parts of a bulk stream to ask for; 0 for chunk messages.
@@ -222,28 +253,43 @@ class PushClient(KernelQueries):
         """
         transfer_id = uuid.uuid4().hex
         action = f"sending to {self.where}"
-        content, _ = await self._request({"op": "receive", "id": transfer_id,
-                                          "variables": manifest, "device": device,
-                                          "stream": parts > 0, "parts": parts},
-                                         action=action)
+        content, _ = await self._request(
+            {
+                "op": "receive",
+                "id": transfer_id,
+                "variables": manifest,
+                "device": device,
+                "stream": parts > 0,
+                "parts": parts,
+            },
+            action=action,
+        )
         try:
             await deliver(transfer_id, content)
-            content, _ = await self._request({"op": "commit", "id": transfer_id,
-                                              "device": device}, action=action)
+            content, _ = await self._request(
+                {"op": "commit", "id": transfer_id, "device": device}, action=action
+            )
         except BaseException:
             await self._abort(transfer_id)
             raise
         return list(content["assigned"])
 
-    async def _stream(self, transfer_id: str, chunks: AsyncIterator[tuple[int, int, Any]],
-                      total: int, progress: Progress | None) -> None:
+    async def _stream(
+        self,
+        transfer_id: str,
+        chunks: AsyncIterator[tuple[int, int, Any]],
+        total: int,
+        progress: Progress | None,
+    ) -> None:
         done = 0
         in_flight: deque[tuple[asyncio.Future[dict[str, Any]], int]] = deque()
         async for segment, offset, data in chunks:
             size = memoryview(data).nbytes
-            future = self.link.send(protocol.REQUEST, {"op": "chunk", "id": transfer_id,
-                                                       "segment": segment, "offset": offset},
-                                    [data])
+            future = self.link.send(
+                protocol.REQUEST,
+                {"op": "chunk", "id": transfer_id, "segment": segment, "offset": offset},
+                [data],
+            )
             in_flight.append((future, size))
             del data
             while len(in_flight) >= self.window or (in_flight and in_flight[0][0].done()):

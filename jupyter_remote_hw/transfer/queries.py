@@ -30,8 +30,9 @@ class KernelQueries:
         self.link = link
         self.where = where
 
-    async def _request(self, content: dict[str, Any], buffers: list[Any] | None = None,
-                       action: str = "transfer") -> tuple[dict[str, Any], list[Any]]:
+    async def _request(
+        self, content: dict[str, Any], buffers: list[Any] | None = None, action: str = "transfer"
+    ) -> tuple[dict[str, Any], list[Any]]:
         reply = await self.link.request(protocol.REQUEST, content, buffers)
         return _check(reply, action), list(reply.get("buffers") or [])
 
@@ -54,7 +55,8 @@ class KernelQueries:
         if reply is None:
             raise NoTransferHandlerError(
                 f"the kernel on {self.where} does not answer transfer requests; run "
-                "%load_ext jupyter_remote_hw in it")
+                "%load_ext jupyter_remote_hw in it"
+            )
         return _check(reply, "hello")
 
     async def variables(self) -> list[dict[str, Any]]:
@@ -65,10 +67,11 @@ class KernelQueries:
     async def namespace(self, check: bool = False) -> dict[str, Any]:
         """The kernel's ``variables`` and ``modules`` (see the ``list`` op); with
         ``check``, whether each variable can be carried, and why not."""
-        content, _ = await self._request({"op": "list", "check": check},
-                                         action="list variables")
-        return {"variables": list(content["variables"]),
-                "modules": list(content.get("modules") or [])}
+        content, _ = await self._request({"op": "list", "check": check}, action="list variables")
+        return {
+            "variables": list(content["variables"]),
+            "modules": list(content.get("modules") or []),
+        }
 
     async def import_modules(self, modules: list[dict[str, str]]) -> dict[str, Any]:
         """Import modules in the kernel, each bound to its name (``{"name", "module"}``).
@@ -82,8 +85,7 @@ class KernelQueries:
         content: dict[str, Any] = reply["content"]
         if content.get("status") != "ok":  # a kernel of an older version
             reason = str(content.get("evalue") or "the kernel cannot import modules on request")
-            return {"imported": [],
-                    "failed": [{**module, "reason": reason} for module in modules]}
+            return {"imported": [], "failed": [{**module, "reason": reason} for module in modules]}
         return {"imported": list(content["imported"]), "failed": list(content["failed"])}
 
 

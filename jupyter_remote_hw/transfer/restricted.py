@@ -53,90 +53,203 @@ SETTING: Final = "c.SharedKernelPulls.allowed_types"
 """The setting that allows more types, as written in ``jupyter_server_config.py``."""
 
 _BUILTINS: Final = (
-    "bool", "bytearray", "bytes", "complex", "dict", "float", "frozenset", "int", "list",
-    "object", "range", "set", "slice", "str", "tuple", "Ellipsis", "NotImplemented",
+    "bool",
+    "bytearray",
+    "bytes",
+    "complex",
+    "dict",
+    "float",
+    "frozenset",
+    "int",
+    "list",
+    "object",
+    "range",
+    "set",
+    "slice",
+    "str",
+    "tuple",
+    "Ellipsis",
+    "NotImplemented",
 )
 
 _PANDAS_TOP: Final = (
-    "ArrowDtype", "BooleanDtype", "Categorical", "CategoricalDtype", "CategoricalIndex",
-    "DataFrame", "DateOffset", "DatetimeIndex", "DatetimeTZDtype", "Float32Dtype",
-    "Float64Dtype", "Index", "Int8Dtype", "Int16Dtype", "Int32Dtype", "Int64Dtype", "Interval",
-    "IntervalDtype", "IntervalIndex", "MultiIndex", "NA", "NaT", "Period", "PeriodDtype",
-    "PeriodIndex", "RangeIndex", "Series", "SparseDtype", "StringDtype", "Timedelta",
-    "TimedeltaIndex", "Timestamp", "UInt8Dtype", "UInt16Dtype", "UInt32Dtype", "UInt64Dtype",
+    "ArrowDtype",
+    "BooleanDtype",
+    "Categorical",
+    "CategoricalDtype",
+    "CategoricalIndex",
+    "DataFrame",
+    "DateOffset",
+    "DatetimeIndex",
+    "DatetimeTZDtype",
+    "Float32Dtype",
+    "Float64Dtype",
+    "Index",
+    "Int8Dtype",
+    "Int16Dtype",
+    "Int32Dtype",
+    "Int64Dtype",
+    "Interval",
+    "IntervalDtype",
+    "IntervalIndex",
+    "MultiIndex",
+    "NA",
+    "NaT",
+    "Period",
+    "PeriodDtype",
+    "PeriodIndex",
+    "RangeIndex",
+    "Series",
+    "SparseDtype",
+    "StringDtype",
+    "Timedelta",
+    "TimedeltaIndex",
+    "Timestamp",
+    "UInt8Dtype",
+    "UInt16Dtype",
+    "UInt32Dtype",
+    "UInt64Dtype",
 )
 
 _PANDAS_ARRAYS: Final = (
-    "ArrowExtensionArray", "ArrowStringArray", "BooleanArray", "DatetimeArray", "FloatingArray",
-    "IntegerArray", "IntervalArray", "NumpyExtensionArray", "PeriodArray", "SparseArray",
-    "StringArray", "TimedeltaArray",
+    "ArrowExtensionArray",
+    "ArrowStringArray",
+    "BooleanArray",
+    "DatetimeArray",
+    "FloatingArray",
+    "IntegerArray",
+    "IntervalArray",
+    "NumpyExtensionArray",
+    "PeriodArray",
+    "SparseArray",
+    "StringArray",
+    "TimedeltaArray",
 )
 
 _PANDAS_OFFSETS: Final = (
-    "BDay", "BMonthBegin", "BMonthEnd", "BQuarterBegin", "BQuarterEnd", "BYearBegin",
-    "BYearEnd", "BusinessDay", "BusinessHour", "CustomBusinessDay", "Day", "DateOffset",
-    "Easter", "FY5253", "Hour", "Micro", "Milli", "Minute", "MonthBegin", "MonthEnd", "Nano",
-    "QuarterBegin", "QuarterEnd", "Second", "SemiMonthBegin", "SemiMonthEnd", "Tick", "Week",
-    "WeekOfMonth", "YearBegin", "YearEnd",
+    "BDay",
+    "BMonthBegin",
+    "BMonthEnd",
+    "BQuarterBegin",
+    "BQuarterEnd",
+    "BYearBegin",
+    "BYearEnd",
+    "BusinessDay",
+    "BusinessHour",
+    "CustomBusinessDay",
+    "Day",
+    "DateOffset",
+    "Easter",
+    "FY5253",
+    "Hour",
+    "Micro",
+    "Milli",
+    "Minute",
+    "MonthBegin",
+    "MonthEnd",
+    "Nano",
+    "QuarterBegin",
+    "QuarterEnd",
+    "Second",
+    "SemiMonthBegin",
+    "SemiMonthEnd",
+    "Tick",
+    "Week",
+    "WeekOfMonth",
+    "YearBegin",
+    "YearEnd",
 )
 
 ALLOWED: Final[frozenset[tuple[str, str]]] = frozenset(
     [("builtins", name) for name in _BUILTINS]
-    + [("collections", name) for name in ("OrderedDict", "defaultdict", "Counter", "deque",
-                                          "ChainMap")]
+    + [
+        ("collections", name)
+        for name in ("OrderedDict", "defaultdict", "Counter", "deque", "ChainMap")
+    ]
     + [("datetime", name) for name in ("date", "datetime", "time", "timedelta", "timezone")]
-    + [("decimal", "Decimal"), ("fractions", "Fraction"), ("uuid", "UUID"),
-       ("uuid", "SafeUUID"), ("zoneinfo", "ZoneInfo")]
-    + [(module, name) for module in ("pathlib", "pathlib._local")
-       for name in ("Path", "PosixPath", "WindowsPath", "PurePath", "PurePosixPath",
-                    "PureWindowsPath")]
+    + [
+        ("decimal", "Decimal"),
+        ("fractions", "Fraction"),
+        ("uuid", "UUID"),
+        ("uuid", "SafeUUID"),
+        ("zoneinfo", "ZoneInfo"),
+    ]
+    + [
+        (module, name)
+        for module in ("pathlib", "pathlib._local")
+        for name in (
+            "Path",
+            "PosixPath",
+            "WindowsPath",
+            "PurePath",
+            "PurePosixPath",
+            "PureWindowsPath",
+        )
+    ]
     # numpy 2 and numpy 1 spell the same functions differently.
-    + [(f"numpy.{core}.multiarray", name) for core in ("_core", "core")
-       for name in ("_reconstruct", "scalar")]
+    + [
+        (f"numpy.{core}.multiarray", name)
+        for core in ("_core", "core")
+        for name in ("_reconstruct", "scalar")
+    ]
     + [(f"numpy.{core}.numeric", "_frombuffer") for core in ("_core", "core")]
-    + [("numpy", "dtype"), ("numpy", "ndarray"), ("numpy", "matrix"),
-       ("numpy.ma", "MaskedArray"), ("numpy.ma.core", "MaskedArray"),
-       ("numpy.ma.core", "_mareconstruct"),
-       ("numpy.random._pickle", "__bit_generator_ctor"),
-       ("numpy.random._pickle", "__generator_ctor"),
-       ("numpy.random._pickle", "__randomstate_ctor"),
-       ("numpy.random.bit_generator", "SeedSequence"),
-       ("numpy.random.bit_generator", "__pyx_unpickle_SeedSequence")]
-    + [(f"numpy.random._{name.lower()}", name) for name in ("MT19937", "PCG64", "PCG64DXSM",
-                                                             "Philox", "SFC64")]
+    + [
+        ("numpy", "dtype"),
+        ("numpy", "ndarray"),
+        ("numpy", "matrix"),
+        ("numpy.ma", "MaskedArray"),
+        ("numpy.ma.core", "MaskedArray"),
+        ("numpy.ma.core", "_mareconstruct"),
+        ("numpy.random._pickle", "__bit_generator_ctor"),
+        ("numpy.random._pickle", "__generator_ctor"),
+        ("numpy.random._pickle", "__randomstate_ctor"),
+        ("numpy.random.bit_generator", "SeedSequence"),
+        ("numpy.random.bit_generator", "__pyx_unpickle_SeedSequence"),
+    ]
+    + [
+        (f"numpy.random._{name.lower()}", name)
+        for name in ("MT19937", "PCG64", "PCG64DXSM", "Philox", "SFC64")
+    ]
     + [("pandas", name) for name in _PANDAS_TOP]
     + [("pandas.arrays", name) for name in _PANDAS_ARRAYS]
     + [("pandas._libs.tslibs.offsets", name) for name in _PANDAS_OFFSETS]
-    + [("pandas._libs.arrays", "__pyx_unpickle_NDArrayBacked"),
-       ("pandas._libs.internals", "_unpickle_block"),
-       ("pandas._libs.interval", "__pyx_unpickle_IntervalMixin"),
-       ("pandas._libs.sparse", "IntIndex"), ("pandas._libs.sparse", "BlockIndex"),
-       ("pandas._libs.tslibs.nattype", "_nat_unpickle"),
-       ("pandas._libs.tslibs.timedeltas", "_timedelta_unpickle"),
-       ("pandas._libs.tslibs.timestamps", "_unpickle_timestamp"),
-       ("pandas.core.indexes.base", "_new_Index"),
-       ("pandas.core.indexes.datetimes", "_new_DatetimeIndex"),
-       ("pandas.core.indexes.interval", "_new_IntervalIndex"),
-       ("pandas.core.indexes.period", "_new_PeriodIndex"),
-       ("pandas.core.indexes.timedeltas", "_new_TimedeltaIndex"),
-       ("pandas.core.internals.blocks", "new_block"),
-       ("pandas.core.internals.managers", "BlockManager"),
-       ("pandas.core.internals.managers", "SingleBlockManager"),
-       ("dateutil.relativedelta", "relativedelta"),
-       ("dateutil.tz.tz", "tzutc"), ("dateutil.tz.tz", "tzoffset"),
-       ("pytz", "_p"), ("pytz", "_UTC")]
+    + [
+        ("pandas._libs.arrays", "__pyx_unpickle_NDArrayBacked"),
+        ("pandas._libs.internals", "_unpickle_block"),
+        ("pandas._libs.interval", "__pyx_unpickle_IntervalMixin"),
+        ("pandas._libs.sparse", "IntIndex"),
+        ("pandas._libs.sparse", "BlockIndex"),
+        ("pandas._libs.tslibs.nattype", "_nat_unpickle"),
+        ("pandas._libs.tslibs.timedeltas", "_timedelta_unpickle"),
+        ("pandas._libs.tslibs.timestamps", "_unpickle_timestamp"),
+        ("pandas.core.indexes.base", "_new_Index"),
+        ("pandas.core.indexes.datetimes", "_new_DatetimeIndex"),
+        ("pandas.core.indexes.interval", "_new_IntervalIndex"),
+        ("pandas.core.indexes.period", "_new_PeriodIndex"),
+        ("pandas.core.indexes.timedeltas", "_new_TimedeltaIndex"),
+        ("pandas.core.internals.blocks", "new_block"),
+        ("pandas.core.internals.managers", "BlockManager"),
+        ("pandas.core.internals.managers", "SingleBlockManager"),
+        ("dateutil.relativedelta", "relativedelta"),
+        ("dateutil.tz.tz", "tzutc"),
+        ("dateutil.tz.tz", "tzoffset"),
+        ("pytz", "_p"),
+        ("pytz", "_UTC"),
+    ]
     + [("torch", name) for name in ("Size", "device", "Tensor")]
     + [("torch._C", name) for name in ("TensorBase", "_TensorBase", "_VariableFunctionsClass")]
-    + [("torch._utils", name) for name in ("_rebuild_parameter",
-                                           "_rebuild_parameter_with_state")]
+    + [("torch._utils", name) for name in ("_rebuild_parameter", "_rebuild_parameter_with_state")]
     + [("torch.nn.parameter", "Parameter")]
 )
 """The ``(module, qualname)`` pairs a restricted pickle may name."""
 
 ALLOWED_ATTRIBUTES: Final[frozenset[tuple[str, str, str]]] = frozenset(
     [("torch._C", "_VariableFunctionsClass", "from_numpy")]
-    + [("torch._C", base, method) for base in ("TensorBase", "_TensorBase")
-       for method in ("requires_grad_", "clone", "view")]
+    + [
+        ("torch._C", base, method)
+        for base in ("TensorBase", "_TensorBase")
+        for method in ("requires_grad_", "clone", "view")
+    ]
     + [("zoneinfo", "ZoneInfo", "_unpickle")]
 )
 """``getattr(cls, name)`` a restricted pickle may call: ``(module, class qualname, name)``."""
@@ -150,7 +263,8 @@ class SharedKernelPulls(Configurable):
     """How variables pulled from a kernel someone else can run code in are rebuilt."""
 
     allowed_types = List(
-        Unicode(), config=True,
+        Unicode(),
+        config=True,
         help="Types and functions (module.Qualname, for example 'sklearn.linear_model."
         "_base.LinearRegression') that a pickle pulled from a shared kernel, or from a "
         "kernel joined from someone else's share, may name beyond the data types of "
@@ -165,8 +279,9 @@ class SharedKernelPulls(Configurable):
         for entry in entries:
             parts = entry.split(".")
             if len(parts) < 2 or not all(part.isidentifier() for part in parts):
-                raise TraitError(f"{entry!r} is not module.Qualname (such as "
-                                 "'mypackage.models.Result')")
+                raise TraitError(
+                    f"{entry!r} is not module.Qualname (such as 'mypackage.models.Result')"
+                )
         return entries
 
 
@@ -225,8 +340,9 @@ class RestrictedUnpickler(pickle._Unpickler):
 
     dispatch: ClassVar[dict[int, Callable[[Any], None]]] = dict(pickle._Unpickler.dispatch)
 
-    def __init__(self, file: io.BytesIO, *, buffers: Iterable[Any] = (),
-                 allowed_types: Iterable[str] = ()) -> None:
+    def __init__(
+        self, file: io.BytesIO, *, buffers: Iterable[Any] = (), allowed_types: Iterable[str] = ()
+    ) -> None:
         super().__init__(file, buffers=buffers)
         self._extra = frozenset(allowed_types)
 
@@ -283,15 +399,21 @@ class RestrictedUnpickler(pickle._Unpickler):
         module = getattr(owner, "__module__", None) if isinstance(owner, type) else None
         qualname = getattr(owner, "__qualname__", None)
         key = (module, qualname, name)
-        if module is None or (key not in ALLOWED_ATTRIBUTES
-                              and f"{module}.{qualname}.{name}" not in self._extra):
+        if module is None or (
+            key not in ALLOWED_ATTRIBUTES and f"{module}.{qualname}.{name}" not in self._extra
+        ):
             where = f"{module}.{qualname}" if module else type(owner).__name__
             raise RefusedGlobalError(f"{where}.{name}", " (through builtins.getattr)")
-        if not isinstance(module, str) or not isinstance(qualname, str) or \
-                _walk(sys.modules.get(module), qualname, static=True) is not owner:
-            raise RefusedGlobalError(f"{module}.{qualname}.{name}",
-                                     " (on a class that is not the one its name says)",
-                                     allowable=False)
+        if (
+            not isinstance(module, str)
+            or not isinstance(qualname, str)
+            or _walk(sys.modules.get(module), qualname, static=True) is not owner
+        ):
+            raise RefusedGlobalError(
+                f"{module}.{qualname}.{name}",
+                " (on a class that is not the one its name says)",
+                allowable=False,
+            )
         return getattr(owner, name)
 
     def _load_build(self) -> None:
@@ -300,9 +422,11 @@ class RestrictedUnpickler(pickle._Unpickler):
         target = stack[-2] if len(stack) > 1 else None
         if isinstance(target, (type, ModuleType)):
             name = getattr(target, "__qualname__", getattr(target, "__name__", "?"))
-            raise RefusedGlobalError(f"{getattr(target, '__module__', '')}.{name}",
-                                     " (setting attributes of a class or module)",
-                                     allowable=False)
+            raise RefusedGlobalError(
+                f"{getattr(target, '__module__', '')}.{name}",
+                " (setting attributes of a class or module)",
+                allowable=False,
+            )
         _PLAIN_BUILD(self)
 
     dispatch[pickle.BUILD[0]] = _load_build
@@ -356,39 +480,48 @@ def _globals_named(data: bytes | bytearray | memoryview) -> list[str]:
     return list(dict.fromkeys(named))
 
 
-def _refused(data: bytes | bytearray | memoryview, allowed_types: Iterable[str],
-             first: str) -> list[str]:
+def _refused(
+    data: bytes | bytearray | memoryview, allowed_types: Iterable[str], first: str
+) -> list[str]:
     """What a refused stream names that is not allowed, ``first`` first."""
     probe = RestrictedUnpickler(io.BytesIO(b""), allowed_types=allowed_types)
     refused = [first]
     for entry in _globals_named(data):
         module, _, qualname = entry.rpartition(".")
-        if entry in refused or (module, qualname) in (("builtins", "getattr"),
-                                                      ("builtins", "type")):
+        if entry in refused or (module, qualname) in (
+            ("builtins", "getattr"),
+            ("builtins", "type"),
+        ):
             continue
         if not probe._allowed(module, qualname) and probe._same_object(module, qualname) is None:
             refused.append(entry)
     return refused
 
 
-def _refusal(item: Pickled, source: str, exc: RefusedGlobalError,
-             allowed_types: Iterable[str]) -> str:
+def _refusal(
+    item: Pickled, source: str, exc: RefusedGlobalError, allowed_types: Iterable[str]
+) -> str:
     """The message for a refused variable: what its pickle calls, and how to allow it."""
-    start = (f"refused to rebuild {item.name!r} ({item.type_name}) from {source}: its pickle "
-             f"calls {exc.refused}{exc.how}, which is not among the types allowed from a kernel "
-             "that someone else can run code in (unpickling runs what a pickle calls, with "
-             "arguments they choose). Nothing was assigned.")
+    start = (
+        f"refused to rebuild {item.name!r} ({item.type_name}) from {source}: its pickle "
+        f"calls {exc.refused}{exc.how}, which is not among the types allowed from a kernel "
+        "that someone else can run code in (unpickling runs what a pickle calls, with "
+        "arguments they choose). Nothing was assigned."
+    )
     if not exc.allowable:
         return f"{start} This cannot be allowed."
     refused = _refused(item.data, allowed_types, exc.refused)
     listed = ", ".join(repr(name) for name in refused)
-    return (f"{start} If you trust the code behind {'them' if len(refused) > 1 else 'it'}, add "
-            f"{listed} to {SETTING} in jupyter_server_config.py "
-            f"({SETTING} = [{listed}]) and restart this kernel.")
+    return (
+        f"{start} If you trust the code behind {'them' if len(refused) > 1 else 'it'}, add "
+        f"{listed} to {SETTING} in jupyter_server_config.py "
+        f"({SETTING} = [{listed}]) and restart this kernel."
+    )
 
 
-def load_variables_restricted(pickled: list[Pickled], source: str,
-                              allowed_types: Iterable[str] = ()) -> dict[str, Any]:
+def load_variables_restricted(
+    pickled: list[Pickled], source: str, allowed_types: Iterable[str] = ()
+) -> dict[str, Any]:
     """Rebuild every variable calling only what is allowed; the caller assigns them
     only if all came back.
 
@@ -405,8 +538,9 @@ def load_variables_restricted(pickled: list[Pickled], source: str,
     extra = tuple(allowed_types)
     values: dict[str, Any] = {}
     for item in pickled:
-        unpickler = RestrictedUnpickler(io.BytesIO(item.data), buffers=item.buffers,
-                                        allowed_types=extra)
+        unpickler = RestrictedUnpickler(
+            io.BytesIO(item.data), buffers=item.buffers, allowed_types=extra
+        )
         try:
             values[item.name] = unpickler.load()
         except RefusedGlobalError as exc:

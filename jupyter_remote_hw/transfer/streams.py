@@ -100,8 +100,13 @@ async def open_parts(opener: StreamOpener | None, content: dict[str, Any]) -> Pa
     try:
         results = await asyncio.gather(*tasks, return_exceptions=True)
     except asyncio.CancelledError:
-        close_parts([task.result() for task in tasks
-                     if task.done() and not task.cancelled() and task.exception() is None])
+        close_parts(
+            [
+                task.result()
+                for task in tasks
+                if task.done() and not task.cancelled() and task.exception() is None
+            ]
+        )
         raise
     opened = [result for result in results if not isinstance(result, BaseException)]
     failed = [result for result in results if isinstance(result, BaseException)]

@@ -33,8 +33,10 @@ ANSWER_WAIT = 10.0
 BUSY_ANSWER_WAIT = 1.0
 
 #: The expression that makes a plain IPython kernel answer transfer requests.
-_LOAD_HANDLER = ("__import__('jupyter_remote_hw.transfer.kernel_handler', fromlist=['_'])"
-                 ".load_ipython_extension(get_ipython())")
+_LOAD_HANDLER = (
+    "__import__('jupyter_remote_hw.transfer.kernel_handler', fromlist=['_'])"
+    ".load_ipython_extension(get_ipython())"
+)
 
 
 def stream_opener(manager: Any) -> StreamOpener | None:
@@ -75,8 +77,7 @@ def kernel_manager_of(kernels: Kernels, kernel_id: str) -> KernelManager:
 
 
 @contextlib.asynccontextmanager
-async def transfer_client(kernel_manager: Kernels,
-                          kernel_id: str) -> AsyncIterator[TransferClient]:
+async def transfer_client(kernel_manager: Kernels, kernel_id: str) -> AsyncIterator[TransferClient]:
     """A transfer client of one of the server's kernels, its channels open while in use.
 
     Args:
@@ -94,8 +95,9 @@ async def transfer_client(kernel_manager: Kernels,
     client.start_channels()
     try:
         async with KernelLink(client) as link:
-            yield TransferClient(link, f"kernel {kernel_id} ({manager.kernel_name})",
-                                 opener=stream_opener(manager))
+            yield TransferClient(
+                link, f"kernel {kernel_id} ({manager.kernel_name})", opener=stream_opener(manager)
+            )
     finally:
         client.stop_channels()
 
@@ -120,8 +122,10 @@ async def answering(client: TransferClient, timeout: float = 10.0) -> dict[str, 
         async with asyncio.timeout(timeout):
             answer = await client.link.evaluate({"load": _LOAD_HANDLER})
     except TimeoutError:
-        raise TransferError(f"the kernel on {client.where} did not answer within "
-                            f"{timeout:g} s: it may be busy running a cell") from None
+        raise TransferError(
+            f"the kernel on {client.where} did not answer within "
+            f"{timeout:g} s: it may be busy running a cell"
+        ) from None
     loaded = answer.get("load") or {}
     try:
         # Also when the load failed: a reply that came late the first time counts.
@@ -133,7 +137,8 @@ async def answering(client: TransferClient, timeout: float = 10.0) -> dict[str, 
     raise NoTransferHandlerError(
         f"the kernel on {client.where} cannot hand over its variables: jupyter-remote-hw "
         f"cannot be loaded in it ({why}). Install jupyter-remote-hw in that kernel's "
-        "Python, or switch without carrying variables.")
+        "Python, or switch without carrying variables."
+    )
 
 
 def user_names(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -158,8 +163,7 @@ async def listing(client: TransferClient, busy: bool = False) -> dict[str, Any]:
                 "ends. Wait for it or interrupt it, or go on without carrying variables."
             ) from None
         raise
-    return {"variables": user_names(found["variables"]),
-            "modules": user_names(found["modules"])}
+    return {"variables": user_names(found["variables"]), "modules": user_names(found["modules"])}
 
 
 def is_busy(kernel_manager: Kernels, kernel_id: str) -> bool:
@@ -168,8 +172,7 @@ def is_busy(kernel_manager: Kernels, kernel_id: str) -> bool:
     return getattr(manager, "execution_state", None) == "busy"
 
 
-async def kernel_namespace(kernel_manager: MultiKernelManager,
-                           kernel_id: str) -> dict[str, Any]:
+async def kernel_namespace(kernel_manager: MultiKernelManager, kernel_id: str) -> dict[str, Any]:
     """What could be carried from a kernel: each variable with whether it can be
     carried (and why not), and each module bound to a name.
 
@@ -188,9 +191,14 @@ async def kernel_namespace(kernel_manager: MultiKernelManager,
         return await listing(client, busy)
 
 
-async def copy_variables(kernel_manager: MultiKernelManager, source_id: str,
-                         destination_id: str, names: list[str], device: str | None = None,
-                         progress: Progress | None = None) -> list[dict[str, Any]]:
+async def copy_variables(
+    kernel_manager: MultiKernelManager,
+    source_id: str,
+    destination_id: str,
+    names: list[str],
+    device: str | None = None,
+    progress: Progress | None = None,
+) -> list[dict[str, Any]]:
     """Copy the named variables of one kernel into another: all of them, or none.
 
     Args:
@@ -210,8 +218,10 @@ async def copy_variables(kernel_manager: MultiKernelManager, source_id: str,
             is missing or cannot be serialized (named), or the copy failed;
             nothing was assigned in the destination.
     """
-    async with transfer_client(kernel_manager, source_id) as source, \
-            transfer_client(kernel_manager, destination_id) as destination:
+    async with (
+        transfer_client(kernel_manager, source_id) as source,
+        transfer_client(kernel_manager, destination_id) as destination,
+    ):
         await answering(source)
         await answering(destination)
         return await source.copy_to(destination, names, device, progress)

@@ -100,7 +100,7 @@ class ConnectionChannels:
             async with asyncio.timeout(limit):
                 first = str(await process.stderr.readline())
                 if first.startswith(_PGID_MARK):
-                    pgid = first[len(_PGID_MARK):].strip()
+                    pgid = first[len(_PGID_MARK) :].strip()
                 stdout, stderr = await process.communicate(input)
         except TimeoutError:
             process.close()
@@ -178,9 +178,13 @@ class ConnectionChannels:
         """
         conn = await self.wait_connected(self.settings.forward_wait_timeout)
         try:
-            return await conn.open_connection(remote_host, remote_port, encoding=None,
-                                              window=STREAM_WINDOW,
-                                              max_pktsize=STREAM_MAX_PACKET)
+            return await conn.open_connection(
+                remote_host,
+                remote_port,
+                encoding=None,
+                window=STREAM_WINDOW,
+                max_pktsize=STREAM_MAX_PACKET,
+            )
         except asyncssh.ChannelOpenError as exc:
             raise ConnectionFailedError(
                 self.destination,
@@ -188,8 +192,12 @@ class ConnectionChannels:
             ) from None
 
     async def forward_local_port(
-        self, remote_port: int, *, remote_host: str = "127.0.0.1",
-        remote_path: str | None = None, local_port: int = 0,
+        self,
+        remote_port: int,
+        *,
+        remote_host: str = "127.0.0.1",
+        remote_path: str | None = None,
+        local_port: int = 0,
     ) -> LocalForward:
         """Listen on 127.0.0.1 and tunnel each client to ``remote_host:remote_port``,
         or to the host's UNIX socket ``remote_path`` when one is given.

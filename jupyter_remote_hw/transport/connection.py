@@ -106,17 +106,20 @@ class SSHConnection(VerifiedLogin, ConnectionChannels):
         finally:
             remove()
 
-    def _set_state(self, state: ConnectionState, reason: str | None = None, *,
-                   raised: bool = False) -> None:
+    def _set_state(
+        self, state: ConnectionState, reason: str | None = None, *, raised: bool = False
+    ) -> None:
         """Enter ``state``; ``raised``: the failure is raised to the caller, who reports it
         (so it is logged here at INFO, not a second time at WARNING)."""
         if state == self._state and reason == self._last_change.reason:
             return
         self._state = state
         self._last_change = StateChange(self.destination, state, reason)
-        log = self.log.warning if state in (ConnectionState.RECONNECTING,
-                                            ConnectionState.FAILED) and not raised \
+        log = (
+            self.log.warning
+            if state in (ConnectionState.RECONNECTING, ConnectionState.FAILED) and not raised
             else self.log.info
+        )
         log("ssh %s: %s%s", self.destination, state.value, f" ({reason})" if reason else "")
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
@@ -155,20 +158,18 @@ class SSHConnection(VerifiedLogin, ConnectionChannels):
 
     # -- connecting --------------------------------------------------------
 
-
-
-
-
-
-
     async def _connect_once(self) -> asyncssh.SSHClientConnection:
         """Open one connection, turning failures into errors that say what to do."""
         options = self._options()
         host, port, user = str(options.host), int(options.port), str(options.username)
-        where = f"{self.destination} ({host}:{port})" if host != self.destination else \
-            f"{host}:{port}"
-        jump = options.tunnel if isinstance(options.tunnel, str) and \
-            options.tunnel.lower() != "none" else None
+        where = (
+            f"{self.destination} ({host}:{port})" if host != self.destination else f"{host}:{port}"
+        )
+        jump = (
+            options.tunnel
+            if isinstance(options.tunnel, str) and options.tunnel.lower() != "none"
+            else None
+        )
         tunnel: asyncssh.SSHClientConnection | None = None
         try:
             if jump is not None:
@@ -212,7 +213,6 @@ class SSHConnection(VerifiedLogin, ConnectionChannels):
                 tunnel.close()
         self._lost_reason = None
         return conn
-
 
     async def open(self) -> Self:
         """Connect for the first time and start watching the connection.
@@ -262,11 +262,13 @@ class SSHConnection(VerifiedLogin, ConnectionChannels):
 
             retrying = AsyncRetrying(
                 wait=wait_exponential_jitter(
-                    multiplier=s.reconnect_initial_delay, max=s.reconnect_max_delay,
+                    multiplier=s.reconnect_initial_delay,
+                    max=s.reconnect_max_delay,
                     jitter=s.reconnect_initial_delay,
                 ),
                 stop=stop_after_delay(s.reconnect_give_up_after)
-                if s.reconnect_give_up_after > 0 else stop_never,
+                if s.reconnect_give_up_after > 0
+                else stop_never,
                 retry=retry_if_exception_type(HostUnreachableError),
                 before_sleep=before_sleep,
                 reraise=True,

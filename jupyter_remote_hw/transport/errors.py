@@ -38,8 +38,14 @@ class HostKeyError(TransportError):
     """
 
     def __init__(
-        self, destination: str, message: str, *, fingerprint: str | None, changed: bool,
-        host: str | None = None, port: int | None = None,
+        self,
+        destination: str,
+        message: str,
+        *,
+        fingerprint: str | None,
+        changed: bool,
+        host: str | None = None,
+        port: int | None = None,
     ) -> None:
         super().__init__(destination, message)
         self.fingerprint = fingerprint

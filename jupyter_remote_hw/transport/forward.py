@@ -74,16 +74,14 @@ class _LocalSide(SSHForwarder):
             conn = await fwd._get_connection()
             if fwd.remote_path is not None:
                 await conn.create_unix_connection(
-                    cast(Callable[[], asyncssh.SSHUNIXSession[bytes]],
-                         lambda: SSHForwarder(self)),
+                    cast(Callable[[], asyncssh.SSHUNIXSession[bytes]], lambda: SSHForwarder(self)),
                     fwd.remote_path,
                     window=CHANNEL_WINDOW,
                     max_pktsize=CHANNEL_MAX_PACKET,
                 )
             else:
                 await conn.create_connection(
-                    cast(Callable[[], asyncssh.SSHTCPSession[bytes]],
-                         lambda: SSHForwarder(self)),
+                    cast(Callable[[], asyncssh.SSHTCPSession[bytes]], lambda: SSHForwarder(self)),
                     fwd.remote_host,
                     fwd.remote_port,
                     window=CHANNEL_WINDOW,
@@ -155,7 +153,9 @@ class LocalForward:
         self.local_port = int(self._server.sockets[0].getsockname()[1])
         self.log.debug(
             "forward 127.0.0.1:%d -> %s on %s started",
-            self.local_port, self.remote, self.destination,
+            self.local_port,
+            self.remote,
+            self.destination,
         )
         return self
 
@@ -192,7 +192,10 @@ class LocalForward:
         self._failing = True
         log(
             "forward 127.0.0.1:%d -> %s on %s: dropped a client: %s",
-            self.local_port, self.remote, self.destination, exc,
+            self.local_port,
+            self.remote,
+            self.destination,
+            exc,
         )
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
@@ -200,7 +203,9 @@ class LocalForward:
         if not task.cancelled() and (exc := task.exception()) is not None:
             self.log.error(
                 "forward 127.0.0.1:%d -> %s on %s: tunnel task failed",
-                self.local_port, self.remote, self.destination,
+                self.local_port,
+                self.remote,
+                self.destination,
                 exc_info=exc,
             )
 

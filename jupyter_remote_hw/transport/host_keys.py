@@ -64,17 +64,29 @@ async def fetch_presented_key(destination: str, settings: TransportSettings) -> 
         key = await conn.presented_key()
     except (OSError, TimeoutError, asyncssh.Error) as exc:
         raise HostUnreachableError(
-            destination, f"cannot reach {destination} ({host}:{port}) to read its host key: "
-            f"{exc or type(exc).__name__}") from None
+            destination,
+            f"cannot reach {destination} ({host}:{port}) to read its host key: "
+            f"{exc or type(exc).__name__}",
+        ) from None
     if key is None:
         raise TransportError(destination, f"{destination} ({host}:{port}) sent no host key")
     kind, data = key.export_public_key("openssh").decode().split()[:2]
     recorded = recorded_host_keys(files, host, port)
-    status = (UNKNOWN if not recorded else TRUSTED
-              if any(k.public_data == key.public_data for k in recorded) else CHANGED)
+    status = (
+        UNKNOWN
+        if not recorded
+        else TRUSTED
+        if any(k.public_data == key.public_data for k in recorded)
+        else CHANGED
+    )
     return PresentedKey(
-        destination=destination, host=host, port=port, algorithm=kind,
-        fingerprint=key.get_fingerprint("sha256"), known_hosts=files[0], status=status,
+        destination=destination,
+        host=host,
+        port=port,
+        algorithm=kind,
+        fingerprint=key.get_fingerprint("sha256"),
+        known_hosts=files[0],
+        status=status,
         line=f"{known_hosts_name(host, port)} {kind} {data}\n",
     )
 
@@ -96,7 +108,8 @@ def refuse_changed(presented: PresentedKey) -> None:
             f"{presented.known_hosts} records another key for {presented.address}; it is "
             "not replaced. If the machine was reinstalled, remove the old key with "
             f"`ssh-keygen -R '{known_hosts_name(presented.host, presented.port)}' -f "
-            f"{presented.known_hosts}` and trust it again.")
+            f"{presented.known_hosts}` and trust it again.",
+        )
 
 
 def record_key(presented: PresentedKey) -> None:
@@ -117,8 +130,9 @@ def record_key(presented: PresentedKey) -> None:
         handle.write(presented.line)
 
 
-async def trust_seen_key(destination: str, settings: TransportSettings,
-                         fingerprint: str) -> PresentedKey:
+async def trust_seen_key(
+    destination: str, settings: TransportSettings, fingerprint: str
+) -> PresentedKey:
     """Record the key ``destination`` presents, if it is the one the user saw.
 
     The key is fetched again and compared with ``fingerprint`` (what the user was
@@ -139,6 +153,7 @@ async def trust_seen_key(destination: str, settings: TransportSettings,
             f"{destination} ({presented.address}) now presents {presented.algorithm} key "
             f"{presented.fingerprint}, not the key {fingerprint.strip()} you were shown. "
             "Nothing was trusted. Check with the machine's owner which key is right, then "
-            f"try again (`jupyter remote-hw trust {shlex.quote(destination)}`).")
+            f"try again (`jupyter remote-hw trust {shlex.quote(destination)}`).",
+        )
     record_key(presented)
     return presented

@@ -50,7 +50,7 @@ def known_hosts_name(host: str, port: int) -> str:
 def _as_typed(path: str) -> str:
     """``path`` as a user types it: the home folder as ``~``."""
     home = str(Path.home())
-    return "~" + path[len(home):] if path == home or path.startswith(home + "/") else path
+    return "~" + path[len(home) :] if path == home or path.startswith(home + "/") else path
 
 
 def recorded_host_keys(files: list[str], host: str, port: int) -> list[asyncssh.SSHKey]:
@@ -109,7 +109,8 @@ class VerifiedLogin:
             # "UserKnownHostsFile none" would turn verification off: never do that.
             self.log.warning(
                 "ssh %s: ssh_config disables known_hosts; verifying against %s anyway",
-                host, _DEFAULT_KNOWN_HOSTS,
+                host,
+                _DEFAULT_KNOWN_HOSTS,
             )
             overrides["known_hosts"] = b""
         # The files that record host keys, and the first, where a trusted key is written.
@@ -140,8 +141,9 @@ class VerifiedLogin:
         try:
             for hop in (part.strip() for part in spec.split(",") if part.strip()):
                 user, _, address = hop.rpartition("@")
-                host, _, port = address.partition(":") if address.count(":") == 1 else \
-                    (address, "", "")
+                host, _, port = (
+                    address.partition(":") if address.count(":") == 1 else (address, "", "")
+                )
                 given: dict[str, Any] = {}
                 if user:
                     given["username"] = user
@@ -149,8 +151,9 @@ class VerifiedLogin:
                     given["port"] = int(port)
                 options, files = self._verified_options(host, **given)
                 try:
-                    conn = await asyncssh.connect(host, config=config, options=options,
-                                                  tunnel=last or ())
+                    conn = await asyncssh.connect(
+                        host, config=config, options=options, tunnel=last or ()
+                    )
                 except asyncssh.HostKeyNotVerifiable:
                     where = f"{options.host}:{options.port}"
                     raise HostKeyError(
@@ -159,7 +162,9 @@ class VerifiedLogin:
                         f"{self.destination}, is not known or has changed; nothing was "
                         f"trusted automatically. Check it and add it to {files[0]} (connect "
                         f"once with `ssh {shlex.quote(hop)}`), then retry.",
-                        fingerprint=None, changed=False, host=str(options.host),
+                        fingerprint=None,
+                        changed=False,
+                        host=str(options.host),
                         port=int(options.port),
                     ) from None
                 conn.set_tunnel(last)
@@ -169,8 +174,9 @@ class VerifiedLogin:
                 last.close()
             raise
         if last is None:
-            raise HostUnreachableError(self.destination,
-                                       f"ProxyJump of {self.destination} names no host")
+            raise HostUnreachableError(
+                self.destination, f"ProxyJump of {self.destination} names no host"
+            )
         return last
 
     def resolved_address(self) -> tuple[str, int, list[str]]:
@@ -189,7 +195,8 @@ class VerifiedLogin:
         """
         return await asyncio.wait_for(
             asyncssh.get_server_host_key(
-                self.destination, config=list(self.settings.ssh_config_files) or ()),
+                self.destination, config=list(self.settings.ssh_config_files) or ()
+            ),
             self.settings.connect_timeout,
         )
 
@@ -240,5 +247,11 @@ class VerifiedLogin:
                 f"`ssh {shlex.quote(self.destination)}` and accept it), then retry."
             )
         self.log.debug("ssh %s: host key rejected: %s", self.destination, exc)
-        return HostKeyError(self.destination, message, fingerprint=fingerprint, changed=changed,
-                            host=host, port=port)
+        return HostKeyError(
+            self.destination,
+            message,
+            fingerprint=fingerprint,
+            changed=changed,
+            host=host,
+            port=port,
+        )

@@ -19,11 +19,15 @@ class TransportManager(LoggingConfigurable):
     """
 
     ssh_config_files = List(
-        Unicode(), default_value=[], config=True,
+        Unicode(),
+        default_value=[],
+        config=True,
         help="ssh_config files to read. Empty: ~/.ssh/config, as ssh does.",
     )
     known_hosts_files = List(
-        Unicode(), default_value=[], config=True,
+        Unicode(),
+        default_value=[],
+        config=True,
         help="known_hosts files to verify host keys against. Empty: UserKnownHostsFile "
         "from the ssh config, else ~/.ssh/known_hosts. Verification cannot be turned off.",
     )
@@ -43,7 +47,8 @@ class TransportManager(LoggingConfigurable):
         2.0, config=True, help="Longest wait, in seconds, between reconnect attempts."
     )
     reconnect_give_up_after = Float(
-        600.0, config=True,
+        600.0,
+        config=True,
         help="Seconds of failed reconnect attempts before the connection is declared "
         "failed; 0 retries for ever.",
     )
@@ -51,7 +56,8 @@ class TransportManager(LoggingConfigurable):
         60.0, config=True, help="Default timeout, in seconds, of a command run on a host."
     )
     forward_wait_timeout = Float(
-        30.0, config=True,
+        30.0,
+        config=True,
         help="Seconds a new client of a local forward waits for a lost connection to "
         "come back before it is dropped.",
     )

@@ -51,8 +51,16 @@ def agent_env() -> dict[str, str]:
 
 def serve_argv(state_dir: Path, *extra: str, python: str = sys.executable) -> list[str]:
     """The ``serve --daemon`` command line the local side runs."""
-    return [python, "-m", "jupyter_remote_hw.agent", "serve", "--state-dir", str(state_dir),
-            "--daemon", *extra]
+    return [
+        python,
+        "-m",
+        "jupyter_remote_hw.agent",
+        "serve",
+        "--state-dir",
+        str(state_dir),
+        "--daemon",
+        *extra,
+    ]
 
 
 def serve(

@@ -67,7 +67,10 @@ def wait_for_stream(kc: Any, msg_id: str, text: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
-        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream" \
-                and text in msg["content"]["text"]:
+        if (
+            msg["parent_header"].get("msg_id") == msg_id
+            and msg["msg_type"] == "stream"
+            and text in msg["content"]["text"]
+        ):
             return
     raise AssertionError(f"the cell did not print {text!r} within {timeout} s")

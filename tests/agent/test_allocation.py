@@ -20,13 +20,16 @@ SHOW_JOB = """JobId=200 JobName=jupyter-remote-hw
 """
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    (SHOW_JOB, {"a100": 1}),
-    ("JOB_GRES=gpu:a100:2,gpu:t4:1", {"a100": 2, "t4": 1}),
-    ("JOB_GRES=gpu:3", {"gpu": 3}),
-    ("JOB_GRES=(null)", {}),
-    ("JobId=1 NodeList=gpu2", {}),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (SHOW_JOB, {"a100": 1}),
+        ("JOB_GRES=gpu:a100:2,gpu:t4:1", {"a100": 2, "t4": 1}),
+        ("JOB_GRES=gpu:3", {"gpu": 3}),
+        ("JOB_GRES=(null)", {}),
+        ("JobId=1 NodeList=gpu2", {}),
+    ],
+)
 def test_gpu_types_and_counts_come_from_the_jobs_gres(text: str, expected: dict[str, int]) -> None:
     assert parse_job_gres(text) == expected
 
@@ -45,8 +48,9 @@ async def test_a_job_without_scontrol_still_names_its_gpus(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")  # no scontrol to ask
-    found = await slurm_allocation({"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "gpu2",
-                                    "CUDA_VISIBLE_DEVICES": "0"})
+    found = await slurm_allocation(
+        {"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "gpu2", "CUDA_VISIBLE_DEVICES": "0"}
+    )
     assert found is not None
     assert (found["job_id"], found["node"], found["gpu_indexes"]) == ("7", "gpu2", ["0"])
     assert allocation_label(found) == "1 × GPU (SLURM job 7)"

@@ -49,12 +49,21 @@ def starters() -> Iterator[Callable[..., tuple[subprocess.Popen[bytes], dict[str
     """Start client processes that start one kernel each; all are killed afterwards."""
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(agent: Agent, grace: float, owner: dict[str, Any] | None = None,
-              close: bool = False) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+    def start(
+        agent: Agent, grace: float, owner: dict[str, Any] | None = None, close: bool = False
+    ) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
         proc = subprocess.Popen(
-            [sys.executable, "-c", STARTER, agent.socket, str(grace), json.dumps(owner),
-             "close" if close else "keep"],
-            stdout=subprocess.PIPE, env=agent_env(),
+            [
+                sys.executable,
+                "-c",
+                STARTER,
+                agent.socket,
+                str(grace),
+                json.dumps(owner),
+                "close" if close else "keep",
+            ],
+            stdout=subprocess.PIPE,
+            env=agent_env(),
         )
         procs.append(proc)
         assert proc.stdout is not None
@@ -173,8 +182,10 @@ async def test_readopted_kernels_report_idle_and_busy_at_once(
         second = start_agent()
         conn = await second.client()
         try:
-            states = {k["kernel_id"]: k["execution_state"]
-                      for k in (await conn.call("list_kernels"))["kernels"]}
+            states = {
+                k["kernel_id"]: k["execution_state"]
+                for k in (await conn.call("list_kernels"))["kernels"]
+            }
             assert states == {"idle": "idle", "busy": "busy"}
             shell_reply(kc, msg_id, timeout=30)
             await asyncio.sleep(0.5)

@@ -61,7 +61,7 @@ def tcp_listeners(pid: int) -> list[int]:
         except OSError:
             continue
         if target.startswith("socket:["):
-            inodes.add(target[len("socket:["):-1])
+            inodes.add(target[len("socket:[") : -1])
     ports = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for row in Path(table).read_text().splitlines()[1:]:
@@ -115,7 +115,9 @@ async def test_start_kernel_connection_file_and_ports(agent: Agent, client: Agen
 
     # Shutting down removes the sockets with the connection file.
     await client.call("shutdown_kernel", kernel_id="k-1", now=True)
-    assert not [p for p in os.listdir(agent.state_dir) if p.startswith(os.path.basename(info["ip"]))]
+    assert not [
+        p for p in os.listdir(agent.state_dir) if p.startswith(os.path.basename(info["ip"]))
+    ]
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="switching to another user needs root")
@@ -138,9 +140,20 @@ async def test_another_user_of_the_host_cannot_reach_a_kernel(
         path = f"{info['ip']}-{info[name]}"
         done = await asyncio.to_thread(
             subprocess.run,
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-             "/usr/bin/python3", "-c", probe, path],
-            capture_output=True, text=True, timeout=30, check=True,
+            [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "/usr/bin/python3",
+                "-c",
+                probe,
+                path,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         )
         out = done.stdout.strip()
         assert out == "PermissionError", (name, out)
@@ -263,7 +276,8 @@ async def test_execution_state_follows_iopub(
         # The cell stays busy until the test releases it, however slow the machine.
         release = tmp_path / "release"
         msg_id = kc.execute(
-            f"while not __import__('os').path.exists({str(release)!r}): time.sleep(0.02)")
+            f"while not __import__('os').path.exists({str(release)!r}): time.sleep(0.02)"
+        )
 
         async def busy() -> dict[str, Any] | None:
             status = await state_of(client, kid)

@@ -28,8 +28,9 @@ from ..testhosts import SSHTestHost, forward_kernel
 
 
 @pytest.fixture
-async def agent(ssh_host: SSHTestHost, short_tmp: Path) -> AsyncIterator[
-        tuple[AgentClient, SSHConnection]]:
+async def agent(
+    ssh_host: SSHTestHost, short_tmp: Path
+) -> AsyncIterator[tuple[AgentClient, SSHConnection]]:
     """The agent on the test host, started over SSH; stopped with its kernels afterwards."""
     async with SSHConnection(ssh_host.alias, settings_for(ssh_host.ssh_config)) as conn:
         client = await start_ssh_agent(conn, python=sys.executable, root=str(short_tmp))
@@ -73,8 +74,9 @@ def run_cell(connection: dict[str, Any], code: str, timeout: float) -> str:
         kc.stop_channels()
 
 
-async def test_idle_stop_fires_once_the_kernel_is_idle(agent: tuple[AgentClient, SSHConnection],
-                                                       short_tmp: Path) -> None:
+async def test_idle_stop_fires_once_the_kernel_is_idle(
+    agent: tuple[AgentClient, SSHConnection], short_tmp: Path
+) -> None:
     client, _ = agent
     marker = short_tmp / "stopped"
     await client.call("start_kernel")
@@ -104,8 +106,9 @@ async def test_idle_stop_fires_once_the_kernel_is_idle(agent: tuple[AgentClient,
     assert fired[0]["reason"] == "idle" and fired[0]["exit_code"] == 0
 
 
-async def test_long_running_cell_is_activity(agent: tuple[AgentClient, SSHConnection],
-                                             short_tmp: Path) -> None:
+async def test_long_running_cell_is_activity(
+    agent: tuple[AgentClient, SSHConnection], short_tmp: Path
+) -> None:
     client, conn = agent
     marker = short_tmp / "stopped"
     started = await client.call("start_kernel")
@@ -120,8 +123,9 @@ async def test_long_running_cell_is_activity(agent: tuple[AgentClient, SSHConnec
     assert marker.read_text().split() == ["idle"]
 
 
-async def test_deadman_fires_with_kernels_running(agent: tuple[AgentClient, SSHConnection],
-                                                  short_tmp: Path) -> None:
+async def test_deadman_fires_with_kernels_running(
+    agent: tuple[AgentClient, SSHConnection], short_tmp: Path
+) -> None:
     client, conn = agent
     marker = short_tmp / "stopped"
     started = await client.call("start_kernel")
@@ -142,17 +146,18 @@ async def test_deadman_fires_with_kernels_running(agent: tuple[AgentClient, SSHC
 
 
 async def test_policy_survives_an_agent_restart_and_keeps_the_agent(
-        agent: tuple[AgentClient, SSHConnection], ssh_host: SSHTestHost, short_tmp: Path) -> None:
+    agent: tuple[AgentClient, SSHConnection], ssh_host: SSHTestHost, short_tmp: Path
+) -> None:
     client, conn = agent
     marker = short_tmp / "stopped"
-    await client.call("set_lifetime", idle_stop=3600, deadman=7200,
-                      stop_command=stop_command(marker))
+    await client.call(
+        "set_lifetime", idle_stop=3600, deadman=7200, stop_command=stop_command(marker)
+    )
     state = short_tmp / ".local/state/jupyter-remote-hw/agent/lifetime.json"
     assert state.stat().st_mode & 0o077 == 0
     await client.call("shutdown_agent", kill_kernels=False)
     await client.close()
-    again = await start_ssh_agent(conn, python=sys.executable, root=str(short_tmp),
-                                  idle_exit=1)
+    again = await start_ssh_agent(conn, python=sys.executable, root=str(short_tmp), idle_exit=1)
     try:
         status = await again.call("lifetime")
         assert (status["idle_stop"], status["deadman"]) == (3600, 7200)

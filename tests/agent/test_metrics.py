@@ -41,8 +41,9 @@ def check_host(metrics: dict[str, object]) -> None:
     assert isinstance(memory, dict)
     assert memory["total_gib"] == round(meminfo_gib("MemTotal"), 3)
     assert 0.0 < memory["used_gib"] < memory["total_gib"]
-    assert memory["percent"] == pytest.approx(100 * memory["used_gib"] / memory["total_gib"],
-                                              abs=0.2)
+    assert memory["percent"] == pytest.approx(
+        100 * memory["used_gib"] / memory["total_gib"], abs=0.2
+    )
     load = metrics["load"]
     assert isinstance(load, list) and len(load) == 3 and all(v >= 0 for v in load)
 
@@ -68,11 +69,15 @@ async def test_gpus_come_from_nvidia_smi_on_the_path(
     finally:
         await client.close()
     check_host(metrics)
-    assert metrics["gpus"] == [{
-        "index": 0, "name": FAKE_GPU_NAME, "utilization": FAKE_GPU_UTILIZATION,
-        "memory_used_gib": FAKE_GPU_MEMORY_USED_GIB,
-        "memory_total_gib": FAKE_GPU_MEMORY_TOTAL_GIB,
-    }]
+    assert metrics["gpus"] == [
+        {
+            "index": 0,
+            "name": FAKE_GPU_NAME,
+            "utilization": FAKE_GPU_UTILIZATION,
+            "memory_used_gib": FAKE_GPU_MEMORY_USED_GIB,
+            "memory_total_gib": FAKE_GPU_MEMORY_TOTAL_GIB,
+        }
+    ]
     assert metrics["warnings"] == []
 
 
@@ -101,8 +106,10 @@ async def test_a_kernels_own_cpu_and_memory(agent: Agent, client: AgentClient) -
     assert before["kernel"]["cpu_percent"] is not None
     assert 0.0 <= before["kernel"]["cpu_percent"] < 100.0 * os.cpu_count()  # type: ignore[operator]
     with kernel_client(started["connection"]) as kc:
-        code = ("import time\nblock = bytearray(300 * 1024 * 1024)\n"
-                "end = time.process_time() + 1.5\nwhile time.process_time() < end: pass")
+        code = (
+            "import time\nblock = bytearray(300 * 1024 * 1024)\n"
+            "end = time.process_time() + 1.5\nwhile time.process_time() < end: pass"
+        )
         reply = await asyncio.to_thread(execute, kc, code)
         assert reply["status"] == "ok"
     after = await client.call("metrics", kernel_id="k-m")
@@ -127,16 +134,26 @@ def test_nvidia_smi_csv() -> None:
         "No devices were found\n"
     )
     assert gpus == [
-        {"index": 0, "name": "NVIDIA A100-SXM4-80GB", "utilization": 98.0,
-         "memory_used_gib": 39.18, "memory_total_gib": 80.0},
-        {"index": 1, "name": "Tesla K80", "utilization": None, "memory_used_gib": 0.01,
-         "memory_total_gib": None},
+        {
+            "index": 0,
+            "name": "NVIDIA A100-SXM4-80GB",
+            "utilization": 98.0,
+            "memory_used_gib": 39.18,
+            "memory_total_gib": 80.0,
+        },
+        {
+            "index": 1,
+            "name": "Tesla K80",
+            "utilization": None,
+            "memory_used_gib": 0.01,
+            "memory_total_gib": None,
+        },
     ]
 
 
 def test_meminfo_used_is_total_less_available(tmp_path: Path) -> None:
     meminfo = tmp_path / "meminfo"
-    meminfo.write_text("MemTotal:       32768000 kB\nMemFree:  1000 kB\n"
-                       "MemAvailable:   24576000 kB\n")
-    assert read_memory(str(meminfo)) == {"total_gib": 31.25, "used_gib": 7.812,
-                                         "percent": 25.0}
+    meminfo.write_text(
+        "MemTotal:       32768000 kB\nMemFree:  1000 kB\nMemAvailable:   24576000 kB\n"
+    )
+    assert read_memory(str(meminfo)) == {"total_gib": 31.25, "used_gib": 7.812, "percent": 25.0}

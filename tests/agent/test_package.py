@@ -51,15 +51,27 @@ def test_agent_modules_parse_as_python_3_8() -> None:
         assert "from __future__ import annotations" in source, module.name
 
 
-def test_the_boot_script_parses_on_older_pythons_to_refuse_them_clearly(
-        tmp_path: Path) -> None:
+def test_the_boot_script_parses_on_older_pythons_to_refuse_them_clearly(tmp_path: Path) -> None:
     """It checks the version itself, so it must not fail to parse first."""
     source = BOOT.read_text()
     ast.parse(source, str(BOOT), feature_version=(3, 7))
     assert "from __future__" not in source and 'f"' not in source and "f'" not in source
-    old = subprocess.run([sys.executable, "-c", source.replace("(3, 8)", "(99, 0)"),
-                          str(tmp_path), "x.pyz", "0" * 64, "1", "0"],
-                         capture_output=True, text=True, timeout=60, check=False)
+    old = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            source.replace("(3, 8)", "(99, 0)"),
+            str(tmp_path),
+            "x.pyz",
+            "0" * 64,
+            "1",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert old.returncode == 1
     assert "older than 3.8; install a newer Python there" in json.loads(old.stdout)["error"]
 

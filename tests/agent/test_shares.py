@@ -16,28 +16,50 @@ from jupyter_remote_hw.agent.sshd_sessions import (
 from ..testhosts import SSHTestHost
 
 
-@pytest.mark.parametrize("title", [
-    "sshd: ada@notty", "sshd: ada [priv]", "sshd: ada@pts/3", "sshd: ada [net]",
-    # OpenSSH 9.8 and later run each session as sshd-session.
-    "sshd-session: ada@notty", "sshd-session: ada [priv]", "sshd-session: ada@pts/0",
-])
+@pytest.mark.parametrize(
+    "title",
+    [
+        "sshd: ada@notty",
+        "sshd: ada [priv]",
+        "sshd: ada@pts/3",
+        "sshd: ada [net]",
+        # OpenSSH 9.8 and later run each session as sshd-session.
+        "sshd-session: ada@notty",
+        "sshd-session: ada [priv]",
+        "sshd-session: ada@pts/0",
+    ],
+)
 def test_session_titles_of_every_openssh_are_recognised(title: str) -> None:
     assert is_sshd_session_title(title)
 
 
-@pytest.mark.parametrize("title", [
-    "/usr/sbin/sshd -D", "sshd-sessions: ada@notty", "bash", "sshd: ada@notty; rm -rf /",
-    "python3 sshd: ada@notty", "ssh: ada@notty",
-])
+@pytest.mark.parametrize(
+    "title",
+    [
+        "/usr/sbin/sshd -D",
+        "sshd-sessions: ada@notty",
+        "bash",
+        "sshd: ada@notty; rm -rf /",
+        "python3 sshd: ada@notty",
+        "ssh: ada@notty",
+    ],
+)
 def test_other_titles_are_not_sessions(title: str) -> None:
     assert not is_sshd_session_title(title)
 
 
-@pytest.mark.parametrize(("argv0", "expected"), [
-    ("/usr/sbin/sshd", True), ("sshd: ada@notty", True),
-    ("/usr/lib/openssh/sshd-session", True), ("sshd-session: ada [priv]", True),
-    ("/usr/bin/ssh", False), ("sshd-sessions", False), ("/usr/bin/python3", False),
-])
+@pytest.mark.parametrize(
+    ("argv0", "expected"),
+    [
+        ("/usr/sbin/sshd", True),
+        ("sshd: ada@notty", True),
+        ("/usr/lib/openssh/sshd-session", True),
+        ("sshd-session: ada [priv]", True),
+        ("/usr/bin/ssh", False),
+        ("sshd-sessions", False),
+        ("/usr/bin/python3", False),
+    ],
+)
 def test_sshd_programs(argv0: str, expected: bool) -> None:
     assert is_sshd_program(argv0) is expected
 
@@ -46,8 +68,9 @@ def test_a_new_ssh_session_on_this_machines_sshd_is_found(ssh_host: SSHTestHost)
     """The test host's sshd (this machine's OpenSSH) serves a new login: its session
     processes are found, and every one found has a session's title."""
     before = sessions_begun_before(time.time() + 1)
-    with subprocess.Popen(["ssh", "-F", str(ssh_host.ssh_config), ssh_host.alias,
-                           "sleep 30"]) as client:
+    with subprocess.Popen(
+        ["ssh", "-F", str(ssh_host.ssh_config), ssh_host.alias, "sleep 30"]
+    ) as client:
         try:
             deadline = time.monotonic() + 15
             new: set[int] = set()

@@ -49,8 +49,9 @@ def _execute(connection: dict[str, Any], code: str) -> dict[str, Any]:
     kc.start_channels()
     try:
         kc.wait_for_ready(timeout=30)
-        reply = kc.execute_interactive(code, timeout=30, user_expressions={"result": "result"},
-                                       output_hook=lambda _msg: None)
+        reply = kc.execute_interactive(
+            code, timeout=30, user_expressions={"result": "result"}, output_hook=lambda _msg: None
+        )
         assert reply["content"]["status"] == "ok", reply["content"]
         return dict(reply["content"]["user_expressions"]["result"])
     finally:
@@ -61,14 +62,16 @@ async def test_agent_over_ssh_runs_a_kernel_reached_through_forwards(
     ssh_conn: SSHConnection, ssh_host: SSHTestHost, short_tmp: Path
 ) -> None:
     steps: list[str] = []
-    client = await start_ssh_agent(ssh_conn, python=sys.executable, root=str(short_tmp),
-                                   progress=steps.append)
+    client = await start_ssh_agent(
+        ssh_conn, python=sys.executable, root=str(short_tmp), progress=steps.append
+    )
     try:
         assert any("uploading the agent" in step for step in steps)
         hello = await client.call("hello")
         assert hello["version"] == AGENT_VERSION
-        assert (short_tmp / ".cache/jupyter-remote-hw" / agent_zipapp()[0]).stat().st_mode \
-            & 0o077 == 0
+        assert (
+            short_tmp / ".cache/jupyter-remote-hw" / agent_zipapp()[0]
+        ).stat().st_mode & 0o077 == 0
         started = await client.call("start_kernel")
         remote = started["connection"]
         # The kernel's channels are UNIX sockets in the state directory, reached
@@ -93,8 +96,9 @@ async def test_second_start_reuses_upload_and_agent(
     pid = (await first.call("hello"))["pid"]
     await first.close()
     steps: list[str] = []
-    second = await start_ssh_agent(ssh_conn, python=sys.executable, root=str(short_tmp),
-                                   progress=steps.append)
+    second = await start_ssh_agent(
+        ssh_conn, python=sys.executable, root=str(short_tmp), progress=steps.append
+    )
     try:
         assert not any("uploading" in step for step in steps)
         assert (await second.call("hello"))["pid"] == pid
@@ -112,8 +116,9 @@ async def test_an_altered_or_linked_bundle_is_replaced_before_it_runs(
     decoy.write_bytes(b"import sys; sys.exit(7)")
     (cache / name).symlink_to(decoy)
     steps: list[str] = []
-    client = await start_ssh_agent(ssh_conn, python=sys.executable, root=str(short_tmp),
-                                   progress=steps.append)
+    client = await start_ssh_agent(
+        ssh_conn, python=sys.executable, root=str(short_tmp), progress=steps.append
+    )
     try:
         assert any("uploading the agent" in step for step in steps)
         assert (await client.call("hello"))["version"] == AGENT_VERSION
@@ -123,8 +128,9 @@ async def test_an_altered_or_linked_bundle_is_replaced_before_it_runs(
         await _stop(client)
     (cache / name).write_bytes(data[:-1] + b"x")  # altered in place: same name, other bytes
     steps.clear()
-    client = await start_ssh_agent(ssh_conn, python=sys.executable, root=str(short_tmp),
-                                   progress=steps.append)
+    client = await start_ssh_agent(
+        ssh_conn, python=sys.executable, root=str(short_tmp), progress=steps.append
+    )
     try:
         assert any("uploading the agent" in step for step in steps)
         assert (cache / name).read_bytes() == data
@@ -141,8 +147,9 @@ async def test_host_without_ipykernel_is_a_clear_error(
     ssh_conn: SSHConnection, short_tmp: Path
 ) -> None:
     venv = short_tmp / "bare"
-    await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "venv", "--without-pip",
-                                             str(venv)], check=True)
+    await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True
+    )
     bare_python = str(venv / "bin" / "python")
     client = await start_ssh_agent(ssh_conn, python=bare_python, root=str(short_tmp))
     try:

@@ -37,18 +37,34 @@ async def test_an_agent_of_another_version_is_replaced_and_its_kernels_kept(
 ) -> None:
     # A real older build: the agent package copied with another version number.
     old = tmp_path / "old" / "jupyter_remote_hw"
-    shutil.copytree(Path(jupyter_remote_hw.__file__).parent / "agent", old / "agent",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        Path(jupyter_remote_hw.__file__).parent / "agent",
+        old / "agent",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     (old / "__init__.py").write_text("")
     init = old / "agent" / "__init__.py"
-    init.write_text(re.sub(r'AGENT_VERSION = "[^"]+"', 'AGENT_VERSION = "0.0.1-old"',
-                           init.read_text()))
+    init.write_text(
+        re.sub(r'AGENT_VERSION = "[^"]+"', 'AGENT_VERSION = "0.0.1-old"', init.read_text())
+    )
     state = Path(tempfile.mkdtemp(prefix="jrhw-", dir="/tmp")) / "agent"
     env = {**os.environ, "PYTHONPATH": str(old.parent)}
     started = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "jupyter_remote_hw.agent", "serve", "--state-dir", str(state),
-         "--daemon"], env=env, cwd=tmp_path, capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "jupyter_remote_hw.agent",
+            "serve",
+            "--state-dir",
+            str(state),
+            "--daemon",
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     ready = json.loads(started.stdout)
     assert ready["version"] == "0.0.1-old"
@@ -62,7 +78,7 @@ async def test_an_agent_of_another_version_is_replaced_and_its_kernels_kept(
         hello = await client.call("hello")
         assert hello["version"] == AGENT_VERSION and hello["pid"] != ready["pid"]
         assert steps.count("prepare host: starting the agent") == 2
-        kept = (await client.call("kernel_status", kernel_id="survivor"))
+        kept = await client.call("kernel_status", kernel_id="survivor")
         assert kept["alive"] and kept["pid"] == kernel["pid"]
     finally:
         await client.call("shutdown_agent", kill_kernels=True)

@@ -26,8 +26,13 @@ async def test_requests_beyond_the_bound_make_clients_wait(
         await link_up.wait()  # the link never comes back in this test
         raise OSError("unreachable")
 
-    relay = KernelRelayClient("k-bound", {"key": secrets.token_hex(16)}, no_link,
-                              logging.getLogger("relay-test"), request_limit=1024 * 1024)
+    relay = KernelRelayClient(
+        "k-bound",
+        {"key": secrets.token_hex(16)},
+        no_link,
+        logging.getLogger("relay-test"),
+        request_limit=1024 * 1024,
+    )
     ports = await relay.start()
     context = zmq.asyncio.Context()
     client = context.socket(zmq.DEALER)

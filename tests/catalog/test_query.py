@@ -61,17 +61,25 @@ def test_spot_prefers_spot_prices() -> None:
     base = Catalog.load(SHIPPED_CATALOG)
     import dataclasses
 
-    entries = [dataclasses.replace(e, spot_usd_per_hour=0.3) if e.instance_type == "g5.2xlarge"
-               else e for e in base.entries]
+    entries = [
+        dataclasses.replace(e, spot_usd_per_hour=0.3) if e.instance_type == "g5.2xlarge" else e
+        for e in base.entries
+    ]
     catalog = Catalog(entries, "test")
     assert types(catalog.search("a10g cheapest", region="us-east-1")) == ["g5.xlarge"]
     assert types(catalog.search("a10g spot cheapest", region="us-east-1")) == ["g5.2xlarge"]
     assert types(catalog.search("a10g spot <=0.5", region="us-east-1")) == ["g5.2xlarge"]
 
 
-@pytest.mark.parametrize(("query", "suggestion"), [
-    ("a10", "A10G"), ("h1000", "H100"), ("g5.xlarg", "g5.xlarge"), ("l40", "L40S"),
-])
+@pytest.mark.parametrize(
+    ("query", "suggestion"),
+    [
+        ("a10", "A10G"),
+        ("h1000", "H100"),
+        ("g5.xlarg", "g5.xlarge"),
+        ("l40", "L40S"),
+    ],
+)
 def test_unknown_names_suggest(catalog: Catalog, query: str, suggestion: str) -> None:
     with pytest.raises(CatalogQueryError) as caught:
         catalog.search(query)

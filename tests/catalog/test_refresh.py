@@ -17,8 +17,9 @@ from ..motoserver import aws_env, client, moto_endpoint  # noqa: F401
 def test_refresh_from_moto_keeps_prices_when_pricing_is_missing(aws_env: str) -> None:
     previous = Catalog.load(SHIPPED_CATALOG).entries
     ec2 = {"us-east-1": client(aws_env, "ec2"), "eu-west-1": client(aws_env, "ec2", "eu-west-1")}
-    entries, warnings = refresh_entries(ec2, client(aws_env, "pricing"), previous,
-                                        today="2030-01-02")
+    entries, warnings = refresh_entries(
+        ec2, client(aws_env, "pricing"), previous, today="2030-01-02"
+    )
     by_key = {(e.instance_type, e.region): e for e in entries}
     g5 = by_key["g5.xlarge", "us-east-1"]
     assert (g5.vcpus, g5.memory_gib, g5.gpu_name, g5.gpu_count) == (4, 16.0, "A10G", 1)
@@ -37,8 +38,11 @@ def test_refresh_from_moto_keeps_prices_when_pricing_is_missing(aws_env: str) ->
 
 
 def test_refreshed_catalog_round_trips(aws_env: str, tmp_path: Path) -> None:
-    entries, _ = refresh_entries({"us-west-2": client(aws_env, "ec2", "us-west-2")}, None,
-                                 Catalog.load(SHIPPED_CATALOG).entries)
+    entries, _ = refresh_entries(
+        {"us-west-2": client(aws_env, "ec2", "us-west-2")},
+        None,
+        Catalog.load(SHIPPED_CATALOG).entries,
+    )
     path = tmp_path / "cat" / "aws.csv"
     write_catalog(path, entries)
     assert path.read_text().startswith("# jupyter-remote-hw AWS hardware catalog")
@@ -48,17 +52,28 @@ def test_refreshed_catalog_round_trips(aws_env: str, tmp_path: Path) -> None:
 
 PRICE_ITEM = {
     "product": {"attributes": {"instanceType": "g5.xlarge", "regionCode": "us-east-1"}},
-    "terms": {"OnDemand": {"ABC.JRHW": {"priceDimensions": {"ABC.JRHW.6YS6EN2CT7": {
-        "unit": "Hrs", "pricePerUnit": {"USD": "1.0060000000"},
-        "description": "$1.006 per On Demand Linux g5.xlarge Instance Hour"}}}}},
+    "terms": {
+        "OnDemand": {
+            "ABC.JRHW": {
+                "priceDimensions": {
+                    "ABC.JRHW.6YS6EN2CT7": {
+                        "unit": "Hrs",
+                        "pricePerUnit": {"USD": "1.0060000000"},
+                        "description": "$1.006 per On Demand Linux g5.xlarge Instance Hour",
+                    }
+                }
+            }
+        }
+    },
 }
 
 
 def test_price_list_item_parsing() -> None:
     assert on_demand_price(json.dumps(PRICE_ITEM)) == 1.006
     free = json.loads(json.dumps(PRICE_ITEM))
-    free["terms"]["OnDemand"]["ABC.JRHW"]["priceDimensions"]["ABC.JRHW.6YS6EN2CT7"][
-        "pricePerUnit"]["USD"] = "0.0000000000"
+    free["terms"]["OnDemand"]["ABC.JRHW"]["priceDimensions"]["ABC.JRHW.6YS6EN2CT7"]["pricePerUnit"][
+        "USD"
+    ] = "0.0000000000"
     assert on_demand_price(free) is None
 
 
@@ -82,14 +97,21 @@ def test_list_prices_asks_for_linux_shared_tenancy() -> None:
     pricing = _Pages([{"PriceList": [json.dumps(PRICE_ITEM)]}])
     assert list_prices(pricing, "us-east-1", ["g5.xlarge"]) == {"g5.xlarge": 1.006}
     filters = {f["Field"]: f["Value"] for f in pricing.calls[0]["Filters"]}
-    assert filters == {"instanceType": "g5.xlarge", "regionCode": "us-east-1",
-                       "operatingSystem": "Linux", "tenancy": "Shared",
-                       "preInstalledSw": "NA", "capacitystatus": "Used"}
+    assert filters == {
+        "instanceType": "g5.xlarge",
+        "regionCode": "us-east-1",
+        "operatingSystem": "Linux",
+        "tenancy": "Shared",
+        "preInstalledSw": "NA",
+        "capacitystatus": "Used",
+    }
 
 
 def test_malformed_catalog_names_the_row(tmp_path: Path) -> None:
     path = tmp_path / "bad.csv"
-    text = SHIPPED_CATALOG.read_text().replace("g5.xlarge,us-east-1,4,", "g5.xlarge,us-east-1,four,")
+    text = SHIPPED_CATALOG.read_text().replace(
+        "g5.xlarge,us-east-1,4,", "g5.xlarge,us-east-1,four,"
+    )
     path.write_text(text)
     with pytest.raises(CatalogFileError, match=r"bad.csv: data row \d+"):
         read_catalog(path)

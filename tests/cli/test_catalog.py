@@ -22,8 +22,13 @@ def no_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(tmp_path / "jcfg"))
     monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jdata"))
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                 "AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+    for name in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
@@ -33,11 +38,15 @@ def no_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def cli(tmp_path: Path, *argv: str) -> tuple[int, str, str]:
     path = tmp_path / "jupyter_server_config.json"
-    path.write_text(json.dumps({
-        "MachineManager": {"ledger_path": str(tmp_path / "ledger.sqlite3")},
-        "LocalProvider": {"state_dir": str(tmp_path / "l")},
-        "SSHProvider": {"include_ssh_config": False},
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "MachineManager": {"ledger_path": str(tmp_path / "ledger.sqlite3")},
+                "LocalProvider": {"state_dir": str(tmp_path / "l")},
+                "SSHProvider": {"include_ssh_config": False},
+            }
+        )
+    )
     out, err = io.StringIO(), io.StringIO()
     code = main(["--config", str(path), *argv], out=out, err=err)
     return code, out.getvalue(), err.getvalue()
@@ -48,8 +57,10 @@ def test_catalog_folds_aws_into_one_line(tmp_path: Path) -> None:
     assert code == 0, out
     rows = [line.split()[0] for line in out.splitlines()[2:] if line.strip()]
     assert rows[0] == "local" and "g5.xlarge" not in rows
-    assert (f"{FOLD} (44 types folded; `jupyter remote-hw catalog --all` lists them)"
-            in out.splitlines())
+    assert (
+        f"{FOLD} (44 types folded; `jupyter remote-hw catalog --all` lists them)"
+        in out.splitlines()
+    )
 
 
 def test_a_query_or_all_lists_them_each_with_a_price_or_price_unknown(tmp_path: Path) -> None:

@@ -37,26 +37,44 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def config(aws_env: str, ssh_host: SSHTestHost, short_tmp: Path,
-           tmp_path: Path, instance_host: InstanceHost) -> dict[str, Any]:
+def config(
+    aws_env: str,
+    ssh_host: SSHTestHost,
+    short_tmp: Path,
+    tmp_path: Path,
+    instance_host: InstanceHost,
+) -> dict[str, Any]:
     ec2 = client(aws_env, "ec2")
     image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     client(aws_env, "ssm").put_parameter(Name=AMI_PARAMETER, Value=image, Type="String")
     return {
         "MachineManager": {"ledger_path": str(tmp_path / "ledger.sqlite3")},
-        "TransportManager": {"ssh_config_files": [str(ssh_host.ssh_config)],
-                             "connect_timeout": 5.0},
+        "TransportManager": {
+            "ssh_config_files": [str(ssh_host.ssh_config)],
+            "connect_timeout": 5.0,
+        },
         "LocalProvider": {"state_dir": str(short_tmp / "l")},
-        "SSHProvider": {"hosts": [{"host": ssh_host.alias, "python": sys.executable, "root": str(short_tmp / "s")}],
-                        "include_ssh_config": False},
+        "SSHProvider": {
+            "hosts": [
+                {"host": ssh_host.alias, "python": sys.executable, "root": str(short_tmp / "s")}
+            ],
+            "include_ssh_config": False,
+        },
         "AWSProvider": {
-            "endpoint_url": aws_env, "ami_ssm_parameter": AMI_PARAMETER,
+            "endpoint_url": aws_env,
+            "ami_ssm_parameter": AMI_PARAMETER,
             "ssh_cidr": "203.0.113.7/32",
             "public_key_file": f"{instance_host.host.user_key}.pub",
-            "ssh_user": instance_host.host.user, "python": sys.executable,
-            "remote_root": str(short_tmp / "r"), "state_dir": str(short_tmp / "aws"),
-            "ssh_endpoint_redirect": instance_host.redirect, "poll_interval": 0.05,
-            "owner": OWNER, "stop_command": ["true"], "idle_stop": 600, "deadman": 1200,
+            "ssh_user": instance_host.host.user,
+            "python": sys.executable,
+            "remote_root": str(short_tmp / "r"),
+            "state_dir": str(short_tmp / "aws"),
+            "ssh_endpoint_redirect": instance_host.redirect,
+            "poll_interval": 0.05,
+            "owner": OWNER,
+            "stop_command": ["true"],
+            "idle_stop": 600,
+            "deadman": 1200,
         },
     }
 
@@ -80,7 +98,8 @@ def test_catalog_query_table(config: dict[str, Any], tmp_path: Path) -> None:
 
 
 def test_catalog_lists_local_and_ssh_hosts_with_their_agents_report(
-        config: dict[str, Any], tmp_path: Path) -> None:
+    config: dict[str, Any], tmp_path: Path
+) -> None:
     code, out, err = cli(config, tmp_path, "catalog", "--probe", "--region", "us-west-2")
     assert code == 0, out
     # Each host is named before it is asked, and its launch steps show as they happen.
@@ -101,8 +120,9 @@ def test_unknown_hardware_suggests(config: dict[str, Any], tmp_path: Path) -> No
     assert "unknown hardware 'a10'" in err and "did you mean 'A10G'" in err
 
 
-def test_launch_list_stop_start_terminate(config: dict[str, Any], tmp_path: Path,
-                                          aws_env: str) -> None:
+def test_launch_list_stop_start_terminate(
+    config: dict[str, Any], tmp_path: Path, aws_env: str
+) -> None:
     code, out, err = cli(config, tmp_path, "launch", "A10G", "--name", "box", "--spot")
     assert code == 0, err
     for step in ("requested", "running", "SSH reachable", "host prepared"):
@@ -144,8 +164,9 @@ def test_launch_list_stop_start_terminate(config: dict[str, Any], tmp_path: Path
     assert code == 1 and "no machine 'nothing'" in err
 
 
-def test_launch_over_budget_is_refused(config: dict[str, Any], tmp_path: Path,
-                                       aws_env: str) -> None:
+def test_launch_over_budget_is_refused(
+    config: dict[str, Any], tmp_path: Path, aws_env: str
+) -> None:
     config["BudgetGuard"] = {"max_per_machine": 10.0}
     code, out, err = cli(config, tmp_path, "launch", "H100:8", "--no-prepare")
     assert code == 1 and out == ""
@@ -155,11 +176,10 @@ def test_launch_over_budget_is_refused(config: dict[str, Any], tmp_path: Path,
     assert reservations == []
 
 
-def test_reap_lists_with_cost_and_asks(config: dict[str, Any], tmp_path: Path,
-                                       aws_env: str, monkeypatch: pytest.MonkeyPatch
-                                       ) -> None:
-    code, _, err = cli(config, tmp_path, "launch", "t3.medium", "--name", "quiet",
-                       "--no-prepare")
+def test_reap_lists_with_cost_and_asks(
+    config: dict[str, Any], tmp_path: Path, aws_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, _, err = cli(config, tmp_path, "launch", "t3.medium", "--name", "quiet", "--no-prepare")
     assert code == 0, err
     ledger = Ledger(Path(config["MachineManager"]["ledger_path"]))
     [quiet] = ledger.machines()
@@ -167,14 +187,26 @@ def test_reap_lists_with_cost_and_asks(config: dict[str, Any], tmp_path: Path,
     ledger.close()
     ec2 = client(aws_env, "ec2")
     image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
-    ours = ec2.run_instances(ImageId=image, InstanceType="g5.xlarge", MinCount=1, MaxCount=1,
-                             TagSpecifications=[{"ResourceType": "instance", "Tags": [
-                                 {"Key": CREATED_BY_TAG, "Value": "jupyter-remote-hw"},
-                                 {"Key": OWNER_TAG, "Value": OWNER},
-                                 {"Key": LEDGER_TAG, "Value": "m-from-a-lost-laptop"}]}])
+    ours = ec2.run_instances(
+        ImageId=image,
+        InstanceType="g5.xlarge",
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[
+            {
+                "ResourceType": "instance",
+                "Tags": [
+                    {"Key": CREATED_BY_TAG, "Value": "jupyter-remote-hw"},
+                    {"Key": OWNER_TAG, "Value": OWNER},
+                    {"Key": LEDGER_TAG, "Value": "m-from-a-lost-laptop"},
+                ],
+            }
+        ],
+    )
     orphan = ours["Instances"][0]["InstanceId"]
-    other = ec2.run_instances(ImageId=image, InstanceType="t3.medium", MinCount=1,
-                              MaxCount=1)["Instances"][0]["InstanceId"]
+    other = ec2.run_instances(ImageId=image, InstanceType="t3.medium", MinCount=1, MaxCount=1)[
+        "Instances"
+    ][0]["InstanceId"]
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
     code, out, err = cli(config, tmp_path, "reap")
     assert code == 1 and "Pass --yes" in err
@@ -185,8 +217,11 @@ def test_reap_lists_with_cost_and_asks(config: dict[str, Any], tmp_path: Path,
     assert code == 0 and f"terminated 1: {quiet.resource_id}" in out
     looking = "Looking for instances tagged as yours in the configured regions…"
     assert err.splitlines() == [looking, "Terminating 1 instance(s)…"]
-    states = {i["InstanceId"]: i["State"]["Name"] for r in
-              ec2.describe_instances()["Reservations"] for i in r["Instances"]}
+    states = {
+        i["InstanceId"]: i["State"]["Name"]
+        for r in ec2.describe_instances()["Reservations"]
+        for i in r["Instances"]
+    }
     assert states[other] == states[orphan] == "running"
     assert states[quiet.resource_id] in ("shutting-down", "terminated")
     code, out, _ = cli(config, tmp_path, "reap", "--yes")
@@ -208,14 +243,37 @@ def test_runs_as_a_program(tmp_path: Path) -> None:
     import os
     import subprocess
 
-    env = {**os.environ, "HOME": str(tmp_path), "JUPYTER_CONFIG_DIR": str(tmp_path / "c"),
-           "JUPYTER_DATA_DIR": str(tmp_path / "d"),
-           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    done = subprocess.run([sys.executable, "-m", "jupyter_remote_hw.cli", "catalog", "H100:8",
-                           "--region", "us-west-2"], env=env, capture_output=True, text=True,
-                          timeout=60, check=False)
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path),
+        "JUPYTER_CONFIG_DIR": str(tmp_path / "c"),
+        "JUPYTER_DATA_DIR": str(tmp_path / "d"),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jupyter_remote_hw.cli",
+            "catalog",
+            "H100:8",
+            "--region",
+            "us-west-2",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert "p5.48xlarge" in done.stdout and "$98.32" in done.stdout
-    bad = subprocess.run([sys.executable, "-m", "jupyter_remote_hw.cli", "launch"], env=env,
-                         capture_output=True, text=True, timeout=60, check=False)
+    bad = subprocess.run(
+        [sys.executable, "-m", "jupyter_remote_hw.cli", "launch"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert bad.returncode == 2 and "the following arguments are required: hardware" in bad.stderr

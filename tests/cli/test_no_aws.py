@@ -24,8 +24,13 @@ def no_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(tmp_path / "jcfg"))
     monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jdata"))
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "jrun"))
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                 "AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+    for name in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
@@ -35,12 +40,16 @@ def no_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def cli(tmp_path: Path, *argv: str) -> tuple[int, str, str]:
     path = tmp_path / "jupyter_server_config.json"
-    path.write_text(json.dumps({
-        "MachineManager": {"ledger_path": str(tmp_path / "ledger.sqlite3")},
-        "LocalProvider": {"state_dir": str(tmp_path / "l")},
-        "SSHProvider": {"include_ssh_config": False},
-        "AWSProvider": {"ssh_cidr": "203.0.113.7/32", "region": "us-east-1"},
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "MachineManager": {"ledger_path": str(tmp_path / "ledger.sqlite3")},
+                "LocalProvider": {"state_dir": str(tmp_path / "l")},
+                "SSHProvider": {"include_ssh_config": False},
+                "AWSProvider": {"ssh_cidr": "203.0.113.7/32", "region": "us-east-1"},
+            }
+        )
+    )
     out, err = io.StringIO(), io.StringIO()
     code = main(["--config", str(path), *argv], out=out, err=err)
     return code, out.getvalue(), err.getvalue()
@@ -69,7 +78,9 @@ def test_launch_says_there_are_no_credentials(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("command", ["stop", "start", "terminate"])
 def test_machine_commands_name_what_is_not_in_the_ledger(tmp_path: Path, command: str) -> None:
-    code, out, err = cli(tmp_path, command, "aws-g5-xlarge", *(["--yes"] * (command == "terminate")))
+    code, out, err = cli(
+        tmp_path, command, "aws-g5-xlarge", *(["--yes"] * (command == "terminate"))
+    )
     assert code == 1 and out == "" and err.count("\n") == 1
     assert "no machine 'aws-g5-xlarge' in the ledger" in err and "`jupyter remote-hw list`" in err
 
@@ -81,16 +92,31 @@ def test_reap_says_there_are_no_credentials(tmp_path: Path) -> None:
     assert "found none" in line and "`aws configure`" in line
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (("stop", "x$(touch /tmp/owned)"), ("argument machine: machine 'x$(touch /tmp/owned)' is "
-     "not valid: 1 to 128 letters, digits and '.-_:@+'")),
-    (("terminate", "--yes", "a b"), "argument machine: machine 'a b' is not valid"),
-    (("trust", "gpu;sh"), "argument host: host 'gpu;sh' is not valid"),
-    (("revoke", "../../etc/passwd"), ("argument SHARE_ID: share id '../../etc/passwd' is not "
-     "valid: 1 to 64 letters, digits, '-' or '_'")),
-    (("share", "k" * 5000, "--with", "key.pub", "--role", "viewer"),
-     "argument KERNEL_OR_MACHINE: kernel 'kkkk"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ("stop", "x$(touch /tmp/owned)"),
+            (
+                "argument machine: machine 'x$(touch /tmp/owned)' is "
+                "not valid: 1 to 128 letters, digits and '.-_:@+'"
+            ),
+        ),
+        (("terminate", "--yes", "a b"), "argument machine: machine 'a b' is not valid"),
+        (("trust", "gpu;sh"), "argument host: host 'gpu;sh' is not valid"),
+        (
+            ("revoke", "../../etc/passwd"),
+            (
+                "argument SHARE_ID: share id '../../etc/passwd' is not "
+                "valid: 1 to 64 letters, digits, '-' or '_'"
+            ),
+        ),
+        (
+            ("share", "k" * 5000, "--with", "key.pub", "--role", "viewer"),
+            "argument KERNEL_OR_MACHINE: kernel 'kkkk",
+        ),
+    ],
+)
 def test_identifiers_on_the_command_line_are_checked_first(
     argv: tuple[str, ...], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -36,8 +36,7 @@ def start_kernel(kernels: AsyncMultiKernelManager, tmp_path: Path) -> StartKerne
 
     async def start() -> str:
         env = {**os.environ, "PYTHONPATH": REPO}
-        kernel_id = str(await kernels.start_kernel(kernel_name="python3", env=env,
-                                                   cwd=str(home)))
+        kernel_id = str(await kernels.start_kernel(kernel_name="python3", env=env, cwd=str(home)))
         client = kernels.get_kernel(kernel_id).client()
         client.start_channels()
         try:
@@ -66,5 +65,6 @@ async def run(kernels: Any, kernel_id: str, code: str) -> str:
 
 def leftovers(store: HibernationStore) -> list[str]:
     """What is in the store's directory besides entries and its lock."""
-    return sorted(p.name for p in store.path.iterdir()
-                  if p.name.startswith(".") and p.name != ".lock")
+    return sorted(
+        p.name for p in store.path.iterdir() if p.name.startswith(".") and p.name != ".lock"
+    )

@@ -58,25 +58,31 @@ def _names(listing: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 async def test_a_kernel_saved_and_shut_down_comes_back_whole_in_a_new_kernel(
-    kernels: AsyncMultiKernelManager, start_kernel: StartKernel, store: HibernationStore,
+    kernels: AsyncMultiKernelManager,
+    start_kernel: StartKernel,
+    store: HibernationStore,
     tmp_path: Path,
 ) -> None:
     old = await start_kernel()
     work = str(tmp_path / "work")
     await run(kernels, old, NOTEBOOK.format(work=work))
     seen: list[tuple[str, int, int]] = []
-    summary = await save(kernels, old, store, "partial",
-                         lambda step, done, total: seen.append((step, done, total)))
+    summary = await save(
+        kernels, old, store, "partial", lambda step, done, total: seen.append((step, done, total))
+    )
 
-    assert [(e["name"], e["type"]) for e in summary.left_out] == \
-        [("handle", "_io.TextIOWrapper")]
+    assert [(e["name"], e["type"]) for e in summary.left_out] == [("handle", "_io.TextIOWrapper")]
     assert "open file" in summary.left_out[0]["reason"]
     saved = {v["name"]: v for v in summary.saved}
     assert set(saved) == {"frame", "model", "note", "scale", "tensor", "weights", "Model"}
     assert 8_000_000 < saved["weights"]["nbytes"] < 8_001_000
     assert 1_000_000 < saved["tensor"]["nbytes"] < 1_001_000
-    assert sorted((m["name"], m["module"]) for m in summary.modules) == \
-        [("np", "numpy"), ("os", "os"), ("pd", "pandas"), ("torch", "torch")]
+    assert sorted((m["name"], m["module"]) for m in summary.modules) == [
+        ("np", "numpy"),
+        ("os", "os"),
+        ("pd", "pandas"),
+        ("torch", "torch"),
+    ]
     assert summary.cwd == work
     entry = summary.entry
     assert entry.entry_id == old
@@ -96,16 +102,32 @@ async def test_a_kernel_saved_and_shut_down_comes_back_whole_in_a_new_kernel(
     await kernels.shutdown_kernel(old, now=True)
     new = await start_kernel()
     seen.clear()
-    woke = await restore(kernels, new, store, old,
-                         progress=lambda step, done, total: seen.append((step, done, total)))
+    woke = await restore(
+        kernels,
+        new,
+        store,
+        old,
+        progress=lambda step, done, total: seen.append((step, done, total)),
+    )
 
     assert sorted(a["name"] for a in woke.assigned) == sorted(saved)
     assert sorted(m["name"] for m in woke.imported) == ["np", "os", "pd", "torch"]
     assert woke.cwd == work and woke.cwd_restored and woke.notes == []
     assert woke.left_out == summary.left_out
     printed = (await run(kernels, new, CHECK)).split()
-    assert printed == ["True", "True", "True", "8", "15", "True", "hello", "numpy", "pandas",
-                       work, "False"]
+    assert printed == [
+        "True",
+        "True",
+        "True",
+        "8",
+        "15",
+        "True",
+        "hello",
+        "numpy",
+        "pandas",
+        work,
+        "False",
+    ]
     steps = [step for step, _, _ in seen]
     assert steps[0] == "reading saved state" and steps[-1] == "restored"
     assert {"changing directory", "importing modules", "sending variables"} <= set(steps)
@@ -129,34 +151,44 @@ async def test_the_store_is_private(
 
 
 async def test_refuse_names_the_open_file_saves_nothing_and_leaves_the_kernel_as_it_was(
-    kernels: AsyncMultiKernelManager, start_kernel: StartKernel, store: HibernationStore,
+    kernels: AsyncMultiKernelManager,
+    start_kernel: StartKernel,
+    store: HibernationStore,
     tmp_path: Path,
 ) -> None:
     kernel = await start_kernel()
     await run(kernels, kernel, NOTEBOOK.format(work=str(tmp_path / "work")))
     before = _names(await kernel_namespace(kernels, kernel))
-    with pytest.raises(UnsavableStateError, match=r"'handle' \(_io.TextIOWrapper\): .*open "
-                       r"file.*Nothing was saved") as caught:
+    with pytest.raises(
+        UnsavableStateError,
+        match=r"'handle' \(_io.TextIOWrapper\): .*open "
+        r"file.*Nothing was saved",
+    ) as caught:
         await save(kernels, kernel, store, "refuse")
     assert [e["name"] for e in caught.value.left_out] == ["handle"]
     assert store.entries() == [] and leftovers(store) == []
     assert _names(await kernel_namespace(kernels, kernel)) == before
-    assert (await run(kernels, kernel, "print(handle.closed, scale(2), weights.sum())")
-            ).split() == ["False", "4", "499999500000.0"]
+    assert (
+        await run(kernels, kernel, "print(handle.closed, scale(2), weights.sum())")
+    ).split() == ["False", "4", "499999500000.0"]
 
 
 async def test_a_save_beyond_the_cap_is_refused_with_the_sizes(
     kernels: AsyncMultiKernelManager, start_kernel: StartKernel, tmp_path: Path
 ) -> None:
-    store = HibernationStore(root=str(tmp_path / "capped"), max_bytes=3 * 1024 * 1024,
-                             min_free_bytes=0)
+    store = HibernationStore(
+        root=str(tmp_path / "capped"), max_bytes=3 * 1024 * 1024, min_free_bytes=0
+    )
     small, large = await start_kernel(), await start_kernel()
     await run(kernels, small, "import numpy as np\nx = np.ones(262_144)")  # 2 MiB
     await run(kernels, large, "import numpy as np\nx = np.ones(262_144)\ny = np.ones(131_072)")
     # The kernel's own manager serves as well (what a provisioner holds).
     first = await save(kernels.get_kernel(small), small, store)
-    with pytest.raises(StoreFullError, match=r"needs 3\.0 MiB.* already hold 2\.0 MiB of at "
-                       r"most 3\.0 MiB \(c\.HibernationStore\.max_bytes\)\. Nothing was saved"):
+    with pytest.raises(
+        StoreFullError,
+        match=r"needs 3\.0 MiB.* already hold 2\.0 MiB of at "
+        r"most 3\.0 MiB \(c\.HibernationStore\.max_bytes\)\. Nothing was saved",
+    ):
         await save(kernels, large, store)
     assert [e.entry_id for e in store.entries()] == [small]
     assert store.entry(small).nbytes == first.entry.nbytes and leftovers(store) == []
@@ -178,15 +210,23 @@ async def test_tensors_come_back_on_the_device_asked_for(
     kernels: AsyncMultiKernelManager, start_kernel: StartKernel, store: HibernationStore
 ) -> None:
     old = await start_kernel()
-    await run(kernels, old, "import torch\nt = torch.arange(1000.).cuda()\nlayer = "
-              "torch.nn.Linear(4, 2).cuda()\nplain = [1, 2]")
+    await run(
+        kernels,
+        old,
+        "import torch\nt = torch.arange(1000.).cuda()\nlayer = "
+        "torch.nn.Linear(4, 2).cuda()\nplain = [1, 2]",
+    )
     await save(kernels, old, store)
     await kernels.shutdown_kernel(old, now=True)
     new = await start_kernel()
     await restore(kernels, new, store, old, device="cuda")
-    assert (await run(kernels, new, "print(t.device.type, next(layer.parameters()).device.type,"
-                      " float(t.sum()), plain)")).split() == ["cuda", "cuda", "499500.0",
-                                                                "[1,", "2]"]
+    assert (
+        await run(
+            kernels,
+            new,
+            "print(t.device.type, next(layer.parameters()).device.type, float(t.sum()), plain)",
+        )
+    ).split() == ["cuda", "cuda", "499500.0", "[1,", "2]"]
 
 
 @pytest.mark.skipif(_cuda(), reason="needs a host without CUDA")
@@ -197,8 +237,11 @@ async def test_a_device_the_new_kernel_lacks_fails_the_restore_and_keeps_the_ent
     await run(kernels, old, "import torch\nt = torch.arange(1000.)")
     await save(kernels, old, store)
     new = await start_kernel()
-    with pytest.raises(RestoreError, match=r"failed while sending variables: .*--device cuda: "
-                       r"this host has no usable CUDA device"):
+    with pytest.raises(
+        RestoreError,
+        match=r"failed while sending variables: .*--device cuda: "
+        r"this host has no usable CUDA device",
+    ):
         await restore(kernels, new, store, old, device="cuda")
     assert (await run(kernels, new, "print('t' in globals())")).strip() == "False"
     assert [e.entry_id for e in store.entries()] == [old]

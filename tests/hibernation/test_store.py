@@ -32,8 +32,9 @@ def state(size: int = 100_000) -> list[Pickled]:
 
 def test_an_entry_is_read_back_as_written(store: HibernationStore) -> None:
     moved: list[int] = []
-    entry = store.write(KERNEL, {"cwd": "/x", "modules": [{"name": "np", "module": "numpy"}]},
-                        state(), moved.append)
+    entry = store.write(
+        KERNEL, {"cwd": "/x", "modules": [{"name": "np", "module": "numpy"}]}, state(), moved.append
+    )
     assert sum(moved) == entry.manifest["total_bytes"] > 800_000
     manifest, pickled = store.read(KERNEL)
     assert manifest["cwd"] == "/x" and manifest["format"] == 1
@@ -68,8 +69,11 @@ def test_the_cap_counts_every_entry_but_the_one_replaced(tmp_path: Path) -> None
     store = HibernationStore(root=str(tmp_path / "s"), max_bytes=1_000_000, min_free_bytes=0)
     store.write(KERNEL, {}, state(60_000))  # 480 kB
     store.write(KERNEL, {}, state(70_000))  # replaces it
-    with pytest.raises(StoreFullError, match=r"needs 625\.\d KiB.*already hold 547\.\d KiB "
-                       r"of at most 976\.6 KiB") as caught:
+    with pytest.raises(
+        StoreFullError,
+        match=r"needs 625\.\d KiB.*already hold 547\.\d KiB "
+        r"of at most 976\.6 KiB",
+    ) as caught:
         store.write(OTHER, {}, state(80_000))
     assert caught.value.limit == 1_000_000 and caught.value.needed > 640_000
     assert [e.entry_id for e in store.entries()] == [KERNEL] and leftovers(store) == []
@@ -83,7 +87,7 @@ def test_the_disk_keeps_its_room(tmp_path: Path) -> None:
 
 
 def test_what_a_killed_writer_left_is_cleared_and_a_moved_entry_put_back(
-    store: HibernationStore
+    store: HibernationStore,
 ) -> None:
     store.write(KERNEL, {"cwd": "/kept"}, state(10))
     root = store.path
@@ -101,12 +105,18 @@ def test_a_changed_or_cut_part_is_named_and_nothing_is_read(store: HibernationSt
     data = bytearray(part.read_bytes())
     data[-1] ^= 0xFF
     part.write_bytes(data)
-    with pytest.raises(CorruptEntryError, match=r"the saved 'a' \(numpy.ndarray\) in .*"
-                       r"var-0000.bin was changed after it was saved"):
+    with pytest.raises(
+        CorruptEntryError,
+        match=r"the saved 'a' \(numpy.ndarray\) in .*"
+        r"var-0000.bin was changed after it was saved",
+    ):
         store.read(KERNEL)
     part.write_bytes(data[:-10])
-    with pytest.raises(CorruptEntryError, match=r"'a' .* cannot be read: it has \d+ bytes "
-                       r"where \d+ were written"):
+    with pytest.raises(
+        CorruptEntryError,
+        match=r"'a' .* cannot be read: it has \d+ bytes "
+        r"where \d+ were written",
+    ):
         store.read(KERNEL)
     part.unlink()
     part.symlink_to(entry.path / "var-0001.bin")

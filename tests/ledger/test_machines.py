@@ -23,21 +23,33 @@ def ledger(tmp_path: Path):
 
 
 def test_cost_is_price_times_running_time(ledger: Ledger) -> None:
-    m = ledger.add_machine("m1", "aws-g5", "aws", owner="me@here", instance_type="g5.xlarge",
-                           region="us-east-1", price_per_hour=3.6)
+    m = ledger.add_machine(
+        "m1",
+        "aws-g5",
+        "aws",
+        owner="me@here",
+        instance_type="g5.xlarge",
+        region="us-east-1",
+        price_per_hour=3.6,
+    )
     assert m.state == "requested" and m.cost() == 0.0
     ledger.set_machine_state("m1", "running", at=1000.0)
-    ledger.set_machine_state("m1", "stopped", "idle", at=1010.0)      # 10 s at $3.6/h
+    ledger.set_machine_state("m1", "stopped", "idle", at=1010.0)  # 10 s at $3.6/h
     ledger.set_machine_state("m1", "running", at=2000.0)
     running = ledger.get_machine("m1")
     assert running is not None
-    assert running.cost(now=2005.0) == pytest.approx(0.015)           # + 5 s
+    assert running.cost(now=2005.0) == pytest.approx(0.015)  # + 5 s
     assert running.running_seconds(now=2005.0) == pytest.approx(15.0)
     done = ledger.set_machine_state("m1", "terminated", "by user", at=2020.0)
-    assert done.cost(now=99999.0) == pytest.approx(0.03)              # 30 s in all, then frozen
+    assert done.cost(now=99999.0) == pytest.approx(0.03)  # 30 s in all, then frozen
     events = [(e.event, e.detail) for e in ledger.machine_events("m1")]
-    assert events == [("requested", ""), ("running", ""), ("stopped", "idle"), ("running", ""),
-                      ("terminated", "by user")]
+    assert events == [
+        ("requested", ""),
+        ("running", ""),
+        ("stopped", "idle"),
+        ("running", ""),
+        ("terminated", "by user"),
+    ]
 
 
 def test_same_state_records_nothing_and_unknown_machine_is_named(ledger: Ledger) -> None:
@@ -68,9 +80,11 @@ def test_find_update_and_active_rate(ledger: Ledger) -> None:
 def test_old_ledger_is_migrated_in_place(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite3"
     db = sqlite3.connect(path)
-    db.execute("CREATE TABLE kernels (kernel_id TEXT PRIMARY KEY, kernel_name TEXT NOT NULL, "
-               "target TEXT NOT NULL, info TEXT NOT NULL, created REAL NOT NULL, "
-               "updated REAL NOT NULL)")
+    db.execute(
+        "CREATE TABLE kernels (kernel_id TEXT PRIMARY KEY, kernel_name TEXT NOT NULL, "
+        "target TEXT NOT NULL, info TEXT NOT NULL, created REAL NOT NULL, "
+        "updated REAL NOT NULL)"
+    )
     db.execute("INSERT INTO kernels VALUES ('k1', 'remote-hw-local', 'local', '{}', 1, 1)")
     db.commit()
     db.close()
@@ -115,8 +129,13 @@ def test_processes_write_at_once(tmp_path: Path) -> None:
     ledger.close()
 
 
-def _launch(path: str, worker: int, budget: float, start: multiprocessing.synchronize.Event,
-            results: multiprocessing.queues.Queue) -> None:  # type: ignore[type-arg]
+def _launch(
+    path: str,
+    worker: int,
+    budget: float,
+    start: multiprocessing.synchronize.Event,
+    results: multiprocessing.queues.Queue,
+) -> None:  # type: ignore[type-arg]
     """One process's launch: the name "aws-same" when there is no budget, else its own
     name at $1/h under a total of ``budget``."""
     ledger = Ledger(Path(path))
@@ -124,8 +143,14 @@ def _launch(path: str, worker: int, budget: float, start: multiprocessing.synchr
     name = f"aws-{worker}" if budget else "aws-same"
     start.wait(30)
     try:
-        ledger.add_machine(f"m{worker}", name, "aws", owner=f"w{worker}", price_per_hour=1.0,
-                           admit=lambda running: guard.check("g5", 1.0, ledger, running=running))
+        ledger.add_machine(
+            f"m{worker}",
+            name,
+            "aws",
+            owner=f"w{worker}",
+            price_per_hour=1.0,
+            admit=lambda running: guard.check("g5", 1.0, ledger, running=running),
+        )
         results.put(("added", ""))
     except (MachineExistsError, BudgetExceededError) as exc:
         results.put(("refused", str(exc)))
@@ -137,8 +162,10 @@ def launch_at_once(path: Path, processes: int, budget: float = 0.0) -> list[tupl
     Ledger(path).close()
     context = multiprocessing.get_context("spawn")
     start, results = context.Event(), context.Queue()
-    workers = [context.Process(target=_launch, args=(str(path), n, budget, start, results))
-               for n in range(processes)]
+    workers = [
+        context.Process(target=_launch, args=(str(path), n, budget, start, results))
+        for n in range(processes)
+    ]
     for worker in workers:
         worker.start()
     start.set()
@@ -152,8 +179,11 @@ def test_one_machine_of_a_name_even_when_processes_launch_it_at_once(tmp_path: P
     path = tmp_path / "shared.sqlite3"
     outcomes = launch_at_once(path, 4)
     assert [kind for kind, _ in outcomes] == ["added", "refused", "refused", "refused"]
-    assert all("a machine named aws-same already exists" in why
-               for kind, why in outcomes if kind == "refused")
+    assert all(
+        "a machine named aws-same already exists" in why
+        for kind, why in outcomes
+        if kind == "refused"
+    )
     ledger = Ledger(path)
     (winner,) = [m.machine_id for m in ledger.machines()]
     # Once it has ended, the name is free again.
@@ -167,8 +197,11 @@ def test_the_total_budget_holds_when_processes_launch_at_once(tmp_path: Path) ->
     outcomes = launch_at_once(path, 4, budget=2.5)
     # $1/h each under a $2.5/h total: two are admitted, whatever the timing.
     assert [kind for kind, _ in outcomes] == ["added", "added", "refused", "refused"]
-    assert all("plus the $2/h of the machines already running" in why
-               for kind, why in outcomes if kind == "refused")
+    assert all(
+        "plus the $2/h of the machines already running" in why
+        for kind, why in outcomes
+        if kind == "refused"
+    )
     ledger = Ledger(path)
     assert ledger.active_rate() == 2.0 and len(ledger.machines()) == 2
     ledger.close()

@@ -33,8 +33,14 @@ def ledger(path: Path) -> Iterator[Ledger]:
     opened.close()
 
 
-INFO = {"target": "ssh-gpu-a", "remote": {"shell_port": 50001, "ip": "127.0.0.1"},
-        "local_ports": [1, 2, 3], "flag": True, "nothing": None, "label": "A10G · 24 GB"}
+INFO = {
+    "target": "ssh-gpu-a",
+    "remote": {"shell_port": 50001, "ip": "127.0.0.1"},
+    "local_ports": [1, 2, 3],
+    "flag": True,
+    "nothing": None,
+    "label": "A10G · 24 GB",
+}
 
 
 def test_put_get_round_trip(ledger: Ledger) -> None:
@@ -76,7 +82,9 @@ def test_update_keeps_created_and_changes_the_rest(ledger: Ledger) -> None:
     assert second.created == first.created
     assert second.updated > first.updated
     assert (second.kernel_name, second.target, second.info) == (
-        "remote-hw-ssh-gpu-a", "ssh-gpu-a", {"v": 2},
+        "remote-hw-ssh-gpu-a",
+        "ssh-gpu-a",
+        {"v": 2},
     )
     assert len(ledger.kernels()) == 1
 

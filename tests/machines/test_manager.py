@@ -16,8 +16,6 @@ from jupyter_remote_hw.providers import UnknownHardwareError
 ManagerFactory = Callable[..., MachineManager]
 
 
-
-
 @pytest.fixture
 async def make_manager(tmp_path: Path) -> AsyncIterator[ManagerFactory]:
     """Builds managers from config sections; closes every one at the end."""
@@ -26,13 +24,19 @@ async def make_manager(tmp_path: Path) -> AsyncIterator[ManagerFactory]:
     ssh_config.write_text("Host alias-z\nHost alias-a\nHost github.com\n")
 
     def make(**sections: dict[str, Any]) -> MachineManager:
-        config = Config({
-            "MachineManager": {"ledger_path": str(tmp_path / "state" / "ledger.sqlite3")},
-            "LocalProvider": {"hardware": "Test CPU"},
-            "TransportManager": {"ssh_config_files": [str(ssh_config)]},
-            "SSHProvider": {"hosts": [{"host": "gpu-b", "hardware": "A10G 24GB"},
-                                      {"host": "gpu-a", "hardware": "H100 80GB"}]},
-        })
+        config = Config(
+            {
+                "MachineManager": {"ledger_path": str(tmp_path / "state" / "ledger.sqlite3")},
+                "LocalProvider": {"hardware": "Test CPU"},
+                "TransportManager": {"ssh_config_files": [str(ssh_config)]},
+                "SSHProvider": {
+                    "hosts": [
+                        {"host": "gpu-b", "hardware": "A10G 24GB"},
+                        {"host": "gpu-a", "hardware": "H100 80GB"},
+                    ]
+                },
+            }
+        )
         for section, values in sections.items():
             config[section].update(values)
         manager = MachineManager(config=config)
@@ -50,7 +54,11 @@ async def test_default_target_local_first_then_providers_in_order(
     manager = make_manager()
     targets = manager.targets()
     assert [t.name for t in targets] == [
-        "local", "ssh-gpu-b", "ssh-gpu-a", "ssh-alias-z", "ssh-alias-a",
+        "local",
+        "ssh-gpu-b",
+        "ssh-gpu-a",
+        "ssh-alias-z",
+        "ssh-alias-a",
     ]
     assert targets[0].hardware == "Test CPU"
     assert targets[1].hardware == "A10G 24 GiB"
@@ -60,19 +68,27 @@ async def test_default_target_local_first_then_providers_in_order(
 async def test_another_default_target_moves_to_the_front(make_manager: ManagerFactory) -> None:
     manager = make_manager(MachineManager={"default_target": "ssh-alias-z"})
     assert [t.name for t in manager.targets()] == [
-        "ssh-alias-z", "local", "ssh-gpu-b", "ssh-gpu-a", "ssh-alias-a",
+        "ssh-alias-z",
+        "local",
+        "ssh-gpu-b",
+        "ssh-gpu-a",
+        "ssh-alias-a",
     ]
 
 
 async def test_config_reaches_the_transport_and_providers(
     make_manager: ManagerFactory, tmp_path: Path
 ) -> None:
-    manager = make_manager(SSHProvider={"exclude_hosts": ["alias-a"]},
-                           LocalProvider={"enabled": False})
+    manager = make_manager(
+        SSHProvider={"exclude_hosts": ["alias-a"]}, LocalProvider={"enabled": False}
+    )
     assert manager.transport.ssh_config_files == [str(tmp_path / "ssh_config")]
     # Replacing exclude_hosts drops the default exclusions: github.com is offered now.
     assert [t.name for t in manager.targets()] == [
-        "ssh-gpu-b", "ssh-gpu-a", "ssh-alias-z", "ssh-github.com",
+        "ssh-gpu-b",
+        "ssh-gpu-a",
+        "ssh-alias-z",
+        "ssh-github.com",
     ]
 
 
@@ -93,7 +109,11 @@ async def test_unknown_target_names_it_and_lists_the_configured_ones(
     assert "local, ssh-alias-a, ssh-alias-z, ssh-gpu-a, ssh-gpu-b" in message
     assert err.value.name == "ssh-nowhere"
     assert sorted(err.value.known) == [
-        "local", "ssh-alias-a", "ssh-alias-z", "ssh-gpu-a", "ssh-gpu-b",
+        "local",
+        "ssh-alias-a",
+        "ssh-alias-z",
+        "ssh-gpu-a",
+        "ssh-gpu-b",
     ]
     assert isinstance(err.value, LookupError)
 

@@ -29,18 +29,29 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
     ledger.close()
 
 
-@pytest.mark.parametrize(("link", "kernels", "expected"), [
-    (True, True, "running"), (False, True, "reconnecting"), (None, True, "unknown"),
-    (None, False, "idle"), (True, False, "running"),
-])
+@pytest.mark.parametrize(
+    ("link", "kernels", "expected"),
+    [
+        (True, True, "running"),
+        (False, True, "reconnecting"),
+        (None, True, "unknown"),
+        (None, False, "idle"),
+        (True, False, "running"),
+    ],
+)
 def test_owned_hardware_states(link: bool | None, kernels: bool, expected: str) -> None:
     assert machine_state(None, link, kernels) == expected
 
 
-@pytest.mark.parametrize(("execution", "machine", "expected"), [
-    ("busy", "running", "busy"), ("idle", "reconnecting", "reconnecting"),
-    (None, "unknown", "unknown"), ("starting", "running", "starting"),
-])
+@pytest.mark.parametrize(
+    ("execution", "machine", "expected"),
+    [
+        ("busy", "running", "busy"),
+        ("idle", "reconnecting", "reconnecting"),
+        (None, "unknown", "unknown"),
+        ("starting", "running", "starting"),
+    ],
+)
 def test_kernel_states(execution: str | None, machine: str, expected: str) -> None:
     assert kernel_state(execution, machine) == expected
 
@@ -48,19 +59,28 @@ def test_kernel_states(execution: str | None, machine: str, expected: str) -> No
 def test_a_servers_kernel_has_its_notebook_uptime_and_state(ledger: Ledger) -> None:
     ledger.put_kernel("k-1", "remote-hw-local", "local", {})
     started = ledger.get_kernel("k-1").created  # type: ignore[union-attr]
-    view = MachineView({"local": LOCAL, "box": BOX}, ledger, links={"local": True},
-                       kernels=[KernelFacts("k-1", "local", "remote-hw-local", "busy",
-                                            "analysis/train.ipynb")],
-                       now=started + 125)
+    view = MachineView(
+        {"local": LOCAL, "box": BOX},
+        ledger,
+        links={"local": True},
+        kernels=[KernelFacts("k-1", "local", "remote-hw-local", "busy", "analysis/train.ipynb")],
+        now=started + 125,
+    )
     [machine] = view.models()
     assert machine["name"] == "local" and machine["state"] == "running"
     assert machine["uptime_seconds"] == 125 and machine["cost_so_far"] == 0.0
     [kernel] = machine["kernels"]
     assert kernel == {
-        "id": "k-1", "owner": "server", "kernel_name": "remote-hw-local",
-        "display_name": KERNEL_DISPLAY_NAME, "path": "analysis/train.ipynb",
-        "execution_state": "busy", "state": "busy", "started": started,
-        "uptime_seconds": 125.0, "cost_so_far": 0.0,
+        "id": "k-1",
+        "owner": "server",
+        "kernel_name": "remote-hw-local",
+        "display_name": KERNEL_DISPLAY_NAME,
+        "path": "analysis/train.ipynb",
+        "execution_state": "busy",
+        "state": "busy",
+        "started": started,
+        "uptime_seconds": 125.0,
+        "cost_so_far": 0.0,
     }
 
 
@@ -74,8 +94,15 @@ def test_from_the_ledger_alone_the_same_kernel_is_unknown(ledger: Ledger) -> Non
 
 
 def test_a_cloud_machine_prices_its_kernels(ledger: Ledger) -> None:
-    ledger.add_machine("m-1", "aws-g5", "aws", owner="me", instance_type="g5.xlarge",
-                       region="us-east-1", price_per_hour=3.6)
+    ledger.add_machine(
+        "m-1",
+        "aws-g5",
+        "aws",
+        owner="me",
+        instance_type="g5.xlarge",
+        region="us-east-1",
+        price_per_hour=3.6,
+    )
     ledger.set_machine_state("m-1", "running", at=1000.0)
     ledger.put_kernel("k-9", "remote-hw-aws-g5", "aws-g5", {})
     created = ledger.get_kernel("k-9").created  # type: ignore[union-attr]

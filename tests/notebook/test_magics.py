@@ -29,8 +29,16 @@ def env(ssh_host: SSHTestHost, short_tmp: Path) -> dict[str, str]:
     """A local kernel's environment: its Jupyter config offers the test host and ``local``."""
     config = {
         "TransportManager": {"ssh_config_files": [str(ssh_host.ssh_config)], **TEST_TRANSPORT},
-        "SSHProvider": {"hosts": [{"host": ssh_host.alias, "python": sys.executable, "hardware": HARDWARE,
-                                   "root": str(short_tmp / "r")}]},
+        "SSHProvider": {
+            "hosts": [
+                {
+                    "host": ssh_host.alias,
+                    "python": sys.executable,
+                    "hardware": HARDWARE,
+                    "root": str(short_tmp / "r"),
+                }
+            ]
+        },
         "LocalProvider": {"state_dir": str(short_tmp / "l")},
         "MachineManager": {"ledger_path": str(short_tmp / "ledger.sqlite3")},
         "RemoteHWProvisioner": {"launch_timeout": 90.0},
@@ -38,7 +46,9 @@ def env(ssh_host: SSHTestHost, short_tmp: Path) -> dict[str, str]:
     return kernel_env(config, short_tmp)
 
 
-VALUES = NOTEBOOK_CODE + '''
+VALUES = (
+    NOTEBOOK_CODE
+    + """
 %load_ext jupyter_remote_hw
 import os, numpy as np, pandas as pd
 base = np.arange(60, dtype=np.float64).reshape(6, 10)
@@ -49,7 +59,8 @@ frame = pd.DataFrame({"x": np.arange(3), "name": ["a", "b", "c"],
                      index=pd.Index(["p", "q", "r"], name="key"))
 nested = {"list": [1, "two", (3.0, None)], "inner": {"set": {1, 2}}}
 NAMES = "f32,i8,strided,scalar,frame,nested,scale,Point"
-'''
+"""
+)
 
 
 def test_push_and_pull_through_an_ssh_host_give_equal_values(
@@ -58,20 +69,26 @@ def test_push_and_pull_through_an_ssh_host_give_equal_values(
     cells = [
         VALUES,
         f"%remote_push {{NAMES}} --to {TARGET}",
-        (f"%%remote {TARGET}\n"
-        "import os\nprint(os.getpid(), type(frame).__name__, scale(2), Point(3, 4).norm2())"),
-        (f"%remote_pull {{NAMES}} --from {TARGET} --as "
-        "{','.join(n + '_back' for n in NAMES.split(','))}"),
-        ("for name in NAMES.split(','):\n"
-        "    a, b = globals()[name], globals()[name + '_back']\n"
-        "    if isinstance(a, np.ndarray):\n"
-        "        assert a.dtype == b.dtype and a.shape == b.shape and (a == b).all(), name\n"
-        "    elif isinstance(a, pd.DataFrame):\n"
-        "        pd.testing.assert_frame_equal(a, b)\n"
-        "    elif name not in ('scale', 'Point'):\n"
-        "        assert a == b, name\n"
-        "assert scale_back(5) == 15 and Point_back(3, 4).norm2() == 25\n"
-        "print('equal', os.getpid())"),
+        (
+            f"%%remote {TARGET}\n"
+            "import os\nprint(os.getpid(), type(frame).__name__, scale(2), Point(3, 4).norm2())"
+        ),
+        (
+            f"%remote_pull {{NAMES}} --from {TARGET} --as "
+            "{','.join(n + '_back' for n in NAMES.split(','))}"
+        ),
+        (
+            "for name in NAMES.split(','):\n"
+            "    a, b = globals()[name], globals()[name + '_back']\n"
+            "    if isinstance(a, np.ndarray):\n"
+            "        assert a.dtype == b.dtype and a.shape == b.shape and (a == b).all(), name\n"
+            "    elif isinstance(a, pd.DataFrame):\n"
+            "        pd.testing.assert_frame_equal(a, b)\n"
+            "    elif name not in ('scale', 'Point'):\n"
+            "        assert a == b, name\n"
+            "assert scale_back(5) == 15 and Point_back(3, 4).norm2() == 25\n"
+            "print('equal', os.getpid())"
+        ),
     ]
     nb, _ = run_notebook(cells, env, short_tmp)
     assert f"sent to {TARGET}: f32 (numpy.ndarray)" in text_of(nb.cells[1])
@@ -90,19 +107,25 @@ def test_push_and_pull_through_an_ssh_host_give_equal_values(
 def test_torch_tensors_and_modules_round_trip(env: dict[str, str], short_tmp: Path) -> None:
     pytest.importorskip("torch")
     cells = [
-        ("%load_ext jupyter_remote_hw\nimport torch\n"
-        "t = torch.arange(12.).reshape(3, 4)[:, ::2]\n"
-        "h = torch.ones(5, dtype=torch.bfloat16)\n"
-        "g = torch.ones(2, requires_grad=True)\n"
-        "torch.manual_seed(0)\nmodel = torch.nn.Sequential(torch.nn.Linear(4, 3), "
-        "torch.nn.ReLU())"),
-        (f"%%remote {TARGET} --in t,h,g,model --out y\n"
-        "import torch\ny = model(torch.ones(1, 4))\nprint(t.device, h.dtype, g.requires_grad)"),
+        (
+            "%load_ext jupyter_remote_hw\nimport torch\n"
+            "t = torch.arange(12.).reshape(3, 4)[:, ::2]\n"
+            "h = torch.ones(5, dtype=torch.bfloat16)\n"
+            "g = torch.ones(2, requires_grad=True)\n"
+            "torch.manual_seed(0)\nmodel = torch.nn.Sequential(torch.nn.Linear(4, 3), "
+            "torch.nn.ReLU())"
+        ),
+        (
+            f"%%remote {TARGET} --in t,h,g,model --out y\n"
+            "import torch\ny = model(torch.ones(1, 4))\nprint(t.device, h.dtype, g.requires_grad)"
+        ),
         f"%remote_pull t,h,g,model --from {TARGET} --as t2,h2,g2,model2",
-        ("assert torch.equal(t, t2) and torch.equal(h, h2) and h2.dtype == torch.bfloat16\n"
-        "assert g2.requires_grad and torch.equal(g, g2)\n"
-        "assert torch.equal(model2(torch.ones(1, 4)), model(torch.ones(1, 4)))\n"
-        "assert torch.allclose(y, model(torch.ones(1, 4)))\nprint('torch equal')"),
+        (
+            "assert torch.equal(t, t2) and torch.equal(h, h2) and h2.dtype == torch.bfloat16\n"
+            "assert g2.requires_grad and torch.equal(g, g2)\n"
+            "assert torch.equal(model2(torch.ones(1, 4)), model(torch.ones(1, 4)))\n"
+            "assert torch.allclose(y, model(torch.ones(1, 4)))\nprint('torch equal')"
+        ),
     ]
     nb, _ = run_notebook(cells, env, short_tmp)
     assert "cpu torch.bfloat16 True" in text_of(nb.cells[1])
@@ -112,14 +135,19 @@ def test_torch_tensors_and_modules_round_trip(env: dict[str, str], short_tmp: Pa
 def test_outputs_stream_as_they_happen(env: dict[str, str], short_tmp: Path) -> None:
     cells = [
         "%load_ext jupyter_remote_hw\na = 20",
-        (f"%%remote {TARGET} --in a --out b\nimport time\n"
-        "for i in range(4):\n    print('tick', i, flush=True)\n    time.sleep(1)\nb = a * 2"),
+        (
+            f"%%remote {TARGET} --in a --out b\nimport time\n"
+            "for i in range(4):\n    print('tick', i, flush=True)\n    time.sleep(1)\nb = a * 2"
+        ),
         "print(b)",
     ]
     nb, client = run_notebook(cells, env, short_tmp)
     arrivals = client.arrivals[1]
-    ticks = [t for t, msg in arrivals if msg["msg_type"] == "stream"
-             and "tick 0" in msg["content"]["text"]]
+    ticks = [
+        t
+        for t, msg in arrivals
+        if msg["msg_type"] == "stream" and "tick 0" in msg["content"]["text"]
+    ]
     last = arrivals[-1][0]
     assert ticks, arrivals
     # The first line came while the remote cell still had three seconds to go.
@@ -130,14 +158,17 @@ def test_outputs_stream_as_they_happen(env: dict[str, str], short_tmp: Path) -> 
 def test_rich_outputs_and_remote_errors(env: dict[str, str], short_tmp: Path) -> None:
     cells = [
         "%load_ext jupyter_remote_hw",
-        (f"%%remote {TARGET}\nfrom IPython.display import HTML, display\n"
-        "display(HTML('<b>bold</b>'))\nimport pandas as pd\npd.DataFrame({'x': [1, 2]})"),
+        (
+            f"%%remote {TARGET}\nfrom IPython.display import HTML, display\n"
+            "display(HTML('<b>bold</b>'))\nimport pandas as pd\npd.DataFrame({'x': [1, 2]})"
+        ),
         f"%%remote {TARGET}\ndef inner():\n    return 1 / 0\ninner()",
         "print('local kernel still fine')",
     ]
     nb, _ = run_notebook(cells, env, short_tmp, allow_errors=True)
-    html = [o.data["text/html"] for o in nb.cells[1].outputs if "data" in o
-            and "text/html" in o.data]
+    html = [
+        o.data["text/html"] for o in nb.cells[1].outputs if "data" in o and "text/html" in o.data
+    ]
     assert "<b>bold</b>" in html[0]
     assert "<table" in html[1]  # the DataFrame's own HTML
     error = error_of(nb.cells[2])
@@ -191,9 +222,7 @@ def test_device_cuda_fails_clearly_on_a_host_without_cuda(
     assert text_of(nb.cells[2]).strip() == "False"
 
 
-def test_remote_hw_lists_targets_and_sets_the_default(
-    env: dict[str, str], short_tmp: Path
-) -> None:
+def test_remote_hw_lists_targets_and_sets_the_default(env: dict[str, str], short_tmp: Path) -> None:
     cells = [
         "%load_ext jupyter_remote_hw\n%remote_hw",
         "%remote_hw testhost",  # the SSH host as the picker shows it, not the target's name
@@ -212,10 +241,14 @@ def test_remote_hw_lists_targets_and_sets_the_default(
 def test_interrupting_the_local_cell_interrupts_the_remote_one(
     env: dict[str, str], short_tmp: Path
 ) -> None:
-    with local_kernel(env, short_tmp,
-                      f"%load_ext jupyter_remote_hw\n%remote_hw {TARGET}") as (manager, kc):
-        cell = kc.execute("%%remote\nimport time, os\nx = 'kept'\nprint('sleeping', flush=True)\n"
-                          "time.sleep(120)\nprint('woke')")
+    with local_kernel(env, short_tmp, f"%load_ext jupyter_remote_hw\n%remote_hw {TARGET}") as (
+        manager,
+        kc,
+    ):
+        cell = kc.execute(
+            "%%remote\nimport time, os\nx = 'kept'\nprint('sleeping', flush=True)\n"
+            "time.sleep(120)\nprint('woke')"
+        )
         wait_for_stream(kc, cell, "sleeping", 60)
         began = time.monotonic()
         manager.interrupt_kernel()
@@ -234,8 +267,10 @@ def test_a_remote_kernel_that_dies_mid_cell_fails_the_cell_and_a_new_one_starts(
     cells = [
         "%load_ext jupyter_remote_hw",
         f"%%remote {TARGET} --out first\nimport os\nfirst = os.getpid()",
-        (f"%%remote {TARGET}\nimport os, signal, time\nprint('going', flush=True)\n"
-         "time.sleep(0.5)\nos.kill(os.getpid(), signal.SIGKILL)\ntime.sleep(60)"),
+        (
+            f"%%remote {TARGET}\nimport os, signal, time\nprint('going', flush=True)\n"
+            "time.sleep(0.5)\nos.kill(os.getpid(), signal.SIGKILL)\ntime.sleep(60)"
+        ),
         f"%%remote {TARGET} --out second\nimport os\nsecond = os.getpid()",
         "print('new kernel:', second != first)",
     ]
@@ -254,9 +289,11 @@ def test_loading_the_magics_keeps_a_handler_the_user_had_set(
     env: dict[str, str], short_tmp: Path
 ) -> None:
     cells = [
-        ("def mine(shell, etype, value, tb, tb_offset=None):\n"
-         "    print('handled by mine:', value)\n"
-         "get_ipython().set_custom_exc((LookupError,), mine)"),
+        (
+            "def mine(shell, etype, value, tb, tb_offset=None):\n"
+            "    print('handled by mine:', value)\n"
+            "get_ipython().set_custom_exc((LookupError,), mine)"
+        ),
         "%load_ext jupyter_remote_hw",
         "raise KeyError('k')",
         f"import threading\nlock = threading.Lock()\n%remote_push lock --to {TARGET}",

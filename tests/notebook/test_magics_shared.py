@@ -15,8 +15,11 @@ from .test_magics import TARGET, env  # noqa: F401 (the fixture)
 
 
 def outputs_of(cell: object, kind: str) -> list[str]:
-    return [o.data[kind] for o in cell.outputs  # type: ignore[attr-defined]
-            if "data" in o and kind in o.data]
+    return [
+        o.data[kind]
+        for o in cell.outputs  # type: ignore[attr-defined]
+        if "data" in o and kind in o.data
+    ]
 
 
 def test_a_shared_kernel_cannot_run_code_or_javascript_in_the_owners_notebook(
@@ -26,27 +29,33 @@ def test_a_shared_kernel_cannot_run_code_or_javascript_in_the_owners_notebook(
     teammate = keygen(short_tmp / "teammate", comment="ada@laptop")
     cells = [
         "%load_ext jupyter_remote_hw",
-        (f"%%remote {TARGET}\nfrom IPython.display import HTML, display\n"
-         "display(HTML('<b onclick=\"go()\">before the share</b>'))"),
+        (
+            f"%%remote {TARGET}\nfrom IPython.display import HTML, display\n"
+            "display(HTML('<b onclick=\"go()\">before the share</b>'))"
+        ),
         # The owner shares the kernel with a collaborator (as the Share dialog does).
-        ("from jupyter_remote_hw.sharing.owner import ShareOwner\n"
-         "sessions = get_ipython().magics_manager.registry['RemoteMagics'].sessions\n"
-         f"kernel = sessions.running()[{TARGET!r}]\n"
-         f"owner = ShareOwner(sessions.machines.ledger, "
-         f"authorized_keys={str(ssh_host.authorized_keys)!r})\n"
-         "granted = sessions.call(owner.share(kernel.manager.provisioner._machine, "
-         f"kernel.kernel_id, {teammate.with_suffix('.pub').read_text()!r}, 'collaborator', "
-         "expires_in=3600))\nprint('shared')"),
+        (
+            "from jupyter_remote_hw.sharing.owner import ShareOwner\n"
+            "sessions = get_ipython().magics_manager.registry['RemoteMagics'].sessions\n"
+            f"kernel = sessions.running()[{TARGET!r}]\n"
+            f"owner = ShareOwner(sessions.machines.ledger, "
+            f"authorized_keys={str(ssh_host.authorized_keys)!r})\n"
+            "granted = sessions.call(owner.share(kernel.manager.provisioner._machine, "
+            f"kernel.kernel_id, {teammate.with_suffix('.pub').read_text()!r}, 'collaborator', "
+            "expires_in=3600))\nprint('shared')"
+        ),
         # What someone with a collaborator's role can leave there.
-        (f"%%remote {TARGET}\nimport os, numpy as np\n"
-         "class Planted:\n    def __reduce__(self):\n"
-         f"        return (os.system, ('touch {marker}',))\n"
-         "evil, good = Planted(), np.arange(5)\n"
-         "display(HTML('<b>bold</b><img src=\"x.png\" onerror=\"alert(1)\">"
-         "<script>alert(2)</script><a href=\"javascript:alert(3)\">link</a>"
-         "<iframe src=\"https://example.com\"></iframe>'))\n"
-         "display({'application/javascript': 'alert(4)', 'text/plain': 'js fallback'}, "
-         "raw=True)"),
+        (
+            f"%%remote {TARGET}\nimport os, numpy as np\n"
+            "class Planted:\n    def __reduce__(self):\n"
+            f"        return (os.system, ('touch {marker}',))\n"
+            "evil, good = Planted(), np.arange(5)\n"
+            'display(HTML(\'<b>bold</b><img src="x.png" onerror="alert(1)">'
+            '<script>alert(2)</script><a href="javascript:alert(3)">link</a>'
+            '<iframe src="https://example.com"></iframe>\'))\n'
+            "display({'application/javascript': 'alert(4)', 'text/plain': 'js fallback'}, "
+            "raw=True)"
+        ),
         f"%remote_pull evil --from {TARGET}",
         f"%%remote {TARGET} --out good,evil\nx = 1",
         f"%remote_pull good --from {TARGET}\nprint(good.sum(), 'evil' in globals())",

@@ -32,13 +32,17 @@ class OneTarget(Provider):
 
 @pytest.fixture
 async def manager(tmp_path: Path) -> AsyncIterator[MachineManager]:
-    made = MachineManager(config=Config({
-        "MachineManager": {"ledger_path": str(tmp_path / "ledger.sqlite3")},
-        "AWSProvider": {"region": "eu-west-1"},
-        "SSHProvider": {"hosts": [{"host": "gpu-a", "hardware": "A10G 24GB"}]},
-        "TransportManager": {"ssh_config_files": []},
-        "LocalProvider": {"hardware": "Test CPU"},
-    }))
+    made = MachineManager(
+        config=Config(
+            {
+                "MachineManager": {"ledger_path": str(tmp_path / "ledger.sqlite3")},
+                "AWSProvider": {"region": "eu-west-1"},
+                "SSHProvider": {"hosts": [{"host": "gpu-a", "hardware": "A10G 24GB"}]},
+                "TransportManager": {"ssh_config_files": []},
+                "LocalProvider": {"hardware": "Test CPU"},
+            }
+        )
+    )
     yield made
     await made.close()
 
@@ -78,7 +82,8 @@ async def test_providers_are_configured_by_their_class_names(manager: MachineMan
 
 
 def test_a_registered_provider_is_found_and_a_broken_one_left_out(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     points = [
         EntryPoint("one", f"{__name__}:OneTarget", ENTRY_POINT_GROUP),

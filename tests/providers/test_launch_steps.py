@@ -65,7 +65,9 @@ def test_steps_record_name_ok_and_seconds_in_order() -> None:
     with pytest.raises(LaunchError), steps.step("start kernel"):
         raise RuntimeError("boom")
     assert [(r.name, r.ok) for r in steps.records] == [
-        ("connect", True), ("prepare host", True), ("start kernel", False),
+        ("connect", True),
+        ("prepare host", True),
+        ("start kernel", False),
     ]
     assert all(isinstance(r, StepRecord) and r.seconds >= 0 for r in steps.records)
     assert steps.records[1].seconds >= 0.05
@@ -85,8 +87,11 @@ def test_listeners_get_every_event_with_kernel_and_target() -> None:
         steps.note("uploading the agent")
         raise RuntimeError("no space left")
     expected = [
-        ("connect", "started"), ("connect", "done"),
-        ("prepare host", "started"), ("prepare host", "progress"), ("prepare host", "failed"),
+        ("connect", "started"),
+        ("connect", "done"),
+        ("prepare host", "started"),
+        ("prepare host", "progress"),
+        ("prepare host", "failed"),
     ]
     assert first.states() == expected
     assert second.events == first.events
@@ -195,16 +200,22 @@ def test_step_without_a_hint() -> None:
     error = fail_in(make_steps(), "custom step", ValueError("bad value"))
     assert error.status == 500
     assert error.hint == ""
-    assert str(error).endswith("failed at step 'custom step' after "
-                               f"{error.elapsed:.1f} s: bad value.")
+    assert str(error).endswith(
+        f"failed at step 'custom step' after {error.elapsed:.1f} s: bad value."
+    )
 
 
 @pytest.mark.parametrize(
     ("exc", "status", "hinted"),
     [
         (AuthenticationError("gpu-a", "gpu-a refused every key: run ssh-add"), 502, False),
-        (HostKeyError("gpu-a", "unknown host key: run ssh gpu-a once", fingerprint=None,
-                      changed=False), 502, False),
+        (
+            HostKeyError(
+                "gpu-a", "unknown host key: run ssh gpu-a once", fingerprint=None, changed=False
+            ),
+            502,
+            False,
+        ),
         (AgentUnavailableError("the agent did not start"), 502, True),
         (AgentError("gpu-a", "no_ipykernel", "pip install ipykernel"), 500, False),
         (AgentError("gpu-a", "kernel_died", "the kernel exited"), 500, True),
@@ -230,8 +241,11 @@ def test_failing_listener_does_not_break_the_launch(caplog: pytest.LogCaptureFix
     assert [r.ok for r in steps.records] == [True, False]
     assert error.reason == "real failure"  # the listener's error did not replace it
     assert after.states() == [
-        ("connect", "started"), ("connect", "progress"), ("connect", "done"),
-        ("prepare host", "started"), ("prepare host", "failed"),
+        ("connect", "started"),
+        ("connect", "progress"),
+        ("connect", "done"),
+        ("prepare host", "started"),
+        ("prepare host", "failed"),
     ]
     failures = [r for r in caplog.records if "launch listener failed" in r.getMessage()]
     assert len(failures) == 5
@@ -275,9 +289,7 @@ async def test_timed_out_names_the_step_that_was_cut_off() -> None:
     assert error.step == "start kernel"
     assert error.status == 504
     assert error.reason == "timed out (the limit is 0.05 s)"
-    assert error.hint == (
-        f"{STEP_HINTS['start kernel']} Raise {SETTING} if the host is just slow."
-    )
+    assert error.hint == (f"{STEP_HINTS['start kernel']} Raise {SETTING} if the host is just slow.")
     assert "failed at step 'start kernel'" in str(error)
     assert f"Raise {SETTING}" in str(error)
 

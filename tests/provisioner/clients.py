@@ -67,21 +67,42 @@ def write_client_env(root: Path, ssh_host: SSHTestHost) -> ClientEnv:
     remote_root, local_state = root / "r", root / "l"
     config_dir, data_dir, path_dir = root / "config", root / "data", root / "path"
     config_dir.mkdir()
-    (config_dir / "jupyter_server_config.json").write_text(json.dumps({
-        "MachineManager": {"ledger_path": str(root / "ledger.sqlite3")},
-        "TransportManager": {"ssh_config_files": [str(ssh_host.ssh_config)],
-                             **TEST_TRANSPORT, "forward_wait_timeout": 30.0},
-        "SSHProvider": {"hosts": [{"host": ssh_host.alias, "python": sys.executable,
-                                   "root": str(remote_root)}],
-                        "include_ssh_config": False},
-        "LocalProvider": {"state_dir": str(local_state)},
-        "RemoteHWProvisioner": {"launch_timeout": 90.0, "poll_timeout": 3.0},
-    }))
+    (config_dir / "jupyter_server_config.json").write_text(
+        json.dumps(
+            {
+                "MachineManager": {"ledger_path": str(root / "ledger.sqlite3")},
+                "TransportManager": {
+                    "ssh_config_files": [str(ssh_host.ssh_config)],
+                    **TEST_TRANSPORT,
+                    "forward_wait_timeout": 30.0,
+                },
+                "SSHProvider": {
+                    "hosts": [
+                        {"host": ssh_host.alias, "python": sys.executable, "root": str(remote_root)}
+                    ],
+                    "include_ssh_config": False,
+                },
+                "LocalProvider": {"state_dir": str(local_state)},
+                "RemoteHWProvisioner": {"launch_timeout": 90.0, "poll_timeout": 3.0},
+            }
+        )
+    )
     targets = [
-        Target(name=SSH_TARGET, provider="ssh", where=ssh_host.alias, hardware="Test GPU",
-               host=ssh_host.alias, python=sys.executable),
-        Target(name="local", provider="local", where="this machine", hardware="CPU",
-               python=sys.executable),
+        Target(
+            name=SSH_TARGET,
+            provider="ssh",
+            where=ssh_host.alias,
+            hardware="Test GPU",
+            host=ssh_host.alias,
+            python=sys.executable,
+        ),
+        Target(
+            name="local",
+            provider="local",
+            where="this machine",
+            hardware="CPU",
+            python=sys.executable,
+        ),
     ]
     for target in targets:
         folder = path_dir / "kernels" / target.kernel_name

@@ -36,8 +36,14 @@ def bare_python(directory: Path) -> str:
     return str(venv / "bin" / "python")
 
 
-def write_config(path: Path, ssh_config: Path, remote_root: Path, local_state: Path,
-                 hosts: list[dict[str, Any]], **extra: dict[str, Any]) -> dict[str, Any]:
+def write_config(
+    path: Path,
+    ssh_config: Path,
+    remote_root: Path,
+    local_state: Path,
+    hosts: list[dict[str, Any]],
+    **extra: dict[str, Any],
+) -> dict[str, Any]:
     """Build (and, when ``path`` is given, write as JSON) a server config for the tests."""
     config: dict[str, Any] = {
         "ServerApp": {"jpserver_extensions": {"jupyter_remote_hw": True}},
@@ -61,15 +67,23 @@ def remote_root(short_tmp: Path) -> Path:
 @pytest.fixture
 def hosts(ssh_host: SSHTestHost, remote_root: Path) -> list[dict[str, Any]]:
     """The SSH hosts the server offers: the loopback test host, labelled."""
-    return [{"host": ssh_host.alias, "python": sys.executable, "hardware": HARDWARE, "root": str(remote_root)}]
+    return [
+        {
+            "host": ssh_host.alias,
+            "python": sys.executable,
+            "hardware": HARDWARE,
+            "root": str(remote_root),
+        }
+    ]
 
 
 @pytest.fixture
 def jp_server_config(
     ssh_host: SSHTestHost, short_tmp: Path, remote_root: Path, hosts: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    return write_config(short_tmp / "config.json", ssh_host.ssh_config, remote_root,
-                        short_tmp / "l", hosts)
+    return write_config(
+        short_tmp / "config.json", ssh_host.ssh_config, remote_root, short_tmp / "l", hosts
+    )
 
 
 Fetch = Callable[..., Awaitable[Any]]
@@ -78,9 +92,7 @@ OpenChannels = Callable[[str], Awaitable[KernelChannels]]
 
 
 @pytest.fixture
-async def start_kernel(
-    jp_fetch: Fetch, jp_serverapp: Any
-) -> AsyncIterator[StartKernel]:
+async def start_kernel(jp_fetch: Fetch, jp_serverapp: Any) -> AsyncIterator[StartKernel]:
     """POST /api/kernels; every kernel started is shut down through the API afterwards."""
     started: list[str] = []
 

@@ -13,8 +13,9 @@ from ..kernelws import KernelChannels
 from .conftest import LOCAL_KERNEL, SSH_KERNEL, OpenChannels, StartKernel
 
 
-async def two_kernels(start_kernel: StartKernel, channels: OpenChannels, source_name: str,
-                      destination_name: str) -> tuple[str, str, KernelChannels, KernelChannels]:
+async def two_kernels(
+    start_kernel: StartKernel, channels: OpenChannels, source_name: str, destination_name: str
+) -> tuple[str, str, KernelChannels, KernelChannels]:
     """Start a source and a destination kernel; their ids and open channels."""
     source_id = await start_kernel(source_name)
     destination_id = await start_kernel(destination_name)
@@ -25,15 +26,22 @@ async def test_variables_move_from_the_local_kernel_to_the_ssh_host(
     start_kernel: StartKernel, channels: OpenChannels, jp_serverapp: Any
 ) -> None:
     source_id, destination_id, source, destination = await two_kernels(
-        start_kernel, channels, LOCAL_KERNEL, SSH_KERNEL)
-    ran = await source.execute("import numpy as np, os\nweights = np.arange(3_000_000.)\n"
-                               "def loss(w):\n    return float((w ** 2).sum())\n"
-                               "note = f'from {os.getpid()}'")
+        start_kernel, channels, LOCAL_KERNEL, SSH_KERNEL
+    )
+    ran = await source.execute(
+        "import numpy as np, os\nweights = np.arange(3_000_000.)\n"
+        "def loss(w):\n    return float((w ** 2).sum())\n"
+        "note = f'from {os.getpid()}'"
+    )
     assert ran.status == "ok", ran
     seen: list[tuple[int, int]] = []
-    assigned = await copy_variables(jp_serverapp.kernel_manager, source_id, destination_id,
-                                    ["weights", "loss", "note"],
-                                    progress=lambda done, total: seen.append((done, total)))
+    assigned = await copy_variables(
+        jp_serverapp.kernel_manager,
+        source_id,
+        destination_id,
+        ["weights", "loss", "note"],
+        progress=lambda done, total: seen.append((done, total)),
+    )
     assert [a["name"] for a in assigned] == ["weights", "loss", "note"]
     assert seen[-1][0] == seen[-1][1] > 24_000_000
     check = await destination.execute("import os\nprint(loss(weights[:3]), note, os.getpid())")
@@ -46,12 +54,15 @@ async def test_a_failed_copy_names_the_variable_and_assigns_nothing(
     start_kernel: StartKernel, channels: OpenChannels, jp_serverapp: Any
 ) -> None:
     source_id, destination_id, source, destination = await two_kernels(
-        start_kernel, channels, LOCAL_KERNEL, LOCAL_KERNEL)
-    assert (await source.execute("import threading\nfine = 1\nlock = threading.Lock()")).status \
-        == "ok"
+        start_kernel, channels, LOCAL_KERNEL, LOCAL_KERNEL
+    )
+    assert (
+        await source.execute("import threading\nfine = 1\nlock = threading.Lock()")
+    ).status == "ok"
     with pytest.raises(TransferError, match=r"'lock' \(_thread.lock\)"):
-        await copy_variables(jp_serverapp.kernel_manager, source_id, destination_id,
-                             ["fine", "lock"])
+        await copy_variables(
+            jp_serverapp.kernel_manager, source_id, destination_id, ["fine", "lock"]
+        )
     check = await destination.execute("print('fine' in globals())")
     assert check.stdout.strip() == "False"
 

@@ -21,16 +21,18 @@ def jp_server_config(ssh_host: SSHTestHost, short_tmp: Path, remote_root: Path) 
     """The test host, a host nothing listens for, and the test host with a bare Python."""
     ssh_config = short_tmp / "ssh_config"
     ssh_config.write_text(
-        ssh_host.ssh_config.read_text()
-        + ssh_host.config_block("deadhost", Port=free_port())
+        ssh_host.ssh_config.read_text() + ssh_host.config_block("deadhost", Port=free_port())
     )
     hosts = [
         {"host": "deadhost", "hardware": "Gone GPU"},
-        {"host": ssh_host.alias, "name": "bare", "python": bare_python(short_tmp),
-         "root": str(remote_root)},
+        {
+            "host": ssh_host.alias,
+            "name": "bare",
+            "python": bare_python(short_tmp),
+            "root": str(remote_root),
+        },
     ]
-    return write_config(short_tmp / "config.json", ssh_config, remote_root, short_tmp / "l",
-                        hosts)
+    return write_config(short_tmp / "config.json", ssh_config, remote_root, short_tmp / "l", hosts)
 
 
 async def launch_error(jp_fetch: Fetch, name: str) -> tuple[int, str]:
@@ -48,13 +50,21 @@ async def test_unknown_hardware_is_404_naming_it(
     # A kernelspec (like those in kernelspecs/) naming a target nobody configured.
     spec_dir = jp_kernel_dir / "remote-hw-gpu-a100"
     spec_dir.mkdir()
-    (spec_dir / "kernel.json").write_text(json.dumps({
-        "argv": ["python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Python 3 · A100 80GB · gpu-a100",
-        "language": "python",
-        "metadata": {"kernel_provisioner": {"provisioner_name": "remote-hw",
-                                            "config": {"target": "ssh-gpu-a100"}}},
-    }))
+    (spec_dir / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": ["python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "Python 3 · A100 80GB · gpu-a100",
+                "language": "python",
+                "metadata": {
+                    "kernel_provisioner": {
+                        "provisioner_name": "remote-hw",
+                        "config": {"target": "ssh-gpu-a100"},
+                    }
+                },
+            }
+        )
+    )
     status, message = await launch_error(jp_fetch, "remote-hw-gpu-a100")
     assert status == 404
     assert "unknown hardware 'ssh-gpu-a100'" in message

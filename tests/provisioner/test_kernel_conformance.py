@@ -29,7 +29,10 @@ class IPythonSamples(jkt.KernelTests):
     code_stderr = "import sys; print('test', file=sys.stderr)"
     completion_samples: ClassVar[list[dict[str, Any]]] = [{"text": "zi", "matches": {"zip"}}]
     complete_code_samples: ClassVar[list[str]] = [
-        "1", "print('hello, world')", "def f(x):\n  return x*2\n\n\n"]
+        "1",
+        "print('hello, world')",
+        "def f(x):\n  return x*2\n\n\n",
+    ]
     incomplete_code_samples: ClassVar[list[str]] = ["print('''hello", "def f(x):\n  x*2"]
     invalid_code_samples: ClassVar[list[str]] = ["import = 7q"]
     code_page_something = "zip?"
@@ -39,10 +42,14 @@ class IPythonSamples(jkt.KernelTests):
         {"code": "[n*n for n in range(1, 4)]", "result": "[1, 4, 9]"},
     ]
     code_display_data: ClassVar[list[dict[str, str]]] = [
-        {"code": "from IPython.display import HTML, display; display(HTML('<b>test</b>'))",
-         "mime": "text/html"},
-        {"code": "from IPython.display import Math, display; display(Math('\\\\frac{1}{2}'))",
-         "mime": "text/latex"},
+        {
+            "code": "from IPython.display import HTML, display; display(HTML('<b>test</b>'))",
+            "mime": "text/html",
+        },
+        {
+            "code": "from IPython.display import Math, display; display(Math('\\\\frac{1}{2}'))",
+            "mime": "text/latex",
+        },
     ]
     code_history_pattern = "1?2*"
     supported_history_operations = ("tail", "search")

@@ -70,13 +70,23 @@ class Setup:
     root: Path
     env: dict[str, str]
 
-    def run(self, kernel: str, cwd: str | Path | None, then: str = "shutdown",
-            **extra_env: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    def run(
+        self, kernel: str, cwd: str | Path | None, then: str = "shutdown", **extra_env: str
+    ) -> tuple[subprocess.Popen[str], dict[str, Any]]:
         """Start a client process; return it and what its kernel saw."""
         proc = subprocess.Popen(
-            [sys.executable, "-c", CLIENT, kernel, str(cwd or ""), then,
-             json.dumps({"RemoteHWProvisioner": {"orphan_grace": GRACE}})],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-c",
+                CLIENT,
+                kernel,
+                str(cwd or ""),
+                then,
+                json.dumps({"RemoteHWProvisioner": {"orphan_grace": GRACE}}),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
             env={**self.env, **extra_env},
         )
         assert proc.stdout is not None
@@ -93,22 +103,48 @@ def setup(ssh_host: SSHTestHost) -> Iterator[Setup]:
     root = Path(tempfile.mkdtemp(prefix="jrhw-env-", dir="/tmp"))
     config_dir, path_dir = root / "config", root / "path"
     config_dir.mkdir()
-    (config_dir / "jupyter_server_config.json").write_text(json.dumps({
-        "MachineManager": {"ledger_path": str(root / "ledger.sqlite3")},
-        "TransportManager": {"ssh_config_files": [str(ssh_host.ssh_config)],
-                             **TEST_TRANSPORT, "forward_wait_timeout": 30.0},
-        "SSHProvider": {"hosts": [{"host": ssh_host.alias, "python": sys.executable,
-                                   "root": str(root / "r"), "workdir": str(root / "work")}],
-                        "include_ssh_config": False},
-        "LocalProvider": {"state_dir": str(root / "l")},
-        "RemoteHWProvisioner": {"launch_timeout": 90.0},
-    }))
+    (config_dir / "jupyter_server_config.json").write_text(
+        json.dumps(
+            {
+                "MachineManager": {"ledger_path": str(root / "ledger.sqlite3")},
+                "TransportManager": {
+                    "ssh_config_files": [str(ssh_host.ssh_config)],
+                    **TEST_TRANSPORT,
+                    "forward_wait_timeout": 30.0,
+                },
+                "SSHProvider": {
+                    "hosts": [
+                        {
+                            "host": ssh_host.alias,
+                            "python": sys.executable,
+                            "root": str(root / "r"),
+                            "workdir": str(root / "work"),
+                        }
+                    ],
+                    "include_ssh_config": False,
+                },
+                "LocalProvider": {"state_dir": str(root / "l")},
+                "RemoteHWProvisioner": {"launch_timeout": 90.0},
+            }
+        )
+    )
     (root / "work").mkdir()
     for target in (
-        Target(name=SSH_TARGET, provider="ssh", where=ssh_host.alias, hardware="Test GPU",
-               host=ssh_host.alias, python=sys.executable),
-        Target(name="local", provider="local", where="this machine", hardware="CPU",
-               python=sys.executable),
+        Target(
+            name=SSH_TARGET,
+            provider="ssh",
+            where=ssh_host.alias,
+            hardware="Test GPU",
+            host=ssh_host.alias,
+            python=sys.executable,
+        ),
+        Target(
+            name="local",
+            provider="local",
+            where="this machine",
+            hardware="CPU",
+            python=sys.executable,
+        ),
     ):
         spec = target_kernel_spec(target)
         spec["env"] = {"RHW_SPEC_VAR": "from-spec"}
@@ -147,15 +183,21 @@ def gone_within(pid: int, limit: float) -> float:
 
 
 def test_local_kernel_gets_the_clients_cwd_and_environment_not_the_first_agent_starters(
-    setup: Setup, tmp_path: Path,
+    setup: Setup,
+    tmp_path: Path,
 ) -> None:
     # The local agent is first started by a process with a variable of its own.
-    starter = ("import asyncio, sys; from pathlib import Path; "
-               "from jupyter_remote_hw.agent_client import start_local_agent; "
-               "asyncio.run(start_local_agent(Path(sys.argv[1])))")
+    starter = (
+        "import asyncio, sys; from pathlib import Path; "
+        "from jupyter_remote_hw.agent_client import start_local_agent; "
+        "asyncio.run(start_local_agent(Path(sys.argv[1])))"
+    )
     first = subprocess.run(
-        [sys.executable, "-c", starter, str(setup.root / "l")], check=False,
-        env={**setup.env, "RHW_FIRST_STARTER": "leaked"}, capture_output=True, timeout=60,
+        [sys.executable, "-c", starter, str(setup.root / "l")],
+        check=False,
+        env={**setup.env, "RHW_FIRST_STARTER": "leaked"},
+        capture_output=True,
+        timeout=60,
     )
     assert first.returncode == 0, first.stderr
     notebooks = tmp_path / "notebooks"
@@ -174,7 +216,8 @@ def test_local_kernel_gets_the_clients_cwd_and_environment_not_the_first_agent_s
 
 
 def test_ssh_kernel_gets_the_notebooks_directory_and_the_launchs_environment(
-    setup: Setup, tmp_path: Path,
+    setup: Setup,
+    tmp_path: Path,
 ) -> None:
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
@@ -186,14 +229,20 @@ def test_ssh_kernel_gets_the_notebooks_directory_and_the_launchs_environment(
     assert env["RHW_SPEC_VAR"] == "from-spec"
     assert env["RHW_CALL_VAR"] == "from-call"
     assert env["LANG"] == env["LC_TIME"] == "C.UTF-8"
-    for not_passed in ("RHW_CLIENT_VAR", "AWS_SECRET_ACCESS_KEY", "JUPYTER_CONFIG_DIR",
-                       "JUPYTER_PATH", "JPY_PARENT_PID"):
+    for not_passed in (
+        "RHW_CLIENT_VAR",
+        "AWS_SECRET_ACCESS_KEY",
+        "JUPYTER_CONFIG_DIR",
+        "JUPYTER_PATH",
+        "JPY_PARENT_PID",
+    ):
         assert not_passed not in env
     assert env["HOME"] and env["PATH"]  # the host's login environment
 
 
 def test_ssh_kernel_starts_in_the_hosts_working_directory_when_the_notebooks_is_missing(
-    setup: Setup, ssh_host: SSHTestHost,
+    setup: Setup,
+    ssh_host: SSHTestHost,
 ) -> None:
     missing = "/nonexistent/notebooks"
     proc, seen = setup.run("remote-hw-" + SSH_TARGET, missing)

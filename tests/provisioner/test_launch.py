@@ -37,7 +37,8 @@ async def test_targets_are_kernelspecs(jp_fetch: Fetch, ssh_host: SSHTestHost) -
     ssh = specs[SSH_KERNEL]["spec"]
     assert ssh["display_name"] == f"Python 3 · {SHOWN} · {ssh_host.alias}"
     assert ssh["metadata"]["kernel_provisioner"] == {
-        "provisioner_name": "remote-hw", "config": {"target": "ssh-testhost"},
+        "provisioner_name": "remote-hw",
+        "config": {"target": "ssh-testhost"},
     }
     local = specs[LOCAL_KERNEL]["spec"]
     assert local["display_name"].startswith("Python 3 · ")
@@ -47,8 +48,11 @@ async def test_targets_are_kernelspecs(jp_fetch: Fetch, ssh_host: SSHTestHost) -
 
 
 async def test_kernel_runs_on_the_ssh_host(
-    start_kernel: StartKernel, channels: OpenChannels, jp_serverapp: Any,
-    ssh_host: SSHTestHost, remote_root: Path,
+    start_kernel: StartKernel,
+    channels: OpenChannels,
+    jp_serverapp: Any,
+    ssh_host: SSHTestHost,
+    remote_root: Path,
 ) -> None:
     kernel_id = await start_kernel(SSH_KERNEL)
     kc = await channels(kernel_id)
@@ -71,13 +75,18 @@ async def test_kernel_runs_on_the_ssh_host(
     assert info["transport"] == "tcp" and provisioner._remote["transport"] == "ipc"
     state_dir = os.path.dirname(provisioner._remote["ip"])
     assert str(remote_root) in state_dir
-    where = await kc.execute("from jupyter_remote_hw.transfer.kernel_handler import "
-                             "socket_directory\nprint(socket_directory())")
+    where = await kc.execute(
+        "from jupyter_remote_hw.transfer.kernel_handler import "
+        "socket_directory\nprint(socket_directory())"
+    )
     assert where.stdout.strip() == state_dir, where
 
 
 async def test_interrupt_keeps_state_and_restart_keeps_machine_and_ports(
-    start_kernel: StartKernel, channels: OpenChannels, jp_fetch: Fetch, jp_serverapp: Any,
+    start_kernel: StartKernel,
+    channels: OpenChannels,
+    jp_fetch: Fetch,
+    jp_serverapp: Any,
 ) -> None:
     kernel_id = await start_kernel(SSH_KERNEL)
     kc = await channels(kernel_id)
@@ -87,11 +96,17 @@ async def test_interrupt_keeps_state_and_restart_keeps_machine_and_ports(
     ports = [km.get_connection_info()[p] for p in PORTS]
     machine = provisioner_of(jp_serverapp, kernel_id)._machine
 
-    sleeping = await kc.send("execute_request", {
-        "code": "import time; print('sleeping', flush=True); time.sleep(60)", "silent": False,
-        "store_history": False, "user_expressions": {}, "allow_stdin": False,
-        "stop_on_error": True,
-    })
+    sleeping = await kc.send(
+        "execute_request",
+        {
+            "code": "import time; print('sleeping', flush=True); time.sleep(60)",
+            "silent": False,
+            "store_history": False,
+            "user_expressions": {},
+            "allow_stdin": False,
+            "stop_on_error": True,
+        },
+    )
     await kc.wait_printed(sleeping, "sleeping")  # the cell's own code runs
     began = asyncio.get_running_loop().time()
     await jp_fetch("api", "kernels", kernel_id, "interrupt", method="POST", body="")
@@ -111,7 +126,9 @@ async def test_interrupt_keeps_state_and_restart_keeps_machine_and_ports(
 
 
 async def test_local_target_is_a_separate_process_under_the_local_agent(
-    start_kernel: StartKernel, channels: OpenChannels, short_tmp: Path,
+    start_kernel: StartKernel,
+    channels: OpenChannels,
+    short_tmp: Path,
 ) -> None:
     kernel_id = await start_kernel(LOCAL_KERNEL)
     kc = await channels(kernel_id)
@@ -131,8 +148,13 @@ async def test_launch_steps_are_timed_and_reported(
     manager.launch_listeners = [events.append]
     kernel_id = await start_kernel(SSH_KERNEL)
     done = [e["step"] for e in events if e["state"] == "done"]
-    assert done == ["resolve hardware", "connect", "prepare host", "start kernel",
-                    "connect channels"]
+    assert done == [
+        "resolve hardware",
+        "connect",
+        "prepare host",
+        "start kernel",
+        "connect channels",
+    ]
     assert all(e["kernel_id"] == kernel_id for e in events)
     assert any(e["state"] == "progress" and "agent" in e["detail"] for e in events)
     steps = provisioner_of(jp_serverapp, kernel_id).launch_steps
@@ -142,7 +164,10 @@ async def test_launch_steps_are_timed_and_reported(
 
 
 async def test_shutdown_stops_the_kernel_and_a_stopping_server_the_idle_agent(
-    start_kernel: StartKernel, channels: OpenChannels, jp_fetch: Fetch, jp_serverapp: Any,
+    start_kernel: StartKernel,
+    channels: OpenChannels,
+    jp_fetch: Fetch,
+    jp_serverapp: Any,
     remote_root: Path,
 ) -> None:
     kernel_id = await start_kernel(SSH_KERNEL)

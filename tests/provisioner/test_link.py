@@ -18,14 +18,25 @@ from .test_launch import OpenChannels, StartKernel, provisioner_of
 
 @pytest.fixture
 def jp_server_config(ns_host: NetnsTestHost, short_tmp: Path, remote_root: Path) -> dict[str, Any]:
-    hosts = [{"host": ns_host.alias, "python": sys.executable, "hardware": "Far GPU", "root": str(remote_root)}]
-    return write_config(short_tmp / "config.json", ns_host.ssh_config, remote_root,
-                        short_tmp / "l", hosts)
+    hosts = [
+        {
+            "host": ns_host.alias,
+            "python": sys.executable,
+            "hardware": "Far GPU",
+            "root": str(remote_root),
+        }
+    ]
+    return write_config(
+        short_tmp / "config.json", ns_host.ssh_config, remote_root, short_tmp / "l", hosts
+    )
 
 
 async def test_idle_kernel_survives_a_ten_second_cut(
-    ns_host: NetnsTestHost, start_kernel: StartKernel, channels: OpenChannels,
-    jp_serverapp: Any, jp_fetch: Any,
+    ns_host: NetnsTestHost,
+    start_kernel: StartKernel,
+    channels: OpenChannels,
+    jp_serverapp: Any,
+    jp_fetch: Any,
 ) -> None:
     assert ns_host.link is not None
     kernel_id = await start_kernel("remote-hw-ssh-" + ns_host.alias)
@@ -42,8 +53,9 @@ async def test_idle_kernel_survives_a_ten_second_cut(
         assert not machine.link_up  # the cut was noticed
         # The panel and status bar say since when (they count the seconds).
         reply = await jp_fetch("jupyter-remote-hw", "api", "machines")
-        (model,) = [m for m in json.loads(reply.body)["machines"]
-                    if m["name"] == "ssh-" + ns_host.alias]
+        (model,) = [
+            m for m in json.loads(reply.body)["machines"] if m["name"] == "ssh-" + ns_host.alias
+        ]
         assert model["state"] == "reconnecting"
         assert cut_at < model["link_down_since"] < cut_at + 8
         # Jupyter still counts the kernel as alive: no restart is attempted.

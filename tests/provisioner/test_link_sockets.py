@@ -21,11 +21,22 @@ FORWARD_WAIT = 2.0
 
 @pytest.fixture
 def jp_server_config(ns_host: NetnsTestHost, short_tmp: Path, remote_root: Path) -> dict[str, Any]:
-    hosts = [{"host": ns_host.alias, "python": sys.executable, "hardware": "Far GPU",
-              "root": str(remote_root)}]
-    return write_config(short_tmp / "config.json", ns_host.ssh_config, remote_root,
-                        short_tmp / "l", hosts,
-                        TransportManager={"forward_wait_timeout": FORWARD_WAIT})
+    hosts = [
+        {
+            "host": ns_host.alias,
+            "python": sys.executable,
+            "hardware": "Far GPU",
+            "root": str(remote_root),
+        }
+    ]
+    return write_config(
+        short_tmp / "config.json",
+        ns_host.ssh_config,
+        remote_root,
+        short_tmp / "l",
+        hosts,
+        TransportManager={"forward_wait_timeout": FORWARD_WAIT},
+    )
 
 
 def _open_fds() -> int:
@@ -34,7 +45,9 @@ def _open_fds() -> int:
 
 @pytest.mark.timeout(180)
 async def test_cuts_longer_than_the_forward_wait_leave_no_socket_behind(
-    ns_host: NetnsTestHost, start_kernel: StartKernel, channels: OpenChannels,
+    ns_host: NetnsTestHost,
+    start_kernel: StartKernel,
+    channels: OpenChannels,
 ) -> None:
     assert ns_host.link is not None
     kernel_id = await start_kernel("remote-hw-ssh-" + ns_host.alias)

@@ -21,15 +21,25 @@ from .test_launch import OpenChannels, StartKernel
 
 @pytest.fixture
 def jp_server_config(ns_host: NetnsTestHost, short_tmp: Path, remote_root: Path) -> dict[str, Any]:
-    hosts = [{"host": ns_host.alias, "python": sys.executable, "hardware": "Far GPU",
-              "root": str(remote_root)}]
-    return write_config(short_tmp / "config.json", ns_host.ssh_config, remote_root,
-                        short_tmp / "l", hosts)
+    hosts = [
+        {
+            "host": ns_host.alias,
+            "python": sys.executable,
+            "hardware": "Far GPU",
+            "root": str(remote_root),
+        }
+    ]
+    return write_config(
+        short_tmp / "config.json", ns_host.ssh_config, remote_root, short_tmp / "l", hosts
+    )
 
 
 @pytest.mark.timeout(180)
 async def test_a_transfer_cut_midway_names_what_failed_and_assigns_nothing(
-    ns_host: NetnsTestHost, start_kernel: StartKernel, channels: OpenChannels, jp_serverapp: Any,
+    ns_host: NetnsTestHost,
+    start_kernel: StartKernel,
+    channels: OpenChannels,
+    jp_serverapp: Any,
 ) -> None:
     assert ns_host.link is not None
     source_id = await start_kernel(LOCAL_KERNEL)
@@ -37,9 +47,15 @@ async def test_a_transfer_cut_midway_names_what_failed_and_assigns_nothing(
     source, destination = await channels(source_id), await channels(destination_id)
     assert (await source.execute("import numpy as np\nbig = np.ones(96_000_000)")).status == "ok"
     seen: list[int] = []
-    copying = asyncio.create_task(copy_variables(
-        jp_serverapp.kernel_manager, source_id, destination_id, ["big"],
-        progress=lambda done, _total: seen.append(done)))
+    copying = asyncio.create_task(
+        copy_variables(
+            jp_serverapp.kernel_manager,
+            source_id,
+            destination_id,
+            ["big"],
+            progress=lambda done, _total: seen.append(done),
+        )
+    )
     while not seen or seen[-1] < 64_000_000:  # the first 64 MB of 768 are across
         assert not copying.done(), copying
         await asyncio.sleep(0.01)

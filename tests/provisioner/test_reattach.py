@@ -37,9 +37,18 @@ def start_server(
 ) -> Iterator[Any]:
     """Start servers sharing one config, data and runtime dir; all are killed afterwards."""
     write_config(
-        dirs["config"] / "jupyter_server_config.json", ssh_host.ssh_config, remote_root,
-        short_tmp / "l", [{"host": ssh_host.alias, "python": sys.executable, "hardware": HARDWARE,
-                           "root": str(remote_root)}],
+        dirs["config"] / "jupyter_server_config.json",
+        ssh_host.ssh_config,
+        remote_root,
+        short_tmp / "l",
+        [
+            {
+                "host": ssh_host.alias,
+                "python": sys.executable,
+                "hardware": HARDWARE,
+                "root": str(remote_root),
+            }
+        ],
     )
     servers: list[Server] = []
 
@@ -63,7 +72,11 @@ async def http_client() -> AsyncIterator[None]:
 
 @pytest.mark.parametrize("kernel_name", [SSH_KERNEL, LOCAL_KERNEL])
 async def test_new_server_reattaches_to_the_kernel_with_its_state(
-    kernel_name: str, start_server: Any, http_client: None, remote_root: Path, short_tmp: Path,
+    kernel_name: str,
+    start_server: Any,
+    http_client: None,
+    remote_root: Path,
+    short_tmp: Path,
 ) -> None:
     first: Server = start_server()
     await first.ready()

@@ -28,9 +28,18 @@ def start_server(ns_host: NetnsTestHost, remote_root: Path, short_tmp: Path) -> 
     for path in dirs.values():
         path.mkdir()
     write_config(
-        dirs["config"] / "jupyter_server_config.json", ns_host.ssh_config, remote_root,
-        short_tmp / "l", [{"host": ns_host.alias, "python": sys.executable,
-                           "hardware": "Far GPU", "root": str(remote_root)}],
+        dirs["config"] / "jupyter_server_config.json",
+        ns_host.ssh_config,
+        remote_root,
+        short_tmp / "l",
+        [
+            {
+                "host": ns_host.alias,
+                "python": sys.executable,
+                "hardware": "Far GPU",
+                "root": str(remote_root),
+            }
+        ],
         RemoteHWExtension={"reattach_retry_max": 2.0},
     )
     servers: list[Server] = []
@@ -55,21 +64,30 @@ async def http_client() -> AsyncIterator[None]:
 
 @pytest.mark.timeout(240)
 async def test_server_restarted_during_a_cut_reattaches_when_the_host_returns(
-    ns_host: NetnsTestHost, start_server: Any, http_client: None,
+    ns_host: NetnsTestHost,
+    start_server: Any,
+    http_client: None,
 ) -> None:
     assert ns_host.link is not None
     first: Server = start_server()
     await first.ready()
-    kernel_id = (await first.api("kernels", method="POST",
-                                 body={"name": "remote-hw-ssh-" + ns_host.alias}))["id"]
+    kernel_id = (
+        await first.api("kernels", method="POST", body={"name": "remote-hw-ssh-" + ns_host.alias})
+    )["id"]
     kc = await first.channels(kernel_id)
     assert (await kc.execute("x = 42")).status == "ok"
-    await kc.send("execute_request", {
-        "code": "import time\nfor i in range(20):\n    print(f'tick {i}', flush=True)\n"
-                "    time.sleep(1)\n",
-        "silent": False, "store_history": False, "user_expressions": {},
-        "allow_stdin": False, "stop_on_error": True,
-    })
+    await kc.send(
+        "execute_request",
+        {
+            "code": "import time\nfor i in range(20):\n    print(f'tick {i}', flush=True)\n"
+            "    time.sleep(1)\n",
+            "silent": False,
+            "store_history": False,
+            "user_expressions": {},
+            "allow_stdin": False,
+            "stop_on_error": True,
+        },
+    )
     await asyncio.sleep(3)
     await kc.close()
 
@@ -82,9 +100,12 @@ async def test_server_restarted_during_a_cut_reattaches_when_the_host_returns(
         await asyncio.sleep(8)
         # The kernel is not Jupyter's yet; the panel says what it waits for.
         assert await second.api("kernels") == []
-        reply = await AsyncHTTPClient().fetch(HTTPRequest(
-            f"{second.url}/jupyter-remote-hw/api/machines",
-            headers={"Authorization": f"token {second.token}"}))
+        reply = await AsyncHTTPClient().fetch(
+            HTTPRequest(
+                f"{second.url}/jupyter-remote-hw/api/machines",
+                headers={"Authorization": f"token {second.token}"},
+            )
+        )
         machines = json.loads(reply.body)
         rows = {k["id"]: k for m in machines["machines"] for k in m["kernels"]}
         assert rows[kernel_id]["state"] == f"waiting for {ns_host.alias}", rows

@@ -48,8 +48,11 @@ def setup(ssh_host: SSHTestHost) -> Iterator[ClientEnv]:
 def notebook(path: Path | None = None) -> Any:
     """A notebook of :data:`CELLS`, written to ``path`` when given."""
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
-    nb.metadata["kernelspec"] = {"name": SSH_KERNEL, "display_name": SSH_KERNEL,
-                                 "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": SSH_KERNEL,
+        "display_name": SSH_KERNEL,
+        "language": "python",
+    }
     if path is not None:
         nbformat.write(nb, path)
     return nb
@@ -73,8 +76,9 @@ def reply_to(kc: BlockingKernelClient, msg_id: str, timeout: float = 30) -> dict
             return reply
 
 
-def wait_busy(kc: BlockingKernelClient, msg_id: str, timeout: float = 30,
-              printed: str | None = None) -> None:
+def wait_busy(
+    kc: BlockingKernelClient, msg_id: str, timeout: float = 30, printed: str | None = None
+) -> None:
     """Wait for the kernel to go busy on ``msg_id`` (and, if given, to print ``printed``)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -84,14 +88,21 @@ def wait_busy(kc: BlockingKernelClient, msg_id: str, timeout: float = 30,
             continue
         if msg["parent_header"].get("msg_id") != msg_id:
             continue
-        if printed is None and msg["msg_type"] == "status" \
-                and msg["content"]["execution_state"] == "busy":
+        if (
+            printed is None
+            and msg["msg_type"] == "status"
+            and msg["content"]["execution_state"] == "busy"
+        ):
             return
-        if printed is not None and msg["msg_type"] == "stream" \
-                and printed in msg["content"]["text"]:
+        if (
+            printed is not None
+            and msg["msg_type"] == "stream"
+            and printed in msg["content"]["text"]
+        ):
             return
-    raise AssertionError("the kernel never went busy" if printed is None
-                         else f"the cell never printed {printed!r}")
+    raise AssertionError(
+        "the kernel never went busy" if printed is None else f"the cell never printed {printed!r}"
+    )
 
 
 def test_jupyter_run_exits_soon_after_its_last_cell_and_leaves_no_kernel(
@@ -101,7 +112,11 @@ def test_jupyter_run_exits_soon_after_its_last_cell_and_leaves_no_kernel(
     script.write_text("\n".join(CELLS) + "\n")
     with subprocess.Popen(
         [sys.executable, "-m", "jupyter_client.runapp", "--kernel", SSH_KERNEL, str(script)],
-        env=setup.env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=setup.env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     ) as process:
         assert process.stdout is not None and process.stderr is not None
         lines, last_cell = [], None
@@ -132,9 +147,22 @@ def test_papermill_runs_a_notebook_on_the_ssh_host(setup: ClientEnv, tmp_path: P
     source, result = tmp_path / "in.ipynb", tmp_path / "out.ipynb"
     notebook(source)
     done = subprocess.run(
-        [sys.executable, "-m", "papermill", str(source), str(result), "-k", SSH_KERNEL,
-         "--no-progress-bar"],
-        env=setup.env, cwd=tmp_path, capture_output=True, text=True, timeout=90, check=False,
+        [
+            sys.executable,
+            "-m",
+            "papermill",
+            str(source),
+            str(result),
+            "-k",
+            SSH_KERNEL,
+            "--no-progress-bar",
+        ],
+        env=setup.env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     check_outputs(nbformat.read(result, as_version=4))
@@ -143,8 +171,9 @@ def test_papermill_runs_a_notebook_on_the_ssh_host(setup: ClientEnv, tmp_path: P
 
 def test_nbclient_runs_a_notebook_on_the_ssh_host(setup: ClientEnv, tmp_path: Path) -> None:
     nb = notebook()
-    NotebookClient(nb, timeout=60, startup_timeout=90,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(
+        nb, timeout=60, startup_timeout=90, resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     check_outputs(nb)
     assert setup.kernels() == []
 

@@ -30,8 +30,9 @@ async def post(jp_fetch: Fetch, *path: str, body: Any = None, raw: str | None = 
     return json.loads(response.body)
 
 
-async def failure(jp_fetch: Fetch, *path: str, method: str = "POST", body: Any = None,
-                  raw: str | None = None) -> tuple[int, dict[str, Any]]:
+async def failure(
+    jp_fetch: Fetch, *path: str, method: str = "POST", body: Any = None, raw: str | None = None
+) -> tuple[int, dict[str, Any]]:
     """Call an API path that must fail; its status and JSON error body."""
     kwargs: dict[str, Any] = {"method": method}
     if method == "POST":
@@ -50,8 +51,9 @@ class Events:
         self.ws = ws
         self.received: list[dict[str, Any]] = []
 
-    async def until(self, match: Callable[[dict[str, Any]], bool],
-                    timeout: float = 30.0) -> dict[str, Any]:
+    async def until(
+        self, match: Callable[[dict[str, Any]], bool], timeout: float = 30.0
+    ) -> dict[str, Any]:
         """The first event (received so far, or next) for which ``match`` is true."""
         for event in self.received:
             if match(event):

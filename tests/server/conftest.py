@@ -29,21 +29,35 @@ async def events(jp_ws_fetch: Fetch) -> Any:
     await KernelChannels(ws).close()  # and wait until the server closed it too
 
 
-async def new_session(jp_fetch: Fetch, kernel_name: str, path: str = "work.ipynb") -> dict[str, Any]:
+async def new_session(
+    jp_fetch: Fetch, kernel_name: str, path: str = "work.ipynb"
+) -> dict[str, Any]:
     """A notebook session with a kernel, as JupyterLab opens one."""
-    response = await jp_fetch("api", "sessions", method="POST", body=json.dumps({
-        "path": path, "name": path, "type": "notebook", "kernel": {"name": kernel_name},
-    }))
+    response = await jp_fetch(
+        "api",
+        "sessions",
+        method="POST",
+        body=json.dumps(
+            {
+                "path": path,
+                "name": path,
+                "type": "notebook",
+                "kernel": {"name": kernel_name},
+            }
+        ),
+    )
     return dict(json.loads(response.body))
 
 
 @pytest.fixture
 async def sessions(jp_fetch: Fetch, jp_serverapp: Any) -> Any:
     """Start sessions; every kernel is shut down afterwards."""
+
     async def start(kernel_name: str) -> dict[str, Any]:
         return await new_session(jp_fetch, kernel_name)
 
     yield start
     km = jp_serverapp.kernel_manager
-    await asyncio.gather(*(km.shutdown_kernel(k) for k in km.list_kernel_ids()),
-                         return_exceptions=True)
+    await asyncio.gather(
+        *(km.shutdown_kernel(k) for k in km.list_kernel_ids()), return_exceptions=True
+    )

@@ -19,40 +19,56 @@ from ..testhosts import SSHTestHost
 from .apiclient import Events, Fetch, failure, get, post
 
 
-@pytest.mark.parametrize(("method", "path"), [
-    ("GET", "hardware"), ("GET", "machines"), ("POST", "launch"),
-    ("POST", "machines/local/terminate"), ("GET", "variables/x"),
-    ("POST", "switch/x"), ("GET", "shares"), ("POST", "shares"), ("DELETE", "shares/x"),
-    ("POST", "join"),
-])
-async def test_every_route_needs_authentication(jp_fetch: Fetch, jp_http_port: int,
-                                                jp_base_url: str, method: str,
-                                                path: str) -> None:
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "hardware"),
+        ("GET", "machines"),
+        ("POST", "launch"),
+        ("POST", "machines/local/terminate"),
+        ("GET", "variables/x"),
+        ("POST", "switch/x"),
+        ("GET", "shares"),
+        ("POST", "shares"),
+        ("DELETE", "shares/x"),
+        ("POST", "join"),
+    ],
+)
+async def test_every_route_needs_authentication(
+    jp_fetch: Fetch, jp_http_port: int, jp_base_url: str, method: str, path: str
+) -> None:
     # jp_fetch (unused) makes the server listen; this request carries no token.
     url = f"http://127.0.0.1:{jp_http_port}{jp_base_url}jupyter-remote-hw/api/{path}"
     with pytest.raises(HTTPClientError) as caught:
-        await AsyncHTTPClient().fetch(url, method=method,
-                                      body="{}" if method == "POST" else None)
+        await AsyncHTTPClient().fetch(url, method=method, body="{}" if method == "POST" else None)
     assert caught.value.code == 401
     assert json.loads(caught.value.response.body)["message"].startswith("not authenticated")
 
 
-async def test_event_socket_needs_authentication(jp_fetch: Fetch, jp_http_port: int,
-                                                 jp_base_url: str) -> None:
+async def test_event_socket_needs_authentication(
+    jp_fetch: Fetch, jp_http_port: int, jp_base_url: str
+) -> None:
     url = f"ws://127.0.0.1:{jp_http_port}{jp_base_url}jupyter-remote-hw/api/events"
     with pytest.raises(HTTPClientError) as caught:
         await websocket_connect(url)
     assert caught.value.code == 401
 
 
-async def test_hardware_lists_local_and_the_ssh_host(jp_fetch: Fetch,
-                                                     ssh_host: SSHTestHost) -> None:
+async def test_hardware_lists_local_and_the_ssh_host(
+    jp_fetch: Fetch, ssh_host: SSHTestHost
+) -> None:
     listing = await get(jp_fetch, "hardware")
     hardware = listing["hardware"]
     by_name = {h["name"]: h for h in hardware}
     providers = {p["name"]: p for p in listing["providers"]}
-    assert providers["local"] == {"name": "local", "title": "This machine", "usable": True,
-                                  "reason": None, "hint": None, "commands": []}
+    assert providers["local"] == {
+        "name": "local",
+        "title": "This machine",
+        "usable": True,
+        "reason": None,
+        "hint": None,
+        "commands": [],
+    }
     assert providers["ssh"]["usable"] is True and providers["ssh"]["title"] == "SSH"
     assert hardware[0]["name"] == "local"  # the default first
     local = by_name["local"]
@@ -69,28 +85,62 @@ async def test_hardware_lists_local_and_the_ssh_host(jp_fetch: Fetch,
     assert ssh["machine_state"] is None  # nothing connected yet
 
 
-@pytest.mark.parametrize(("path", "body", "status", "field", "words"), [
-    ("launch", {}, 400, "hardware", "hardware is missing"),
-    ("launch", {"hardware": 3}, 400, "hardware", "hardware must be a string"),
-    ("launch", {"hardware": "gpu-nowhere"}, 404, "hardware", "unknown hardware 'gpu-nowhere'"),
-    ("launch", {"hardware": "local", "path": ["x"]}, 400, "path", "path must be a string"),
-    ("switch/no-such-session", {"hardware": "local"}, 404, "session_id",
-     "no session 'no-such-session'"),
-    ("switch/s", {"hardware": "local", "carry": "x,y"}, 400, "carry",
-     "carry must be a JSON array or 'all'"),
-    ("switch/s", {"hardware": "local", "carry": ["ok", "not ok"]}, 400, "carry.1",
-     "carry.1 'not ok' is not valid: a Python name"),
-    ("switch/s", {"hardware": "local", "keep_old": "yes"}, 400, "keep_old",
-     "keep_old must be true or false"),
-    ("switch/s", {"hardware": "local", "colour": "red"}, 400, "colour",
-     "colour is not a field here (the fields are: carry, device, hardware, keep_old)"),
-    ("switch/s", {}, 400, "hardware", "hardware is missing"),
-    ("machines/gpu-nowhere/start", {}, 404, "name", "unknown hardware 'gpu-nowhere'"),
-    ("machines/local/stop", {}, 409, "name", "local (local provider) cannot be stopped"),
-])
-async def test_bad_requests_name_the_field(jp_fetch: Fetch, jp_serverapp: Any, path: str,
-                                           body: dict[str, Any], status: int, field: str,
-                                           words: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "body", "status", "field", "words"),
+    [
+        ("launch", {}, 400, "hardware", "hardware is missing"),
+        ("launch", {"hardware": 3}, 400, "hardware", "hardware must be a string"),
+        ("launch", {"hardware": "gpu-nowhere"}, 404, "hardware", "unknown hardware 'gpu-nowhere'"),
+        ("launch", {"hardware": "local", "path": ["x"]}, 400, "path", "path must be a string"),
+        (
+            "switch/no-such-session",
+            {"hardware": "local"},
+            404,
+            "session_id",
+            "no session 'no-such-session'",
+        ),
+        (
+            "switch/s",
+            {"hardware": "local", "carry": "x,y"},
+            400,
+            "carry",
+            "carry must be a JSON array or 'all'",
+        ),
+        (
+            "switch/s",
+            {"hardware": "local", "carry": ["ok", "not ok"]},
+            400,
+            "carry.1",
+            "carry.1 'not ok' is not valid: a Python name",
+        ),
+        (
+            "switch/s",
+            {"hardware": "local", "keep_old": "yes"},
+            400,
+            "keep_old",
+            "keep_old must be true or false",
+        ),
+        (
+            "switch/s",
+            {"hardware": "local", "colour": "red"},
+            400,
+            "colour",
+            "colour is not a field here (the fields are: carry, device, hardware, keep_old)",
+        ),
+        ("switch/s", {}, 400, "hardware", "hardware is missing"),
+        ("machines/gpu-nowhere/start", {}, 404, "name", "unknown hardware 'gpu-nowhere'"),
+        ("machines/local/stop", {}, 409, "name", "local (local provider) cannot be stopped"),
+    ],
+)
+async def test_bad_requests_name_the_field(
+    jp_fetch: Fetch,
+    jp_serverapp: Any,
+    path: str,
+    body: dict[str, Any],
+    status: int,
+    field: str,
+    words: str,
+) -> None:
     code, error = await failure(jp_fetch, *path.split("/"), body=body)
     assert code == status
     assert error["field"] == field
@@ -106,18 +156,23 @@ async def test_a_body_that_is_not_a_json_object_is_400(jp_fetch: Fetch) -> None:
 
 
 async def test_start_a_kernel_on_local_hardware_with_progress_events(
-    jp_fetch: Fetch, jp_serverapp: Any, events: Events, channels: OpenChannels,
+    jp_fetch: Fetch,
+    jp_serverapp: Any,
+    events: Events,
+    channels: OpenChannels,
 ) -> None:
-    response = await jp_fetch("jupyter-remote-hw", "api", "launch", method="POST",
-                              body=json.dumps({"hardware": "local"}))
+    response = await jp_fetch(
+        "jupyter-remote-hw", "api", "launch", method="POST", body=json.dumps({"hardware": "local"})
+    )
     assert response.code == 201
     kernel = json.loads(response.body)
     assert kernel["name"] == LOCAL_KERNEL
     assert response.headers["Location"].endswith(f"/api/kernels/{kernel['id']}")
     # Each launch step was pushed as it started and ended, then the machine's state.
     started = await events.until(lambda e: e["type"] == "launch" and e["state"] == "started")
-    done = await events.until(lambda e: e["type"] == "launch" and e["step"] == "start kernel"
-                              and e["state"] == "done")
+    done = await events.until(
+        lambda e: e["type"] == "launch" and e["step"] == "start kernel" and e["state"] == "done"
+    )
     assert started["kernel_id"] == done["kernel_id"] == kernel["id"]
     assert done["seconds"] > 0
     machine = await events.until(lambda e: e["type"] == "machine")
@@ -133,23 +188,30 @@ async def test_start_a_kernel_on_local_hardware_with_progress_events(
 
 
 async def test_switch_to_the_ssh_host_carrying_what_can_be_carried_then_terminate(
-    jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels,
-    events: Events, ssh_host: SSHTestHost,
+    jp_fetch: Fetch,
+    jp_serverapp: Any,
+    sessions: Any,
+    channels: OpenChannels,
+    events: Events,
+    ssh_host: SSHTestHost,
 ) -> None:
     session = await sessions(LOCAL_KERNEL)
     old_id = session["kernel"]["id"]
     local = await channels(old_id)
-    ran = await local.execute("import threading, os\nrows = list(range(1000))\n"
-                              "label = 'from local'\nlock = threading.Lock()\n"
-                              "local_pid = os.getpid()")
+    ran = await local.execute(
+        "import threading, os\nrows = list(range(1000))\n"
+        "label = 'from local'\nlock = threading.Lock()\n"
+        "local_pid = os.getpid()"
+    )
     assert ran.status == "ok", ran
     variables = (await get(jp_fetch, "variables", session["id"]))["variables"]
     by_name = {v["name"]: v for v in variables}
     assert by_name["rows"]["type"] == "list" and by_name["rows"]["nbytes"] > 0
     assert {"label", "lock", "local_pid"} <= set(by_name)
 
-    report = await post(jp_fetch, "switch", session["id"],
-                        body={"hardware": SSH_TARGET, "carry": "all"})
+    report = await post(
+        jp_fetch, "switch", session["id"], body={"hardware": SSH_TARGET, "carry": "all"}
+    )
     assert report["previous_kernel_id"] == old_id and report["hardware"] == SSH_TARGET
     new_id = report["kernel_id"]
     assert sorted(c["name"] for c in report["carried"]) == ["label", "local_pid", "rows"]
@@ -161,14 +223,13 @@ async def test_switch_to_the_ssh_host_carrying_what_can_be_carried_then_terminat
     assert old_id not in jp_serverapp.kernel_manager
     # The new kernel runs on the SSH host, with the variables.
     remote = await channels(new_id)
-    ran = await remote.execute("import os, getpass\n"
-                               "print(len(rows), label, os.getpid() != local_pid, "
-                               "getpass.getuser())")
+    ran = await remote.execute(
+        "import os, getpass\nprint(len(rows), label, os.getpid() != local_pid, getpass.getuser())"
+    )
     assert ran.status == "ok", ran
     assert ran.stdout.split() == ["1000", "from", "local", "True", ssh_host.user]
     done = await events.until(lambda e: e["type"] == "switch" and e["state"] == "done")
-    assert done["kernel_id"] == new_id and done["carried"] == [
-        c["name"] for c in report["carried"]]
+    assert done["kernel_id"] == new_id and done["carried"] == [c["name"] for c in report["carried"]]
     assert any(e["type"] == "launch" and e["step"] == "connect" for e in events.received)
     machines = {m["name"]: m for m in (await get(jp_fetch, "machines"))["machines"]}
     assert machines[SSH_TARGET]["state"] == "running"
@@ -190,13 +251,20 @@ async def test_switch_to_the_ssh_host_carrying_what_can_be_carried_then_terminat
 
 
 async def test_switch_carries_named_variables_and_reports_missing_ones(
-    jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels,
+    jp_fetch: Fetch,
+    jp_serverapp: Any,
+    sessions: Any,
+    channels: OpenChannels,
 ) -> None:
     session = await sessions(LOCAL_KERNEL)
     kc = await channels(session["kernel"]["id"])
     assert (await kc.execute("a = 1\nb = 2")).status == "ok"
-    report = await post(jp_fetch, "switch", session["id"],
-                        body={"hardware": "local", "carry": ["a", "ghost"], "keep_old": True})
+    report = await post(
+        jp_fetch,
+        "switch",
+        session["id"],
+        body={"hardware": "local", "carry": ["a", "ghost"], "keep_old": True},
+    )
     assert [c["name"] for c in report["carried"]] == ["a"]
     assert report["not_carried"][0]["name"] == "ghost"
     assert "no variable named 'ghost'" in report["not_carried"][0]["reason"]
@@ -212,9 +280,16 @@ async def test_cloud_machines_show_their_ledger_state_price_and_cost(
     # A cloud machine as the aws provider records it (no AWS call is made by listing).
     ledger = MachineManager.instance().ledger
     began = time.time() - 3600
-    ledger.add_machine("m-test-1", "aws-g5-xlarge", "aws", owner="tester",
-                       instance_type="g5.xlarge", region="us-east-1", price_per_hour=1.2,
-                       state="pending")
+    ledger.add_machine(
+        "m-test-1",
+        "aws-g5-xlarge",
+        "aws",
+        owner="tester",
+        instance_type="g5.xlarge",
+        region="us-east-1",
+        price_per_hour=1.2,
+        state="pending",
+    )
     ledger.set_machine_state("m-test-1", "running", at=began)
     machines = {m["name"]: m for m in (await get(jp_fetch, "machines"))["machines"]}
     cloud = machines["aws-g5-xlarge"]

@@ -15,27 +15,42 @@ from .apiclient import Fetch, failure
 
 
 @pytest.fixture
-def jp_server_config(ssh_host: SSHTestHost, short_tmp: Path,
-                     remote_root: Path) -> dict[str, Any]:
+def jp_server_config(ssh_host: SSHTestHost, short_tmp: Path, remote_root: Path) -> dict[str, Any]:
     """Local, and "deadhost": the test host's address on a port nothing listens on."""
     ssh_config = short_tmp / "ssh_config"
-    ssh_config.write_text(ssh_host.ssh_config.read_text()
-                          + ssh_host.config_block("deadhost", Port=free_port()))
-    return write_config(short_tmp / "config.json", ssh_config, remote_root, short_tmp / "l",
-                        [{"host": "deadhost", "hardware": "Gone GPU 80GB"}])
+    ssh_config.write_text(
+        ssh_host.ssh_config.read_text() + ssh_host.config_block("deadhost", Port=free_port())
+    )
+    return write_config(
+        short_tmp / "config.json",
+        ssh_config,
+        remote_root,
+        short_tmp / "l",
+        [{"host": "deadhost", "hardware": "Gone GPU 80GB"}],
+    )
 
 
 async def test_a_switch_that_cannot_launch_keeps_the_session_as_it_was(
     jp_fetch: Fetch, jp_serverapp: Any
 ) -> None:
-    response = await jp_fetch("api", "sessions", method="POST", body=json.dumps({
-        "path": "work.ipynb", "name": "work.ipynb", "type": "notebook",
-        "kernel": {"name": LOCAL_KERNEL},
-    }))
+    response = await jp_fetch(
+        "api",
+        "sessions",
+        method="POST",
+        body=json.dumps(
+            {
+                "path": "work.ipynb",
+                "name": "work.ipynb",
+                "type": "notebook",
+                "kernel": {"name": LOCAL_KERNEL},
+            }
+        ),
+    )
     session = json.loads(response.body)
     old_id = session["kernel"]["id"]
-    code, error = await failure(jp_fetch, "switch", session["id"],
-                                body={"hardware": "ssh-deadhost", "carry": "all"})
+    code, error = await failure(
+        jp_fetch, "switch", session["id"], body={"hardware": "ssh-deadhost", "carry": "all"}
+    )
     assert code == 502
     assert error["step"] == "connect"
     assert "ssh <host>" in error["hint"]

@@ -27,9 +27,12 @@ from ..testhosts import SSHTestHost
 
 async def machines(server: Server) -> dict[str, dict[str, Any]]:
     """``GET /jupyter-remote-hw/api/machines``, by machine name."""
-    response = await AsyncHTTPClient().fetch(HTTPRequest(
-        f"{server.url}/jupyter-remote-hw/api/machines",
-        headers={"Authorization": f"token {server.token}"}))
+    response = await AsyncHTTPClient().fetch(
+        HTTPRequest(
+            f"{server.url}/jupyter-remote-hw/api/machines",
+            headers={"Authorization": f"token {server.token}"},
+        )
+    )
     return {m["name"]: m for m in json.loads(response.body)["machines"]}
 
 
@@ -48,17 +51,27 @@ def row(out: str, start: str) -> list[str]:
 
 
 @pytest.fixture
-async def server(ssh_host: SSHTestHost, short_tmp: Path,
-                 monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Server]:
+async def server(
+    ssh_host: SSHTestHost, short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Server]:
     dirs = {name: short_tmp / name for name in ("config", "data", "runtime", "nb")}
     for path in dirs.values():
         path.mkdir()
     (dirs["nb"] / "analysis").mkdir()
     remote_root = short_tmp / "r"
     write_config(
-        dirs["config"] / "jupyter_server_config.json", ssh_host.ssh_config, remote_root,
-        short_tmp / "l", [{"host": ssh_host.alias, "python": sys.executable,
-                           "hardware": HARDWARE, "root": str(remote_root)}],
+        dirs["config"] / "jupyter_server_config.json",
+        ssh_host.ssh_config,
+        remote_root,
+        short_tmp / "l",
+        [
+            {
+                "host": ssh_host.alias,
+                "python": sys.executable,
+                "hardware": HARDWARE,
+                "root": str(remote_root),
+            }
+        ],
     )
     for name, key in (("config", "CONFIG"), ("data", "DATA"), ("runtime", "RUNTIME")):
         monkeypatch.setenv(f"JUPYTER_{key}_DIR", str(dirs[name]))
@@ -74,11 +87,15 @@ async def server(ssh_host: SSHTestHost, short_tmp: Path,
 
 
 async def test_list_shows_what_the_panel_shows_and_commands_say_what_they_do(
-        server: Server) -> None:
+    server: Server,
+) -> None:
     sockets = []
     for path, kernel in (("analysis/train.ipynb", LOCAL_KERNEL), ("ssh.ipynb", SSH_KERNEL)):
-        session = await server.api("sessions", method="POST", body={
-            "path": path, "name": path, "type": "notebook", "kernel": {"name": kernel}})
+        session = await server.api(
+            "sessions",
+            method="POST",
+            body={"path": path, "name": path, "type": "notebook", "kernel": {"name": kernel}},
+        )
         sockets.append(kc := await server.channels(session["kernel"]["id"]))
         assert (await kc.execute("1 + 1")).result == "2"
     await asyncio.sleep(0.5)

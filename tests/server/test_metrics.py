@@ -33,24 +33,33 @@ GPU_TARGET = "ssh-gpuhost"
 @pytest.fixture(scope="module")
 def gpu_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHTestHost]:
     """A loopback sshd whose sessions find the stand-in nvidia-smi first on their PATH."""
-    with loopback_host(tmp_path_factory.mktemp("gpuhost"), alias="gpuhost",
-                       env={"PATH": path_with_fake_gpu()}) as host:
+    with loopback_host(
+        tmp_path_factory.mktemp("gpuhost"), alias="gpuhost", env={"PATH": path_with_fake_gpu()}
+    ) as host:
         yield host
 
 
 @pytest.fixture
-def jp_server_config(ssh_host: SSHTestHost, gpu_host: SSHTestHost, short_tmp: Path,
-                     remote_root: Path) -> dict[str, Any]:
+def jp_server_config(
+    ssh_host: SSHTestHost, gpu_host: SSHTestHost, short_tmp: Path, remote_root: Path
+) -> dict[str, Any]:
     ssh_config = short_tmp / "ssh_config"
     ssh_config.write_text(ssh_host.ssh_config.read_text() + gpu_host.ssh_config.read_text())
     hosts = [
-        {"host": ssh_host.alias, "python": sys.executable, "hardware": HARDWARE,
-         "root": str(remote_root)},
-        {"host": gpu_host.alias, "python": sys.executable, "hardware": "H100 80GB",
-         "root": str(short_tmp / "g")},
+        {
+            "host": ssh_host.alias,
+            "python": sys.executable,
+            "hardware": HARDWARE,
+            "root": str(remote_root),
+        },
+        {
+            "host": gpu_host.alias,
+            "python": sys.executable,
+            "hardware": "H100 80GB",
+            "root": str(short_tmp / "g"),
+        },
     ]
-    return write_config(short_tmp / "config.json", ssh_config, remote_root, short_tmp / "l",
-                        hosts)
+    return write_config(short_tmp / "config.json", ssh_config, remote_root, short_tmp / "l", hosts)
 
 
 def meminfo_total_gib() -> float:
@@ -98,8 +107,9 @@ async def test_local_target_kernel(jp_fetch: Fetch, start_kernel: StartKernel) -
     assert later["time"] > metrics["time"]
 
 
-async def test_ssh_host_without_nvidia_smi_reports_no_gpu(jp_fetch: Fetch,
-                                                          start_kernel: StartKernel) -> None:
+async def test_ssh_host_without_nvidia_smi_reports_no_gpu(
+    jp_fetch: Fetch, start_kernel: StartKernel
+) -> None:
     no_gpu_here()
     kernel_id = await start_kernel(SSH_KERNEL)
     metrics = await get(jp_fetch, "usage", kernel_id)
@@ -110,8 +120,9 @@ async def test_ssh_host_without_nvidia_smi_reports_no_gpu(jp_fetch: Fetch,
     assert (metrics["price_per_hour"], metrics["cost_so_far"]) == (0.0, 0.0)
 
 
-async def test_ssh_host_with_nvidia_smi_reports_its_gpu(jp_fetch: Fetch,
-                                                        start_kernel: StartKernel) -> None:
+async def test_ssh_host_with_nvidia_smi_reports_its_gpu(
+    jp_fetch: Fetch, start_kernel: StartKernel
+) -> None:
     kernel_id = await start_kernel(f"remote-hw-{GPU_TARGET}")
     metrics = await get(jp_fetch, "usage", kernel_id)
     check_this_machine(metrics)
@@ -125,8 +136,9 @@ async def test_ssh_host_with_nvidia_smi_reports_its_gpu(jp_fetch: Fetch,
     assert metrics["warnings"] == []
 
 
-async def test_plain_python3_kernel_reads_this_machine(jp_fetch: Fetch, jp_serverapp: Any,
-                                                       start_kernel: StartKernel) -> None:
+async def test_plain_python3_kernel_reads_this_machine(
+    jp_fetch: Fetch, jp_serverapp: Any, start_kernel: StartKernel
+) -> None:
     no_gpu_here()
     kernel_id = await start_kernel("python3")
     metrics = await get(jp_fetch, "usage", kernel_id)
@@ -146,8 +158,9 @@ async def test_unknown_kernel_is_404(jp_fetch: Fetch) -> None:
     assert "no-such-kernel" in body["message"]
 
 
-async def test_metrics_need_authentication(jp_fetch: Fetch, jp_http_port: int,
-                                           jp_base_url: str) -> None:
+async def test_metrics_need_authentication(
+    jp_fetch: Fetch, jp_http_port: int, jp_base_url: str
+) -> None:
     url = f"http://127.0.0.1:{jp_http_port}{jp_base_url}jupyter-remote-hw/api/usage/x"
     with pytest.raises(HTTPClientError) as caught:
         await AsyncHTTPClient().fetch(url)

@@ -30,7 +30,8 @@ def dead_pid() -> int:
 
 
 async def test_the_kernels_of_a_killed_local_kernel_are_reaped(
-        env: dict[str, str], short_tmp: Path) -> None:
+    env: dict[str, str], short_tmp: Path
+) -> None:
     with local_kernel(env, short_tmp, "%load_ext jupyter_remote_hw") as (local, kc):
         cell = kc.execute(f"%%remote {TARGET}\nimport os\nprint('remote pid', os.getpid())")
         remote_pid = 0
@@ -44,11 +45,13 @@ async def test_the_kernels_of_a_killed_local_kernel_are_reaped(
         await reap_orphans_of_killed(local, remote_pid, env)
 
 
-async def reap_orphans_of_killed(local: KernelManager, remote_pid: int,
-                                 kernel_env: dict[str, str]) -> None:
+async def reap_orphans_of_killed(
+    local: KernelManager, remote_pid: int, kernel_env: dict[str, str]
+) -> None:
     """Check the ledger while ``local`` runs, SIGKILL it, then reap what it left."""
-    config = json.loads((Path(kernel_env["JUPYTER_CONFIG_DIR"]) /
-                         "jupyter_server_config.json").read_text())
+    config = json.loads(
+        (Path(kernel_env["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.json").read_text()
+    )
     manager = MachineManager(config=Config(config))
     try:
         (record,) = manager.ledger.kernels()
@@ -59,8 +62,13 @@ async def reap_orphans_of_killed(local: KernelManager, remote_pid: int,
         os.kill(local.provisioner.process.pid, signal.SIGKILL)  # type: ignore[union-attr]
         local.shutdown_kernel(now=True)
         assert process_alive(remote_pid)
-        manager.ledger.put_kernel("k-elsewhere", "remote-hw-" + TARGET, TARGET, {},
-                                  owner=f"magic:another-machine:{dead_pid()}")
+        manager.ledger.put_kernel(
+            "k-elsewhere",
+            "remote-hw-" + TARGET,
+            TARGET,
+            {},
+            owner=f"magic:another-machine:{dead_pid()}",
+        )
         assert [r.kernel_id for r in orphaned_kernels(manager)] == [record.kernel_id]
 
         assert await reap_orphans(manager) == [record.kernel_id]
@@ -75,15 +83,18 @@ async def reap_orphans_of_killed(local: KernelManager, remote_pid: int,
 
 
 async def test_a_kernel_its_host_no_longer_has_is_forgotten(
-        env: dict[str, str], short_tmp: Path) -> None:
-    config = json.loads((Path(env["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.json")
-                        .read_text())
+    env: dict[str, str], short_tmp: Path
+) -> None:
+    config = json.loads(
+        (Path(env["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.json").read_text()
+    )
     manager = MachineManager(config=Config(config))
     try:
         owner = f"magic:{os.uname().nodename}:{dead_pid()}"
         manager.ledger.put_kernel("k-gone", "remote-hw-" + TARGET, TARGET, {}, owner=owner)
-        manager.ledger.put_kernel("k-nowhere", "remote-hw-ssh-removed", "ssh-removed", {},
-                                  owner=owner)
+        manager.ledger.put_kernel(
+            "k-nowhere", "remote-hw-ssh-removed", "ssh-removed", {}, owner=owner
+        )
         assert await reap_orphans(manager) == ["k-gone"]
         # A target no longer configured cannot be reached from here: its row stays.
         assert [r.kernel_id for r in manager.ledger.kernels()] == ["k-nowhere"]

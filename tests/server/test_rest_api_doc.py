@@ -34,8 +34,11 @@ def test_every_route_is_documented() -> None:
 def _plain(schema: Any) -> Any:
     """``schema`` without what only documents it (descriptions, examples, defaults)."""
     if isinstance(schema, dict):
-        return {k: _plain(v) for k, v in schema.items()
-                if k not in ("description", "example", "default")}
+        return {
+            k: _plain(v)
+            for k, v in schema.items()
+            if k not in ("description", "example", "default")
+        }
     if isinstance(schema, list):
         return [_plain(v) for v in schema]
     return schema
@@ -59,7 +62,9 @@ def test_the_documented_request_schemas_are_the_ones_checked() -> None:
             for parameter in operation.get("parameters", []):
                 if parameter["in"] == "path" and parameter["name"] in PATH_PARTS:
                     assert parameter["schema"] == {
-                        "type": "string", "pattern": PATH_PARTS[parameter["name"]]}, path
+                        "type": "string",
+                        "pattern": PATH_PARTS[parameter["name"]],
+                    }, path
 
 
 def test_every_status_an_operation_answers_is_documented() -> None:
@@ -69,18 +74,24 @@ def test_every_status_an_operation_answers_is_documented() -> None:
         for method, operation in operations.items():
             statuses = set(operation["responses"])
             assert {"401", "403"} <= statuses, (method, path)
-            if operation.get("parameters") or operation.get("requestBody") \
-                    or path.endswith("/events"):
+            if (
+                operation.get("parameters")
+                or operation.get("requestBody")
+                or path.endswith("/events")
+            ):
                 assert "400" in statuses, (method, path)
 
 
 def test_no_flow_mapping_swallowed_a_description() -> None:
     """``{description: a, b}`` in YAML is a key ``b`` with no value: quote such text."""
+
     def nulls(node: Any, where: str) -> list[str]:
         if isinstance(node, dict):
             return [f"{where}/{k}" for k, v in node.items() if v is None and k != "nullable"] + [
-                n for k, v in node.items() for n in nulls(v, f"{where}/{k}")]
+                n for k, v in node.items() for n in nulls(v, f"{where}/{k}")
+            ]
         if isinstance(node, list):
             return [n for i, v in enumerate(node) for n in nulls(v, f"{where}[{i}]")]
         return []
+
     assert nulls(yaml.safe_load(DOC.read_text()), "") == []

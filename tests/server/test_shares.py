@@ -23,8 +23,15 @@ from .apiclient import API, Fetch, failure, get
 @pytest.fixture
 def hosts(ssh_host: SSHTestHost, remote_root: Path) -> list[dict[str, Any]]:
     """The test host, with share key lines going to the file its sshd reads."""
-    return [{"host": ssh_host.alias, "python": sys.executable, "hardware": HARDWARE, "root": str(remote_root),
-             "authorized_keys": str(ssh_host.authorized_keys)}]
+    return [
+        {
+            "host": ssh_host.alias,
+            "python": sys.executable,
+            "hardware": HARDWARE,
+            "root": str(remote_root),
+            "authorized_keys": str(ssh_host.authorized_keys),
+        }
+    ]
 
 
 @pytest.fixture
@@ -41,16 +48,28 @@ async def shares(jp_fetch: Fetch, jp_serverapp: Any) -> AsyncIterator[list[str]]
     for share_id in made:
         await jp_fetch(*API, "shares", share_id, method="DELETE", raise_error=False)
     km = jp_serverapp.kernel_manager
-    await asyncio.gather(*(km.shutdown_kernel(k) for k in km.list_kernel_ids()),
-                         return_exceptions=True)
+    await asyncio.gather(
+        *(km.shutdown_kernel(k) for k in km.list_kernel_ids()), return_exceptions=True
+    )
 
 
-async def share(jp_fetch: Fetch, made: list[str], kernel: str, key: Path, role: str,
-                expires: str = "1h") -> dict[str, Any]:
+async def share(
+    jp_fetch: Fetch, made: list[str], kernel: str, key: Path, role: str, expires: str = "1h"
+) -> dict[str, Any]:
     """POST a share of ``kernel`` with ``key``'s .pub; remember it for revoking."""
-    response = await jp_fetch(*API, "shares", method="POST", body=json.dumps({
-        "kernel": kernel, "public_key": key.with_suffix(".pub").read_text(), "role": role,
-        "expires": expires}))
+    response = await jp_fetch(
+        *API,
+        "shares",
+        method="POST",
+        body=json.dumps(
+            {
+                "kernel": kernel,
+                "public_key": key.with_suffix(".pub").read_text(),
+                "role": role,
+                "expires": expires,
+            }
+        ),
+    )
     assert response.code == 201
     granted = dict(json.loads(response.body))
     made.append(granted["share"]["share_id"])
@@ -59,16 +78,23 @@ async def share(jp_fetch: Fetch, made: list[str], kernel: str, key: Path, role: 
 
 async def join(jp_fetch: Fetch, share_file: dict[str, Any], key: Path) -> dict[str, Any]:
     """POST join with the teammate's key; the answer."""
-    response = await jp_fetch(*API, "join", method="POST", body=json.dumps({
-        "share_file": share_file, "identity": str(key)}))
+    response = await jp_fetch(
+        *API,
+        "join",
+        method="POST",
+        body=json.dumps({"share_file": share_file, "identity": str(key)}),
+    )
     assert response.code == 201
     return dict(json.loads(response.body))
 
 
 def key_lines(host: SSHTestHost, share_id: str) -> list[str]:
     """The host's authorized_keys lines of a share."""
-    return [line for line in host.authorized_keys.read_text().splitlines()
-            if line.endswith(f"jupyter-remote-hw-share:{share_id}")]
+    return [
+        line
+        for line in host.authorized_keys.read_text().splitlines()
+        if line.endswith(f"jupyter-remote-hw-share:{share_id}")
+    ]
 
 
 async def stdout_until(channels: KernelChannels, text: str, timeout: float = 30.0) -> str:
@@ -83,9 +109,14 @@ async def stdout_until(channels: KernelChannels, text: str, timeout: float = 30.
 
 
 async def test_collaborator_joins_through_the_api_and_revoke_cuts_them_off(
-        jp_fetch: Fetch, jp_serverapp: Any, start_kernel: StartKernel,
-        channels: OpenChannels, shares: list[str], ssh_host: SSHTestHost,
-        teammate_key: Path) -> None:
+    jp_fetch: Fetch,
+    jp_serverapp: Any,
+    start_kernel: StartKernel,
+    channels: OpenChannels,
+    shares: list[str],
+    ssh_host: SSHTestHost,
+    teammate_key: Path,
+) -> None:
     owner_id = await start_kernel(SSH_KERNEL)
     owner = await channels(owner_id)
     assert (await owner.execute("x = 41")).ename is None
@@ -95,7 +126,11 @@ async def test_collaborator_joins_through_the_api_and_revoke_cuts_them_off(
     share_id = model["share_id"]
     assert granted["filename"] == f"share-{share_id}.json"
     assert (model["kernel_id"], model["target"], model["role"], model["state"]) == (
-        owner_id, "ssh-testhost", "collaborator", "active")
+        owner_id,
+        "ssh-testhost",
+        "collaborator",
+        "active",
+    )
     assert model["teammate"] == "ada@laptop" and model["fingerprint"].startswith("SHA256:")
     assert 3590 < model["expires"] - time.time() <= 3600
     # One key line on the host, limited as the role needs, in the file its sshd reads.
@@ -105,7 +140,12 @@ async def test_collaborator_joins_through_the_api_and_revoke_cuts_them_off(
     # The share file: what a collaborator needs, the kernel's key included, and no more.
     assert share_file["kernel_id"] == owner_id and share_file["role"] == "collaborator"
     assert share_file["key"] and set(share_file["ports"]) == {
-        "shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"}
+        "shell_port",
+        "iopub_port",
+        "stdin_port",
+        "control_port",
+        "hb_port",
+    }
     listed = (await get(jp_fetch, "shares"))["shares"]
     assert [s["share_id"] for s in listed] == [share_id]
 
@@ -140,8 +180,13 @@ async def test_collaborator_joins_through_the_api_and_revoke_cuts_them_off(
 
 
 async def test_a_viewer_sees_the_owners_output_live_and_cannot_run_code(
-        jp_fetch: Fetch, start_kernel: StartKernel, channels: OpenChannels,
-        shares: list[str], ssh_host: SSHTestHost, teammate_key: Path) -> None:
+    jp_fetch: Fetch,
+    start_kernel: StartKernel,
+    channels: OpenChannels,
+    shares: list[str],
+    ssh_host: SSHTestHost,
+    teammate_key: Path,
+) -> None:
     owner_id = await start_kernel(SSH_KERNEL)
     owner = await channels(owner_id)
     granted = await share(jp_fetch, shares, owner_id, teammate_key, "viewer", "30m")
@@ -153,11 +198,18 @@ async def test_a_viewer_sees_the_owners_output_live_and_cannot_run_code(
     joined = await join(jp_fetch, share_file, teammate_key)
     assert joined["role"] == "viewer" and joined["can_execute"] is False
     viewer = await channels(joined["kernel_id"])
-    await owner.send("execute_request", {"code": "import time\nfor i in range(3):\n"
-                                         "    print('step', i, flush=True)\n    time.sleep(0.3)",
-                                         "silent": False, "store_history": True,
-                                         "user_expressions": {}, "allow_stdin": False,
-                                         "stop_on_error": True})
+    await owner.send(
+        "execute_request",
+        {
+            "code": "import time\nfor i in range(3):\n"
+            "    print('step', i, flush=True)\n    time.sleep(0.3)",
+            "silent": False,
+            "store_history": True,
+            "user_expressions": {},
+            "allow_stdin": False,
+            "stop_on_error": True,
+        },
+    )
     seen = await stdout_until(viewer, "step 2")
     assert "step 0" in seen and "step 1" in seen
 
@@ -167,29 +219,72 @@ async def test_a_viewer_sees_the_owners_output_live_and_cannot_run_code(
     assert "NameError" in ((await owner.execute("y")).ename or "")
 
 
-@pytest.mark.parametrize(("body", "status", "field", "words"), [
-    ({"kernel": "x", "public_key": "ssh-ed25519 nope", "role": "viewer"}, 400, "public_key",
-     "not an SSH public key"),
-    ({"kernel": "x", "public_key": "-----BEGIN OPENSSH PRIVATE KEY-----\nabc", "role": "viewer"},
-     400, "public_key", "one line such as 'ssh-ed25519 AAAA... name' (never a private key)"),
-    ({"kernel": "x", "public_key": "-----BEGIN OPENSSH PRIVATE KEY-----", "role": "viewer"},
-     400, "public_key", "that is a private key"),
-    ({"kernel": "x", "public_key": "KEY", "role": "admin"}, 400, "role",
-     "role must be one of 'viewer', 'collaborator'"),
-    ({"kernel": "x", "public_key": "KEY", "role": "viewer", "expires": "soon"}, 400, "expires",
-     "expires 'soon' is not valid: a duration such as 30m, 8h"),
-    ({"kernel": "x", "public_key": "KEY", "role": "viewer", "expires": "9999d"}, 400, "expires",
-     "is longer than 365 days"),
-    ({"kernel": "", "public_key": "KEY", "role": "viewer"}, 400, "kernel",
-     "kernel '' is not valid"),
-    ({"kernel": "no-such-kernel", "public_key": "KEY", "role": "viewer"}, 404, "kernel",
-     "no kernel 'no-such-kernel'"),
-    ({"kernel": "x", "public_key": "KEY", "role": "viewer", "whom": 1}, 400, "whom",
-     "whom is not a field here"),
-])
+@pytest.mark.parametrize(
+    ("body", "status", "field", "words"),
+    [
+        (
+            {"kernel": "x", "public_key": "ssh-ed25519 nope", "role": "viewer"},
+            400,
+            "public_key",
+            "not an SSH public key",
+        ),
+        (
+            {
+                "kernel": "x",
+                "public_key": "-----BEGIN OPENSSH PRIVATE KEY-----\nabc",
+                "role": "viewer",
+            },
+            400,
+            "public_key",
+            "one line such as 'ssh-ed25519 AAAA... name' (never a private key)",
+        ),
+        (
+            {"kernel": "x", "public_key": "-----BEGIN OPENSSH PRIVATE KEY-----", "role": "viewer"},
+            400,
+            "public_key",
+            "that is a private key",
+        ),
+        (
+            {"kernel": "x", "public_key": "KEY", "role": "admin"},
+            400,
+            "role",
+            "role must be one of 'viewer', 'collaborator'",
+        ),
+        (
+            {"kernel": "x", "public_key": "KEY", "role": "viewer", "expires": "soon"},
+            400,
+            "expires",
+            "expires 'soon' is not valid: a duration such as 30m, 8h",
+        ),
+        (
+            {"kernel": "x", "public_key": "KEY", "role": "viewer", "expires": "9999d"},
+            400,
+            "expires",
+            "is longer than 365 days",
+        ),
+        (
+            {"kernel": "", "public_key": "KEY", "role": "viewer"},
+            400,
+            "kernel",
+            "kernel '' is not valid",
+        ),
+        (
+            {"kernel": "no-such-kernel", "public_key": "KEY", "role": "viewer"},
+            404,
+            "kernel",
+            "no kernel 'no-such-kernel'",
+        ),
+        (
+            {"kernel": "x", "public_key": "KEY", "role": "viewer", "whom": 1},
+            400,
+            "whom",
+            "whom is not a field here",
+        ),
+    ],
+)
 async def test_a_bad_share_request_names_the_field(
-        jp_fetch: Fetch, teammate_key: Path, body: dict[str, Any], status: int, field: str,
-        words: str) -> None:
+    jp_fetch: Fetch, teammate_key: Path, body: dict[str, Any], status: int, field: str, words: str
+) -> None:
     if body.get("public_key") == "KEY":
         body = {**body, "public_key": teammate_key.with_suffix(".pub").read_text()}
     code, error = await failure(jp_fetch, "shares", body=body)
@@ -197,12 +292,19 @@ async def test_a_bad_share_request_names_the_field(
     assert words in error["message"]
 
 
-async def test_a_local_kernel_cannot_be_shared(jp_fetch: Fetch, start_kernel: StartKernel,
-                                              shares: list[str], teammate_key: Path) -> None:
+async def test_a_local_kernel_cannot_be_shared(
+    jp_fetch: Fetch, start_kernel: StartKernel, shares: list[str], teammate_key: Path
+) -> None:
     kernel_id = await start_kernel(LOCAL_KERNEL)
-    code, error = await failure(jp_fetch, "shares", body={
-        "kernel": kernel_id, "public_key": teammate_key.with_suffix(".pub").read_text(),
-        "role": "viewer"})
+    code, error = await failure(
+        jp_fetch,
+        "shares",
+        body={
+            "kernel": kernel_id,
+            "public_key": teammate_key.with_suffix(".pub").read_text(),
+            "role": "viewer",
+        },
+    )
     assert (code, error["field"]) == (409, "kernel")
     assert "only kernels on SSH or cloud hosts can be shared" in error["message"]
     machines = {m["name"]: m for m in (await get(jp_fetch, "machines"))["machines"]}
@@ -216,29 +318,37 @@ async def test_revoking_an_unknown_share_is_404(jp_fetch: Fetch) -> None:
 
 
 async def test_bad_join_requests_say_what_is_wrong_and_leave_nothing(
-        jp_fetch: Fetch, jp_serverapp: Any, start_kernel: StartKernel, shares: list[str],
-        teammate_key: Path, tmp_path: Path) -> None:
+    jp_fetch: Fetch,
+    jp_serverapp: Any,
+    start_kernel: StartKernel,
+    shares: list[str],
+    teammate_key: Path,
+    tmp_path: Path,
+) -> None:
     code, error = await failure(jp_fetch, "join", body={"share_file": {"format": "zip"}})
     assert (code, error["field"]) == (400, "share_file")
     assert "not a jupyter-remote-hw share file" in error["message"]
 
     owner_id = await start_kernel(SSH_KERNEL)
     share_file = (await share(jp_fetch, shares, owner_id, teammate_key, "viewer"))["share_file"]
-    code, error = await failure(jp_fetch, "join", body={
-        "share_file": share_file, "identity": str(tmp_path / "missing")})
+    code, error = await failure(
+        jp_fetch, "join", body={"share_file": share_file, "identity": str(tmp_path / "missing")}
+    )
     assert (code, error["field"]) == (400, "identity")
     assert "no private key at" in error["message"]
 
     kernels_before = set(jp_serverapp.kernel_manager.list_kernel_ids())
     specs_before = set(jp_serverapp.kernel_spec_manager.find_kernel_specs())
     stranger = keygen(tmp_path / "stranger", comment="eve@elsewhere")
-    code, error = await failure(jp_fetch, "join", body={
-        "share_file": share_file, "identity": str(stranger)})
+    code, error = await failure(
+        jp_fetch, "join", body={"share_file": share_file, "identity": str(stranger)}
+    )
     assert (code, error["field"]) == (409, "share_file")
     assert "refused your key" in error["message"]
     expired = {**share_file, "expires": time.time() - 60}
-    code, error = await failure(jp_fetch, "join", body={
-        "share_file": expired, "identity": str(teammate_key)})
+    code, error = await failure(
+        jp_fetch, "join", body={"share_file": expired, "identity": str(teammate_key)}
+    )
     assert code == 409 and "expired" in error["message"]
     # A failed join leaves no kernel and no kernelspec behind.
     assert set(jp_serverapp.kernel_manager.list_kernel_ids()) == kernels_before

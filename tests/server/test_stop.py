@@ -38,16 +38,28 @@ async def http_client() -> AsyncIterator[None]:
 
 @pytest.mark.parametrize("stop", ["ctrl-c twice", "sigterm", "sigint without terminal"])
 async def test_server_stops_without_tracebacks(
-    stop: str, ssh_host: SSHTestHost, short_tmp: Path, http_client: None,
+    stop: str,
+    ssh_host: SSHTestHost,
+    short_tmp: Path,
+    http_client: None,
 ) -> None:
     dirs = {name: short_tmp / name for name in ("config", "data", "runtime", "nb")}
     for path in dirs.values():
         path.mkdir()
     remote_root = short_tmp / "r"
     write_config(
-        dirs["config"] / "jupyter_server_config.json", ssh_host.ssh_config, remote_root,
-        short_tmp / "l", [{"host": ssh_host.alias, "python": sys.executable,
-                           "hardware": HARDWARE, "root": str(remote_root)}],
+        dirs["config"] / "jupyter_server_config.json",
+        ssh_host.ssh_config,
+        remote_root,
+        short_tmp / "l",
+        [
+            {
+                "host": ssh_host.alias,
+                "python": sys.executable,
+                "hardware": HARDWARE,
+                "root": str(remote_root),
+            }
+        ],
     )
     server = start_server(dirs, short_tmp / "server.log", terminal=stop == "ctrl-c twice")
     sockets: list[KernelChannels] = []

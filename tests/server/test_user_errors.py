@@ -43,13 +43,15 @@ def raised(exc: BaseException) -> BaseException:
 
 
 def test_commands_are_the_quoted_ones_each_once() -> None:
-    assert commands_in("trust it with `jupyter remote-hw trust gpu`, or `ssh gpu`",
-                       "then `ssh gpu` again; check that `ssh <host>` works", None) == [
-        "jupyter remote-hw trust gpu", "ssh gpu"]
+    assert commands_in(
+        "trust it with `jupyter remote-hw trust gpu`, or `ssh gpu`",
+        "then `ssh gpu` again; check that `ssh <host>` works",
+        None,
+    ) == ["jupyter remote-hw trust gpu", "ssh gpu"]
 
 
 def test_a_user_error_is_one_warning_line_once_and_a_bug_keeps_its_traceback(
-    log: tuple[logging.Logger, io.StringIO]
+    log: tuple[logging.Logger, io.StringIO],
 ) -> None:
     logger, out = log
     over = raised(BudgetExceededError("budget: $98/h is above\nthe limit", 98.0, 10.0, 0.0))
@@ -72,7 +74,7 @@ def test_a_user_error_is_one_warning_line_once_and_a_bug_keeps_its_traceback(
 
 
 def test_a_failed_launch_step_is_logged_by_its_steps_alone(
-    log: tuple[logging.Logger, io.StringIO]
+    log: tuple[logging.Logger, io.StringIO],
 ) -> None:
     logger, out = log
     steps = LaunchSteps("ssh-gone", "k1", logger)
@@ -81,9 +83,13 @@ def test_a_failed_launch_step_is_logged_by_its_steps_alone(
     assert is_expected(caught.value)
     logger.error(caught.value, exc_info=caught.value)  # as jupyter_client; said already
     lines = [line for line in out.getvalue().splitlines() if "cannot reach" in line]
-    assert lines == [(f"[WARNING] launch on ssh-gone: connect failed in "
-                      f"{steps.records[0].seconds:.2f} s: cannot reach gone (10.0.0.9:22): "
-                      "refused")]
+    assert lines == [
+        (
+            f"[WARNING] launch on ssh-gone: connect failed in "
+            f"{steps.records[0].seconds:.2f} s: cannot reach gone (10.0.0.9:22): "
+            "refused"
+        )
+    ]
     assert "Traceback" not in out.getvalue()
 
 

@@ -30,9 +30,12 @@ STOCK = "jupyter_server.services.kernels.connection.channels.ZMQChannelsWebsocke
 @pytest.fixture
 def server_log(capfd: pytest.CaptureFixture[str]) -> Lines:
     """The lines the extension logs, caught from before the server is set up."""
+
     def lines() -> list[str]:
-        return [line for line in capfd.readouterr().err.splitlines()
-                if "RemoteHWExtension]" in line]
+        return [
+            line for line in capfd.readouterr().err.splitlines() if "RemoteHWExtension]" in line
+        ]
+
     return lines
 
 
@@ -53,8 +56,11 @@ def jp_server_config(server_log: Lines, connection_class: str | None) -> dict[st
 def server_side(kernel_id: str) -> ZMQChannelsWebsocketConnection:
     """The server's connection for the one websocket open to ``kernel_id``."""
     # jupyter_server keeps every open kernel websocket connection in this set.
-    found = [connection for connection in ZMQChannelsWebsocketConnection._open_sockets
-             if connection.kernel_id == kernel_id and connection.websocket_handler is not None]
+    found = [
+        connection
+        for connection in ZMQChannelsWebsocketConnection._open_sockets
+        if connection.kernel_id == kernel_id and connection.websocket_handler is not None
+    ]
     assert len(found) == 1
     return found[0]
 
@@ -71,10 +77,22 @@ async def execute_v1(ws: WebSocketClientConnection, code: str) -> str | None:
     """Run ``code`` over a v1-protocol websocket; its text/plain result once the kernel is
     idle again."""
     msg_id = uuid.uuid4().hex
-    header = {"msg_id": msg_id, "msg_type": "execute_request", "username": "test",
-              "session": uuid.uuid4().hex, "date": "2026-01-01T00:00:00Z", "version": "5.3"}
-    content = {"code": code, "silent": False, "store_history": False,
-               "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}
+    header = {
+        "msg_id": msg_id,
+        "msg_type": "execute_request",
+        "username": "test",
+        "session": uuid.uuid4().hex,
+        "date": "2026-01-01T00:00:00Z",
+        "version": "5.3",
+    }
+    content = {
+        "code": code,
+        "silent": False,
+        "store_history": False,
+        "user_expressions": {},
+        "allow_stdin": False,
+        "stop_on_error": True,
+    }
     parts = [json.dumps(part).encode() for part in (header, {}, {}, content)]
     await ws.write_message(serialize_msg_to_ws_v1(parts, "shell"), binary=True)
     result, replied, idle = None, False, False
@@ -97,7 +115,10 @@ async def execute_v1(ws: WebSocketClientConnection, code: str) -> str | None:
 
 @pytest.mark.parametrize("protocol", ["legacy", V1])
 async def test_kernel_websockets_are_sent_without_nagle_delay(
-    jp_serverapp: Any, jp_ws_fetch: Any, start_kernel: StartKernel, server_log: Lines,
+    jp_serverapp: Any,
+    jp_ws_fetch: Any,
+    start_kernel: StartKernel,
+    server_log: Lines,
     protocol: str,
 ) -> None:
     assert jp_serverapp.kernel_websocket_connection_class is NoDelayWebsocketConnection
@@ -125,7 +146,10 @@ async def test_kernel_websockets_are_sent_without_nagle_delay(
 
 @pytest.mark.parametrize("connection_class", [STOCK])
 async def test_a_connection_class_the_user_chose_is_kept(
-    jp_serverapp: Any, jp_ws_fetch: Any, start_kernel: StartKernel, server_log: Lines,
+    jp_serverapp: Any,
+    jp_ws_fetch: Any,
+    start_kernel: StartKernel,
+    server_log: Lines,
 ) -> None:
     assert jp_serverapp.kernel_websocket_connection_class is ZMQChannelsWebsocketConnection
     said = [line for line in server_log() if "kernel_websocket_connection_class" in line]
@@ -133,7 +157,8 @@ async def test_a_connection_class_the_user_chose_is_kept(
     assert said[0].endswith(
         f"] jupyter_remote_hw: ServerApp.kernel_websocket_connection_class is {STOCK}, so "
         "kernel websockets are sent as that class sends them (with Nagle delay unless it "
-        "turns it off)")
+        "turns it off)"
+    )
     kernel_id = await start_kernel("python3")
     kc = KernelChannels(await jp_ws_fetch("api", "kernels", kernel_id, "channels"))
     try:

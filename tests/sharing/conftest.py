@@ -38,9 +38,13 @@ class OwnedKernel:
 
     async def share(self, teammate_key: Path, role: str, expires_in: float) -> Any:
         """Share this kernel with the holder of ``teammate_key`` (its ``.pub`` beside it)."""
-        return await self.sharer.share(self.machine, self.kernel_id,
-                                       teammate_key.with_suffix(".pub").read_text(), role,
-                                       expires_in=expires_in)
+        return await self.sharer.share(
+            self.machine,
+            self.kernel_id,
+            teammate_key.with_suffix(".pub").read_text(),
+            role,
+            expires_in=expires_in,
+        )
 
 
 async def started_client(info: dict[str, Any]) -> AsyncKernelClient:
@@ -68,12 +72,16 @@ async def run(kc: AsyncKernelClient, code: str, timeout: float = 30) -> dict[str
 @contextlib.asynccontextmanager
 async def own_kernel(host: SSHTestHost, state: Path) -> AsyncIterator[OwnedKernel]:
     """A kernel the owner starts on ``host``; every share is dropped and all stopped after."""
-    config = Config({
-        "MachineManager": {"ledger_path": str(state / "ledger.sqlite3")},
-        "TransportManager": {"ssh_config_files": [str(host.ssh_config)], **TEST_TRANSPORT},
-        "SSHProvider": {"hosts": [{"host": host.alias, "python": sys.executable, "root": str(state / "r")}],
-                        "include_ssh_config": False},
-    })
+    config = Config(
+        {
+            "MachineManager": {"ledger_path": str(state / "ledger.sqlite3")},
+            "TransportManager": {"ssh_config_files": [str(host.ssh_config)], **TEST_TRANSPORT},
+            "SSHProvider": {
+                "hosts": [{"host": host.alias, "python": sys.executable, "root": str(state / "r")}],
+                "include_ssh_config": False,
+            },
+        }
+    )
     manager = MachineManager(config=config)
     target = "ssh-" + host.alias
     machine = await manager.machine(manager.target(target), manager.steps(target, "share"))
@@ -107,8 +115,13 @@ async def owned(ssh_host: SSHTestHost, short_tmp: Path) -> AsyncIterator[OwnedKe
 def hardened_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHTestHost]:
     """A test host whose sshd allows UNIX-socket forwards one way only, as docs/sharing.md
     recommends for shared hosts (``AllowStreamLocalForwarding local``)."""
-    host = SSHTestHost(alias="hardened", address="127.0.0.1", port=free_port(),
-                       user=getpass.getuser(), root=tmp_path_factory.mktemp("hardened") / "h")
+    host = SSHTestHost(
+        alias="hardened",
+        address="127.0.0.1",
+        port=free_port(),
+        user=getpass.getuser(),
+        root=tmp_path_factory.mktemp("hardened") / "h",
+    )
     host.prepare()
     config = host.root / "sshd_config"
     config.write_text(config.read_text() + "AllowStreamLocalForwarding local\n")

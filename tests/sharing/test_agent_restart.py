@@ -13,7 +13,9 @@ from .conftest import OwnedKernel, run, started_client, stop_client
 
 
 async def test_share_survives_an_agent_restart(
-    owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost,
+    owned: OwnedKernel,
+    teammate_key: Path,
+    ssh_host: SSHTestHost,
 ) -> None:
     granted = await owned.share(teammate_key, COLLABORATOR, expires_in=3600)
     share_id = granted.record.share_id

@@ -19,11 +19,15 @@ from .conftest import OwnedKernel, own_kernel, run, started_client, stop_client
 
 
 async def test_collaborator_runs_code_on_the_owners_kernel_and_both_see_it(
-    owned: OwnedKernel, teammate_key: Path, tmp_path: Path, ssh_host: SSHTestHost,
+    owned: OwnedKernel,
+    teammate_key: Path,
+    tmp_path: Path,
+    ssh_host: SSHTestHost,
 ) -> None:
     pub = teammate_key.with_suffix(".pub").read_text()
-    granted = await owned.sharer.share(owned.machine, owned.kernel_id, pub, COLLABORATOR,
-                                       expires_in=3600)
+    granted = await owned.sharer.share(
+        owned.machine, owned.kernel_id, pub, COLLABORATOR, expires_in=3600
+    )
     path = granted.share_file.write(tmp_path / "share.json")
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     # The key line went into the host's authorized_keys, tagged and restricted.
@@ -58,7 +62,10 @@ async def test_collaborator_runs_code_on_the_owners_kernel_and_both_see_it(
 
 
 async def test_share_key_opens_nothing_but_its_own_ports(
-    owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost, tmp_path: Path,
+    owned: OwnedKernel,
+    teammate_key: Path,
+    ssh_host: SSHTestHost,
+    tmp_path: Path,
 ) -> None:
     granted = await owned.share(teammate_key, COLLABORATOR, expires_in=3600)
     share = granted.share_file
@@ -70,8 +77,10 @@ async def test_share_key_opens_nothing_but_its_own_ports(
         assert result.exit_status != 0 and "should-not-run" not in str(result.stdout)
         # The kernel's own sockets and the agent's socket are refused by sshd.
         assert owned.connection["transport"] == "ipc"
-        kernel_paths = [f"{owned.connection['ip']}-{owned.connection[name]}"
-                        for name in ("shell_port", "iopub_port")]
+        kernel_paths = [
+            f"{owned.connection['ip']}-{owned.connection[name]}"
+            for name in ("shell_port", "iopub_port")
+        ]
         for path in kernel_paths:
             try:
                 await conn.open_unix_connection(path)
@@ -106,16 +115,25 @@ def _first_bytes(port: int, as_user: int | None) -> bytes:
         "s.settimeout(10)\n"
         "sys.stdout.write(s.recv(64).hex())\n"
     )
-    prefix = [] if as_user is None else [
-        "setpriv", f"--reuid={as_user}", f"--regid={as_user}", "--clear-groups"]
-    done = subprocess.run([*prefix, "/usr/bin/python3", "-c", probe, str(port)],
-                          capture_output=True, text=True, timeout=30, check=True)
+    prefix = (
+        []
+        if as_user is None
+        else ["setpriv", f"--reuid={as_user}", f"--regid={as_user}", "--clear-groups"]
+    )
+    done = subprocess.run(
+        [*prefix, "/usr/bin/python3", "-c", probe, str(port)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
     return bytes.fromhex(done.stdout.strip())
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="switching to another user needs root")
 async def test_another_user_of_the_host_cannot_use_a_shares_relay(
-    owned: OwnedKernel, teammate_key: Path,
+    owned: OwnedKernel,
+    teammate_key: Path,
 ) -> None:
     """A share's relays listen on TCP (``permitopen`` limits keys to TCP), where any user
     of the host may connect: the relay closes a connection that is not this user's."""
@@ -128,7 +146,10 @@ async def test_another_user_of_the_host_cannot_use_a_shares_relay(
 
 
 async def test_hardened_host_refuses_unix_socket_listeners(
-    hardened_host: SSHTestHost, short_tmp: Path, teammate_key: Path, tmp_path: Path,
+    hardened_host: SSHTestHost,
+    short_tmp: Path,
+    teammate_key: Path,
+    tmp_path: Path,
 ) -> None:
     """``port-forwarding`` lets a key listen on UNIX sockets on the host, which no key
     option forbids; with ``AllowStreamLocalForwarding local`` in sshd_config sshd

@@ -13,12 +13,26 @@ from jupyter_remote_hw.ledger import Ledger
 def test_shares_and_events(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "ledger.sqlite3")
     try:
-        record = ledger.add_share("s1", "k1", "ssh-box", "viewer", teammate="ada@laptop",
-                                  fingerprint="SHA256:abc", expires=2e9,
-                                  info={"ports": {"iopub_port": 4000}})
+        record = ledger.add_share(
+            "s1",
+            "k1",
+            "ssh-box",
+            "viewer",
+            teammate="ada@laptop",
+            fingerprint="SHA256:abc",
+            expires=2e9,
+            info={"ports": {"iopub_port": 4000}},
+        )
         assert record.revoked is None and record.info == {"ports": {"iopub_port": 4000}}
-        ledger.add_share("s2", "k1", "ssh-box", "collaborator", teammate="bob",
-                         fingerprint="SHA256:def", expires=2e9)
+        ledger.add_share(
+            "s2",
+            "k1",
+            "ssh-box",
+            "collaborator",
+            teammate="bob",
+            fingerprint="SHA256:def",
+            expires=2e9,
+        )
         ledger.note_share("s1", "joined", "sshd session 123", at=1000.0)
         ledger.revoke_share("s1", "key line removed")
         first = ledger.get_share("s1")

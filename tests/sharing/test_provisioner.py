@@ -29,8 +29,10 @@ def registered() -> Iterator[None]:
     factory = KernelProvisionerFactory.instance()
     before = factory.provisioners.get(PROVISIONER_NAME)
     factory.provisioners[PROVISIONER_NAME] = EntryPoint(
-        name=PROVISIONER_NAME, group="jupyter_client.kernel_provisioners",
-        value="jupyter_remote_hw.sharing.provisioner:SharedKernelProvisioner")
+        name=PROVISIONER_NAME,
+        group="jupyter_client.kernel_provisioners",
+        value="jupyter_remote_hw.sharing.provisioner:SharedKernelProvisioner",
+    )
     yield
     if before is None:  # not installed: leave the factory as it was
         factory.provisioners.pop(PROVISIONER_NAME, None)
@@ -38,8 +40,9 @@ def registered() -> Iterator[None]:
         factory.provisioners[PROVISIONER_NAME] = before
 
 
-async def attached_manager(owned: OwnedKernel, teammate_key: Path, tmp_path: Path,
-                           role: str) -> AsyncKernelManager:
+async def attached_manager(
+    owned: OwnedKernel, teammate_key: Path, tmp_path: Path, role: str
+) -> AsyncKernelManager:
     granted = await owned.share(teammate_key, role, expires_in=3600)
     path = granted.share_file.write(tmp_path / "share.json")
     spec_dir = write_kernelspec(path, str(teammate_key), tmp_path / "kernels")
@@ -53,8 +56,9 @@ async def attached_manager(owned: OwnedKernel, teammate_key: Path, tmp_path: Pat
     return manager
 
 
-async def client_run(manager: AsyncKernelManager, code: str) -> tuple[dict[str, Any],
-                                                                      list[dict[str, Any]]]:
+async def client_run(
+    manager: AsyncKernelManager, code: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     kc = manager.client()
     kc.start_channels()
     outputs: list[dict[str, Any]] = []
@@ -67,15 +71,16 @@ async def client_run(manager: AsyncKernelManager, code: str) -> tuple[dict[str, 
 
 
 async def test_collaborator_kernel_attaches_and_detaching_keeps_the_owners_kernel(
-    owned: OwnedKernel, teammate_key: Path, tmp_path: Path,
+    owned: OwnedKernel,
+    teammate_key: Path,
+    tmp_path: Path,
 ) -> None:
     before = sorted(k["kernel_id"] for k in (await owned.agent.call("list_kernels"))["kernels"])
     manager = await attached_manager(owned, teammate_key, tmp_path, COLLABORATOR)
     try:
         content, _ = await client_run(manager, "from_teammates_jupyter = 'yes'")
         assert content["status"] == "ok"
-        assert (await run(owned.client, "assert from_teammates_jupyter == 'yes'"))["status"] \
-            == "ok"
+        assert (await run(owned.client, "assert from_teammates_jupyter == 'yes'"))["status"] == "ok"
         # Attaching started nothing on the host.
         after = (await owned.agent.call("list_kernels"))["kernels"]
         assert sorted(k["kernel_id"] for k in after) == before == [owned.kernel_id]
@@ -89,7 +94,9 @@ async def test_collaborator_kernel_attaches_and_detaching_keeps_the_owners_kerne
 
 
 async def test_viewer_kernel_refuses_to_run_code_with_a_clear_message(
-    owned: OwnedKernel, teammate_key: Path, tmp_path: Path,
+    owned: OwnedKernel,
+    teammate_key: Path,
+    tmp_path: Path,
 ) -> None:
     manager = await attached_manager(owned, teammate_key, tmp_path, VIEWER)
     try:
@@ -105,7 +112,9 @@ async def test_viewer_kernel_refuses_to_run_code_with_a_clear_message(
 
 
 async def test_a_revoked_share_reads_as_ended_with_the_reason(
-    owned: OwnedKernel, teammate_key: Path, tmp_path: Path,
+    owned: OwnedKernel,
+    teammate_key: Path,
+    tmp_path: Path,
 ) -> None:
     manager = await attached_manager(owned, teammate_key, tmp_path, COLLABORATOR)
     try:

@@ -20,7 +20,9 @@ from .conftest import OwnedKernel, run, started_client, stop_client
 
 
 async def test_revoke_removes_the_line_and_drops_the_teammate_within_seconds(
-    owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost,
+    owned: OwnedKernel,
+    teammate_key: Path,
+    ssh_host: SSHTestHost,
 ) -> None:
     granted = await owned.share(teammate_key, COLLABORATOR, expires_in=3600)
     share_id = granted.record.share_id
@@ -59,7 +61,9 @@ async def test_revoke_removes_the_line_and_drops_the_teammate_within_seconds(
 
 
 async def test_expired_line_is_refused_by_sshd(
-    owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost,
+    owned: OwnedKernel,
+    teammate_key: Path,
+    ssh_host: SSHTestHost,
 ) -> None:
     """The line is written as the agent writes it, with an expiry two minutes ago,
     and left in place: sshd alone refuses it."""
@@ -71,8 +75,9 @@ async def test_expired_line_is_refused_by_sshd(
 
     def write_line(expiry: float) -> str:
         edit_authorized_keys(str(ssh_host.authorized_keys), remove=share.share_id)
-        line = key_line(pub, ports, time.strftime("%Y%m%d%H%MZ", time.gmtime(expiry)),
-                        share.share_id)
+        line = key_line(
+            pub, ports, time.strftime("%Y%m%d%H%MZ", time.gmtime(expiry)), share.share_id
+        )
         edit_authorized_keys(str(ssh_host.authorized_keys), add=line)
         assert line in ssh_host.authorized_keys.read_text()
         return line
@@ -96,12 +101,19 @@ async def test_expired_line_is_refused_by_sshd(
 
 
 async def test_agent_drops_a_share_when_it_expires(
-    owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost,
+    owned: OwnedKernel,
+    teammate_key: Path,
+    ssh_host: SSHTestHost,
 ) -> None:
     added = await owned.agent.call(
-        "add_share", share_id="expiring1", kernel_id=owned.kernel_id, channels=["iopub_port"],
-        public_key=teammate_key.with_suffix(".pub").read_text(), expires=time.time() + 2,
-        authorized_keys=str(ssh_host.authorized_keys))
+        "add_share",
+        share_id="expiring1",
+        kernel_id=owned.kernel_id,
+        channels=["iopub_port"],
+        public_key=teammate_key.with_suffix(".pub").read_text(),
+        expires=time.time() + 2,
+        authorized_keys=str(ssh_host.authorized_keys),
+    )
     assert "expiring1" in ssh_host.authorized_keys.read_text()
     assert added["ports"]["iopub_port"] > 0
     await asyncio.sleep(3)
@@ -110,7 +122,9 @@ async def test_agent_drops_a_share_when_it_expires(
 
 
 async def test_shares_end_with_their_kernel(
-    owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost,
+    owned: OwnedKernel,
+    teammate_key: Path,
+    ssh_host: SSHTestHost,
 ) -> None:
     granted = await owned.share(teammate_key, COLLABORATOR, expires_in=3600)
     attachment = await Attachment(granted.share_file, teammate_key).open()
@@ -137,13 +151,18 @@ async def test_sessions_begun_before_a_time(owned: OwnedKernel) -> None:
 
 
 async def test_a_key_with_a_live_share_gets_no_second_one_until_the_first_is_revoked(
-    owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost,
+    owned: OwnedKernel,
+    teammate_key: Path,
+    ssh_host: SSHTestHost,
 ) -> None:
     """sshd uses the first line that matches a key: a second line would never be used."""
     first = await owned.share(teammate_key, COLLABORATOR, expires_in=3600)
     first_id = first.record.share_id
-    with pytest.raises(ShareError, match=f"this key already has share {first_id} "
-                       rf"\(kernel {owned.kernel_id}\) on this host.*revoke it first"):
+    with pytest.raises(
+        ShareError,
+        match=f"this key already has share {first_id} "
+        rf"\(kernel {owned.kernel_id}\) on this host.*revoke it first",
+    ):
         await owned.share(teammate_key, COLLABORATOR, expires_in=3600)
     assert ssh_host.authorized_keys.read_text().count("jupyter-remote-hw-share:") == 1
     await owned.sharer.revoke(owned.machine, first_id)

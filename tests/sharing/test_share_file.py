@@ -18,13 +18,31 @@ from jupyter_remote_hw.sharing.roles import parse_duration
 from ..testhosts import SSHTestHost
 from .conftest import OwnedKernel
 
-COMMON = {"format", "version", "share_id", "role", "kernel_id", "host", "port", "user",
-          "host_key", "ports", "purposes", "expires", "owner", "signature_scheme"}
+COMMON = {
+    "format",
+    "version",
+    "share_id",
+    "role",
+    "kernel_id",
+    "host",
+    "port",
+    "user",
+    "host_key",
+    "ports",
+    "purposes",
+    "expires",
+    "owner",
+    "signature_scheme",
+}
 
 
 @pytest.mark.parametrize("role", [VIEWER, COLLABORATOR])
 async def test_share_file_fields(
-    role: str, owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost, tmp_path: Path,
+    role: str,
+    owned: OwnedKernel,
+    teammate_key: Path,
+    ssh_host: SSHTestHost,
+    tmp_path: Path,
 ) -> None:
     granted = await owned.share(teammate_key, role, expires_in=2 * 3600)
     path = granted.share_file.write(tmp_path / f"{role}.json")
@@ -37,12 +55,18 @@ async def test_share_file_fields(
     assert data["role"] == role
     assert data["share_id"] == granted.record.share_id
     assert data["kernel_id"] == owned.kernel_id
-    assert (data["host"], data["port"], data["user"]) == \
-        (ssh_host.address, ssh_host.port, ssh_host.user)
+    assert (data["host"], data["port"], data["user"]) == (
+        ssh_host.address,
+        ssh_host.port,
+        ssh_host.user,
+    )
     host_pub = (ssh_host.root / "ssh_host_ed25519_key.pub").read_text().split()
     assert data["host_key"].split()[:2] == host_pub[:2]
-    wanted = ["iopub_port"] if role == VIEWER else \
-        ["shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"]
+    wanted = (
+        ["iopub_port"]
+        if role == VIEWER
+        else ["shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"]
+    )
     assert sorted(data["ports"]) == sorted(wanted) == sorted(data["purposes"])
     # The ports are the share's own, never the kernel's.
     assert not set(data["ports"].values()) & {owned.connection[p] for p in wanted}
@@ -64,9 +88,18 @@ async def test_share_file_fields(
 
 def test_viewer_share_file_cannot_carry_the_key(tmp_path: Path) -> None:
     fields: dict[str, Any] = {
-        "share_id": "abcd", "role": VIEWER, "kernel_id": "k", "host": "h", "port": 22,
-        "user": "u", "host_key": "ssh-ed25519 AAAA", "ports": {"iopub_port": 1},
-        "purposes": {"iopub_port": "outputs"}, "expires": 1.0, "owner": "o@m"}
+        "share_id": "abcd",
+        "role": VIEWER,
+        "kernel_id": "k",
+        "host": "h",
+        "port": 22,
+        "user": "u",
+        "host_key": "ssh-ed25519 AAAA",
+        "ports": {"iopub_port": 1},
+        "purposes": {"iopub_port": "outputs"},
+        "expires": 1.0,
+        "owner": "o@m",
+    }
     with pytest.raises(ShareError, match="only a collaborator"):
         ShareFile(**fields, key="sekrit")
     with pytest.raises(ShareError, match="viewer reaches"):
@@ -99,9 +132,19 @@ def test_kernelspecs_of_ended_shares_are_pruned(tmp_path: Path) -> None:
     now = time.time()
 
     def joined(share_id: str, expires: float) -> Path:
-        share = ShareFile(share_id=share_id, role=VIEWER, kernel_id="k", host="127.0.0.1",
-                          port=22, user="u", host_key="ssh-ed25519 AAAA", ports={"iopub_port": 1},
-                          purposes={"iopub_port": "outputs"}, expires=expires, owner="o@h")
+        share = ShareFile(
+            share_id=share_id,
+            role=VIEWER,
+            kernel_id="k",
+            host="127.0.0.1",
+            port=22,
+            user="u",
+            host_key="ssh-ed25519 AAAA",
+            ports={"iopub_port": 1},
+            purposes={"iopub_port": "outputs"},
+            expires=expires,
+            owner="o@h",
+        )
         return write_kernelspec(share.write(tmp_path / f"{share_id}.json"), None, kernels)
 
     live, ended, gone = joined("live", now + 60), joined("ended", now - 1), joined("gone", now + 60)
@@ -113,28 +156,41 @@ def test_kernelspecs_of_ended_shares_are_pruned(tmp_path: Path) -> None:
 
 def _file_fields() -> dict[str, Any]:
     return {
-        "format": "jupyter-remote-hw-share", "version": 1, "share_id": "Qm3kTz0aLx7c",
-        "role": VIEWER, "kernel_id": "0f6c3f5e-8f1e-4d2b-9c57-1d2a3b4c5d6e",
-        "host": "10.0.0.7", "port": 22, "user": "ada", "host_key": "ssh-ed25519 AAAA",
-        "ports": {"iopub_port": 40001}, "purposes": {"iopub_port": "outputs"},
-        "expires": time.time() + 3600, "owner": "ada@box"}
+        "format": "jupyter-remote-hw-share",
+        "version": 1,
+        "share_id": "Qm3kTz0aLx7c",
+        "role": VIEWER,
+        "kernel_id": "0f6c3f5e-8f1e-4d2b-9c57-1d2a3b4c5d6e",
+        "host": "10.0.0.7",
+        "port": 22,
+        "user": "ada",
+        "host_key": "ssh-ed25519 AAAA",
+        "ports": {"iopub_port": 40001},
+        "purposes": {"iopub_port": "outputs"},
+        "expires": time.time() + 3600,
+        "owner": "ada@box",
+    }
 
 
-@pytest.mark.parametrize(("field", "value", "said"), [
-    ("expires", "soon", "expires must be a number"),
-    ("share_id", "../../outside", "share_id '../../outside' is not valid"),
-    ("share_id", "a/b", "share_id 'a/b' is not valid"),
-    ("kernel_id", "k\nfake log line", "kernel_id 'k\\\\nfake log line' is not valid"),
-    ("host", "evil\" -oProxyCommand=x", "host .* is not valid"),
-    ("port", 70000, "port must be <= 65535"),
-    ("ports", {"iopub_port": "x" * 100_000}, "ports.iopub_port must be an integer"),
-    ("ports", {"../x": 1}, "ports"),
-    ("owner", "ada\r\nINFO forged", "owner"),
-    ("role", "admin", "role must be one of 'viewer', 'collaborator'"),
-    ("user", None, "user must be a string"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("expires", "soon", "expires must be a number"),
+        ("share_id", "../../outside", "share_id '../../outside' is not valid"),
+        ("share_id", "a/b", "share_id 'a/b' is not valid"),
+        ("kernel_id", "k\nfake log line", "kernel_id 'k\\\\nfake log line' is not valid"),
+        ("host", 'evil" -oProxyCommand=x', "host .* is not valid"),
+        ("port", 70000, "port must be <= 65535"),
+        ("ports", {"iopub_port": "x" * 100_000}, "ports.iopub_port must be an integer"),
+        ("ports", {"../x": 1}, "ports"),
+        ("owner", "ada\r\nINFO forged", "owner"),
+        ("role", "admin", "role must be one of 'viewer', 'collaborator'"),
+        ("user", None, "user must be a string"),
+    ],
+)
 def test_a_wrong_share_file_is_named_field_by_field(
-        tmp_path: Path, field: str, value: Any, said: str) -> None:
+    tmp_path: Path, field: str, value: Any, said: str
+) -> None:
     path = tmp_path / "share.json"
     path.write_text(json.dumps({**_file_fields(), field: value}))
     with pytest.raises(ShareError, match=said) as caught:

@@ -18,11 +18,16 @@ from .conftest import OwnedKernel, run, started_client, stop_client
 
 
 async def test_viewer_sees_outputs_and_gets_read_only_message(
-    owned: OwnedKernel, teammate_key: Path, ssh_host: SSHTestHost,
+    owned: OwnedKernel,
+    teammate_key: Path,
+    ssh_host: SSHTestHost,
 ) -> None:
     granted = await owned.share(teammate_key, VIEWER, expires_in=3600)
-    line = next(ln for ln in ssh_host.authorized_keys.read_text().splitlines()
-                if ln.endswith(granted.record.share_id))
+    line = next(
+        ln
+        for ln in ssh_host.authorized_keys.read_text().splitlines()
+        if ln.endswith(granted.record.share_id)
+    )
     assert line.count("permitopen=") == 1
     async with Attachment(granted.share_file, teammate_key) as attachment:
         info = attachment.connection_info()
@@ -48,8 +53,9 @@ async def test_viewer_sees_outputs_and_gets_read_only_message(
 
             # Running code is refused with a clear message, in the reply and the cell's output.
             outputs: list[dict[str, Any]] = []
-            reply = await viewer.execute_interactive("hijacked = 1", timeout=15,
-                                                     output_hook=outputs.append)
+            reply = await viewer.execute_interactive(
+                "hijacked = 1", timeout=15, output_hook=outputs.append
+            )
             assert reply["content"]["status"] == "error"
             assert reply["content"]["evalue"].startswith("read-only share:")
             errors = [m for m in outputs if m["msg_type"] == "error"]
@@ -64,8 +70,10 @@ async def test_viewer_sees_outputs_and_gets_read_only_message(
         for port in (owned.connection["shell_port"], owned.connection["control_port"]):
             with pytest.raises(asyncssh.ChannelOpenError):
                 await conn.open_connection("127.0.0.1", port)
-        assert f"port {owned.connection['shell_port']}, but the request was denied" \
+        assert (
+            f"port {owned.connection['shell_port']}, but the request was denied"
             in ssh_host.log.read_text()
+        )
 
     # Nothing the viewer did reached the kernel; it still runs.
     check = await run(owned.client, "assert 'hijacked' not in globals()")

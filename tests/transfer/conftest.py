@@ -48,8 +48,9 @@ async def start_kernel() -> AsyncIterator[StartKernel]:
     """Start real ipykernels with the transfer extension; all are shut down afterwards."""
     started: list[tuple[AsyncKernelManager, KernelLink]] = []
 
-    async def start(chunk_size: int = CHUNK, window: int = 4,
-                    streams: bool = False) -> TransferClient:
+    async def start(
+        chunk_size: int = CHUNK, window: int = 4, streams: bool = False
+    ) -> TransferClient:
         manager = AsyncKernelManager(kernel_name="python3")
         env = {**os.environ, "PYTHONPATH": REPO}
         await manager.start_kernel(extra_arguments=[EXTENSION], env=env)
@@ -59,8 +60,13 @@ async def start_kernel() -> AsyncIterator[StartKernel]:
         link = KernelLink(client)
         link.start()
         started.append((manager, link))
-        return TransferClient(link, f"kernel {len(started)}", chunk_size=chunk_size,
-                              window=window, opener=open_local_stream if streams else None)
+        return TransferClient(
+            link,
+            f"kernel {len(started)}",
+            chunk_size=chunk_size,
+            window=window,
+            opener=open_local_stream if streams else None,
+        )
 
     yield start
     for manager, link in started:

@@ -25,13 +25,14 @@ def test_bytes_written_while_pages_are_made_ready_stay() -> None:
     view = memoryview(buffer)
     pattern = bytes(range(256)) * 4096  # 1 MiB
     for start in range(0, size, 8 * len(pattern)):  # every 8th MiB, at once
-        view[start:start + len(pattern)] = pattern
+        view[start : start + len(pattern)] = pattern
     deadline = time.monotonic() + 30
-    while any(t.name == "remote-hw-populate" and t.ident not in before
-              for t in threading.enumerate()):
+    while any(
+        t.name == "remote-hw-populate" and t.ident not in before for t in threading.enumerate()
+    ):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     for start in range(0, size, 8 * len(pattern)):
-        assert view[start:start + len(pattern)] == pattern
-    assert view[len(pattern):2 * len(pattern)] == bytes(len(pattern))
+        assert view[start : start + len(pattern)] == pattern
+    assert view[len(pattern) : 2 * len(pattern)] == bytes(len(pattern))
     view.release()

@@ -21,11 +21,11 @@ from jupyter_remote_hw.transport import SSHConnection, TransportSettings
 from ..testhosts import SSHTestHost
 from .conftest import StartKernel, evaluate, run
 
-PENDING = ("get_ipython().kernel.shell_handlers['remote_hw_transfer_request']"
-           ".__self__.pending")
+PENDING = "get_ipython().kernel.shell_handlers['remote_hw_transfer_request'].__self__.pending"
 #: The kernel's bulk stream threads still running.
-BULK_THREADS = ("sum(t.name.startswith('remote-hw-bulk') "
-                "for t in __import__('threading').enumerate())")
+BULK_THREADS = (
+    "sum(t.name.startswith('remote-hw-bulk') for t in __import__('threading').enumerate())"
+)
 SHA = "__import__('hashlib').sha256({}.tobytes()).hexdigest()"
 
 #: Bytes of an array large enough to be split into parts.
@@ -75,8 +75,9 @@ def test_a_stream_cut_short_is_not_done_and_says_how_far_it_got() -> None:
 
 
 def test_a_sending_stream_sends_every_segment_in_order() -> None:
-    stream = BulkStream([memoryview(b"head"), memoryview(b"-" * 70_000 + b"tail")],
-                        sending=True).start()
+    stream = BulkStream(
+        [memoryview(b"head"), memoryview(b"-" * 70_000 + b"tail")], sending=True
+    ).start()
     received = bytearray()
     with connect(stream.port) as client:
         client.sendall(stream.token.encode() + b"\n")
@@ -133,8 +134,11 @@ async def test_a_stream_that_breaks_midway_assigns_nothing(start_kernel: StartKe
 
     client = TransferClient(kernel.link, "the kernel", opener=open_and_cut)
     values = {"a": np.ones(3_000_000), "b": 7}
-    with pytest.raises(TransferError, match=r"sending 'a', 'b' to the kernel: the bulk stream broke "
-                       r"after \d+ of \d+ bytes \(ConnectionResetError.*Nothing was assigned"):
+    with pytest.raises(
+        TransferError,
+        match=r"sending 'a', 'b' to the kernel: the bulk stream broke "
+        r"after \d+ of \d+ bytes \(ConnectionResetError.*Nothing was assigned",
+    ):
         await client.push(dump_variables(values, ["a", "b"]))
     assert cut
     assert await evaluate(kernel.link, "'a' in globals() or 'b' in globals()") == "False"
@@ -183,8 +187,7 @@ def test_a_stream_in_parts_takes_each_part_on_its_own_connection_in_any_order() 
         clients = [connect(stream.port) for _ in ranges]
         for index in (2, 0, 1):  # the parts arrive in any order
             start, end = ranges[index]
-            clients[index].sendall(stream.token.encode() + b" %d\n" % index
-                                   + payload[start:end])
+            clients[index].sendall(stream.token.encode() + b" %d\n" % index + payload[start:end])
             clients[index].shutdown(socket.SHUT_WR)
         for client, (start, end) in zip(clients, ranges):
             assert client.recv(64) == b"%d\n" % (end - start)
@@ -198,8 +201,9 @@ def test_a_stream_in_parts_takes_each_part_on_its_own_connection_in_any_order() 
 
 def test_a_sending_stream_in_parts_sends_each_range() -> None:
     payload = bytes(range(256)) * 400
-    stream = BulkStream([memoryview(payload[:1000]), memoryview(payload[1000:])],
-                        sending=True, parts=4).start()
+    stream = BulkStream(
+        [memoryview(payload[:1000]), memoryview(payload[1000:])], sending=True, parts=4
+    ).start()
     received = []
     for index in range(4):
         with connect(stream.port) as client:
@@ -209,8 +213,9 @@ def test_a_sending_stream_in_parts_sends_each_range() -> None:
                 data += chunk
             received.append(data)
     assert stream.wait(10) and stream.done
-    assert [len(r) for r in received] == [end - start for start, end in bulk.part_ranges(
-        len(payload), 4)]
+    assert [len(r) for r in received] == [
+        end - start for start, end in bulk.part_ranges(len(payload), 4)
+    ]
     assert b"".join(received) == payload
 
 
@@ -229,7 +234,8 @@ def test_one_part_cut_short_ends_every_part_and_the_stream_is_not_done() -> None
         assert dropped(whole)  # the other part's connection was ended too
     assert not stream.done
     assert stream.error is not None and stream.error.startswith(
-        "the client closed the transfer after 900 of 3000 bytes")
+        "the client closed the transfer after 900 of 3000 bytes"
+    )
 
 
 class ThroughSSH:
@@ -266,7 +272,9 @@ async def no_bulk_left(kernel: TransferClient) -> None:
 
 
 async def test_a_large_transfer_goes_over_several_ssh_channels_byte_for_byte(
-    start_kernel: StartKernel, ssh_host: SSHTestHost, ssh_settings: TransportSettings,
+    start_kernel: StartKernel,
+    ssh_host: SSHTestHost,
+    ssh_settings: TransportSettings,
 ) -> None:
     kernel = await start_kernel()
     array = np.random.default_rng(1).random(LARGE // 8)
@@ -290,7 +298,9 @@ async def test_a_large_transfer_goes_over_several_ssh_channels_byte_for_byte(
 
 
 async def test_one_ssh_channel_closed_midway_fails_the_push_and_assigns_nothing(
-    start_kernel: StartKernel, ssh_host: SSHTestHost, ssh_settings: TransportSettings,
+    start_kernel: StartKernel,
+    ssh_host: SSHTestHost,
+    ssh_settings: TransportSettings,
 ) -> None:
     kernel = await start_kernel()
     async with SSHConnection(ssh_host.alias, ssh_settings) as conn:
@@ -309,12 +319,16 @@ async def test_one_ssh_channel_closed_midway_fails_the_push_and_assigns_nothing(
                 writer.write = write
             return reader, writer
 
-        client = TransferClient(kernel.link, "the kernel", opener=open_and_close_the_third,
-                                channels=4)
+        client = TransferClient(
+            kernel.link, "the kernel", opener=open_and_close_the_third, channels=4
+        )
         values = {"a": np.ones(LARGE // 8), "b": 7}
-        with pytest.raises(TransferError, match=r"sending 'a', 'b' to the kernel: the bulk "
-                           r"stream broke after \d+ of \d+ bytes \(BrokenPipeError.*Nothing "
-                           r"was assigned"):
+        with pytest.raises(
+            TransferError,
+            match=r"sending 'a', 'b' to the kernel: the bulk "
+            r"stream broke after \d+ of \d+ bytes \(BrokenPipeError.*Nothing "
+            r"was assigned",
+        ):
             await client.push(dump_variables(values, ["a", "b"]))
         assert len(opener.writers) == 4
         await opener.all_closed()
@@ -323,7 +337,9 @@ async def test_one_ssh_channel_closed_midway_fails_the_push_and_assigns_nothing(
 
 
 async def test_one_ssh_channel_closed_midway_fails_the_pull(
-    start_kernel: StartKernel, ssh_host: SSHTestHost, ssh_settings: TransportSettings,
+    start_kernel: StartKernel,
+    ssh_host: SSHTestHost,
+    ssh_settings: TransportSettings,
 ) -> None:
     kernel = await start_kernel()
     reply, _ = await run(kernel.link, f"import numpy as np; a = np.ones({LARGE // 8})")
@@ -344,10 +360,14 @@ async def test_one_ssh_channel_closed_midway_fails_the_pull(
                 reader.read = read
             return reader, writer
 
-        client = TransferClient(kernel.link, "the kernel", opener=open_and_close_the_second,
-                                channels=4)
-        with pytest.raises(TransferError, match=r"reading 'a' from the kernel: the bulk stream "
-                           r"(ended|broke) after \d+ of \d+ bytes.*Nothing was assigned"):
+        client = TransferClient(
+            kernel.link, "the kernel", opener=open_and_close_the_second, channels=4
+        )
+        with pytest.raises(
+            TransferError,
+            match=r"reading 'a' from the kernel: the bulk stream "
+            r"(ended|broke) after \d+ of \d+ bytes.*Nothing was assigned",
+        ):
             await client.pull(["a"])
         assert len(opener.writers) == 4
         await opener.all_closed()
@@ -364,14 +384,18 @@ async def test_a_large_copy_pipes_each_part_to_the_same_part_of_the_other_kernel
         opened.append(port)
         return await asyncio.open_connection("127.0.0.1", port)
 
-    source, destination = (TransferClient(k.link, f"kernel {i}", opener=counting, channels=3)
-                           for i, k in enumerate(kernels))
-    reply, _ = await run(source.link, "import numpy as np\n"
-                         f"x = np.random.default_rng(2).random({LARGE // 8})")
+    source, destination = (
+        TransferClient(k.link, f"kernel {i}", opener=counting, channels=3)
+        for i, k in enumerate(kernels)
+    )
+    reply, _ = await run(
+        source.link, f"import numpy as np\nx = np.random.default_rng(2).random({LARGE // 8})"
+    )
     assert reply["status"] == "ok"
     assert [a["name"] for a in await source.copy_to(destination, ["x"])] == ["x"]
     assert len(opened) == 6 and len(set(opened)) == 2  # three parts out, three in
-    assert await evaluate(destination.link, SHA.format("x")) == \
-        await evaluate(source.link, SHA.format("x"))
+    assert await evaluate(destination.link, SHA.format("x")) == await evaluate(
+        source.link, SHA.format("x")
+    )
     for kernel in kernels:
         await no_bulk_left(kernel)

@@ -26,8 +26,11 @@ def sample_values() -> dict[str, Any]:
         "strided": base[::2, 1::3],
         "scalar": np.array(2.5),
         "frame": pd.DataFrame(
-            {"x": np.arange(4), "name": ["a", "b", "c", "d"], "when": pd.date_range("2026-01-01",
-                                                                                  periods=4)},
+            {
+                "x": np.arange(4),
+                "name": ["a", "b", "c", "d"],
+                "when": pd.date_range("2026-01-01", periods=4),
+            },
             index=pd.Index(["w", "x", "y", "z"], name="key"),
         ),
         "nested": {"list": [1, "two", (3.0, None)], "inner": {"set": {1, 2}}},
@@ -69,13 +72,16 @@ async def test_push_then_pull_gives_equal_values(start_kernel: StartKernel, stre
 
 
 @MODES
-async def test_large_transfer_reports_progress_in_chunks(start_kernel: StartKernel,
-                                                         streams: bool) -> None:
+async def test_large_transfer_reports_progress_in_chunks(
+    start_kernel: StartKernel, streams: bool
+) -> None:
     kernel = await start_kernel(chunk_size=256 * 1024, streams=streams)
     array = np.random.default_rng(1).random(1_000_000)  # 8 MB: 31 chunks, or 8 stream pieces
     seen: list[tuple[int, int]] = []
-    await kernel.push(dump_variables({"big": array}, ["big"]),
-                      progress=lambda done, total: seen.append((done, total)))
+    await kernel.push(
+        dump_variables({"big": array}, ["big"]),
+        progress=lambda done, total: seen.append((done, total)),
+    )
     assert len(seen) >= 7
     assert seen[-1][0] == seen[-1][1] >= array.nbytes
     assert all(a[0] <= b[0] for a, b in itertools.pairwise(seen))
@@ -98,8 +104,10 @@ async def test_unpicklable_input_fails_before_anything_is_assigned(
     with pytest.raises(TransferError, match=r"'lock' \(_thread.lock\).*a lock") as caught:
         await kernel.push(dump_variables(namespace, ["ok", "lock", "later"]))
     assert caught.value.name == "lock"
-    assert await evaluate(kernel.link, "[n in globals() for n in ('ok', 'lock', 'later')]") == \
-        "[False, False, False]"
+    assert (
+        await evaluate(kernel.link, "[n in globals() for n in ('ok', 'lock', 'later')]")
+        == "[False, False, False]"
+    )
 
 
 async def test_pull_of_an_unpicklable_or_missing_variable_names_it(
@@ -116,7 +124,8 @@ async def test_pull_of_an_unpicklable_or_missing_variable_names_it(
 
 @MODES
 async def test_an_interrupted_push_assigns_nothing_and_is_forgotten(
-    start_kernel: StartKernel, streams: bool,
+    start_kernel: StartKernel,
+    streams: bool,
 ) -> None:
     kernel = await start_kernel(chunk_size=64 * 1024, window=1, streams=streams)
     array = np.ones(40_000_000)  # 320 MB: 5120 chunks one at a time, or 320 stream pieces
@@ -125,8 +134,9 @@ async def test_an_interrupted_push_assigns_nothing_and_is_forgotten(
     def progress(done: int, total: int) -> None:
         started.set()
 
-    push = asyncio.create_task(kernel.push(dump_variables({"a": array, "b": 1}, ["a", "b"]),
-                                           progress=progress))
+    push = asyncio.create_task(
+        kernel.push(dump_variables({"a": array, "b": 1}, ["a", "b"]), progress=progress)
+    )
     await started.wait()
     push.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -141,11 +151,14 @@ async def test_a_class_missing_on_the_receiving_side_assigns_nothing(
     start_kernel: StartKernel,
 ) -> None:
     kernel = await start_kernel()
-    await run(kernel.link, "import types, sys\n"
-                           "mod = types.ModuleType('only_here')\n"
-                           "exec('class Thing:\\n    pass', mod.__dict__)\n"
-                           "sys.modules['only_here'] = mod\n"
-                           "thing = mod.Thing()\nplain = 3")
+    await run(
+        kernel.link,
+        "import types, sys\n"
+        "mod = types.ModuleType('only_here')\n"
+        "exec('class Thing:\\n    pass', mod.__dict__)\n"
+        "sys.modules['only_here'] = mod\n"
+        "thing = mod.Thing()\nplain = 3",
+    )
     with pytest.raises(TransferError, match=r"cannot rebuild 'thing' \(only_here.Thing\)"):
         load_variables(await kernel.pull(["plain", "thing"]))
 
@@ -164,15 +177,17 @@ async def test_device_cuda_on_a_host_without_cuda_fails_first(start_kernel: Star
 
 @MODES
 async def test_copy_between_kernels_streams_through_the_client(
-    start_kernel: StartKernel, streams: bool,
+    start_kernel: StartKernel,
+    streams: bool,
 ) -> None:
     source = await start_kernel(streams=streams)
     destination = await start_kernel(streams=streams)
     await run(source.link, "import numpy as np\nx = np.arange(500_000)\nlabel = 'from source'")
     assigned = await source.copy_to(destination, ["x", "label"])
     assert [a["name"] for a in assigned] == ["x", "label"]
-    assert await evaluate(destination.link, "int(x.sum()), label") == \
-        "(124999750000, 'from source')"
+    assert (
+        await evaluate(destination.link, "int(x.sum()), label") == "(124999750000, 'from source')"
+    )
     with pytest.raises(TransferError, match="no variable named 'missing'"):
         await source.copy_to(destination, ["label", "missing"])
 
@@ -191,9 +206,10 @@ async def test_variables_listing_and_the_comm_target(start_kernel: StartKernel) 
     # Frontends that speak comms get the same answers on the comm target.
     client = kernel.link.client
     seen: list[dict[str, Any]] = []
-    opened = client.session.msg("comm_open", {"comm_id": "c1", "target_name":
-                                              "jupyter_remote_hw.transfer",
-                                              "data": {"op": "hello"}})
+    opened = client.session.msg(
+        "comm_open",
+        {"comm_id": "c1", "target_name": "jupyter_remote_hw.transfer", "data": {"op": "hello"}},
+    )
     kernel.link._outputs[opened["header"]["msg_id"]] = seen.append
     client.session.send(kernel.link._shell_stream(), opened)
     for _ in range(100):

@@ -21,7 +21,7 @@ from jupyter_remote_hw.transfer import (
 )
 from jupyter_remote_hw.transfer.pickling import Pickled, probe_variable
 
-NOTEBOOK_CODE = '''
+NOTEBOOK_CODE = """
 def scale(x, factor=3):
     return x * factor
 
@@ -32,7 +32,7 @@ class Point:
         return self.x ** 2 + self.y ** 2
 
 square = lambda v: v * v
-'''
+"""
 
 
 def round_trip(namespace: dict[str, Any], names: list[str]) -> dict[str, Any]:
@@ -114,9 +114,7 @@ def test_functions_lambdas_and_classes_defined_in_the_notebook() -> None:
         (lambda: (i for i in range(3)), "a generator"),
     ],
 )
-def test_unpicklable_variable_is_named_and_nothing_is_returned(
-    make: Any, words: str
-) -> None:
+def test_unpicklable_variable_is_named_and_nothing_is_returned(make: Any, words: str) -> None:
     namespace = {"ok": np.arange(3), "bad": make(), "after": 1}
     with pytest.raises(NotSerializableError) as failure:
         dump_variables(namespace, ["ok", "bad", "after"])
@@ -183,8 +181,12 @@ def test_cuda_tensors_come_back_on_the_cpu() -> None:
 
 def test_a_trial_pickle_counts_the_bytes_a_transfer_takes_or_says_why_not(tmp_path: Path) -> None:
     frame = pd.DataFrame({"a": np.arange(1000), "b": ["x"] * 1000})
-    for name, value in (("n", 3), ("arr", np.ones((300, 300))), ("frame", frame),
-                        ("scale", notebook_namespace()["scale"])):
+    for name, value in (
+        ("n", 3),
+        ("arr", np.ones((300, 300))),
+        ("frame", frame),
+        ("scale", notebook_namespace()["scale"]),
+    ):
         assert probe_variable(name, value) == dump_variable(name, value).nbytes
     with pytest.raises(NotSerializableError) as caught:
         probe_variable("lk", threading.Lock())

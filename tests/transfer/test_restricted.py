@@ -39,45 +39,89 @@ def received(pickled: list[Pickled]) -> list[Pickled]:
 
 
 def restricted_round_trip(values: dict[str, Any], allowed: tuple[str, ...] = ()) -> dict[str, Any]:
-    return load_variables_restricted(received(dump_variables(values, list(values))), SOURCE,
-                                     allowed)
+    return load_variables_restricted(
+        received(dump_variables(values, list(values))), SOURCE, allowed
+    )
 
 
 def data_science_values() -> dict[str, Any]:
     base = np.arange(60, dtype=np.float64).reshape(6, 10)
     return {
-        "plain": [1, 2.5, 1 + 2j, "s", b"b", bytearray(b"x"), None, True, (1,), {1, 2},
-                  frozenset({3}), range(3), slice(1, 2, 3), Ellipsis, type(None)],
-        "collections": [collections.OrderedDict(a=1), collections.defaultdict(list, a=[1]),
-                        collections.Counter("abca"), collections.deque([1, 2], maxlen=5)],
-        "times": [datetime.datetime(2026, 1, 2, 3, 4, tzinfo=datetime.UTC),
-                  datetime.date(2026, 1, 2), datetime.time(1, 2), datetime.timedelta(3)],
+        "plain": [
+            1,
+            2.5,
+            1 + 2j,
+            "s",
+            b"b",
+            bytearray(b"x"),
+            None,
+            True,
+            (1,),
+            {1, 2},
+            frozenset({3}),
+            range(3),
+            slice(1, 2, 3),
+            Ellipsis,
+            type(None),
+        ],
+        "collections": [
+            collections.OrderedDict(a=1),
+            collections.defaultdict(list, a=[1]),
+            collections.Counter("abca"),
+            collections.deque([1, 2], maxlen=5),
+        ],
+        "times": [
+            datetime.datetime(2026, 1, 2, 3, 4, tzinfo=datetime.UTC),
+            datetime.date(2026, 1, 2),
+            datetime.time(1, 2),
+            datetime.timedelta(3),
+        ],
         "numbers": [decimal.Decimal("1.5"), fractions.Fraction(1, 3)],
         "ids": [uuid.UUID(int=7), pathlib.PurePosixPath("a/b"), pathlib.Path("/tmp/x")],
-        "array": base, "strided": base[::2, 1::3], "fortran": np.asfortranarray(base),
-        "scalars": [np.float64(1.5), np.int8(-2), np.bool_(True), np.complex128(1j),
-                    np.datetime64("2026-01-01"), np.str_("a")],
+        "array": base,
+        "strided": base[::2, 1::3],
+        "fortran": np.asfortranarray(base),
+        "scalars": [
+            np.float64(1.5),
+            np.int8(-2),
+            np.bool_(True),
+            np.complex128(1j),
+            np.datetime64("2026-01-01"),
+            np.str_("a"),
+        ],
         "dtypes": [np.dtype("f4"), np.dtype([("a", "i4"), ("b", "f8")])],
         "records": np.array([(1, 2.0)], dtype=[("a", "i4"), ("b", "f8")]),
         "masked": np.ma.masked_array([1, 2, 3], mask=[False, True, False]),
         "objects": np.array([1, "two", None], dtype=object),
         "rng": np.random.default_rng(0),
-        "frame": pd.DataFrame({
-            "x": np.arange(3), "name": ["a", "b", "c"], "f": [0.5, None, 2.0],
-            "when": pd.date_range("2026-01-01", periods=3),
-            "utc": pd.date_range("2026-01-01", periods=3, tz="UTC"),
-            "paris": pd.date_range("2026-01-01", periods=3, tz="Europe/Paris"),
-            "took": pd.to_timedelta([1, 2, 3], unit="s"),
-            "month": pd.period_range("2026-01", periods=3, freq="M"),
-            "bin": pd.interval_range(0, 3), "kind": pd.Categorical(["u", "v", "u"]),
-            "n": pd.array([1, None, 3], dtype="Int64"), "ok": pd.array([True, None, False],
-                                                                        dtype="boolean"),
-        }, index=pd.Index(["p", "q", "r"], name="key")),
-        "series": pd.Series([1.0, 2.0], name="s",
-                            index=pd.MultiIndex.from_tuples([(1, "a"), (2, "b")])),
-        "pandas_scalars": [pd.Timestamp("2026-01-01", tz="UTC"), pd.Timedelta("1D"),
-                           pd.Period("2026-01", "M"), pd.Interval(0, 1), pd.NaT,
-                           pd.offsets.MonthEnd()],
+        "frame": pd.DataFrame(
+            {
+                "x": np.arange(3),
+                "name": ["a", "b", "c"],
+                "f": [0.5, None, 2.0],
+                "when": pd.date_range("2026-01-01", periods=3),
+                "utc": pd.date_range("2026-01-01", periods=3, tz="UTC"),
+                "paris": pd.date_range("2026-01-01", periods=3, tz="Europe/Paris"),
+                "took": pd.to_timedelta([1, 2, 3], unit="s"),
+                "month": pd.period_range("2026-01", periods=3, freq="M"),
+                "bin": pd.interval_range(0, 3),
+                "kind": pd.Categorical(["u", "v", "u"]),
+                "n": pd.array([1, None, 3], dtype="Int64"),
+                "ok": pd.array([True, None, False], dtype="boolean"),
+            },
+            index=pd.Index(["p", "q", "r"], name="key"),
+        ),
+        "series": pd.Series(
+            [1.0, 2.0], name="s", index=pd.MultiIndex.from_tuples([(1, "a"), (2, "b")])
+        ),
+        "pandas_scalars": [
+            pd.Timestamp("2026-01-01", tz="UTC"),
+            pd.Timedelta("1D"),
+            pd.Period("2026-01", "M"),
+            pd.Interval(0, 1),
+            pd.NaT,
+            pd.offsets.MonthEnd(),
+        ],
     }
 
 
@@ -109,8 +153,11 @@ def test_data_science_values_come_back_equal_with_out_of_band_buffers() -> None:
 def test_torch_tensors_as_our_pickler_reduces_them_come_back_equal() -> None:
     torch = pytest.importorskip("torch")
     values = {
-        "c": torch.arange(1000.0), "t": torch.arange(12.0).reshape(3, 4)[:, ::2], "h": torch.ones(5, dtype=torch.bfloat16),
-        "g": torch.ones(2, requires_grad=True), "p": torch.nn.Parameter(torch.ones(3)),
+        "c": torch.arange(1000.0),
+        "t": torch.arange(12.0).reshape(3, 4)[:, ::2],
+        "h": torch.ones(5, dtype=torch.bfloat16),
+        "g": torch.ones(2, requires_grad=True),
+        "p": torch.nn.Parameter(torch.ones(3)),
         "kinds": [torch.float32, torch.Size([2, 3]), torch.device("cpu")],
     }
     assert dump_variable("c", values["c"]).buffers  # out of band
@@ -156,9 +203,14 @@ def getattr_chain(marker: Path) -> bytes:
     allowed class, a method of it that writes a file."""
     frame = pickle.dumps(pd.DataFrame({"x": [1]}), protocol=5)
     assert frame.endswith(b".")
-    return (b"\x80\x05cbuiltins\ngetattr\ncpandas\nDataFrame\nX\x09\x00\x00\x00to_pickle\x86R"
-            + frame[2:-1] + b"X" + len(str(marker)).to_bytes(4, "little") + str(marker).encode()
-            + b"\x86R.")
+    return (
+        b"\x80\x05cbuiltins\ngetattr\ncpandas\nDataFrame\nX\x09\x00\x00\x00to_pickle\x86R"
+        + frame[2:-1]
+        + b"X"
+        + len(str(marker)).to_bytes(4, "little")
+        + str(marker).encode()
+        + b"\x86R."
+    )
 
 
 @pytest.mark.parametrize("kind", ["os.system", "eval", "numpy", "getattr"])
@@ -173,8 +225,11 @@ def test_a_pickle_that_would_run_code_is_refused_and_nothing_runs(
     else:
         planted = {"os.system": Planted, "eval": Evaluated, "numpy": NumpyGadget}[kind](marker)
         evil = dump_variable("evil", planted)
-        refused = {"os.system": f"{os.system.__module__}.system", "eval": "builtins.eval",
-                   "numpy": "numpy.save"}[kind]
+        refused = {
+            "os.system": f"{os.system.__module__}.system",
+            "eval": "builtins.eval",
+            "numpy": "numpy.save",
+        }[kind]
     with pytest.raises(TransferError) as caught:
         load_variables_restricted(received([good, evil]), SOURCE)
     message = str(caught.value)
@@ -191,9 +246,11 @@ def test_a_pickle_cannot_patch_a_class_or_make_one() -> None:
     # fractions.Fraction, then BUILD with slot state {"evil": 1}: setattr on the class.
     patch = b"\x80\x05cfractions\nFraction\nN}X\x04\x00\x00\x00evilK\x01s\x86b."
     # type("X", (object,), {}): a new class.
-    new_class = (b"\x80\x05cbuiltins\ntype\nX\x01\x00\x00\x00Xcbuiltins\nobject\n\x85}\x87R.")
-    for data, refused in ((patch, "fractions.Fraction (setting attributes of a class"),
-                          (new_class, "builtins.type (other than type(None))")):
+    new_class = b"\x80\x05cbuiltins\ntype\nX\x01\x00\x00\x00Xcbuiltins\nobject\n\x85}\x87R."
+    for data, refused in (
+        (patch, "fractions.Fraction (setting attributes of a class"),
+        (new_class, "builtins.type (other than type(None))"),
+    ):
         with pytest.raises(TransferError, match="This cannot be allowed") as caught:
             load_variables_restricted([Pickled("x", "?", data)], SOURCE)
         assert refused in str(caught.value)

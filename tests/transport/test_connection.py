@@ -61,8 +61,9 @@ async def test_connection_follows_proxyjump(ns_host: NetnsTestHost, tmp_path: Pa
     config = tmp_path / "ssh_config"
     config.write_text(
         ns_host.config_block("jump", UserKnownHostsFile=str(known))
-        + ns_host.config_block("inside", HostName="127.0.0.1", ProxyJump="jump",
-                               UserKnownHostsFile=str(known))
+        + ns_host.config_block(
+            "inside", HostName="127.0.0.1", ProxyJump="jump", UserKnownHostsFile=str(known)
+        )
     )
     async with SSHConnection("inside", settings_for(config)) as conn:
         result = await conn.run("echo $SSH_CONNECTION")
@@ -74,8 +75,9 @@ async def test_keys_come_from_the_ssh_agent(
     ssh_host: SSHTestHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sock = tmp_path / "agent.sock"
-    agent = await asyncio.create_subprocess_exec("ssh-agent", "-D", "-a", str(sock),
-                                                 stdout=subprocess.DEVNULL)
+    agent = await asyncio.create_subprocess_exec(
+        "ssh-agent", "-D", "-a", str(sock), stdout=subprocess.DEVNULL
+    )
     try:
         for _ in range(100):
             if sock.exists():
@@ -83,15 +85,21 @@ async def test_keys_come_from_the_ssh_agent(
             await asyncio.sleep(0.05)
         env = {**os.environ, "SSH_AUTH_SOCK": str(sock)}
         added = await asyncio.create_subprocess_exec(
-            "ssh-add", "-q", str(ssh_host.user_key), env=env,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            "ssh-add",
+            "-q",
+            str(ssh_host.user_key),
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         assert await added.wait() == 0
         monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
         monkeypatch.setenv("HOME", str(tmp_path))  # no default keys in ~/.ssh
         config = tmp_path / "ssh_config"
         block = ssh_host.config_block("viaagent", IdentitiesOnly="no")
-        config.write_text("".join(line + "\n" for line in block.splitlines()
-                                  if "IdentityFile" not in line))
+        config.write_text(
+            "".join(line + "\n" for line in block.splitlines() if "IdentityFile" not in line)
+        )
         async with SSHConnection("viaagent", settings_for(config)) as conn:
             assert (await conn.run("true")).ok
     finally:
@@ -162,8 +170,10 @@ async def test_cipher_prefers_aes_gcm_unless_config_says_otherwise(
 async def test_a_process_answers_what_it_is_sent(ssh_host: SSHTestHost) -> None:
     payload = os.urandom(300_000)
     script = "import sys; sys.stdout.buffer.write(sys.stdin.buffer.read()[::-1])"
-    async with (SSHConnection(ssh_host.alias, settings_for(ssh_host.ssh_config)) as conn,
-                conn.open_process(f"{sys.executable} -c '{script}'") as process):
+    async with (
+        SSHConnection(ssh_host.alias, settings_for(ssh_host.ssh_config)) as conn,
+        conn.open_process(f"{sys.executable} -c '{script}'") as process,
+    ):
         process.stdin.write(payload)
         process.stdin.write_eof()
         answer = await process.stdout.read()

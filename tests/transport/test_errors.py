@@ -90,8 +90,9 @@ async def test_unknown_host_key_is_refused_with_fingerprint(
 ) -> None:
     empty = tmp_path / "known_hosts"
     empty.write_text("")
-    config = write_config(tmp_path, ssh_host.config_block("stranger",
-                                                          UserKnownHostsFile=str(empty)))
+    config = write_config(
+        tmp_path, ssh_host.config_block("stranger", UserKnownHostsFile=str(empty))
+    )
     with pytest.raises(HostKeyError) as err:
         await SSHConnection("stranger", settings_for(config)).open()
     assert err.value.changed is False
@@ -114,7 +115,8 @@ async def test_unknown_host_key_of_an_alias_in_the_default_config_names_its_real
     empty = tmp_path / "known_hosts"
     empty.write_text("")
     (home / ".ssh" / "config").write_text(
-        ssh_host.config_block("ncbox", UserKnownHostsFile=str(empty)))
+        ssh_host.config_block("ncbox", UserKnownHostsFile=str(empty))
+    )
     monkeypatch.setenv("HOME", str(home))
     settings = TransportSettings(**TEST_TRANSPORT)  # type: ignore[arg-type]
     assert settings.ssh_config_files == ()
@@ -164,8 +166,7 @@ async def test_config_cannot_turn_host_key_checking_off_for_a_jump_host(
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ssh/known_hosts to fall back on
     config = write_config(
         tmp_path,
-        ssh_host.config_block("carelessjump", UserKnownHostsFile="none",
-                              StrictHostKeyChecking="no")
+        ssh_host.config_block("carelessjump", UserKnownHostsFile="none", StrictHostKeyChecking="no")
         + ssh_host.config_block("behind", ProxyJump="carelessjump"),
     )
     with pytest.raises(HostKeyError) as raised:
@@ -174,8 +175,8 @@ async def test_config_cannot_turn_host_key_checking_off_for_a_jump_host(
     # With the jump host's key known, the same chain connects, and closes as one.
     config = write_config(
         tmp_path,
-        ssh_host.config_block("carefuljump") + ssh_host.config_block("behind2",
-                                                                    ProxyJump="carefuljump"),
+        ssh_host.config_block("carefuljump")
+        + ssh_host.config_block("behind2", ProxyJump="carefuljump"),
     )
     async with SSHConnection("behind2", settings_for(config)) as conn:
         assert (await conn.run("echo $SSH_CONNECTION")).ok

@@ -37,7 +37,7 @@ async def echo_roundtrip(port: int, payload: bytes, timeout: float = 10.0) -> by
 
 async def _send(writer: asyncio.StreamWriter, payload: bytes) -> None:
     for start in range(0, len(payload), 1 << 16):
-        writer.write(payload[start:start + (1 << 16)])
+        writer.write(payload[start : start + (1 << 16)])
         await writer.drain()
 
 
@@ -59,7 +59,8 @@ async def test_forward_listens_on_loopback_only(ssh_host: SSHTestHost) -> None:
         forward = await conn.forward_local_port(echo_port)
         table = await asyncio.to_thread(Path("/proc/net/tcp").read_text)
         listeners = [
-            line.split()[1] for line in table.splitlines()[1:]
+            line.split()[1]
+            for line in table.splitlines()[1:]
             if line.split()[3] == "0A"  # LISTEN
             and int(line.split()[1].split(":")[1], 16) == forward.local_port
         ]
@@ -103,8 +104,9 @@ async def test_forward_keeps_its_port_across_a_cut_link(ns_host: NetnsTestHost) 
         reply = b""
         while time.monotonic() < deadline:
             try:
-                reply = await echo_roundtrip(port, b"after the cut", timeout=deadline
-                                             - time.monotonic())
+                reply = await echo_roundtrip(
+                    port, b"after the cut", timeout=deadline - time.monotonic()
+                )
                 break
             except (OSError, TimeoutError, asyncio.IncompleteReadError):
                 await asyncio.sleep(0.1)
@@ -191,8 +193,11 @@ def _open_fds() -> int:
 def _close_wait_sockets(port: int) -> int:
     """Sockets on 127.0.0.1:port that the other end closed and this one did not."""
     table = Path("/proc/net/tcp").read_text().splitlines()[1:]
-    return sum(1 for line in table
-               if line.split()[3] == "08" and int(line.split()[1].split(":")[1], 16) == port)
+    return sum(
+        1
+        for line in table
+        if line.split()[3] == "08" and int(line.split()[1].split(":")[1], 16) == port
+    )
 
 
 async def _wait_state(conn: SSHConnection, state: ConnectionState, timeout: float) -> None:

@@ -79,7 +79,8 @@ async def test_a_changed_key_is_refused_and_the_recorded_one_kept(
     known = tmp_path / "known_hosts"
     known.write_text(f"[127.0.0.1]:{ssh_host.port} {kind} {data}\n")
     presented = await fetch_presented_key(
-        "stranger", settings_for(_config(tmp_path, ssh_host, known)))
+        "stranger", settings_for(_config(tmp_path, ssh_host, known))
+    )
     assert presented.status == CHANGED
     with pytest.raises(TransportError, match="records another key .*ssh-keygen -R"):
         record_key(presented)
@@ -88,11 +89,15 @@ async def test_a_changed_key_is_refused_and_the_recorded_one_kept(
 
 def _cli(tmp_path: Path, ssh_config: Path, *argv: str) -> tuple[int, str, str]:
     config = tmp_path / "jupyter_server_config.json"
-    config.write_text(json.dumps({
-        "MachineManager": {"ledger_path": str(tmp_path / "ledger.sqlite3")},
-        "TransportManager": {"ssh_config_files": [str(ssh_config)], "connect_timeout": 3.0},
-        "SSHProvider": {"include_ssh_config": False},
-    }))
+    config.write_text(
+        json.dumps(
+            {
+                "MachineManager": {"ledger_path": str(tmp_path / "ledger.sqlite3")},
+                "TransportManager": {"ssh_config_files": [str(ssh_config)], "connect_timeout": 3.0},
+                "SSHProvider": {"include_ssh_config": False},
+            }
+        )
+    )
     out, err = io.StringIO(), io.StringIO()
     code = main(["--config", str(config), *argv], out=out, err=err)
     return code, out.getvalue(), err.getvalue()
@@ -109,8 +114,10 @@ def test_cli_trust_shows_the_fingerprint_and_trusts_once_confirmed(
 
     code, out, _ = _cli(tmp_path, ssh_config, "trust", "stranger", "--yes")
     assert code == 0
-    assert f"stranger (127.0.0.1:{ssh_host.port}) presents ssh-ed25519 key " \
-           f"{ssh_host.fingerprint()}" in out
+    assert (
+        f"stranger (127.0.0.1:{ssh_host.port}) presents ssh-ed25519 key "
+        f"{ssh_host.fingerprint()}" in out
+    )
     assert f"trusted: added to {known}" in out
     code, out, _ = _cli(tmp_path, ssh_config, "trust", "stranger", "--yes")
     assert code == 0 and f"already trusted in {known}" in out
@@ -135,8 +142,9 @@ def test_cli_trust_of_a_changed_key_refuses_in_one_line(
     kind, data = (tmp_path / "impostor.pub").read_text().split()[:2]
     known = tmp_path / "known_hosts"
     known.write_text(f"[127.0.0.1]:{ssh_host.port} {kind} {data}\n")
-    code, out, err = _cli(tmp_path, _config(tmp_path, ssh_host, known), "trust", "stranger",
-                          "--yes")
+    code, out, err = _cli(
+        tmp_path, _config(tmp_path, ssh_host, known), "trust", "stranger", "--yes"
+    )
     assert code == 1
     assert f"presents ssh-ed25519 key {ssh_host.fingerprint()}" in out
     assert err.startswith("jupyter remote-hw trust: ") and "records another key" in err

@@ -32,8 +32,14 @@ class AWSAccess(AWSAccount):
                 kind="config",
             )
         group_id = await user_security_group(
-            self._call, self.client("ec2", region), self.owner, self.ssh_cidr,
-            (CREATED_BY_TAG, CREATED_BY), OWNER_TAG, self.log)
+            self._call,
+            self.client("ec2", region),
+            self.owner,
+            self.ssh_cidr,
+            (CREATED_BY_TAG, CREATED_BY),
+            OWNER_TAG,
+            self.log,
+        )
         return {**network, "security_group_id": group_id}
 
     def _public_key(self) -> str:
@@ -64,19 +70,39 @@ class AWSAccess(AWSAccount):
             await checked_key_pair(self._call, ec2, self.key_name, region, local, self.log)
             return self.key_name
         material = self._public_key()
-        digest = base64.b32encode(material.split()[1][-16:].encode()).decode()[:8].lower() \
-            if len(material.split()) > 1 else "key"
+        digest = (
+            base64.b32encode(material.split()[1][-16:].encode()).decode()[:8].lower()
+            if len(material.split()) > 1
+            else "key"
+        )
         name = f"jupyter-remote-hw-{slug(self.owner)}-{digest}"
         try:
-            await checked_key_pair(self._call, ec2, name, region,
-                                   (material, self.public_key_file), self.log, required=True)
+            await checked_key_pair(
+                self._call,
+                ec2,
+                name,
+                region,
+                (material, self.public_key_file),
+                self.log,
+                required=True,
+            )
             return name
         except ClientError as exc:
             if error_code(exc) != "InvalidKeyPair.NotFound":
                 raise
-        await self._call("import the SSH key", ec2.import_key_pair, KeyName=name,
-                         PublicKeyMaterial=material.encode(),
-                         TagSpecifications=[{"ResourceType": "key-pair", "Tags": [
-                             {"Key": CREATED_BY_TAG, "Value": CREATED_BY},
-                             {"Key": OWNER_TAG, "Value": self.owner}]}])
+        await self._call(
+            "import the SSH key",
+            ec2.import_key_pair,
+            KeyName=name,
+            PublicKeyMaterial=material.encode(),
+            TagSpecifications=[
+                {
+                    "ResourceType": "key-pair",
+                    "Tags": [
+                        {"Key": CREATED_BY_TAG, "Value": CREATED_BY},
+                        {"Key": OWNER_TAG, "Value": self.owner},
+                    ],
+                }
+            ],
+        )
         return name

@@ -47,25 +47,30 @@ class AWSAccount(Provider):
 
     region = Unicode("us-east-1", config=True, help="The AWS region machines are launched in.")
     endpoint_url = Unicode(
-        "", config=True,
+        "",
+        config=True,
         help="An EC2/SSM endpoint to use instead of AWS's own (a test server such as moto).",
     )
     machines = List(
-        Dict(), config=True,
+        Dict(),
+        config=True,
         help="Cloud machines to offer in the kernel picker, each a dict: 'name' (required), "
         "'hardware' (a catalog query such as 'A10G' or an instance type, required), "
         "'region', 'market' ('on-demand' or 'spot'). The instance is launched when a "
         "kernel first needs it.",
     )
     ami_ssm_parameter = Unicode(
-        DEFAULT_AMI_PARAMETER, config=True,
+        DEFAULT_AMI_PARAMETER,
+        config=True,
         help="The SSM parameter whose value is the AMI id to launch (default: the latest "
         "PyTorch GPU Deep Learning AMI).",
     )
-    market = Enum(["on-demand", "spot"], "on-demand", config=True,
-                  help="Default purchase option of a launch.")
+    market = Enum(
+        ["on-demand", "spot"], "on-demand", config=True, help="Default purchase option of a launch."
+    )
     ssh_cidr = Unicode(
-        "", config=True,
+        "",
+        config=True,
         help="Addresses (CIDR, e.g. '203.0.113.7/32') allowed to reach port 22 of our "
         "security group. Empty: none, and a launch says how to set it, unless "
         "security_group_id names a group of your own.",
@@ -75,33 +80,43 @@ class AWSAccount(Provider):
     )
     subnet_id = Unicode("", config=True, help="Subnet to launch in; empty: the default VPC's.")
     key_name = Unicode(
-        "", config=True,
+        "",
+        config=True,
         help="An EC2 key pair to launch with; empty: public_key_file is imported as "
         "'jupyter-remote-hw-<owner>'.",
     )
-    public_key_file = Unicode("~/.ssh/id_ed25519.pub", config=True,
-                              help="The SSH public key put on instances.")
+    public_key_file = Unicode(
+        "~/.ssh/id_ed25519.pub", config=True, help="The SSH public key put on instances."
+    )
     identity_file = Unicode(
         "", config=True, help="The private key to log in with; empty: public_key_file without .pub."
     )
     ssh_user = Unicode("ubuntu", config=True, help="The login user of the AMI.")
-    python = Unicode("/opt/pytorch/bin/python", config=True,
-                     help="The Python on the instance that runs the agent and kernels.")
+    python = Unicode(
+        "/opt/pytorch/bin/python",
+        config=True,
+        help="The Python on the instance that runs the agent and kernels.",
+    )
     remote_root = Unicode(
-        "", config=True,
+        "",
+        config=True,
         help="Directory on the instance for the agent's files; empty: the login user's home.",
     )
-    root_volume_gib = Float(0, config=True,
-                            help="Size of the root volume in GiB; 0: the AMI's default.")
+    root_volume_gib = Float(
+        0, config=True, help="Size of the root volume in GiB; 0: the AMI's default."
+    )
     harden_sshd = Bool(
-        True, config=True,
+        True,
+        config=True,
         help="Have the instance's sshd refuse remote UNIX-socket forwards "
         "(AllowStreamLocalForwarding local, through the boot cloud-config), which no "
         "authorized_keys option can forbid a teammate's share key; jupyter-remote-hw needs "
         "only local ones.",
     )
     host_key_source = Enum(
-        ["injected", "console"], "injected", config=True,
+        ["injected", "console"],
+        "injected",
+        config=True,
         help="Where an instance's SSH host key is learnt, once, before it is trusted: "
         "'injected' makes the key here and gives it to the instance at first boot (cloud-init "
         "ssh_keys in the user data, which principals allowed ec2:DescribeInstanceAttribute "
@@ -110,51 +125,69 @@ class AWSAccount(Provider):
         "connection must present it; nothing is trusted on first use.",
     )
     shutdown_behavior = Enum(
-        ["stop", "terminate"], "stop", config=True,
+        ["stop", "terminate"],
+        "stop",
+        config=True,
         help="What a shutdown from inside the instance (idle stop, dead-man switch) does: "
         "'stop' keeps the disk (cheap; terminated later by terminate_after_stopped) or "
         "'terminate' ends it.",
     )
-    idle_stop = Float(30 * 60, config=True,
-                      help="Seconds without kernel activity after which the instance stops "
-                      "itself (a running cell is activity); 0: never.")
-    deadman = Float(60 * 60, config=True,
-                    help="Seconds without a heartbeat from a Jupyter server or the command "
-                    "line after which the instance stops itself, kernels or not; 0: never.")
+    idle_stop = Float(
+        30 * 60,
+        config=True,
+        help="Seconds without kernel activity after which the instance stops "
+        "itself (a running cell is activity); 0: never.",
+    )
+    deadman = Float(
+        60 * 60,
+        config=True,
+        help="Seconds without a heartbeat from a Jupyter server or the command "
+        "line after which the instance stops itself, kernels or not; 0: never.",
+    )
     stop_command = List(
-        Unicode(), default_value=["sudo", "shutdown", "-h", "now"], config=True,
+        Unicode(),
+        default_value=["sudo", "shutdown", "-h", "now"],
+        config=True,
         help="The command (argv) the agent runs on the instance to stop it.",
     )
     terminate_after_stopped = Float(
-        3 * 24 * 3600, config=True,
+        3 * 24 * 3600,
+        config=True,
         help="Seconds a machine may stay stopped before `jupyter remote-hw reap` (or the "
         "server) terminates it; 0: never.",
     )
     reap_after = Float(
-        2 * 3600, config=True,
+        2 * 3600,
+        config=True,
         help="Seconds without a heartbeat after which `reap` counts a running instance "
         "as having no live client.",
     )
-    heartbeat_interval = Float(60.0, config=True,
-                               help="Seconds between heartbeats to a held machine.")
+    heartbeat_interval = Float(
+        60.0, config=True, help="Seconds between heartbeats to a held machine."
+    )
     owner = Unicode(config=True, help="The owner tag of our instances (default user@host).")
     ssh_endpoint_redirect = Unicode(
-        "", config=True,
+        "",
+        config=True,
         help="For tests: reach every instance at this 'host:port' instead of its public "
         "address and port 22 (a loopback sshd).",
     )
-    boot_timeout = Float(600.0, config=True,
-                         help="Seconds to wait for an instance to reach 'running'.")
-    ssh_timeout = Float(300.0, config=True,
-                        help="Seconds to wait for a running instance to accept SSH.")
+    boot_timeout = Float(
+        600.0, config=True, help="Seconds to wait for an instance to reach 'running'."
+    )
+    ssh_timeout = Float(
+        300.0, config=True, help="Seconds to wait for a running instance to accept SSH."
+    )
     poll_interval = Float(5.0, config=True, help="Seconds between state checks while waiting.")
     state_dir = Unicode(
-        "", config=True,
+        "",
+        config=True,
         help="Where the instances' ssh_config and known_hosts are written; empty: "
         "<jupyter data dir>/jupyter_remote_hw/aws.",
     )
-    catalog_path = Unicode("", config=True,
-                           help="The catalog file; empty: the refreshed one, else the shipped one.")
+    catalog_path = Unicode(
+        "", config=True, help="The catalog file; empty: the refreshed one, else the shipped one."
+    )
 
     transport = Instance(TransportManager, allow_none=True)
     ledger = Instance(Ledger, allow_none=True)
@@ -212,8 +245,9 @@ class AWSAccount(Provider):
 
     def _ledger(self) -> Ledger:
         if self.ledger is None:
-            raise AWSError("the aws provider has no ledger (it is created by MachineManager)",
-                           kind="config")
+            raise AWSError(
+                "the aws provider has no ledger (it is created by MachineManager)", kind="config"
+            )
         return self.ledger
 
     def _state_path(self) -> Path:
@@ -226,8 +260,11 @@ class AWSAccount(Provider):
 
     def lifetime_policy(self) -> dict[str, Any]:
         """What the agent on an instance enforces (the ``set_lifetime`` op's arguments)."""
-        return {"idle_stop": self.idle_stop, "deadman": self.deadman,
-                "stop_command": list(self.stop_command)}
+        return {
+            "idle_stop": self.idle_stop,
+            "deadman": self.deadman,
+            "stop_command": list(self.stop_command),
+        }
 
     @staticmethod
     def alias(name: str) -> str:
@@ -235,12 +272,21 @@ class AWSAccount(Provider):
         return f"jrhw-{slug(name)}"
 
     def _target(self, name: str, entry: CatalogEntry) -> Target:
-        return Target(name=name, provider=self.name, where=f"{entry.instance_type} · {entry.region}",
-                      hardware=entry.hardware, host=self.alias(name), python=self.python,
-                      root=self.remote_root or None)
+        return Target(
+            name=name,
+            provider=self.name,
+            where=f"{entry.instance_type} · {entry.region}",
+            hardware=entry.hardware,
+            host=self.alias(name),
+            python=self.python,
+            root=self.remote_root or None,
+        )
 
     def live_machine(self, name: str) -> MachineRecord | None:
         """The newest machine of that name that is not terminated, if any."""
-        records = [m for m in self._ledger().machines(provider=self.name)
-                   if m.name == name and m.state not in FINAL_STATES]
+        records = [
+            m
+            for m in self._ledger().machines(provider=self.name)
+            if m.name == name and m.state not in FINAL_STATES
+        ]
         return records[-1] if records else None

@@ -16,11 +16,18 @@ from ..usability import Unusable
 #: Seconds an answer is reused.
 CHECK_TTL = 15.0
 #: The variables that change the answer at once.
-_ENV = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-        "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE")
+_ENV = (
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CONFIG_FILE",
+)
 
-NO_CREDENTIALS = Unusable("no credentials", "set AWS_PROFILE or run `aws configure`",
-                          ("aws configure",))
+NO_CREDENTIALS = Unusable(
+    "no credentials", "set AWS_PROFILE or run `aws configure`", ("aws configure",)
+)
 
 _lock = threading.Lock()
 _answers: dict[tuple[str | None, ...], tuple[float, Unusable | None]] = {}
@@ -34,13 +41,17 @@ def _check() -> Unusable | None:
         credentials = boto3.session.Session().get_credentials()
     except ProfileNotFound as exc:
         profile = str(getattr(exc, "kwargs", {}).get("profile") or os.environ.get("AWS_PROFILE"))
-        return Unusable(f"no AWS profile named {profile!r}",
-                        f"run `aws configure --profile {profile}`, or set AWS_PROFILE to "
-                        "one in ~/.aws/config", (f"aws configure --profile {profile}",))
+        return Unusable(
+            f"no AWS profile named {profile!r}",
+            f"run `aws configure --profile {profile}`, or set AWS_PROFILE to one in ~/.aws/config",
+            (f"aws configure --profile {profile}",),
+        )
     except BotoCoreError as exc:
-        return Unusable("the credentials cannot be read",
-                        f"{str(exc).rstrip('.')}; fix ~/.aws/config or run `aws configure`",
-                        ("aws configure",))
+        return Unusable(
+            "the credentials cannot be read",
+            f"{str(exc).rstrip('.')}; fix ~/.aws/config or run `aws configure`",
+            ("aws configure",),
+        )
     if credentials is None:
         return NO_CREDENTIALS
     return None

@@ -22,8 +22,14 @@ QUOTA_CODES = {
     "PendingVerification": "the account is still being verified for {where}",
 }
 #: EC2 error codes that mean the credentials are missing or wrong.
-AUTH_CODES = {"AuthFailure", "UnauthorizedOperation", "InvalidClientTokenId",
-              "SignatureDoesNotMatch", "ExpiredToken", "RequestExpired"}
+AUTH_CODES = {
+    "AuthFailure",
+    "UnauthorizedOperation",
+    "InvalidClientTokenId",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+    "RequestExpired",
+}
 
 
 class AWSError(UserError, RuntimeError):
@@ -48,8 +54,14 @@ def error_code(exc: BaseException) -> str:
     return ""
 
 
-def launch_error(exc: BaseException, instance_type: str, region: str, market: str,
-                 alternatives: list[str], other_regions: list[str]) -> AWSError:
+def launch_error(
+    exc: BaseException,
+    instance_type: str,
+    region: str,
+    market: str,
+    alternatives: list[str],
+    other_regions: list[str],
+) -> AWSError:
     """Turn a RunInstances failure into an error that suggests what to change.
 
     Args:
@@ -72,14 +84,20 @@ def launch_error(exc: BaseException, instance_type: str, region: str, market: st
     suggestion = "Try " + ", or ".join(tries) + "."
     if code in CAPACITY_CODES:
         reason = CAPACITY_CODES[code].format(type=instance_type, where=where)
-        return AWSError(f"launch {instance_type} ({market}) in {region}: {reason} ({code}). "
-                        f"{suggestion}", code, "capacity")
+        return AWSError(
+            f"launch {instance_type} ({market}) in {region}: {reason} ({code}). {suggestion}",
+            code,
+            "capacity",
+        )
     if code in QUOTA_CODES:
         reason = QUOTA_CODES[code].format(type=instance_type, where=where)
-        return AWSError(f"launch {instance_type} ({market}) in {region}: {reason} ({code}). "
-                        "Ask for a higher quota in the Service Quotas console (EC2 "
-                        f"'Running On-Demand' or 'All Spot' instance requests), or: {suggestion}",
-                        code, "quota")
+        return AWSError(
+            f"launch {instance_type} ({market}) in {region}: {reason} ({code}). "
+            "Ask for a higher quota in the Service Quotas console (EC2 "
+            f"'Running On-Demand' or 'All Spot' instance requests), or: {suggestion}",
+            code,
+            "quota",
+        )
     if code in AUTH_CODES:
         return credentials_error(exc, f"launch {instance_type} in {region}")
     return AWSError(f"launch {instance_type} in {region}: {exc}", code)
@@ -90,5 +108,6 @@ def credentials_error(exc: BaseException, step: str) -> AWSError:
     return AWSError(
         f"{step}: AWS refused the credentials or found none ({exc}). Configure them as for "
         "the AWS CLI (`aws configure`, AWS_PROFILE, or an instance role), then try again.",
-        error_code(exc), "credentials",
+        error_code(exc),
+        "credentials",
     )

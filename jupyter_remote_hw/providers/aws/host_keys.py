@@ -84,8 +84,11 @@ def new_host_key() -> HostKeyPair:
     """A fresh ed25519 host key pair."""
     key = asyncssh.generate_private_key("ssh-ed25519")
     public = " ".join(key.export_public_key("openssh").decode().split()[:2])
-    return HostKeyPair(private=key.export_private_key("openssh").decode(), public=public,
-                       fingerprint=key.get_fingerprint("sha256"))
+    return HostKeyPair(
+        private=key.export_private_key("openssh").decode(),
+        public=public,
+        fingerprint=key.get_fingerprint("sha256"),
+    )
 
 
 def fingerprint(public: str) -> str:
@@ -102,19 +105,34 @@ def user_data(host_key: HostKeyPair | None, harden_sshd: bool) -> str | None:
     """
     config: dict[str, object] = {}
     if host_key is not None:
-        config.update({
-            # The AMI's own keys go, no other type is made: sshd presents ours alone.
-            "ssh_deletekeys": True,
-            "ssh_genkeytypes": [],
-            "ssh_keys": {"ed25519_private": host_key.private,
-                         "ed25519_public": host_key.public},
-        })
+        config.update(
+            {
+                # The AMI's own keys go, no other type is made: sshd presents ours alone.
+                "ssh_deletekeys": True,
+                "ssh_genkeytypes": [],
+                "ssh_keys": {
+                    "ed25519_private": host_key.private,
+                    "ed25519_public": host_key.public,
+                },
+            }
+        )
     if harden_sshd:
-        config["write_files"] = [{"path": SSHD_DROP_IN, "content": SSHD_HARDENING,
-                                  "owner": "root:root", "permissions": "0644"}]
+        config["write_files"] = [
+            {
+                "path": SSHD_DROP_IN,
+                "content": SSHD_HARDENING,
+                "owner": "root:root",
+                "permissions": "0644",
+            }
+        ]
         # Written before sshd starts; the reload covers an sshd that was already up.
-        config["runcmd"] = [["sh", "-c", ("systemctl reload ssh 2>/dev/null || "
-                                          "systemctl reload sshd 2>/dev/null || true")]]
+        config["runcmd"] = [
+            [
+                "sh",
+                "-c",
+                ("systemctl reload ssh 2>/dev/null || systemctl reload sshd 2>/dev/null || true"),
+            ]
+        ]
     if not config:
         return None
     return "#cloud-config\n" + json.dumps(config, indent=1) + "\n"
@@ -158,8 +176,9 @@ def known_hosts_text(host: str, port: int, keys: list[str]) -> str:
     return "".join(f"{name} {key}\n" for key in keys)
 
 
-def mismatch_error(instance_id: str, name: str, where: str, recorded: str,
-                   source: str, presented: str | None) -> AWSError:
+def mismatch_error(
+    instance_id: str, name: str, where: str, recorded: str, source: str, presented: str | None
+) -> AWSError:
     """The error for an instance whose host key is not the one recorded."""
     return AWSError(
         f"HOST KEY MISMATCH for {instance_id} ({name}) at {where}: it presents "
@@ -172,8 +191,9 @@ def mismatch_error(instance_id: str, name: str, where: str, recorded: str,
     )
 
 
-async def learn_host_key(call: Call, ec2: Any, record: MachineRecord, host: str, port: int,
-                         log: logging.Logger) -> tuple[str, str] | None:
+async def learn_host_key(
+    call: Call, ec2: Any, record: MachineRecord, host: str, port: int, log: logging.Logger
+) -> tuple[str, str] | None:
     """The host key of a machine launched without one injected, and where it was learnt:
     the key presented, when it has the fingerprint an earlier version recorded, or is
     one of those the console output lists; None while the console lists none.
@@ -194,8 +214,12 @@ async def learn_host_key(call: Call, ec2: Any, record: MachineRecord, host: str,
     listed: list[str] = []
     if not recorded:
         try:
-            reply = await call("read the console output", ec2.get_console_output,
-                               InstanceId=record.resource_id, Latest=True)
+            reply = await call(
+                "read the console output",
+                ec2.get_console_output,
+                InstanceId=record.resource_id,
+                Latest=True,
+            )
             listed = valid_keys(host_keys_from_console(str(reply.get("Output") or "")))
         except Exception as exc:  # noqa: BLE001 (not readable yet, or not allowed: wait)
             log.info("console output of %s not read: %s", record.resource_id, exc)
@@ -208,9 +232,14 @@ async def learn_host_key(call: Call, ec2: Any, record: MachineRecord, host: str,
     presented = probe.get_fingerprint("sha256")
     if recorded:
         if presented != recorded:
-            raise mismatch_error(record.resource_id, record.name, where, recorded,
-                                 str(record.info.get("host_key_source") or "recorded"),
-                                 presented)
+            raise mismatch_error(
+                record.resource_id,
+                record.name,
+                where,
+                recorded,
+                str(record.info.get("host_key_source") or "recorded"),
+                presented,
+            )
         return offered, RECORDED_FINGERPRINT
     if offered not in listed:
         raise AWSError(

@@ -29,7 +29,6 @@ def transition_time(reason: str | None) -> float | None:
     return float(calendar.timegm(time.strptime(found.group(1), "%Y-%m-%d %H:%M:%S")))
 
 
-
 class AWSInstances(AWSAccess):
     """An instance's state: read from EC2 into the ledger, stopped, started, terminated."""
 
@@ -38,9 +37,11 @@ class AWSInstances(AWSAccess):
         from botocore.exceptions import ClientError
 
         try:
-            reply = await self._call("describe the instance",
-                                     self.client("ec2", record.region).describe_instances,
-                                     InstanceIds=[record.resource_id])
+            reply = await self._call(
+                "describe the instance",
+                self.client("ec2", record.region).describe_instances,
+                InstanceIds=[record.resource_id],
+            )
         except ClientError as exc:
             if error_code(exc) == "InvalidInstanceID.NotFound":
                 return None
@@ -61,15 +62,19 @@ class AWSInstances(AWSAccess):
         if state != record.state:
             # A machine that stopped itself is billed until EC2's time of the change,
             # not until now.
-            at = transition_time(instance.get("StateTransitionReason")) \
-                if instance is not None and state in ("stopping", "stopped") else None
+            at = (
+                transition_time(instance.get("StateTransitionReason"))
+                if instance is not None and state in ("stopping", "stopped")
+                else None
+            )
             if at is not None and (at > time.time() or at < (record.running_since or 0)):
                 at = None
             detail = str(instance.get("StateTransitionReason") or "") if instance else ""
             if state in ("stopping", "stopped", "terminated"):
                 await self.transport_close(record, state)
             return self._ledger().set_machine_state(
-                record.machine_id, state, f"reported by EC2 {detail}".strip(), at=at)
+                record.machine_id, state, f"reported by EC2 {detail}".strip(), at=at
+            )
         return record
 
     async def sync_all(self) -> list[MachineRecord]:
@@ -91,39 +96,54 @@ class AWSInstances(AWSAccess):
             if record.state == wanted:
                 return
             if record.state in FINAL_STATES:
-                raise AWSError(f"{record.resource_id} ended ({record.state}) before it was "
-                               f"{wanted}; its console output may say why")
+                raise AWSError(
+                    f"{record.resource_id} ended ({record.state}) before it was "
+                    f"{wanted}; its console output may say why"
+                )
             if time.monotonic() > deadline:
-                raise AWSError(f"{record.resource_id} is still {record.state} after "
-                               f"{self.boot_timeout:.0f} s (c.AWSProvider.boot_timeout)")
+                raise AWSError(
+                    f"{record.resource_id} is still {record.state} after "
+                    f"{self.boot_timeout:.0f} s (c.AWSProvider.boot_timeout)"
+                )
             steps.note(f"{record.resource_id} is {record.state}")
             await asyncio.sleep(self.poll_interval)
 
     async def stop(self, record: MachineRecord, detail: str = "by the user") -> MachineRecord:
         """Stop an instance (its disk stays; it costs nothing per hour while stopped)."""
-        reply = await self._call("stop the instance",
-                                 self.client("ec2", record.region).stop_instances,
-                                 InstanceIds=[record.resource_id])
+        reply = await self._call(
+            "stop the instance",
+            self.client("ec2", record.region).stop_instances,
+            InstanceIds=[record.resource_id],
+        )
         state = str(reply["StoppingInstances"][0]["CurrentState"]["Name"])
         await self.transport_close(record, "stopped")
         return self._ledger().set_machine_state(record.machine_id, state, detail)
 
-    async def start(self, record: MachineRecord, steps: LaunchSteps | None = None,
-                    detail: str = "by the user") -> MachineRecord:
+    async def start(
+        self, record: MachineRecord, steps: LaunchSteps | None = None, detail: str = "by the user"
+    ) -> MachineRecord:
         """Start a stopped instance again (the budget is checked first)."""
         from ..launch_steps import LaunchSteps
 
         ledger = self._ledger()
-        self.budget.check(f"{record.instance_type} ({record.market}) in {record.region}",
-                          record.price_per_hour, ledger, exclude=record.machine_id)
+        self.budget.check(
+            f"{record.instance_type} ({record.market}) in {record.region}",
+            record.price_per_hour,
+            ledger,
+            exclude=record.machine_id,
+        )
         if record.info.get("security_group_id") and not self.security_group_id and self.ssh_cidr:
             await self._network(record.region)  # SSH from the current address only
-        await self._call("start the instance", self.client("ec2", record.region).start_instances,
-                         InstanceIds=[record.resource_id])
+        await self._call(
+            "start the instance",
+            self.client("ec2", record.region).start_instances,
+            InstanceIds=[record.resource_id],
+        )
         ledger.set_machine_state(record.machine_id, "pending", detail)
         ledger.touch_machine(record.machine_id)
-        await self._wait_state(record.machine_id, "running",
-                               steps or LaunchSteps(record.name, "-", self.log))
+        await self._wait_state(
+            record.machine_id, "running", steps or LaunchSteps(record.name, "-", self.log)
+        )
         updated = ledger.get_machine(record.machine_id)
         assert updated is not None
         return updated
@@ -134,10 +154,10 @@ class AWSInstances(AWSAccess):
         if record.market == "spot":
             request = await cancel_spot_request(self._call, ec2, instance_id)
             if request:
-                self._ledger().note_machine(record.machine_id, "spot request cancelled",
-                                            request)
-        await self._call("terminate the instance", ec2.terminate_instances,
-                         InstanceIds=[instance_id])
+                self._ledger().note_machine(record.machine_id, "spot request cancelled", request)
+        await self._call(
+            "terminate the instance", ec2.terminate_instances, InstanceIds=[instance_id]
+        )
 
     async def terminate(self, record: MachineRecord, detail: str = "by the user") -> MachineRecord:
         """Terminate an instance: it and its disk are gone, and it costs nothing more."""

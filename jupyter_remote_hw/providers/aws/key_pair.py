@@ -56,18 +56,22 @@ def ec2_fingerprints(public: str) -> set[str]:
         raise ValueError("not an OpenSSH public key line")
     blob = base64.b64decode(parts[1])
     key = serialization.load_ssh_public_key(f"{parts[0]} {parts[1]}".encode())
-    der = key.public_bytes(serialization.Encoding.DER,
-                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    der = key.public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
     if isinstance(key, rsa.RSAPublicKey):
         return {_hex(hashlib.md5(der, usedforsecurity=False).digest())}
     if isinstance(key, ed25519.Ed25519PublicKey):
-        return {_normal(base64.b64encode(hashlib.sha256(blob).digest()).decode()),
-                _hex(hashlib.sha256(der).digest())}
+        return {
+            _normal(base64.b64encode(hashlib.sha256(blob).digest()).decode()),
+            _hex(hashlib.sha256(der).digest()),
+        }
     raise ValueError(f"EC2 key pairs are RSA or ED25519, not {parts[0]}")
 
 
-def check_key_pair(name: str, region: str, reported: dict[str, object], public: str,
-                   source: str) -> bool:
+def check_key_pair(
+    name: str, region: str, reported: dict[str, object], public: str, source: str
+) -> bool:
     """Whether EC2's key pair ``name`` is the local key ``public`` (read from ``source``).
 
     Args:
@@ -120,9 +124,15 @@ def user_public_key(identity_file: str, public_key_file: str) -> tuple[str, str]
         return None
 
 
-async def checked_key_pair(call: Call, ec2: Any, name: str, region: str,
-                           local: tuple[str, str] | None, log: logging.Logger,
-                           required: bool = False) -> None:
+async def checked_key_pair(
+    call: Call,
+    ec2: Any,
+    name: str,
+    region: str,
+    local: tuple[str, str] | None,
+    log: logging.Logger,
+    required: bool = False,
+) -> None:
     """Refuse the key pair ``name`` unless it is the local key.
 
     Args:
@@ -139,12 +149,17 @@ async def checked_key_pair(call: Call, ec2: Any, name: str, region: str,
         AWSError: It is another key, or (``required``) it cannot be compared.
         botocore.exceptions.ClientError: It does not exist (``InvalidKeyPair.NotFound``).
     """
-    reply = await call("find the key pair", ec2.describe_key_pairs, KeyNames=[name],
-                       IncludePublicKey=True)
+    reply = await call(
+        "find the key pair", ec2.describe_key_pairs, KeyNames=[name], IncludePublicKey=True
+    )
     reported = dict(reply["KeyPairs"][0])
     if local is None:
-        log.warning("key pair %s in %s not checked: no public key here to compare "
-                    "(c.AWSProvider.identity_file + '.pub')", name, region)
+        log.warning(
+            "key pair %s in %s not checked: no public key here to compare "
+            "(c.AWSProvider.identity_file + '.pub')",
+            name,
+            region,
+        )
         return
     try:
         checked = check_key_pair(name, region, reported, local[0], local[1])
@@ -153,7 +168,13 @@ async def checked_key_pair(call: Call, ec2: Any, name: str, region: str,
     if checked:
         return
     if required:
-        raise AWSError(f"the EC2 key pair {name} in {region} cannot be compared with "
-                       f"{local[1]}: delete it so that it is imported again", kind="config")
-    log.warning("key pair %s in %s not checked: EC2 reports a fingerprint that the public "
-                "key cannot give", name, region)
+        raise AWSError(
+            f"the EC2 key pair {name} in {region} cannot be compared with "
+            f"{local[1]}: delete it so that it is imported again",
+            kind="config",
+        )
+    log.warning(
+        "key pair %s in %s not checked: EC2 reports a fingerprint that the public key cannot give",
+        name,
+        region,
+    )

@@ -30,16 +30,32 @@ class AWSLaunch(AWSReach):
     until it runs; an instance whose launch failed is terminated again."""
 
     def _alternatives(self, entry: CatalogEntry) -> tuple[list[str], list[str]]:
-        same_gpu = [e.instance_type for e in self.catalog.search(
-            entry.gpu_name.lower() if entry.gpu_name else "cpu", region=entry.region)
-            if e.instance_type != entry.instance_type and e.price() is not None]
-        regions = sorted({e.region for e in self.catalog.entries
-                          if e.instance_type == entry.instance_type and e.region != entry.region})
+        same_gpu = [
+            e.instance_type
+            for e in self.catalog.search(
+                entry.gpu_name.lower() if entry.gpu_name else "cpu", region=entry.region
+            )
+            if e.instance_type != entry.instance_type and e.price() is not None
+        ]
+        regions = sorted(
+            {
+                e.region
+                for e in self.catalog.entries
+                if e.instance_type == entry.instance_type and e.region != entry.region
+            }
+        )
         return same_gpu, regions
 
-    async def launch(self, hardware: str, *, name: str | None = None, region: str | None = None,
-                     spot: bool | None = None, steps: LaunchSteps | None = None,
-                     connect: bool = True) -> MachineRecord:
+    async def launch(
+        self,
+        hardware: str,
+        *,
+        name: str | None = None,
+        region: str | None = None,
+        spot: bool | None = None,
+        steps: LaunchSteps | None = None,
+        connect: bool = True,
+    ) -> MachineRecord:
         """Launch an instance for ``hardware`` (a catalog query or an instance type).
 
         Steps: ``requested`` (budget, AMI, security group, key, RunInstances),
@@ -69,16 +85,17 @@ class AWSLaunch(AWSReach):
         steps = steps or LaunchSteps(name or hardware, "-", self.log)
         with steps.step("requested"):
             entry = self.catalog.resolve(hardware, region)
-            use_spot = spot if spot is not None else (wants_spot(hardware)
-                                                      or self.market == "spot")
+            use_spot = spot if spot is not None else (wants_spot(hardware) or self.market == "spot")
             market = "spot" if use_spot else "on-demand"
             price = entry.price(spot=use_spot)
             name = name or "aws-" + slug(entry.instance_type.replace(".", "-"))
             ledger = self._ledger()
             if self.live_machine(name) is not None:
-                raise AWSError(f"a machine named {name} already exists: start it "
-                               f"(`jupyter remote-hw start {name}`) or pick another name",
-                               kind="config")
+                raise AWSError(
+                    f"a machine named {name} already exists: start it "
+                    f"(`jupyter remote-hw start {name}`) or pick another name",
+                    kind="config",
+                )
             what = f"{entry.instance_type} ({market}) in {region}"
             self.budget.check(what, price, ledger)  # before anything is asked of AWS
             if (blocked := await asyncio.to_thread(self.usability)) is not None:
@@ -87,26 +104,40 @@ class AWSLaunch(AWSReach):
             key_name = await self._key_pair(region)
             ami = await self._ami(region)
             host_key = new_host_key() if self.host_key_source == "injected" else None
-            known = {"host_key_public": host_key.public, "host_key": host_key.fingerprint,
-                     "host_key_source": INJECTED} if host_key is not None else {}
+            known = (
+                {
+                    "host_key_public": host_key.public,
+                    "host_key": host_key.fingerprint,
+                    "host_key_source": INJECTED,
+                }
+                if host_key is not None
+                else {}
+            )
             machine_id = "m-" + secrets.token_hex(6)
             try:
                 record = ledger.add_machine(
-                    machine_id, name, self.name, owner=self.owner,
-                    instance_type=entry.instance_type, region=region, market=market,
+                    machine_id,
+                    name,
+                    self.name,
+                    owner=self.owner,
+                    instance_type=entry.instance_type,
+                    region=region,
+                    market=market,
                     price_per_hour=price or 0.0,
                     info={"ami": ami, "key_name": key_name, **network, **known},
                     detail=f"{entry.instance_type} {market} at ${price or 0:.4g}/h",
-                    admit=lambda running: self.budget.check(what, price, ledger,
-                                                            running=running),
+                    admit=lambda running: self.budget.check(what, price, ledger, running=running),
                 )
             except MachineExistsError as exc:  # launched meanwhile by another process
-                raise AWSError(f"{exc}: start it (`jupyter remote-hw start {name}`) or pick "
-                               "another name", kind="config") from None
+                raise AWSError(
+                    f"{exc}: start it (`jupyter remote-hw start {name}`) or pick another name",
+                    kind="config",
+                ) from None
             steps.note(f"requested: {entry.instance_type} ({market}) in {region}, {ami}")
             try:
-                instance_id = await self._run_instance(record, entry, ami, key_name, network,
-                                                       host_key)
+                instance_id = await self._run_instance(
+                    record, entry, ami, key_name, network, host_key
+                )
             except Exception as exc:
                 ledger.set_machine_state(machine_id, "failed", str(exc))
                 raise
@@ -132,29 +163,36 @@ class AWSLaunch(AWSReach):
         record = self._ledger().get_machine(machine_id)
         if record is None or not record.resource_id or record.state in FINAL_STATES:
             return
-        self.log.warning("launch of %s failed (%s): terminating %s", record.name, exc,
-                         record.resource_id)
+        self.log.warning(
+            "launch of %s failed (%s): terminating %s", record.name, exc, record.resource_id
+        )
         try:
             await self.terminate(record, detail=f"launch failed: {exc}")
         except Exception as terminate_exc:  # noqa: BLE001 (logged, traceback if a bug)
-            log_failure(self.log, terminate_exc,
-                        f"could not terminate {record.resource_id} after a failed launch; "
-                        "`jupyter remote-hw reap` will find it")
+            log_failure(
+                self.log,
+                terminate_exc,
+                f"could not terminate {record.resource_id} after a failed launch; "
+                "`jupyter remote-hw reap` will find it",
+            )
 
     async def _ami(self, region: str) -> str:
         ssm = self.client("ssm", region)
         from botocore.exceptions import ClientError
 
         try:
-            reply = await self._call("read the AMI parameter", ssm.get_parameter,
-                                     Name=self.ami_ssm_parameter)
+            reply = await self._call(
+                "read the AMI parameter", ssm.get_parameter, Name=self.ami_ssm_parameter
+            )
         except ClientError as exc:
             if error_code(exc) == "ParameterNotFound":
                 raise AWSError(
                     f"the AMI parameter {self.ami_ssm_parameter} does not exist in {region}: "
                     "set c.AWSProvider.ami_ssm_parameter to a parameter naming an AMI "
                     "(aws ssm get-parameters-by-path --path /aws/service/deeplearning/ami "
-                    "lists the Deep Learning AMIs)", "ParameterNotFound", "config",
+                    "lists the Deep Learning AMIs)",
+                    "ParameterNotFound",
+                    "config",
                 ) from None
             raise
         return str(reply["Parameter"]["Value"])
@@ -168,21 +206,32 @@ class AWSLaunch(AWSReach):
             {"Key": TARGET_TAG, "Value": record.name},
         ]
 
-    async def _run_instance(self, record: MachineRecord, entry: CatalogEntry, ami: str,
-                            key_name: str, network: dict[str, Any],
-                            host_key: HostKeyPair | None) -> str:
+    async def _run_instance(
+        self,
+        record: MachineRecord,
+        entry: CatalogEntry,
+        ami: str,
+        key_name: str,
+        network: dict[str, Any],
+        host_key: HostKeyPair | None,
+    ) -> str:
         from botocore.exceptions import ClientError
 
         ec2 = self.client("ec2", record.region)
         params: dict[str, Any] = {
-            "ImageId": ami, "InstanceType": entry.instance_type, "MinCount": 1, "MaxCount": 1,
-            "KeyName": key_name, "SecurityGroupIds": [network["security_group_id"]],
+            "ImageId": ami,
+            "InstanceType": entry.instance_type,
+            "MinCount": 1,
+            "MaxCount": 1,
+            "KeyName": key_name,
+            "SecurityGroupIds": [network["security_group_id"]],
             "InstanceInitiatedShutdownBehavior": self.shutdown_behavior,
             "MetadataOptions": dict(METADATA_OPTIONS),
-            "BlockDeviceMappings": [await root_volume(self._call, ec2, ami,
-                                                      self.root_volume_gib)],
-            "TagSpecifications": [{"ResourceType": kind, "Tags": self._tags(record)}
-                                  for kind in ("instance", "volume")],
+            "BlockDeviceMappings": [await root_volume(self._call, ec2, ami, self.root_volume_gib)],
+            "TagSpecifications": [
+                {"ResourceType": kind, "Tags": self._tags(record)}
+                for kind in ("instance", "volume")
+            ],
         }
         if network.get("subnet_id"):
             params["SubnetId"] = network["subnet_id"]
@@ -195,6 +244,7 @@ class AWSLaunch(AWSReach):
             reply = await self._call(f"launch {entry.instance_type}", ec2.run_instances, **params)
         except ClientError as exc:
             alternatives, regions = self._alternatives(entry)
-            raise launch_error(exc, entry.instance_type, record.region, record.market,
-                               alternatives, regions) from None
+            raise launch_error(
+                exc, entry.instance_type, record.region, record.market, alternatives, regions
+            ) from None
         return str(reply["Instances"][0]["InstanceId"])

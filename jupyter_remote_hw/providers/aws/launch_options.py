@@ -41,14 +41,26 @@ async def root_volume(call: Call, ec2: Any, ami: str, size_gib: float) -> dict[s
         raise AWSError(f"the AMI {ami} cannot be described", kind="config")
     image = images[0]
     device = str(image.get("RootDeviceName") or "")
-    mapped = next((m for m in image.get("BlockDeviceMappings", []) or []
-                   if m.get("DeviceName") == device), None)
-    if not device or image.get("RootDeviceType", "ebs") != "ebs" or mapped is None \
-            or "Ebs" not in mapped:
-        raise AWSError(f"the AMI {ami} has no EBS root volume, so it cannot be encrypted; "
-                       "set c.AWSProvider.ami_ssm_parameter to an EBS-backed AMI", kind="config")
-    ebs: dict[str, Any] = {"Encrypted": True, "DeleteOnTermination": True,
-                           "VolumeSize": int(size_gib or mapped["Ebs"].get("VolumeSize") or 0)}
+    mapped = next(
+        (m for m in image.get("BlockDeviceMappings", []) or [] if m.get("DeviceName") == device),
+        None,
+    )
+    if (
+        not device
+        or image.get("RootDeviceType", "ebs") != "ebs"
+        or mapped is None
+        or "Ebs" not in mapped
+    ):
+        raise AWSError(
+            f"the AMI {ami} has no EBS root volume, so it cannot be encrypted; "
+            "set c.AWSProvider.ami_ssm_parameter to an EBS-backed AMI",
+            kind="config",
+        )
+    ebs: dict[str, Any] = {
+        "Encrypted": True,
+        "DeleteOnTermination": True,
+        "VolumeSize": int(size_gib or mapped["Ebs"].get("VolumeSize") or 0),
+    }
     if not ebs["VolumeSize"]:
         del ebs["VolumeSize"]
     if size_gib:
@@ -58,9 +70,13 @@ async def root_volume(call: Call, ec2: Any, ami: str, size_gib: float) -> dict[s
 
 def spot_options(persistent: bool) -> dict[str, Any]:
     """``InstanceMarketOptions`` of a spot launch: one-time unless it must stop and start."""
-    return {"MarketType": "spot", "SpotOptions": {
-        "SpotInstanceType": "persistent" if persistent else "one-time",
-        "InstanceInterruptionBehavior": "stop" if persistent else "terminate"}}
+    return {
+        "MarketType": "spot",
+        "SpotOptions": {
+            "SpotInstanceType": "persistent" if persistent else "one-time",
+            "InstanceInterruptionBehavior": "stop" if persistent else "terminate",
+        },
+    }
 
 
 async def cancel_spot_request(call: Call, ec2: Any, instance_id: str) -> str | None:
@@ -72,21 +88,33 @@ async def cancel_spot_request(call: Call, ec2: Any, instance_id: str) -> str | N
     from botocore.exceptions import ClientError
 
     try:
-        reply = await call("describe the instance", ec2.describe_instances,
-                           InstanceIds=[instance_id])
+        reply = await call(
+            "describe the instance", ec2.describe_instances, InstanceIds=[instance_id]
+        )
     except ClientError:
         return None
     instance: dict[str, Any] = next(
-        (i for r in reply.get("Reservations", []) for i in r.get("Instances", [])), {})
+        (i for r in reply.get("Reservations", []) for i in r.get("Instances", [])), {}
+    )
     request = instance.get("SpotInstanceRequestId")
     if not request and instance.get("InstanceLifecycle") == "spot":
-        requests = (await call("find the spot request", ec2.describe_spot_instance_requests)
-                    ).get("SpotInstanceRequests", [])
-        request = next((r["SpotInstanceRequestId"] for r in requests
-                        if r.get("InstanceId") == instance_id
-                        and r.get("State") not in ("cancelled", "closed")), None)
+        requests = (await call("find the spot request", ec2.describe_spot_instance_requests)).get(
+            "SpotInstanceRequests", []
+        )
+        request = next(
+            (
+                r["SpotInstanceRequestId"]
+                for r in requests
+                if r.get("InstanceId") == instance_id
+                and r.get("State") not in ("cancelled", "closed")
+            ),
+            None,
+        )
     if not request:
         return None
-    await call("cancel the spot request", ec2.cancel_spot_instance_requests,
-               SpotInstanceRequestIds=[request])
+    await call(
+        "cancel the spot request",
+        ec2.cancel_spot_instance_requests,
+        SpotInstanceRequestIds=[request],
+    )
     return str(request)

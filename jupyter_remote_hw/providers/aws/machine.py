@@ -22,11 +22,19 @@ class AWSMachine(SSHMachine):
     switch) and to the ledger (``last_seen``, which ``reap`` reads).
     """
 
-    def __init__(self, target: Target, transport: TransportManager, conn: SSHConnection,
-                 log: logging.Logger, idle_exit: float, provider: AWSAccount,
-                 machine_id: str) -> None:
-        super().__init__(target, transport, conn, log, idle_exit,
-                         provider.relay_buffer_mib * 1024 * 1024)
+    def __init__(
+        self,
+        target: Target,
+        transport: TransportManager,
+        conn: SSHConnection,
+        log: logging.Logger,
+        idle_exit: float,
+        provider: AWSAccount,
+        machine_id: str,
+    ) -> None:
+        super().__init__(
+            target, transport, conn, log, idle_exit, provider.relay_buffer_mib * 1024 * 1024
+        )
         self.provider = provider
         self.machine_id = machine_id
         self.ended = ""

@@ -34,27 +34,43 @@ def _tags(item: dict[str, Any]) -> dict[str, str]:
 
 def _stale(permission: dict[str, Any], cidr: str) -> dict[str, Any] | None:
     """What of ``permission`` to revoke so that only SSH from ``cidr`` stays, or None."""
-    ssh = (permission.get("IpProtocol") == "tcp" and permission.get("FromPort") == 22
-           and permission.get("ToPort") == 22)
-    revoke: dict[str, Any] = {k: permission[k] for k in ("IpProtocol", "FromPort", "ToPort")
-                              if k in permission}
-    ranges = [{"CidrIp": r["CidrIp"]} for r in permission.get("IpRanges", []) or []
-              if not (ssh and r.get("CidrIp") == cidr)]
+    ssh = (
+        permission.get("IpProtocol") == "tcp"
+        and permission.get("FromPort") == 22
+        and permission.get("ToPort") == 22
+    )
+    revoke: dict[str, Any] = {
+        k: permission[k] for k in ("IpProtocol", "FromPort", "ToPort") if k in permission
+    }
+    ranges = [
+        {"CidrIp": r["CidrIp"]}
+        for r in permission.get("IpRanges", []) or []
+        if not (ssh and r.get("CidrIp") == cidr)
+    ]
     lists = {
         "IpRanges": ranges,
         "Ipv6Ranges": [{"CidrIpv6": r["CidrIpv6"]} for r in permission.get("Ipv6Ranges") or []],
-        "PrefixListIds": [{"PrefixListId": r["PrefixListId"]}
-                          for r in permission.get("PrefixListIds") or []],
-        "UserIdGroupPairs": [{k: r[k] for k in ("GroupId", "UserId") if k in r}
-                             for r in permission.get("UserIdGroupPairs") or []],
+        "PrefixListIds": [
+            {"PrefixListId": r["PrefixListId"]} for r in permission.get("PrefixListIds") or []
+        ],
+        "UserIdGroupPairs": [
+            {k: r[k] for k in ("GroupId", "UserId") if k in r}
+            for r in permission.get("UserIdGroupPairs") or []
+        ],
     }
     lists = {k: v for k, v in lists.items() if v}
     return {**revoke, **lists} if lists else None
 
 
-async def user_security_group(call: Call, ec2: Any, owner: str, cidr: str,
-                              created_by: tuple[str, str], owner_tag: str,
-                              log: logging.Logger) -> str:
+async def user_security_group(
+    call: Call,
+    ec2: Any,
+    owner: str,
+    cidr: str,
+    created_by: tuple[str, str],
+    owner_tag: str,
+    log: logging.Logger,
+) -> str:
     """The id of ``owner``'s group, created when missing, allowing SSH from ``cidr`` only.
 
     Args:
@@ -72,8 +88,13 @@ async def user_security_group(call: Call, ec2: Any, owner: str, cidr: str,
     from botocore.exceptions import ClientError
 
     name = group_name(owner)
-    groups = (await call("find the security group", ec2.describe_security_groups,
-                         Filters=[{"Name": "group-name", "Values": [name]}]))["SecurityGroups"]
+    groups = (
+        await call(
+            "find the security group",
+            ec2.describe_security_groups,
+            Filters=[{"Name": "group-name", "Values": [name]}],
+        )
+    )["SecurityGroups"]
     if groups:
         group = groups[0]
         tags = _tags(group)
@@ -82,29 +103,51 @@ async def user_security_group(call: Call, ec2: Any, owner: str, cidr: str,
                 f"the security group {name} ({group['GroupId']}) is not tagged as "
                 f"jupyter-remote-hw's for {owner}, so it is neither used nor changed: delete "
                 "or rename it if it is yours, or set c.AWSProvider.security_group_id",
-                kind="config")
+                kind="config",
+            )
     else:
         created = await call(
-            "create the security group", ec2.create_security_group, GroupName=name,
+            "create the security group",
+            ec2.create_security_group,
+            GroupName=name,
             Description=f"jupyter-remote-hw: SSH for {owner} from the current address only",
-            TagSpecifications=[{"ResourceType": "security-group", "Tags": [
-                {"Key": created_by[0], "Value": created_by[1]},
-                {"Key": owner_tag, "Value": owner}]}],
+            TagSpecifications=[
+                {
+                    "ResourceType": "security-group",
+                    "Tags": [
+                        {"Key": created_by[0], "Value": created_by[1]},
+                        {"Key": owner_tag, "Value": owner},
+                    ],
+                }
+            ],
         )
         group = {"GroupId": created["GroupId"], "IpPermissions": []}
     group_id = str(group["GroupId"])
     stale = [p for p in (_stale(p, cidr) for p in group.get("IpPermissions", []) or []) if p]
     if stale:
-        log.info("security group %s: revoking rules other than SSH from %s: %s",
-                 group_id, cidr, stale)
-        await call("revoke old addresses in the security group",
-                   ec2.revoke_security_group_ingress, GroupId=group_id, IpPermissions=stale)
+        log.info(
+            "security group %s: revoking rules other than SSH from %s: %s", group_id, cidr, stale
+        )
+        await call(
+            "revoke old addresses in the security group",
+            ec2.revoke_security_group_ingress,
+            GroupId=group_id,
+            IpPermissions=stale,
+        )
     try:
-        await call("open SSH in the security group", ec2.authorize_security_group_ingress,
-                   GroupId=group_id,
-                   IpPermissions=[{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22,
-                                   "IpRanges": [{"CidrIp": cidr,
-                                                 "Description": "jupyter-remote-hw"}]}])
+        await call(
+            "open SSH in the security group",
+            ec2.authorize_security_group_ingress,
+            GroupId=group_id,
+            IpPermissions=[
+                {
+                    "IpProtocol": "tcp",
+                    "FromPort": 22,
+                    "ToPort": 22,
+                    "IpRanges": [{"CidrIp": cidr, "Description": "jupyter-remote-hw"}],
+                }
+            ],
+        )
     except ClientError as exc:
         if error_code(exc) != "InvalidPermission.Duplicate":
             raise

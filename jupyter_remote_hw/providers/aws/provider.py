@@ -41,8 +41,9 @@ class AWSProvider(AWSLaunch, AWSReaping):
         for spec in self.machines:
             name = "aws-" + slug(str(spec.get("name") or spec.get("hardware", "")))
             try:
-                entry = self.catalog.resolve(str(spec.get("hardware", "")),
-                                             str(spec.get("region") or self.region))
+                entry = self.catalog.resolve(
+                    str(spec.get("hardware", "")), str(spec.get("region") or self.region)
+                )
             except ValueError as exc:
                 self.log.warning("AWSProvider.machines: %s is not offered: %s", name, exc)
                 continue
@@ -92,9 +93,14 @@ class AWSProvider(AWSLaunch, AWSReaping):
             spec = self._spec(target.name) or {}
             hardware = str(spec.get("hardware") or target.where.split(" · ")[0])
             market = spec.get("market")
-            launched = await self.launch(hardware, name=target.name, region=spec.get("region"),
-                                         spot=None if market is None else market == "spot",
-                                         steps=steps, connect=False)
+            launched = await self.launch(
+                hardware,
+                name=target.name,
+                region=spec.get("region"),
+                spot=None if market is None else market == "spot",
+                steps=steps,
+                connect=False,
+            )
         elif record.state in ("stopped", "stopping"):
             with steps.step("running"):
                 if record.state == "stopping":

@@ -36,8 +36,10 @@ class AWSReach(AWSInstances):
             return host, int(port)
         address = instance.get("PublicIpAddress") or instance.get("PrivateIpAddress")
         if not address:
-            raise AWSError(f"{instance.get('InstanceId')} has no address yet; it may be in a "
-                           "subnet without public addresses (set c.AWSProvider.subnet_id)")
+            raise AWSError(
+                f"{instance.get('InstanceId')} has no address yet; it may be in a "
+                "subnet without public addresses (set c.AWSProvider.subnet_id)"
+            )
         return str(address), 22
 
     async def _known_host(self, record: MachineRecord, host: str, port: int) -> bool:
@@ -48,20 +50,28 @@ class AWSReach(AWSInstances):
         record = ledger.get_machine(record.machine_id) or record
         public = str(record.info.get("host_key_public") or "")
         if not public:
-            learnt = await learn_host_key(self._call, self.client("ec2", record.region),
-                                          record, host, port, self.log)
+            learnt = await learn_host_key(
+                self._call, self.client("ec2", record.region), record, host, port, self.log
+            )
             if learnt is None:
                 return False
             public, source = learnt
-            ledger.update_machine(record.machine_id, info={
-                "host_key_public": public, "host_key": fingerprint(public),
-                "host_key_source": source})
-            ledger.note_machine(record.machine_id, "host key",
-                                f"{fingerprint(public)} ({source})")
-            self.log.info("machine %s: host key %s from the %s", record.name,
-                          fingerprint(public), source)
-        _write_private(known_hosts_file(self._state_path(), self.alias(record.name)),
-                       known_hosts_text(host, port, [public]))
+            ledger.update_machine(
+                record.machine_id,
+                info={
+                    "host_key_public": public,
+                    "host_key": fingerprint(public),
+                    "host_key_source": source,
+                },
+            )
+            ledger.note_machine(record.machine_id, "host key", f"{fingerprint(public)} ({source})")
+            self.log.info(
+                "machine %s: host key %s from the %s", record.name, fingerprint(public), source
+            )
+        _write_private(
+            known_hosts_file(self._state_path(), self.alias(record.name)),
+            known_hosts_text(host, port, [public]),
+        )
         if record.info.get("address") != host or record.info.get("port") != port:
             ledger.update_machine(record.machine_id, info={"address": host, "port": port})
         return True
@@ -102,17 +112,20 @@ class AWSReach(AWSInstances):
             host, port = self._endpoint(instance)
             self._write_ssh_config(record, host, port)
             conn = await self._wait_ssh(record, host, port, steps)
-        machine = AWSMachine(target, self.transport, conn, self.log, self.agent_idle_exit,
-                             self, record.machine_id)
+        machine = AWSMachine(
+            target, self.transport, conn, self.log, self.agent_idle_exit, self, record.machine_id
+        )
         self._held.add(machine)
         with steps.step("host prepared"):
             await machine.agent(progress=steps.note)
-        self._ledger().note_machine(record.machine_id, "host prepared",
-                                    f"agent up after {steps.elapsed:.1f} s")
+        self._ledger().note_machine(
+            record.machine_id, "host prepared", f"agent up after {steps.elapsed:.1f} s"
+        )
         return machine
 
-    async def _wait_ssh(self, record: MachineRecord, host: str, port: int,
-                        steps: LaunchSteps) -> SSHConnection:
+    async def _wait_ssh(
+        self, record: MachineRecord, host: str, port: int, steps: LaunchSteps
+    ) -> SSHConnection:
         """Connect once the instance answers, presenting the host key recorded for it."""
         assert self.transport is not None
         deadline = time.monotonic() + self.ssh_timeout
@@ -125,15 +138,20 @@ class AWSReach(AWSInstances):
                 if known:
                     return await self.transport.connect(self.alias(record.name))
                 last = "its console output lists no SSH host key yet"
-                steps.note(f"waiting for the console output of {record.resource_id} to list "
-                           "its SSH host keys")
+                steps.note(
+                    f"waiting for the console output of {record.resource_id} to list "
+                    "its SSH host keys"
+                )
             except HostKeyError as exc:
                 current = self._ledger().get_machine(record.machine_id) or record
                 raise mismatch_error(
-                    record.resource_id, record.name, where,
+                    record.resource_id,
+                    record.name,
+                    where,
                     str(current.info.get("host_key") or "(none)"),
                     str(current.info.get("host_key_source") or "recorded"),
-                    exc.fingerprint) from None
+                    exc.fingerprint,
+                ) from None
             except AWSError:
                 raise
             except Exception as exc:  # noqa: BLE001 (not up yet: refused, reset, no route...)
@@ -141,13 +159,19 @@ class AWSReach(AWSInstances):
                 steps.note(f"waiting for SSH on {host}:{port} ({exc})")
             await asyncio.sleep(self.poll_interval)
         if isinstance(last, str):
-            raise AWSError(f"{record.resource_id}: {last} after {self.ssh_timeout:.0f} s "
-                           "(c.AWSProvider.ssh_timeout), and no host key is trusted on first "
-                           "use. Connect again later, or launch with "
-                           "c.AWSProvider.host_key_source = 'injected'.", kind="hostkey")
-        raise AWSError(f"{record.resource_id} runs but SSH at {host}:{port} did not answer "
-                       f"within {self.ssh_timeout:.0f} s (c.AWSProvider.ssh_timeout): {last}. "
-                       "Check that c.AWSProvider.ssh_cidr covers your address.")
+            raise AWSError(
+                f"{record.resource_id}: {last} after {self.ssh_timeout:.0f} s "
+                "(c.AWSProvider.ssh_timeout), and no host key is trusted on first "
+                "use. Connect again later, or launch with "
+                "c.AWSProvider.host_key_source = 'injected'.",
+                kind="hostkey",
+            )
+        raise AWSError(
+            f"{record.resource_id} runs but SSH at {host}:{port} did not answer "
+            f"within {self.ssh_timeout:.0f} s (c.AWSProvider.ssh_timeout): {last}. "
+            "Check that c.AWSProvider.ssh_cidr covers your address."
+        )
+
 
 def _ssh_blocks(text: str) -> dict[str, str]:
     """The ``Host`` blocks of an ssh_config we wrote, by alias."""

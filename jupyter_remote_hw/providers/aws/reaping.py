@@ -44,22 +44,26 @@ class ReapCandidate:
     launched: bool = True
 
 
-
 class AWSReaping(AWSInstances):
     """Finding our instances that nothing live claims, and ending those this ledger launched."""
 
     async def owned_instances(self, region: str | None = None) -> list[dict[str, Any]]:
         """Live instances tagged as created by us for :attr:`owner`."""
         ec2 = self.client("ec2", region)
-        reply = await self._call("list our instances", ec2.describe_instances, Filters=[
-            {"Name": f"tag:{CREATED_BY_TAG}", "Values": [CREATED_BY]},
-            {"Name": f"tag:{OWNER_TAG}", "Values": [self.owner]},
-            {"Name": "instance-state-name", "Values": LIVE_INSTANCE_STATES},
-        ])
+        reply = await self._call(
+            "list our instances",
+            ec2.describe_instances,
+            Filters=[
+                {"Name": f"tag:{CREATED_BY_TAG}", "Values": [CREATED_BY]},
+                {"Name": f"tag:{OWNER_TAG}", "Values": [self.owner]},
+                {"Name": "instance-state-name", "Values": LIVE_INSTANCE_STATES},
+            ],
+        )
         return [dict(i) for r in reply.get("Reservations", []) for i in r.get("Instances", [])]
 
-    async def reap_candidates(self, regions: list[str] | None = None,
-                              now: float | None = None) -> list[ReapCandidate]:
+    async def reap_candidates(
+        self, regions: list[str] | None = None, now: float | None = None
+    ) -> list[ReapCandidate]:
         """Our instances that nothing live claims, and stopped ones past the terminate timer.
 
         An instance is reaped when its ledger row is missing or ended, when no
@@ -77,39 +81,53 @@ class AWSReaping(AWSInstances):
                 state = str(instance["State"]["Name"])
                 reason = ""
                 if record is None:
-                    reason = ("tagged as yours but not launched from this ledger: not "
-                              "terminated; check it and end it yourself (`aws ec2 "
-                              f"terminate-instances --region {region} --instance-ids "
-                              f"{instance_id}`)")
+                    reason = (
+                        "tagged as yours but not launched from this ledger: not "
+                        "terminated; check it and end it yourself (`aws ec2 "
+                        f"terminate-instances --region {region} --instance-ids "
+                        f"{instance_id}`)"
+                    )
                 elif record.state in FINAL_STATES:
                     reason = f"the ledger has it {record.state}"
                 elif state in ("pending", "running"):
                     seen = record.last_seen or record.created
                     if now - seen > self.reap_after > 0:
                         reason = f"no client for {(now - seen) / 60:.0f} min"
-                elif state == "stopped" and \
-                        now - record.updated > self.terminate_after_stopped > 0:
+                elif state == "stopped" and now - record.updated > self.terminate_after_stopped > 0:
                     reason = f"stopped for {(now - record.updated) / 3600:.1f} h"
                 if not reason:
                     continue
-                found.append(ReapCandidate(
-                    instance_id=instance_id, region=region, state=state,
-                    instance_type=str(instance.get("InstanceType", "")), machine_id=machine_id,
-                    name=tags.get(TARGET_TAG, ""), reason=reason,
-                    cost=record.cost(now) if record is not None
-                    else self._estimate(instance, region, now),
-                    launched=record is not None,
-                ))
+                found.append(
+                    ReapCandidate(
+                        instance_id=instance_id,
+                        region=region,
+                        state=state,
+                        instance_type=str(instance.get("InstanceType", "")),
+                        machine_id=machine_id,
+                        name=tags.get(TARGET_TAG, ""),
+                        reason=reason,
+                        cost=record.cost(now)
+                        if record is not None
+                        else self._estimate(instance, region, now),
+                        launched=record is not None,
+                    )
+                )
         return found
 
-    def _launched(self, machine_id: str, instance_id: str, region: str,
-                  tags: dict[str, str]) -> MachineRecord | None:
+    def _launched(
+        self, machine_id: str, instance_id: str, region: str, tags: dict[str, str]
+    ) -> MachineRecord | None:
         """The ledger's row of the machine that launched ``instance_id``, when the
         instance's tags name that row and our owner; else None."""
         record = self._ledger().get_machine(machine_id) if machine_id else None
-        if record is None or record.provider != self.name or record.resource_id != instance_id \
-                or record.region != region or tags.get(OWNER_TAG) != record.owner \
-                or tags.get(CREATED_BY_TAG) != CREATED_BY:
+        if (
+            record is None
+            or record.provider != self.name
+            or record.resource_id != instance_id
+            or record.region != region
+            or tags.get(OWNER_TAG) != record.owner
+            or tags.get(CREATED_BY_TAG) != CREATED_BY
+        ):
             return None
         return record
 
@@ -135,28 +153,40 @@ class AWSReaping(AWSInstances):
         ledger = self._ledger()
         for candidate in candidates:
             record = ledger.get_machine(candidate.machine_id) if candidate.machine_id else None
-            if not candidate.launched or record is None or record.provider != self.name \
-                    or record.resource_id != candidate.instance_id:
-                self.log.warning("reap: %s in %s is not one this ledger launched: left "
-                                 "running", candidate.instance_id, candidate.region)
+            if (
+                not candidate.launched
+                or record is None
+                or record.provider != self.name
+                or record.resource_id != candidate.instance_id
+            ):
+                self.log.warning(
+                    "reap: %s in %s is not one this ledger launched: left running",
+                    candidate.instance_id,
+                    candidate.region,
+                )
                 continue
             await self._end_instance(record, candidate.instance_id)
             if record.state not in FINAL_STATES:
                 await self.transport_close(record)
-                ledger.set_machine_state(record.machine_id, "terminated",
-                                         f"reaped: {candidate.reason}")
+                ledger.set_machine_state(
+                    record.machine_id, "terminated", f"reaped: {candidate.reason}"
+                )
             ended.append(candidate.instance_id)
         return ended
 
-    async def terminate_overdue(self, regions: list[str] | None = None,
-                                now: float | None = None) -> list[str]:
+    async def terminate_overdue(
+        self, regions: list[str] | None = None, now: float | None = None
+    ) -> list[str]:
         """The terminate timer: end machines stopped for longer than
         :attr:`terminate_after_stopped`; return their instance ids.
 
         For a periodic call from the server, and run by ``reap``.
         """
-        overdue = [c for c in await self.reap_candidates(regions, now)
-                   if c.reason.startswith("stopped for")]
+        overdue = [
+            c
+            for c in await self.reap_candidates(regions, now)
+            if c.reason.startswith("stopped for")
+        ]
         return await self.reap(overdue)
 
     def running_machines(self) -> list[MachineRecord]:

@@ -48,8 +48,9 @@ class CloudUpkeep:
         """One round; failures are reported in the result, never raised."""
         done = UpkeepRound()
         if not self.provider.ledger or not any(
-                m.state not in ("terminated", "failed")
-                for m in self.provider.ledger.machines(provider=self.provider.name)):
+            m.state not in ("terminated", "failed")
+            for m in self.provider.ledger.machines(provider=self.provider.name)
+        ):
             return done  # nothing of ours: no AWS call at all
         try:
             done.synced = len(await self.provider.sync_all())
@@ -58,8 +59,9 @@ class CloudUpkeep:
             done.error = f"{type(exc).__name__}: {exc}"
             self.log.warning("cloud upkeep: %s", done.error)
         if done.terminated:
-            self.log.info("cloud upkeep: terminated %s (stopped too long)",
-                          ", ".join(done.terminated))
+            self.log.info(
+                "cloud upkeep: terminated %s (stopped too long)", ", ".join(done.terminated)
+            )
         return done
 
     def start(self) -> None:

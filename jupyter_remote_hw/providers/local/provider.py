@@ -37,8 +37,11 @@ def detect_hardware() -> str:
     if smi is not None:
         try:
             out = subprocess.run(
-                [smi, *NVIDIA_QUERY], capture_output=True, text=True,
-                timeout=NVIDIA_SMI_TIMEOUT, check=True,
+                [smi, *NVIDIA_QUERY],
+                capture_output=True,
+                text=True,
+                timeout=NVIDIA_SMI_TIMEOUT,
+                check=True,
             ).stdout
         except (OSError, subprocess.SubprocessError):
             out = ""
@@ -50,12 +53,12 @@ def detect_hardware() -> str:
     return f"{cpus} CPU" + ("" if cpus == 1 else "s")
 
 
-
 class LocalMachine(Machine):
     """This machine, through an agent running as a local daemon."""
 
-    def __init__(self, target: Target, state_dir: Path, log: logging.Logger,
-                 idle_exit: float) -> None:
+    def __init__(
+        self, target: Target, state_dir: Path, log: logging.Logger, idle_exit: float
+    ) -> None:
         super().__init__(target, log, idle_exit)
         self.state_dir = state_dir
 
@@ -64,8 +67,9 @@ class LocalMachine(Machine):
         return True
 
     async def _start_agent(self, progress: Progress | None) -> AgentClient:
-        return await start_local_agent(self.state_dir, progress=progress, log=self.log,
-                                       idle_exit=self.idle_exit)
+        return await start_local_agent(
+            self.state_dir, progress=progress, log=self.log, idle_exit=self.idle_exit
+        )
 
     async def expose(
         self, kernel_id: str, connection: dict[str, Any], local_ports: dict[str, int] | None = None
@@ -86,30 +90,38 @@ class LocalProvider(Provider):
 
     enabled = Bool(True, config=True, help="Offer this machine as a target.")
     hardware = Unicode(
-        "", config=True,
+        "",
+        config=True,
         help="Hardware label shown in the kernel picker (memory reads in GiB); empty: "
         "detected (GPUs, else CPUs).",
     )
     state_dir = Unicode(
-        DEFAULT_STATE_DIR, config=True,
+        DEFAULT_STATE_DIR,
+        config=True,
         help="The local agent's state directory (its socket path must stay under 108 bytes).",
     )
 
     def targets(self) -> list[Target]:
         if not self.enabled:
             return []
-        return [Target(
-            name="local", provider=self.name, where="this machine",
-            hardware=gib_label(self.hardware) or detect_hardware(), python=sys.executable,
-        )]
+        return [
+            Target(
+                name="local",
+                provider=self.name,
+                where="this machine",
+                hardware=gib_label(self.hardware) or detect_hardware(),
+                python=sys.executable,
+            )
+        ]
 
     def price_per_hour(self, target: Target) -> float | None:
         """Nothing: this machine is the user's own."""
         return 0.0
 
     async def open_machine(self, target: Target, steps: LaunchSteps) -> Machine:
-        machine = LocalMachine(target, Path(self.state_dir).expanduser(), self.log,
-                               self.agent_idle_exit)
+        machine = LocalMachine(
+            target, Path(self.state_dir).expanduser(), self.log, self.agent_idle_exit
+        )
         with steps.step("prepare host"):
             await machine.agent(progress=steps.note)
         return machine

@@ -61,9 +61,15 @@ os._exit(0)
 Opener = Callable[[str | int], Awaitable[tuple[Any, Any]]]
 
 
-async def open_bridge(conn: SSHConnection, command: Callable[[str], str], job_id: str,
-                      node: str, python: str, where: str | int,
-                      timeout: float = 30.0) -> tuple[Any, Any]:
+async def open_bridge(
+    conn: SSHConnection,
+    command: Callable[[str], str],
+    job_id: str,
+    node: str,
+    python: str,
+    where: str | int,
+    timeout: float = 30.0,
+) -> tuple[Any, Any]:
     """Open a byte stream to ``where`` on ``node``, through a step of job ``job_id``.
 
     Args:
@@ -82,10 +88,26 @@ async def open_bridge(conn: SSHConnection, command: Callable[[str], str], job_id
         ConnectionFailedError: The step did not start or could not connect.
     """
     kind = "unix" if isinstance(where, str) else "tcp"
-    text = command(shlex.join([
-        "srun", "-u", f"--jobid={job_id}", "--overlap", "-N1", "-n1", "-w", node,
-        "--job-name=jupyter-remote-hw-bridge", python, "-c", BRIDGE_SCRIPT, kind, str(where),
-    ]))
+    text = command(
+        shlex.join(
+            [
+                "srun",
+                "-u",
+                f"--jobid={job_id}",
+                "--overlap",
+                "-N1",
+                "-n1",
+                "-w",
+                node,
+                "--job-name=jupyter-remote-hw-bridge",
+                python,
+                "-c",
+                BRIDGE_SCRIPT,
+                kind,
+                str(where),
+            ]
+        )
+    )
     raw = await conn.wait_connected(conn.settings.forward_wait_timeout)
     process = await raw.create_process(text, encoding=None)
     try:
@@ -101,8 +123,10 @@ async def open_bridge(conn: SSHConnection, command: Callable[[str], str], job_id
                 errors = await process.stderr.read()
         said = errors.decode(errors="replace").strip().splitlines()
         raise ConnectionFailedError(
-            conn.destination, f"job {job_id} on {node}: cannot open {where}: "
-            f"{said[-1] if said else 'the step did not start'}")
+            conn.destination,
+            f"job {job_id} on {node}: cannot open {where}: "
+            f"{said[-1] if said else 'the step did not start'}",
+        )
     return process.stdout, process.stdin
 
 
@@ -120,8 +144,14 @@ class BridgeForward:
         log: Where to log.
     """
 
-    def __init__(self, opener: Opener, remote_port: int, remote_path: str | None,
-                 local_port: int, log: logging.Logger) -> None:
+    def __init__(
+        self,
+        opener: Opener,
+        remote_port: int,
+        remote_path: str | None,
+        local_port: int,
+        log: logging.Logger,
+    ) -> None:
         self.opener = opener
         self.remote_port = remote_port
         self.remote_path = remote_path
@@ -149,13 +179,15 @@ class BridgeForward:
         assert task is not None
         self._tasks.add(task)
         try:
-            where: str | int = self.remote_path if self.remote_path is not None \
-                else self.remote_port
+            where: str | int = (
+                self.remote_path if self.remote_path is not None else self.remote_port
+            )
             far_reader, far_writer = await self.opener(where)
             await _pump_both(reader, writer, far_reader, far_writer)
         except (OSError, ConnectionFailedError, asyncio.IncompleteReadError) as exc:
-            self.log.debug("bridge to %s: dropped a client: %s",
-                           self.remote_path or self.remote_port, exc)
+            self.log.debug(
+                "bridge to %s: dropped a client: %s", self.remote_path or self.remote_port, exc
+            )
         finally:
             writer.close()
             self._tasks.discard(task)
@@ -172,8 +204,9 @@ class BridgeForward:
             await server.wait_closed()
 
 
-async def _pump_both(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                     far_reader: Any, far_writer: Any) -> None:
+async def _pump_both(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, far_reader: Any, far_writer: Any
+) -> None:
     """Copy bytes both ways until either side ends."""
 
     async def pump(source: Any, sink: Any) -> None:

@@ -26,20 +26,37 @@ class LoginUnreachableError(HostUnreachableError):
 #: What sbatch says (lower-cased fragments) and how we say it; ``{detail}`` is the
 #: request, ``{partitions}`` the partitions that exist.
 _SBATCH_ERRORS: tuple[tuple[str, str], ...] = (
-    ("invalid partition", ("partition {partition!r} does not exist (there are: {partitions}); "
-     "pick a listed target or fix c.SLURMProvider.clusters")),
-    ("requested node configuration is not available",
-     ("no node of partition {partition!r} can ever hold {detail}: ask for fewer GPUs, CPUs "
-     "or less memory")),
-    ("more processors requested than permitted",
-     "partition {partition!r} does not allow {detail}: ask for fewer CPUs"),
-    ("requested time limit is invalid",
-     "the time limit {time} is over partition {partition!r}'s maximum: lower it"),
-    ("invalid account", ("the account is not valid on this cluster: check the cluster's "
-     "'account'")),
+    (
+        "invalid partition",
+        (
+            "partition {partition!r} does not exist (there are: {partitions}); "
+            "pick a listed target or fix c.SLURMProvider.clusters"
+        ),
+    ),
+    (
+        "requested node configuration is not available",
+        (
+            "no node of partition {partition!r} can ever hold {detail}: ask for fewer GPUs, CPUs "
+            "or less memory"
+        ),
+    ),
+    (
+        "more processors requested than permitted",
+        "partition {partition!r} does not allow {detail}: ask for fewer CPUs",
+    ),
+    (
+        "requested time limit is invalid",
+        "the time limit {time} is over partition {partition!r}'s maximum: lower it",
+    ),
+    (
+        "invalid account",
+        ("the account is not valid on this cluster: check the cluster's 'account'"),
+    ),
     ("invalid qos", "the QOS is not valid for this account: check the cluster's 'qos'"),
-    ("job violates accounting/qos policy",
-     "the request {detail} is over a limit of the account or QOS: ask for less"),
+    (
+        "job violates accounting/qos policy",
+        "the request {detail} is over a limit of the account or QOS: ask for less",
+    ),
     ("invalid generic resource", "partition {partition!r} has no such GPU ({detail})"),
 )
 
@@ -58,17 +75,25 @@ HOPELESS_REASONS = {
 }
 
 
-def sbatch_error(cluster: str, stderr: str, *, partition: str, partitions: list[str],
-                 detail: str, time: str) -> SLURMError:
+def sbatch_error(
+    cluster: str, stderr: str, *, partition: str, partitions: list[str], detail: str, time: str
+) -> SLURMError:
     """The one-line error for a refused submission, from sbatch's own words."""
-    lines = [re.sub(r"^sbatch: error:\s*", "", line.strip()) for line in stderr.splitlines()
-             if line.strip()]
+    lines = [
+        re.sub(r"^sbatch: error:\s*", "", line.strip())
+        for line in stderr.splitlines()
+        if line.strip()
+    ]
     said = lines[-1] if lines else "no reason given"
     lowered = " ".join(lines).lower()
     for fragment, template in _SBATCH_ERRORS:
         if fragment in lowered:
-            text = template.format(partition=partition, partitions=", ".join(partitions) or "none",
-                                   detail=detail, time=time)
+            text = template.format(
+                partition=partition,
+                partitions=", ".join(partitions) or "none",
+                detail=detail,
+                time=time,
+            )
             return SLURMError(cluster, f"sbatch refused the job: {text} ({said})")
     return SLURMError(cluster, f"sbatch refused the job: {said}")
 

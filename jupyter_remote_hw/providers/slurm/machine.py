@@ -80,11 +80,23 @@ class SLURMMachine(SSHMachine):
             itself (a single-host cluster).
     """
 
-    def __init__(self, target: Target, transport: TransportManager, conn: SSHConnection,
-                 log: logging.Logger, idle_exit: float, relay_buffer: int, *,
-                 shell: SlurmShell, allocation: Allocation, ledger: Ledger,
-                 watch_interval: float = 5.0, lifetime: dict[str, Any] | None = None,
-                 notify: Callable[[str], None] | None = None, bridged: bool = True) -> None:
+    def __init__(
+        self,
+        target: Target,
+        transport: TransportManager,
+        conn: SSHConnection,
+        log: logging.Logger,
+        idle_exit: float,
+        relay_buffer: int,
+        *,
+        shell: SlurmShell,
+        allocation: Allocation,
+        ledger: Ledger,
+        watch_interval: float = 5.0,
+        lifetime: dict[str, Any] | None = None,
+        notify: Callable[[str], None] | None = None,
+        bridged: bool = True,
+    ) -> None:
         super().__init__(target, transport, conn, log, idle_exit, relay_buffer)
         self.shell = shell
         self.allocation = allocation
@@ -136,8 +148,10 @@ class SLURMMachine(SSHMachine):
             self._warned = True
             left = state.seconds_left()
             when = f"in {left:.0f} s" if left is not None else "soon"
-            notice = (f"SLURM job {state.job_id} ends {when} (its time limit): save your work; "
-                      "the kernel ends with it")
+            notice = (
+                f"SLURM job {state.job_id} ends {when} (its time limit): save your work; "
+                "the kernel ends with it"
+            )
             self.log.warning("machine %s: %s", self.target.name, notice)
             with contextlib.suppress(KeyError):
                 self.ledger.note_machine(self.allocation.machine_id, "warned", notice)
@@ -150,19 +164,28 @@ class SLURMMachine(SSHMachine):
         if state.state != "CANCELLED":
             return None
         result = await self.shell.run(
-            f"cat {shlex.quote(self.allocation.job_dir + '/stopped')} 2>/dev/null")
+            f"cat {shlex.quote(self.allocation.job_dir + '/stopped')} 2>/dev/null"
+        )
         why = result.stdout.strip()
         if why != "idle":
             return None
         idle = self.lifetime.get("idle_stop", 0)
-        return (f"SLURM job {state.job_id} was cancelled by its idle stop: no kernel activity "
-                f"for {idle:g} s")
+        return (
+            f"SLURM job {state.job_id} was cancelled by its idle stop: no kernel activity "
+            f"for {idle:g} s"
+        )
 
     def stop_command(self) -> list[str]:
         """What the agent runs for its idle stop: note why, then cancel the job."""
-        return ["sh", "-c", (f"echo \"$JRHW_STOP_REASON\" > "
+        return [
+            "sh",
+            "-c",
+            (
+                f'echo "$JRHW_STOP_REASON" > '
                 f"{shlex.quote(self.allocation.job_dir + '/stopped')}; "
-                f"exec scancel {shlex.quote(self.allocation.job_id)}")]
+                f"exec scancel {shlex.quote(self.allocation.job_id)}"
+            ),
+        ]
 
     async def _watch(self) -> None:
         """Check the job every :attr:`watch_interval` seconds until it has ended."""
@@ -181,16 +204,22 @@ class SLURMMachine(SSHMachine):
         """End the job now (``scancel``) and record why."""
         job_id = self.allocation.job_id
         if self._ended is None:
-            self.log.info("machine %s: cancelling SLURM job %s: %s", self.target.name,
-                          job_id, detail)
+            self.log.info(
+                "machine %s: cancelling SLURM job %s: %s", self.target.name, job_id, detail
+            )
             try:
                 await self.shell.cancel(job_id)
             except (TransportError, OSError) as exc:
-                self.log.warning("machine %s: scancel %s failed (%s); `jupyter remote-hw reap` "
-                                 "finds it", self.target.name, job_id, exc)
+                self.log.warning(
+                    "machine %s: scancel %s failed (%s); `jupyter remote-hw reap` finds it",
+                    self.target.name,
+                    job_id,
+                    exc,
+                )
                 return
-            self._mark_ended(JobState(job_id, "CANCELLED"),
-                             f"SLURM job {job_id} was cancelled: {detail}")
+            self._mark_ended(
+                JobState(job_id, "CANCELLED"), f"SLURM job {job_id} was cancelled: {detail}"
+            )
 
     # ------------------------------------------------------------------ the agent
 
@@ -201,7 +230,8 @@ class SLURMMachine(SSHMachine):
             raise AgentUnavailableError(self._ended)
         if not state.running:
             raise AgentUnavailableError(
-                f"SLURM job {state.job_id} is not running ({state.queue_line()})")
+                f"SLURM job {state.job_id} is not running ({state.queue_line()})"
+            )
         conn = await self._connection()
         ready = await self._running_agent(conn)
         if ready is None:
@@ -212,8 +242,7 @@ class SLURMMachine(SSHMachine):
         client = AgentClient(reader, writer, where=self.target.where, log=self.log, socket=socket)
         if self.lifetime:
             try:
-                await client.call("set_lifetime", **self.lifetime,
-                                  stop_command=self.stop_command())
+                await client.call("set_lifetime", **self.lifetime, stop_command=self.stop_command())
             except AgentError as exc:
                 self.log.warning("machine %s: idle stop not set: %s", self.target.name, exc)
         self._open_spare(client)
@@ -223,7 +252,8 @@ class SLURMMachine(SSHMachine):
     async def _running_agent(self, conn: SSHConnection) -> dict[str, Any] | None:
         """The ready line of an agent already serving this job, if it still listens."""
         result = await self.shell.run(
-            f"cat {shlex.quote(self.allocation.job_dir + '/agent.out')} 2>/dev/null")
+            f"cat {shlex.quote(self.allocation.job_dir + '/agent.out')} 2>/dev/null"
+        )
         ready = _ready_line(result.stdout)
         if ready is None or "socket" not in ready:
             return None
@@ -241,23 +271,34 @@ class SLURMMachine(SSHMachine):
         cache = f"{self.allocation.home}/.cache/jupyter-remote-hw"
         bundle = f"{cache}/{name}"
         directory = shlex.quote(self.allocation.job_dir)
-        srun = shlex.join([
-            "srun", f"--jobid={self.allocation.job_id}", "--overlap", "-N1", "-n1",
-            "--job-name=jupyter-remote-hw-agent", self.target.python, bundle, "serve",
-            "--state-dir", f"{self.allocation.job_dir}/agent", "--idle-exit",
-            f"{self.idle_exit:g}",
-        ])
+        srun = shlex.join(
+            [
+                "srun",
+                f"--jobid={self.allocation.job_id}",
+                "--overlap",
+                "-N1",
+                "-n1",
+                "--job-name=jupyter-remote-hw-agent",
+                self.target.python,
+                bundle,
+                "serve",
+                "--state-dir",
+                f"{self.allocation.job_dir}/agent",
+                "--idle-exit",
+                f"{self.idle_exit:g}",
+            ]
+        )
         ticks = int(AGENT_START_WAIT * 10)
         command = (
-            f"d={directory}; mkdir -p \"$d\" && chmod 700 \"$d\" || exit 1; "
-            f"[ \"$(sha256sum {shlex.quote(bundle)} 2>/dev/null | cut -c1-64)\" = {digest} ] "
+            f'd={directory}; mkdir -p "$d" && chmod 700 "$d" || exit 1; '
+            f'[ "$(sha256sum {shlex.quote(bundle)} 2>/dev/null | cut -c1-64)" = {digest} ] '
             "|| { echo need; exit 3; }; "
-            "rm -f \"$d/agent.out\"; "
-            f"setsid nohup {srun} </dev/null >\"$d/agent.out\" 2>\"$d/agent.err\" & "
+            'rm -f "$d/agent.out"; '
+            f'setsid nohup {srun} </dev/null >"$d/agent.out" 2>"$d/agent.err" & '
             f"i=0; while [ $i -lt {ticks} ]; do "
-            "if grep -q '^{' \"$d/agent.out\" 2>/dev/null; then cat \"$d/agent.out\"; exit 0; fi; "
+            'if grep -q \'^{\' "$d/agent.out" 2>/dev/null; then cat "$d/agent.out"; exit 0; fi; '
             "sleep 0.1; i=$((i+1)); done; "
-            "tail -n 5 \"$d/agent.err\" >&2; exit 1"
+            'tail -n 5 "$d/agent.err" >&2; exit 1'
         )
         result = await self.shell.run(command, timeout=AGENT_START_WAIT + 30)
         if result.exit_status == 3:
@@ -270,7 +311,8 @@ class SLURMMachine(SSHMachine):
             raise AgentUnavailableError(
                 f"the agent did not start in SLURM job {self.allocation.job_id}: "
                 f"{said or 'no output'}. Check that `{self.target.python}` runs on the "
-                "cluster's nodes (set the cluster's 'python')")
+                "cluster's nodes (set the cluster's 'python')"
+            )
         return ready
 
     # ------------------------------------------------------------------ streams
@@ -285,8 +327,9 @@ class SLURMMachine(SSHMachine):
         node = (self.job.nodes if self.job is not None else "").split(",")[0]
         if not node:
             node = (await self.refresh()).nodes.split(",")[0]
-        return await open_bridge(conn, self.shell.command, self.allocation.job_id, node,
-                                 self.target.python, path)
+        return await open_bridge(
+            conn, self.shell.command, self.allocation.job_id, node, self.target.python, path
+        )
 
     def _open_spare(self, client: AgentClient) -> None:
         """Open a stream to the agent ahead of need, while a kernel starts."""
@@ -314,10 +357,10 @@ class SLURMMachine(SSHMachine):
             return await SSHMachine._forward(conn, remote_port, remote_path, local_port)
         if local_port:
             with contextlib.suppress(OSError):
-                return await BridgeForward(self._open_unix, remote_port, remote_path,
-                                           local_port, self.log).start()
-        return await BridgeForward(self._open_unix, remote_port, remote_path, 0,
-                                   self.log).start()
+                return await BridgeForward(
+                    self._open_unix, remote_port, remote_path, local_port, self.log
+                ).start()
+        return await BridgeForward(self._open_unix, remote_port, remote_path, 0, self.log).start()
 
     async def open_stream(self, where: int | str) -> tuple[Any, Any]:
         return await self._open_unix(where)
@@ -343,8 +386,10 @@ class SLURMMachine(SSHMachine):
 async def _upload(conn: SSHConnection, cache: str, bundle: str, data: bytes) -> None:
     """Store the agent's bundle at ``bundle`` on the cluster (owner-only, atomically)."""
     part = shlex.quote(bundle + ".part")
-    command = (f"umask 077; mkdir -p {shlex.quote(cache)} && cat > {part} && "
-               f"mv {part} {shlex.quote(bundle)} && echo stored")
+    command = (
+        f"umask 077; mkdir -p {shlex.quote(cache)} && cat > {part} && "
+        f"mv {part} {shlex.quote(bundle)} && echo stored"
+    )
     async with asyncio.timeout(conn.settings.command_timeout):
         async with conn.open_process(command) as process:
             process.stdin.write(data)
@@ -355,7 +400,8 @@ async def _upload(conn: SSHConnection, cache: str, bundle: str, data: bytes) -> 
     if b"stored" not in said:
         raise AgentUnavailableError(
             f"could not store the agent at {bundle} on the cluster: "
-            f"{errors.decode(errors='replace').strip() or 'no output'}")
+            f"{errors.decode(errors='replace').strip() or 'no output'}"
+        )
 
 
 def _ready_line(output: str) -> dict[str, Any] | None:

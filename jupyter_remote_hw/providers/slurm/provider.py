@@ -42,9 +42,25 @@ if TYPE_CHECKING:
 
 #: The keys a cluster's entry in ``c.SLURMProvider.clusters`` may have.
 CLUSTER_KEYS = {
-    "login", "partitions", "account", "qos", "time", "gpus", "cpus", "mem", "sbatch_options",
-    "env", "python", "root", "workdir", "warn", "idle_stop", "reach", "agent_wait",
+    "login",
+    "partitions",
+    "account",
+    "qos",
+    "time",
+    "gpus",
+    "cpus",
+    "mem",
+    "sbatch_options",
+    "env",
+    "python",
+    "root",
+    "workdir",
+    "warn",
+    "idle_stop",
+    "reach",
+    "agent_wait",
 }
+
 
 class SLURMProvider(Provider):
     """SLURM clusters, reached through their login nodes over SSH.
@@ -75,21 +91,29 @@ class SLURMProvider(Provider):
         "opens them itself, for clusters whose login node is the compute node).",
     )
     idle_stop = Float(
-        3600.0, min=0.0, config=True,
+        3600.0,
+        min=0.0,
+        config=True,
         help="Seconds without kernel activity (a running cell is activity) after which an "
         "allocation's agent cancels its job, releasing the GPUs; 0: never. A cluster's "
         "'idle_stop' overrides it.",
     )
     queue_poll = Float(
-        3.0, min=0.2, config=True,
+        3.0,
+        min=0.2,
+        config=True,
         help="Seconds between checks of a pending job's queue state during a launch.",
     )
     watch_interval = Float(
-        5.0, min=0.2, config=True,
+        5.0,
+        min=0.2,
+        config=True,
         help="Seconds between checks of a running job's state (to report its end).",
     )
     sinfo_ttl = Float(
-        30.0, min=0.0, config=True,
+        30.0,
+        min=0.0,
+        config=True,
         help="Seconds the partitions read from sinfo are used before they are read again.",
     )
     owner = Unicode(config=True, help="Who our jobs belong to in the ledger (default user@host).")
@@ -109,16 +133,23 @@ class SLURMProvider(Provider):
     @validate("clusters")
     def _check_clusters(self, proposal: Any) -> dict[str, dict[str, Any]]:
         for name, entry in proposal["value"].items():
-            if not isinstance(entry, dict) or not isinstance(entry.get("login"), str) \
-                    or not entry["login"]:
+            if (
+                not isinstance(entry, dict)
+                or not isinstance(entry.get("login"), str)
+                or not entry["login"]
+            ):
                 raise TraitError(f"SLURMProvider.clusters: {name!r} has no 'login'")
             if entry.get("reach", "bridge") not in ("bridge", "direct"):
-                raise TraitError(f"SLURMProvider.clusters: {name!r} has 'reach' "
-                                 f"{entry['reach']!r}; use 'bridge' or 'direct'")
+                raise TraitError(
+                    f"SLURMProvider.clusters: {name!r} has 'reach' "
+                    f"{entry['reach']!r}; use 'bridge' or 'direct'"
+                )
             unknown = set(entry) - CLUSTER_KEYS
             if unknown:
-                raise TraitError(f"SLURMProvider.clusters: {name!r} has unknown keys "
-                                 f"{sorted(unknown)}; use {sorted(CLUSTER_KEYS)}")
+                raise TraitError(
+                    f"SLURMProvider.clusters: {name!r} has unknown keys "
+                    f"{sorted(unknown)}; use {sorted(CLUSTER_KEYS)}"
+                )
         return dict(proposal["value"])
 
     # ------------------------------------------------------------------ plumbing
@@ -131,8 +162,9 @@ class SLURMProvider(Provider):
             return None
         return Path(self.ledger.path).parent / "slurm" / f"{cluster}.sinfo"
 
-    async def _connect(self, cluster: str,
-                       transport: TransportManager | None = None) -> SSHConnection:
+    async def _connect(
+        self, cluster: str, transport: TransportManager | None = None
+    ) -> SSHConnection:
         """The login node's SSH connection (through ``transport``, default the shared one).
 
         Raises:
@@ -145,7 +177,8 @@ class SLURMProvider(Provider):
             return await transport.connect(login)
         except TransportError as exc:
             raise LoginUnreachableError(
-                login, f"SLURM cluster {cluster}: the login node {login} cannot be reached "
+                login,
+                f"SLURM cluster {cluster}: the login node {login} cannot be reached "
                 f"({exc}). Check that `ssh {login}` works from the Jupyter server's machine.",
             ) from exc
 
@@ -156,8 +189,9 @@ class SLURMProvider(Provider):
 
     # ------------------------------------------------------------------ targets
 
-    async def refresh(self, cluster: str | None = None,
-                      transport: TransportManager | None = None) -> None:
+    async def refresh(
+        self, cluster: str | None = None, transport: TransportManager | None = None
+    ) -> None:
         """Read the partitions of ``cluster`` (default: every cluster) from sinfo now.
 
         A cluster that cannot be asked keeps the partitions read before, and
@@ -197,8 +231,9 @@ class SLURMProvider(Provider):
         if self.transport is None or cluster in self._tried:
             return
         self._tried.add(cluster)
-        settings = {name: getattr(self.transport, name)
-                    for name in self.transport.trait_names(config=True)}
+        settings = {
+            name: getattr(self.transport, name) for name in self.transport.trait_names(config=True)
+        }
 
         async def read() -> None:
             own = TransportManager(log=self.log, **settings)
@@ -213,9 +248,11 @@ class SLURMProvider(Provider):
 
     def _refresh_soon(self) -> None:
         """Refresh stale partitions in the background, when called on a running loop."""
-        stale = [name for name in self.clusters
-                 if time.monotonic() - self._rows.get(name, (float("-inf"), []))[0]
-                 > self.sinfo_ttl]
+        stale = [
+            name
+            for name in self.clusters
+            if time.monotonic() - self._rows.get(name, (float("-inf"), []))[0] > self.sinfo_ttl
+        ]
         if not stale or self.transport is None:
             return
         try:
@@ -247,11 +284,17 @@ class SLURMProvider(Provider):
         for cluster in self.clusters:
             entry = self._cluster(cluster)
             for offer in self.offers(cluster):
-                found.append(make_target(
-                    cluster, str(entry["login"]), offer, int(entry.get("gpus", 1)),
-                    python=str(entry.get("python") or "python3"),
-                    root=str(entry["root"]) if entry.get("root") else None,
-                    workdir=str(entry.get("workdir") or "~")))
+                found.append(
+                    make_target(
+                        cluster,
+                        str(entry["login"]),
+                        offer,
+                        int(entry.get("gpus", 1)),
+                        python=str(entry.get("python") or "python3"),
+                        root=str(entry["root"]) if entry.get("root") else None,
+                        workdir=str(entry.get("workdir") or "~"),
+                    )
+                )
         return found
 
     def availability(self, target_name: str) -> str | None:
@@ -268,10 +311,13 @@ class SLURMProvider(Provider):
             if name_of(cluster, offer) == target_name:
                 entry = self._cluster(cluster)
                 gpus = int(entry.get("gpus", 1)) if offer.gpu_type != "" else 0
-                return {"gpu": (offer.gpu_type or "GPU").upper() if gpus else None,
-                        "gpu_count": gpus, "gpu_memory_gib": None,
-                        "vcpus": int(entry.get("cpus", 1)),
-                        "memory_gib": memory_gib(str(entry["mem"])) if entry.get("mem") else None}
+                return {
+                    "gpu": (offer.gpu_type or "GPU").upper() if gpus else None,
+                    "gpu_count": gpus,
+                    "gpu_memory_gib": None,
+                    "vcpus": int(entry.get("cpus", 1)),
+                    "memory_gib": memory_gib(str(entry["mem"])) if entry.get("mem") else None,
+                }
         return None
 
     def _all_offers(self) -> list[tuple[str, Offer]]:
@@ -283,8 +329,11 @@ class SLURMProvider(Provider):
             return None
         cluster, error = next(iter(self._errors.items()))
         login = self._cluster(cluster)["login"] if cluster in self.clusters else cluster
-        return Unusable(f"SLURM cluster {cluster} not reachable", f"check that `ssh {login}` "
-                        f"works ({error})", (f"ssh {login}",))
+        return Unusable(
+            f"SLURM cluster {cluster} not reachable",
+            f"check that `ssh {login}` works ({error})",
+            (f"ssh {login}",),
+        )
 
     def _resolve(self, target: Target) -> tuple[str, Offer]:
         for cluster, offer in self._all_offers():
@@ -306,9 +355,16 @@ class SLURMProvider(Provider):
         entry = self._cluster(cluster)
         idle = float(entry.get("idle_stop", self.idle_stop))
         machine = SLURMMachine(
-            target, self.transport, conn, self.log, self.agent_idle_exit,
-            self.relay_buffer_mib * 1024 * 1024, shell=shell, allocation=allocation,
-            ledger=self.ledger, watch_interval=self.watch_interval,
+            target,
+            self.transport,
+            conn,
+            self.log,
+            self.agent_idle_exit,
+            self.relay_buffer_mib * 1024 * 1024,
+            shell=shell,
+            allocation=allocation,
+            ledger=self.ledger,
+            watch_interval=self.watch_interval,
             lifetime={"idle_stop": idle, "deadman": 0.0} if idle else None,
             notify=lambda line: self._notify(target, line),
             bridged=str(entry.get("reach") or "bridge") != "direct",
@@ -324,8 +380,14 @@ class SLURMProvider(Provider):
 
     def _notify(self, target: Target, line: str) -> None:
         """Tell the launch listeners (the event socket: toolbar and notices) ``line``."""
-        event = {"kernel_id": "", "target": target.name, "step": "time limit",
-                 "state": "progress", "seconds": None, "detail": line}
+        event = {
+            "kernel_id": "",
+            "target": target.name,
+            "step": "time limit",
+            "state": "progress",
+            "seconds": None,
+            "detail": line,
+        }
         for listener in list(getattr(self.parent, "launch_listeners", [])):
             try:
                 listener(event)
@@ -334,8 +396,7 @@ class SLURMProvider(Provider):
 
     # ------------------------------------------------------------------ ending
 
-    async def terminate(self, record: MachineRecord, detail: str = "by the user"
-                        ) -> MachineRecord:
+    async def terminate(self, record: MachineRecord, detail: str = "by the user") -> MachineRecord:
         """Cancel an allocation's job (the machines panel's Terminate); its kernels end
         with it, and are reported dead with that reason.
 
@@ -349,12 +410,14 @@ class SLURMProvider(Provider):
             shell = self.shell(cluster, await self._connect(cluster))
             await shell.cancel(job_id)
         return self.ledger.set_machine_state(
-            record.machine_id, "terminated", f"SLURM job {job_id or '?'} was cancelled {detail}")
+            record.machine_id, "terminated", f"SLURM job {job_id or '?'} was cancelled {detail}"
+        )
 
     # ------------------------------------------------------------------ reaping
 
-    async def reap(self, live_kernel_targets: set[str], *, dry_run: bool = False
-                   ) -> tuple[list[str], list[str]]:
+    async def reap(
+        self, live_kernel_targets: set[str], *, dry_run: bool = False
+    ) -> tuple[list[str], list[str]]:
         """Cancel the jobs this ledger started whose kernels are gone.
 
         A job is ours when its comment carries our tag and the ledger id in it is

@@ -14,10 +14,21 @@ from ...transport import CommandResult, SSHConnection
 from .errors import SLURMError
 
 #: Job states after which nothing runs any more.
-FINAL_STATES = frozenset({
-    "BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
-    "OUT_OF_MEMORY", "PREEMPTED", "REVOKED", "SPECIAL_EXIT", "TIMEOUT",
-})
+FINAL_STATES = frozenset(
+    {
+        "BOOT_FAIL",
+        "CANCELLED",
+        "COMPLETED",
+        "DEADLINE",
+        "FAILED",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "REVOKED",
+        "SPECIAL_EXIT",
+        "TIMEOUT",
+    }
+)
 
 #: Why a job ended, in words, by its final state.
 END_WORDS = {
@@ -93,8 +104,10 @@ class JobState:
         expected start ...``; without a known position, ``job 12 PENDING (Priority)``."""
         reason = f" ({self.reason})" if self.reason and self.reason != "None" else ""
         if self.position is not None:
-            parts = [f"#{self.position} in the {self.partition} queue{reason}",
-                     f"job {self.job_id} {self.state}"]
+            parts = [
+                f"#{self.position} in the {self.partition} queue{reason}",
+                f"job {self.job_id} {self.state}",
+            ]
         else:
             parts = [f"job {self.job_id} {self.state}{reason}"]
         if self.start not in ("N/A", "", "Unknown"):
@@ -146,12 +159,14 @@ class SlurmShell:
 
     def command(self, text: str) -> str:
         """``text`` with the cluster's environment exported first."""
-        exports = "".join(f"export {key}={shlex.quote(value)}; "
-                          for key, value in sorted(self.env.items()))
+        exports = "".join(
+            f"export {key}={shlex.quote(value)}; " for key, value in sorted(self.env.items())
+        )
         return exports + text
 
-    async def run(self, text: str, *, input: str | None = None,
-                  timeout: float | None = None) -> CommandResult:
+    async def run(
+        self, text: str, *, input: str | None = None, timeout: float | None = None
+    ) -> CommandResult:
         """Run ``text`` (sh syntax) on the login node."""
         return await self.conn.run(self.command(text), input=input, timeout=timeout)
 
@@ -167,8 +182,9 @@ class SlurmShell:
         """``sbatch --parsable OPTIONS`` with ``script`` on its stdin."""
         return await self.run(shlex.join(["sbatch", "--parsable", *options]), input=script)
 
-    async def job(self, job_id: str, with_position: bool = False,
-                  marker: str | None = None) -> JobState:
+    async def job(
+        self, job_id: str, with_position: bool = False, marker: str | None = None
+    ) -> JobState:
         """The job's state now (``GONE`` once squeue no longer lists it).
 
         Args:
@@ -191,8 +207,11 @@ class SlurmShell:
         if marked:
             state = JobState(**{**state.__dict__, "marked": True})
         if with_position and state.pending:
-            ahead = [line.split("|")[0] for line in queue.splitlines()
-                     if line.strip() and line.split("|")[-1] == state.partition]
+            ahead = [
+                line.split("|")[0]
+                for line in queue.splitlines()
+                if line.strip() and line.split("|")[-1] == state.partition
+            ]
             if job_id in ahead:
                 state = JobState(**{**state.__dict__, "position": ahead.index(job_id) + 1})
         return state
@@ -221,9 +240,17 @@ def parse_job(line: str) -> JobState | None:
     if len(fields) != 10 or not fields[0]:
         return None
     job_id, state, reason, start, end, left, nodes, partition, limit, _used = fields
-    return JobState(job_id=job_id, state=state.split()[0], reason=reason, start=start, end=end,
-                    time_left=left, nodes=nodes, partition=partition, time_limit=limit)
+    return JobState(
+        job_id=job_id,
+        state=state.split()[0],
+        reason=reason,
+        start=start,
+        end=end,
+        time_left=left,
+        nodes=nodes,
+        partition=partition,
+        time_limit=limit,
+    )
 
 
-__all__ = ["COMMENT_TAG", "FINAL_STATES", "JobState", "SlurmShell", "parse_duration",
-           "parse_job"]
+__all__ = ["COMMENT_TAG", "FINAL_STATES", "JobState", "SlurmShell", "parse_duration", "parse_job"]

@@ -11,8 +11,12 @@ if TYPE_CHECKING:
     from ...machines import MachineManager
 
 
-async def reap_slurm(manager: MachineManager, say: Callable[[str], None],
-                     confirm: Callable[[str, bool], bool], yes: bool) -> list[str]:
+async def reap_slurm(
+    manager: MachineManager,
+    say: Callable[[str], None],
+    confirm: Callable[[str, bool], bool],
+    yes: bool,
+) -> list[str]:
     """List our jobs whose kernels are gone, and cancel them once confirmed.
 
     Args:
@@ -30,9 +34,11 @@ async def reap_slurm(manager: MachineManager, say: Callable[[str], None],
     live = {record.target for record in manager.ledger.kernels()}
     doomed, unknown = await provider.reap(live, dry_run=True)
     if unknown:
-        say(f"left running: SLURM jobs {', '.join(unknown)}: tagged as yours, but not "
+        say(
+            f"left running: SLURM jobs {', '.join(unknown)}: tagged as yours, but not "
             "submitted from this ledger (another Jupyter server's?). Check them, and "
-            "scancel them yourself if they are yours.")
+            "scancel them yourself if they are yours."
+        )
     if not doomed:
         say("nothing to reap on SLURM: every allocation of this ledger has a live kernel")
         return []

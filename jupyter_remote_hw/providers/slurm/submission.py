@@ -53,15 +53,31 @@ done
 """
 
 
-def sbatch_options(provider: SLURMProvider, cluster: str, offer: Offer, base: str, tag: str) -> list[str]:
+def sbatch_options(
+    provider: SLURMProvider, cluster: str, offer: Offer, base: str, tag: str
+) -> list[str]:
     entry = provider._cluster(cluster)
     gpus = int(entry.get("gpus", 1))
-    options = ["-p", offer.partition, "-N", "1", "-n", "1",
-               "-c", str(int(entry.get("cpus", 1))),
-               "-t", str(entry.get("time") or "60"),
-               f"--signal=B:USR1@{int(entry.get('warn', 300))}",
-               "-J", "jupyter-remote-hw", f"--comment={tag}",
-               "-D", base, "-o", f"{base}/%j.out"]
+    options = [
+        "-p",
+        offer.partition,
+        "-N",
+        "1",
+        "-n",
+        "1",
+        "-c",
+        str(int(entry.get("cpus", 1))),
+        "-t",
+        str(entry.get("time") or "60"),
+        f"--signal=B:USR1@{int(entry.get('warn', 300))}",
+        "-J",
+        "jupyter-remote-hw",
+        f"--comment={tag}",
+        "-D",
+        base,
+        "-o",
+        f"{base}/%j.out",
+    ]
     if offer.gres:
         options.append(f"--gres={offer.gres}:{gpus}")
     for key, flag in (("account", "--account"), ("qos", "--qos"), ("mem", "--mem")):
@@ -70,23 +86,31 @@ def sbatch_options(provider: SLURMProvider, cluster: str, offer: Offer, base: st
     options += [str(o) for o in entry.get("sbatch_options") or []]
     return options
 
+
 def check_limits(provider: SLURMProvider, cluster: str, offer: Offer) -> None:
     """Refuse, before submitting, a time limit over the partition's own."""
     entry = provider._cluster(cluster)
     asked = parse_duration(_minutes(str(entry.get("time") or "60")))
     limit = parse_duration(offer.time_limit)
     if asked is not None and limit is not None and asked > limit:
-        raise SLURMError(cluster, f"the time limit {entry.get('time')} is over partition "
-                         f"{offer.partition!r}'s maximum of {offer.time_limit}: lower the "
-                         "cluster's 'time'")
+        raise SLURMError(
+            cluster,
+            f"the time limit {entry.get('time')} is over partition "
+            f"{offer.partition!r}'s maximum of {offer.time_limit}: lower the "
+            "cluster's 'time'",
+        )
 
 
-async def live_allocation(provider: SLURMProvider, target: Target, shell: SlurmShell,
-                           steps: LaunchSteps) -> Allocation | None:
+async def live_allocation(
+    provider: SLURMProvider, target: Target, shell: SlurmShell, steps: LaunchSteps
+) -> Allocation | None:
     """The allocation this ledger holds for ``target`` when its job still runs."""
     assert provider.ledger is not None
-    records = [m for m in provider.ledger.machines(provider=provider.name)
-               if m.name == target.name and m.state not in LEDGER_FINAL]
+    records = [
+        m
+        for m in provider.ledger.machines(provider=provider.name)
+        if m.name == target.name and m.state not in LEDGER_FINAL
+    ]
     for record in records:
         info = record.info
         state = await shell.job(record.resource_id) if record.resource_id else None
@@ -94,14 +118,26 @@ async def live_allocation(provider: SLURMProvider, target: Target, shell: SlurmS
             with steps.step("queue"):
                 await wait_running(provider, shell, state.job_id, steps)
             provider.ledger.set_machine_state(record.machine_id, "running", "reattached")
-            return Allocation(str(info["cluster"]), record.resource_id, str(info["home"]),
-                              str(info["job_dir"]), record.machine_id)
+            return Allocation(
+                str(info["cluster"]),
+                record.resource_id,
+                str(info["home"]),
+                str(info["job_dir"]),
+                record.machine_id,
+            )
         detail = state.end_line() if state is not None else "never submitted"
         provider.ledger.set_machine_state(record.machine_id, "terminated", detail)
     return None
 
-async def submit(provider: SLURMProvider, cluster: str, offer: Offer, target: Target, shell: SlurmShell,
-                  steps: LaunchSteps) -> Allocation:
+
+async def submit(
+    provider: SLURMProvider,
+    cluster: str,
+    offer: Offer,
+    target: Target,
+    shell: SlurmShell,
+    steps: LaunchSteps,
+) -> Allocation:
     """Submit the holder job and wait until it runs (the queue is the launch step)."""
     assert provider.ledger is not None
     entry = provider._cluster(cluster)
@@ -112,53 +148,79 @@ async def submit(provider: SLURMProvider, cluster: str, offer: Offer, target: Ta
         home = shlex.quote(str(entry["root"])) if entry.get("root") else '"$HOME"'
         base_expr = f"{home}/.local/state/jupyter-remote-hw/slurm"
         provider.ledger.add_machine(
-            machine_id, target.name, provider.name, owner=provider.owner,
-            instance_type=target.hardware, region=cluster,
-            info={"cluster": cluster, "partition": offer.partition,
-                  "login": entry["login"]}, detail=f"partition {offer.partition}")
+            machine_id,
+            target.name,
+            provider.name,
+            owner=provider.owner,
+            instance_type=target.hardware,
+            region=cluster,
+            info={"cluster": cluster, "partition": offer.partition, "login": entry["login"]},
+            detail=f"partition {offer.partition}",
+        )
         result = await sbatch(provider, shell, cluster, offer, home, base_expr, tag)
         lines = result.stdout.strip().splitlines()
         if not result.ok or len(lines) < 3:
             error = sbatch_error(
-                cluster, result.stderr, partition=offer.partition,
+                cluster,
+                result.stderr,
+                partition=offer.partition,
                 partitions=sorted({r.partition for r in provider._cached_rows(cluster) or []}),
                 detail=f"{offer.gres or 'CPUs'}:{entry.get('gpus', 1)}".lstrip(":"),
-                time=str(entry.get("time") or "60"))
+                time=str(entry.get("time") or "60"),
+            )
             provider.ledger.set_machine_state(machine_id, "failed", str(error))
             raise error
         home_dir, base, job_id = lines[-3], lines[-2], lines[-1].split(";")[0]
         allocation = Allocation(cluster, job_id, home_dir, job_dir(base, job_id), machine_id)
-        provider.ledger.update_machine(machine_id, resource_id=job_id,
-                                   info={"home": home_dir, "job_dir": allocation.job_dir})
+        provider.ledger.update_machine(
+            machine_id, resource_id=job_id, info={"home": home_dir, "job_dir": allocation.job_dir}
+        )
         provider.ledger.set_machine_state(machine_id, "pending", f"SLURM job {job_id}")
         steps.note(f"submitted SLURM job {job_id} to partition {offer.partition} of {cluster}")
     try:
         with steps.step("queue"):
             await wait_running(provider, shell, job_id, steps)
     except BaseException as exc:
-        detail = "the launch was cancelled" if isinstance(exc, asyncio.CancelledError) \
+        detail = (
+            "the launch was cancelled"
+            if isinstance(exc, asyncio.CancelledError)
             else f"the launch failed: {exc}"
+        )
         await shell.cancel(job_id)
-        provider.ledger.set_machine_state(machine_id, "terminated",
-                                      f"SLURM job {job_id} was cancelled: {detail}")
+        provider.ledger.set_machine_state(
+            machine_id, "terminated", f"SLURM job {job_id} was cancelled: {detail}"
+        )
         raise
     provider.ledger.set_machine_state(machine_id, "running", f"SLURM job {job_id} runs")
     return allocation
 
-async def sbatch(provider: SLURMProvider, shell: SlurmShell, cluster: str, offer: Offer, home: str,
-                  base_expr: str, tag: str) -> CommandResult:
+
+async def sbatch(
+    provider: SLURMProvider,
+    shell: SlurmShell,
+    cluster: str,
+    offer: Offer,
+    home: str,
+    base_expr: str,
+    tag: str,
+) -> CommandResult:
     """Make the jobs' directory and submit the holder job; prints home, base, job id."""
     options = shlex.join(sbatch_options(provider, cluster, offer, "@BASE@", tag))
     options = options.replace("'@BASE@/%j.out'", '"$b/%j.out"').replace("@BASE@", '"$b"')
-    script = HOLDER_SCRIPT.replace("{base}", "\"$JRHW_BASE\"").replace(
-        "{agent_wait}", str(int(provider._cluster(cluster).get("agent_wait", AGENT_WAIT))))
+    script = HOLDER_SCRIPT.replace("{base}", '"$JRHW_BASE"').replace(
+        "{agent_wait}", str(int(provider._cluster(cluster).get("agent_wait", AGENT_WAIT)))
+    )
     return await shell.run(
-        f"h={home}; b={base_expr}; mkdir -p \"$b\" && chmod 700 \"$b\" && "
-        f"echo \"$h\" && echo \"$b\" && JRHW_BASE=\"$b\" sbatch --parsable "
+        f'h={home}; b={base_expr}; mkdir -p "$b" && chmod 700 "$b" && '
+        f'echo "$h" && echo "$b" && JRHW_BASE="$b" sbatch --parsable '
         f"--export=ALL,JRHW_BASE {options}",
-        input=script)
+        input=script,
+    )
 
-async def wait_running(provider: SLURMProvider, shell: SlurmShell, job_id: str, steps: LaunchSteps) -> JobState:
+
+async def wait_running(
+    provider: SLURMProvider, shell: SlurmShell, job_id: str, steps: LaunchSteps
+) -> JobState:
     """Report the job's queue state every :attr:`queue_poll` seconds until it runs.
 
     Raises:
@@ -174,8 +236,11 @@ async def wait_running(provider: SLURMProvider, shell: SlurmShell, job_id: str, 
             raise SLURMError(shell.cluster, state.end_line() + " before it started")
         hopeless = HOPELESS_REASONS.get(state.reason)
         if hopeless is not None:
-            raise SLURMError(shell.cluster, f"job {job_id} can never start: {hopeless} "
-                             f"({state.reason}); change the cluster's settings")
+            raise SLURMError(
+                shell.cluster,
+                f"job {job_id} can never start: {hopeless} "
+                f"({state.reason}); change the cluster's settings",
+            )
         line = state.queue_line()
         if line != said:
             steps.note(line)
@@ -193,5 +258,13 @@ def _minutes(text: str) -> str:
     return text
 
 
-__all__ = ["AGENT_WAIT", "HOLDER_SCRIPT", "check_limits", "live_allocation", "sbatch", "sbatch_options",
-           "submit", "wait_running"]
+__all__ = [
+    "AGENT_WAIT",
+    "HOLDER_SCRIPT",
+    "check_limits",
+    "live_allocation",
+    "sbatch",
+    "sbatch_options",
+    "submit",
+    "wait_running",
+]

@@ -8,8 +8,18 @@ from dataclasses import dataclass, field
 from ..target import Target, slug
 
 #: sinfo's fields, one line per node and partition, ``|``-separated.
-SINFO_FIELDS = ("PartitionName", "NodeList", "CPUs", "Memory", "Gres", "GresUsed",
-                "StateCompact", "Time", "Available", "CPUsState")
+SINFO_FIELDS = (
+    "PartitionName",
+    "NodeList",
+    "CPUs",
+    "Memory",
+    "Gres",
+    "GresUsed",
+    "StateCompact",
+    "Time",
+    "Available",
+    "CPUsState",
+)
 SINFO_COMMAND = "sinfo -h -N -O '" + ",".join(f"{name}:256|" for name in SINFO_FIELDS) + "'"
 
 #: A GRES entry: ``gpu:a100:2``, ``gpu:2``, ``gpu:a100:2(S:0-1)``, ``gpu:a100:1(IDX:0)``.
@@ -57,14 +67,28 @@ def parse_sinfo(text: str) -> list[NodeRow]:
         fields = [f.strip() for f in line.split("|")]
         if len(fields) < len(SINFO_FIELDS):
             continue
-        part, node, cpus, mem, gres, used, state, limit, avail, cpu_state = \
-            fields[:len(SINFO_FIELDS)]
+        part, node, cpus, mem, gres, used, state, limit, avail, cpu_state = fields[
+            : len(SINFO_FIELDS)
+        ]
         gpu_type, count = _gpus(gres)
         _, in_use = _gpus(used)
         try:
             idle = int(cpu_state.split("/")[1])
-            rows.append(NodeRow(part.rstrip("*"), node, int(cpus), int(mem or 0), gpu_type, count,
-                                in_use, state, limit, avail == "up", idle))
+            rows.append(
+                NodeRow(
+                    part.rstrip("*"),
+                    node,
+                    int(cpus),
+                    int(mem or 0),
+                    gpu_type,
+                    count,
+                    in_use,
+                    state,
+                    limit,
+                    avail == "up",
+                    idle,
+                )
+            )
         except (ValueError, IndexError):
             continue
     return rows
@@ -141,8 +165,10 @@ def offers(rows: list[NodeRow], partitions: list[str] | None, gpus: int) -> list
             if row.cpus_idle > 0 and (gpu_type == "" or free >= gpus):
                 offer.nodes_free += 1
     order = {name: i for i, name in enumerate(partitions or [])}
-    return sorted(found.values(), key=lambda o: (order.get(o.partition, len(order)),
-                                                 o.partition, o.gpu_type or ""))
+    return sorted(
+        found.values(),
+        key=lambda o: (order.get(o.partition, len(order)), o.partition, o.gpu_type or ""),
+    )
 
 
 def target_name(cluster: str, offer: Offer) -> str:
@@ -162,14 +188,36 @@ def memory_gib(text: str) -> float | None:
         return None
 
 
-def make_target(cluster: str, login: str, offer: Offer, gpus: int, *, python: str,
-                root: str | None, workdir: str | None) -> Target:
+def make_target(
+    cluster: str,
+    login: str,
+    offer: Offer,
+    gpus: int,
+    *,
+    python: str,
+    root: str | None,
+    workdir: str | None,
+) -> Target:
     """The picker's target for ``offer``."""
-    return Target(name=target_name(cluster, offer), provider="slurm",
-                  where=f"SLURM {cluster} · {offer.partition}",
-                  hardware=offer.label(gpus), host=login, python=python, root=root,
-                  workdir=workdir)
+    return Target(
+        name=target_name(cluster, offer),
+        provider="slurm",
+        where=f"SLURM {cluster} · {offer.partition}",
+        hardware=offer.label(gpus),
+        host=login,
+        python=python,
+        root=root,
+        workdir=workdir,
+    )
 
 
-__all__ = ["SINFO_COMMAND", "NodeRow", "Offer", "make_target", "memory_gib", "offers", "parse_sinfo",
-           "target_name"]
+__all__ = [
+    "SINFO_COMMAND",
+    "NodeRow",
+    "Offer",
+    "make_target",
+    "memory_gib",
+    "offers",
+    "parse_sinfo",
+    "target_name",
+]

@@ -40,9 +40,15 @@ class SSHMachine(Machine):
         relay_buffer: Bytes of a kernel's messages the host keeps while the link is down.
     """
 
-    def __init__(self, target: Target, transport: TransportManager, conn: SSHConnection,
-                 log: logging.Logger, idle_exit: float,
-                 relay_buffer: int = 256 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        target: Target,
+        transport: TransportManager,
+        conn: SSHConnection,
+        log: logging.Logger,
+        idle_exit: float,
+        relay_buffer: int = 256 * 1024 * 1024,
+    ) -> None:
         super().__init__(target, log, idle_exit)
         self.transport = transport
         self.conn = conn
@@ -71,8 +77,9 @@ class SSHMachine(Machine):
         if relay is None:
             # Clients may send at once: the relay keeps what they send until
             # its stream to the host is open.
-            relay = KernelRelayClient(kernel_id, connection, self._open_agent_stream,
-                                      self.log, self.relay_buffer)
+            relay = KernelRelayClient(
+                kernel_id, connection, self._open_agent_stream, self.log, self.relay_buffer
+            )
             await relay.start(wanted)
             self._relays[kernel_id] = relay
         old = self._forwards.get(kernel_id, {})
@@ -82,9 +89,12 @@ class SSHMachine(Machine):
         if hb is None or not hb.active or (hb.remote_port, hb.remote_path) != (hb_port, hb_path):
             if hb is not None:
                 await hb.close()
-            hb = await self._forward(conn, hb_port, hb_path,
-                                     hb.local_port if hb is not None else
-                                     wanted.get("hb_port", 0))
+            hb = await self._forward(
+                conn,
+                hb_port,
+                hb_path,
+                hb.local_port if hb is not None else wanted.get("hb_port", 0),
+            )
             self._forwards[kernel_id] = {"hb_port": hb}
         local = dict(connection)
         local["ip"] = "127.0.0.1"
@@ -95,8 +105,12 @@ class SSHMachine(Machine):
 
     async def _start_agent(self, progress: Progress | None) -> AgentClient:
         client = await start_ssh_agent(
-            await self._connection(), python=self.target.python, root=self.target.root,
-            progress=progress, log=self.log, idle_exit=self.idle_exit,
+            await self._connection(),
+            python=self.target.python,
+            root=self.target.root,
+            progress=progress,
+            log=self.log,
+            idle_exit=self.idle_exit,
         )
         self._open_spare(client)
         return client
@@ -142,12 +156,14 @@ class SSHMachine(Machine):
         return None
 
     @staticmethod
-    async def _forward(conn: SSHConnection, remote_port: int, remote_path: str | None,
-                       local_port: int) -> LocalForward:
+    async def _forward(
+        conn: SSHConnection, remote_port: int, remote_path: str | None, local_port: int
+    ) -> LocalForward:
         if local_port:
             try:
-                return await conn.forward_local_port(remote_port, remote_path=remote_path,
-                                                     local_port=local_port)
+                return await conn.forward_local_port(
+                    remote_port, remote_path=remote_path, local_port=local_port
+                )
             except OSError:
                 pass  # taken meanwhile: any free port will do
         return await conn.forward_local_port(remote_port, remote_path=remote_path)
@@ -185,7 +201,8 @@ class SSHProvider(Provider):
     name = "ssh"
 
     hosts = List(
-        Dict(), config=True,
+        Dict(),
+        config=True,
         help="SSH hosts to offer, each a dict: 'host' (an ssh_config alias or [user@]host, "
         "required), 'hardware' (label for the picker, e.g. 'A10G 24GiB'; memory reads in "
         "GiB), 'python' (the host's Python with ipykernel, default python3), 'name' "
@@ -196,19 +213,22 @@ class SSHProvider(Provider):
         "directory does not exist on the host; default SSHProvider.workdir).",
     )
     workdir = Unicode(
-        "~", config=True,
+        "~",
+        config=True,
         help="Where kernels on an SSH host start when the notebook's directory (the same "
         "path) does not exist there; ~ is the login home. A host entry's 'workdir' "
         "overrides it.",
     )
     include_ssh_config = Bool(
-        True, config=True,
+        True,
+        config=True,
         help="Also offer every concrete Host alias of the SSH config files.",
     )
     exclude_hosts = List(
-        Unicode(), default_value=["github.com", "gitlab.com", "bitbucket.org",
-                                  "ssh.dev.azure.com"],
-        config=True, help="SSH config aliases never offered (code hosting services).",
+        Unicode(),
+        default_value=["github.com", "gitlab.com", "bitbucket.org", "ssh.dev.azure.com"],
+        config=True,
+        help="SSH config aliases never offered (code hosting services).",
     )
     transport = Instance(TransportManager, allow_none=True)
 
@@ -235,12 +255,16 @@ class SSHProvider(Provider):
             host = str(entry["host"])
             name = "ssh-" + slug(str(entry.get("name") or host))
             found[name] = Target(
-                name=name, provider=self.name, where=host,
-                hardware=gib_label(str(entry.get("hardware") or DEFAULT_HARDWARE)), host=host,
+                name=name,
+                provider=self.name,
+                where=host,
+                hardware=gib_label(str(entry.get("hardware") or DEFAULT_HARDWARE)),
+                host=host,
                 python=str(entry.get("python") or "python3"),
                 root=str(entry["root"]) if entry.get("root") else None,
-                authorized_keys=(str(entry["authorized_keys"]) if entry.get("authorized_keys")
-                                 else None),
+                authorized_keys=(
+                    str(entry["authorized_keys"]) if entry.get("authorized_keys") else None
+                ),
                 workdir=str(entry.get("workdir") or self.workdir),
             )
         if self.include_ssh_config:
@@ -249,8 +273,14 @@ class SSHProvider(Provider):
                 name = "ssh-" + slug(alias)
                 if alias in configured or alias in self.exclude_hosts or name in found:
                     continue
-                found[name] = Target(name=name, provider=self.name, where=alias,
-                                     hardware=DEFAULT_HARDWARE, host=alias, workdir=self.workdir)
+                found[name] = Target(
+                    name=name,
+                    provider=self.name,
+                    where=alias,
+                    hardware=DEFAULT_HARDWARE,
+                    host=alias,
+                    workdir=self.workdir,
+                )
         return list(found.values())
 
     def price_per_hour(self, target: Target) -> float | None:
@@ -261,8 +291,14 @@ class SSHProvider(Provider):
         assert self.transport is not None and target.host is not None
         with steps.step("connect"):
             conn = await self.transport.connect(target.host)
-        machine = SSHMachine(target, self.transport, conn, self.log, self.agent_idle_exit,
-                             self.relay_buffer_mib * 1024 * 1024)
+        machine = SSHMachine(
+            target,
+            self.transport,
+            conn,
+            self.log,
+            self.agent_idle_exit,
+            self.relay_buffer_mib * 1024 * 1024,
+        )
         with steps.step("prepare host"):
             await machine.agent(progress=steps.note)
         return machine

@@ -38,43 +38,60 @@ def lifetime(request: pytest.FixtureRequest, moto_endpoint: str) -> dict[str, An
     """The lifetime settings of the AWS machines: idle stop after 3 s with a stop command
     that stops the "instance" in moto when a test asks for ``idle-stop``."""
     if getattr(request, "param", None) == "idle-stop":
-        return {"idle_stop": 3,
-                "stop_command": [sys.executable, "-c", STOP_SCRIPT, moto_endpoint]}
+        return {"idle_stop": 3, "stop_command": [sys.executable, "-c", STOP_SCRIPT, moto_endpoint]}
     return {"stop_command": ["true"]}
 
 
 @pytest.fixture
-def jp_server_config(ssh_host: SSHTestHost, short_tmp: Path, aws_env: str,
-                     lifetime: dict[str, Any],
-                     instance_host: InstanceHost) -> dict[str, Any]:
+def jp_server_config(
+    ssh_host: SSHTestHost,
+    short_tmp: Path,
+    aws_env: str,
+    lifetime: dict[str, Any],
+    instance_host: InstanceHost,
+) -> dict[str, Any]:
     ec2 = client(aws_env, "ec2")
     image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     client(aws_env, "ssm").put_parameter(Name=AMI_PARAMETER, Value=image, Type="String")
     return write_config(
-        short_tmp / "config.json", ssh_host.ssh_config, short_tmp / "r", short_tmp / "l", [],
+        short_tmp / "config.json",
+        ssh_host.ssh_config,
+        short_tmp / "r",
+        short_tmp / "l",
+        [],
         MachineManager={"ledger_path": str(short_tmp / "ledger.sqlite3")},
         AWSProvider={
-            "endpoint_url": aws_env, "ami_ssm_parameter": AMI_PARAMETER,
+            "endpoint_url": aws_env,
+            "ami_ssm_parameter": AMI_PARAMETER,
             "ssh_cidr": "203.0.113.7/32",
             "public_key_file": f"{instance_host.host.user_key}.pub",
-            "ssh_user": instance_host.host.user, "python": sys.executable,
-            "remote_root": str(short_tmp / "r"), "state_dir": str(short_tmp / "aws"),
+            "ssh_user": instance_host.host.user,
+            "python": sys.executable,
+            "remote_root": str(short_tmp / "r"),
+            "state_dir": str(short_tmp / "aws"),
             "ssh_endpoint_redirect": instance_host.redirect,
             "machines": [{"name": "gpu", "hardware": "A10G"}],
-            "poll_interval": 0.1, "heartbeat_interval": 0.5, "owner": "tester@e2e",
+            "poll_interval": 0.1,
+            "heartbeat_interval": 0.5,
+            "owner": "tester@e2e",
             **lifetime,
         },
     )
 
 
 async def test_launch_run_a_cell_terminate(
-    start_kernel: StartKernel, channels: OpenChannels,
-    jp_fetch: Fetch, jp_serverapp: Any, aws_env: str, ssh_host: SSHTestHost,
+    start_kernel: StartKernel,
+    channels: OpenChannels,
+    jp_fetch: Fetch,
+    jp_serverapp: Any,
+    aws_env: str,
+    ssh_host: SSHTestHost,
     instance_host: InstanceHost,
 ) -> None:
     specs = json.loads((await jp_fetch("api", "kernelspecs")).body)["kernelspecs"]
-    assert specs[KERNEL]["spec"]["display_name"] == \
-        "Python 3 · A10G 22.4 GiB · g5.xlarge · us-east-1"
+    assert (
+        specs[KERNEL]["spec"]["display_name"] == "Python 3 · A10G 22.4 GiB · g5.xlarge · us-east-1"
+    )
 
     kernel_id = await start_kernel(KERNEL)
     kc = await channels(kernel_id)
@@ -97,12 +114,19 @@ async def test_launch_run_a_cell_terminate(
     # The launch went through the cloud steps, each timed.
     steps = jp_serverapp.kernel_manager.get_kernel(kernel_id).provisioner.launch_steps
     names = [r.name for r in steps.records]
-    assert names[:6] == ["resolve hardware", "requested", "running", "SSH reachable",
-                         "host prepared", "start kernel"]
+    assert names[:6] == [
+        "resolve hardware",
+        "requested",
+        "running",
+        "SSH reachable",
+        "host prepared",
+        "start kernel",
+    ]
     assert all(r.ok and r.seconds >= 0 for r in steps.records)
     # The instance carries our tags; the agent enforces the lifetime policy.
-    reservations = client(aws_env, "ec2").describe_instances(
-        InstanceIds=[record.resource_id])["Reservations"]
+    reservations = client(aws_env, "ec2").describe_instances(InstanceIds=[record.resource_id])[
+        "Reservations"
+    ]
     tags = {t["Key"]: t["Value"] for t in reservations[0]["Instances"][0]["Tags"]}
     assert tags[LEDGER_TAG] == record.machine_id
     machine = manager.cached("aws-gpu")
@@ -118,8 +142,9 @@ async def test_launch_run_a_cell_terminate(
     assert ended.cost() > 0
     final = manager.ledger.get_machine(record.machine_id)
     assert final is not None and final.state == "terminated" and final.cost() == ended.cost()
-    state = client(aws_env, "ec2").describe_instances(
-        InstanceIds=[record.resource_id])["Reservations"][0]["Instances"][0]["State"]["Name"]
+    state = client(aws_env, "ec2").describe_instances(InstanceIds=[record.resource_id])[
+        "Reservations"
+    ][0]["Instances"][0]["State"]["Name"]
     assert state in ("shutting-down", "terminated")
 
 
@@ -140,7 +165,8 @@ if ids:
 
 @pytest.mark.parametrize("lifetime", ["idle-stop"], indirect=True)
 async def test_idle_machine_stops_itself_and_the_ledger_stops_billing(
-    start_kernel: StartKernel, channels: OpenChannels,
+    start_kernel: StartKernel,
+    channels: OpenChannels,
     aws_env: str,
 ) -> None:
     kernel_id = await start_kernel(KERNEL)

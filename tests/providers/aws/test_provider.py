@@ -52,13 +52,17 @@ def ami(aws_env: str) -> str:
 
 
 @pytest.fixture
-def provider(aws_env: str, ami: str, ledger: Ledger,
-             tmp_path: Path) -> Iterator[AWSProvider]:
+def provider(aws_env: str, ami: str, ledger: Ledger, tmp_path: Path) -> Iterator[AWSProvider]:
     key = keygen(tmp_path / "id_ed25519")
     made = AWSProvider(
-        endpoint_url=aws_env, ami_ssm_parameter=AMI_PARAMETER, ssh_cidr="203.0.113.7/32",
-        public_key_file=f"{key}.pub", owner=OWNER, poll_interval=0.05,
-        state_dir=str(tmp_path / "aws"), ledger=ledger,
+        endpoint_url=aws_env,
+        ami_ssm_parameter=AMI_PARAMETER,
+        ssh_cidr="203.0.113.7/32",
+        public_key_file=f"{key}.pub",
+        owner=OWNER,
+        poll_interval=0.05,
+        state_dir=str(tmp_path / "aws"),
+        ledger=ledger,
     )
     yield made
     made.close()
@@ -72,7 +76,8 @@ def record_calls(provider: AWSProvider, operation: str, region: str = "us-east-1
         calls.append(dict(params))
 
     provider.client("ec2", region).meta.events.register(
-        f"provide-client-params.ec2.{operation}", keep)
+        f"provide-client-params.ec2.{operation}", keep
+    )
     return calls
 
 
@@ -86,7 +91,8 @@ def tags_of(instance: dict) -> dict[str, str]:
 
 
 async def test_run_instances_gets_ami_type_market_tags_key_and_group(
-        provider: AWSProvider, aws_env: str, ami: str, ledger: Ledger) -> None:
+    provider: AWSProvider, aws_env: str, ami: str, ledger: Ledger
+) -> None:
     calls = record_calls(provider, "RunInstances")
     record = await provider.launch("A10G", spot=True, connect=False)
     assert record.state == "running" and record.instance_type == "g5.xlarge"
@@ -94,8 +100,10 @@ async def test_run_instances_gets_ami_type_market_tags_key_and_group(
     [params] = calls
     assert params["ImageId"] == ami
     assert params["InstanceType"] == "g5.xlarge"
-    assert params["InstanceMarketOptions"] == {"MarketType": "spot", "SpotOptions": {
-        "SpotInstanceType": "persistent", "InstanceInterruptionBehavior": "stop"}}
+    assert params["InstanceMarketOptions"] == {
+        "MarketType": "spot",
+        "SpotOptions": {"SpotInstanceType": "persistent", "InstanceInterruptionBehavior": "stop"},
+    }
     assert params["InstanceInitiatedShutdownBehavior"] == "stop"
     # IMDSv2 only; the root volume (the AMI's root device) encrypted, gone with the instance.
     assert params["MetadataOptions"] == {"HttpTokens": "required", "HttpEndpoint": "enabled"}
@@ -120,11 +128,13 @@ async def test_run_instances_gets_ami_type_market_tags_key_and_group(
     assert [r["CidrIp"] for r in ssh_rules[0]["IpRanges"]] == ["203.0.113.7/32"]
     assert instance["MetadataOptions"]["HttpTokens"] == "required"
     assert instance["MetadataOptions"]["HttpEndpoint"] == "enabled"
-    [volume] = ec2.describe_volumes(Filters=[{"Name": "attachment.instance-id",
-                                              "Values": [record.resource_id]}])["Volumes"]
+    [volume] = ec2.describe_volumes(
+        Filters=[{"Name": "attachment.instance-id", "Values": [record.resource_id]}]
+    )["Volumes"]
     assert volume["Encrypted"] is True
-    user_data = ec2.describe_instance_attribute(InstanceId=record.resource_id,
-                                                Attribute="userData")["UserData"]["Value"]
+    user_data = ec2.describe_instance_attribute(
+        InstanceId=record.resource_id, Attribute="userData"
+    )["UserData"]["Value"]
     config = yaml.safe_load(base64.b64decode(user_data).decode())
     assert config["write_files"][0]["content"] == "AllowStreamLocalForwarding local\n"
     # The instance's host key was made here: its public half is recorded, the private half
@@ -141,14 +151,16 @@ async def test_run_instances_gets_ami_type_market_tags_key_and_group(
     for path in Path(ledger.path).parent.glob(Path(ledger.path).name + "*"):
         assert secret.encode() not in path.read_bytes()
     behaviour = ec2.describe_instance_attribute(
-        InstanceId=record.resource_id, Attribute="instanceInitiatedShutdownBehavior")
+        InstanceId=record.resource_id, Attribute="instanceInitiatedShutdownBehavior"
+    )
     assert behaviour["InstanceInitiatedShutdownBehavior"]["Value"] == "stop"
     events = [e.event for e in ledger.machine_events(record.machine_id)]
     assert events == ["requested", "pending", "running"]
 
 
 async def test_on_demand_terminate_behaviour_and_group_reused(
-        provider: AWSProvider, aws_env: str) -> None:
+    provider: AWSProvider, aws_env: str
+) -> None:
     provider.shutdown_behavior = "terminate"
     calls = record_calls(provider, "RunInstances")
     first = await provider.launch("t3.medium", name="aws-small", connect=False)
@@ -165,7 +177,8 @@ async def test_on_demand_terminate_behaviour_and_group_reused(
 
 
 async def test_no_ssh_access_configured_launches_nothing(
-        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:
+    provider: AWSProvider, aws_env: str, ledger: Ledger
+) -> None:
     provider.ssh_cidr = ""
     with pytest.raises(LaunchError, match=r"step 'requested'.*c\.AWSProvider\.ssh_cidr"):
         await provider.launch("A10G", connect=False)
@@ -173,7 +186,8 @@ async def test_no_ssh_access_configured_launches_nothing(
 
 
 async def test_missing_ami_parameter_is_named(
-        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:
+    provider: AWSProvider, aws_env: str, ledger: Ledger
+) -> None:
     provider.ami_ssm_parameter = "/test/nothing/here"
     with pytest.raises(LaunchError, match="AMI parameter /test/nothing/here does not exist"):
         await provider.launch("A10G", connect=False)
@@ -181,7 +195,8 @@ async def test_missing_ami_parameter_is_named(
 
 
 async def test_missing_credentials_are_named(
-        provider: AWSProvider, monkeypatch: pytest.MonkeyPatch) -> None:
+    provider: AWSProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(name)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
@@ -191,7 +206,8 @@ async def test_missing_credentials_are_named(
 
 
 async def test_budget_refuses_with_figures(
-        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:
+    provider: AWSProvider, aws_env: str, ledger: Ledger
+) -> None:
     provider.budget.max_per_machine = 5.0
     with pytest.raises(LaunchError, match=r"p4d.24xlarge.*\$32.77/h, above the limit of \$5/h"):
         await provider.launch("A100:8", connect=False)
@@ -199,8 +215,11 @@ async def test_budget_refuses_with_figures(
     provider.budget.max_total = 2.0
     await provider.launch("A10G", connect=False)  # $1.006/h
     await provider.launch("L4", connect=False)  # $0.8048/h more makes $1.81/h: allowed
-    with pytest.raises(LaunchError, match=r"g4dn.xlarge \(on-demand\) in us-east-1 at \$0.526/h "
-                       r"plus the \$1.811/h .* makes \$2.337/h, above the total limit of \$2/h"):
+    with pytest.raises(
+        LaunchError,
+        match=r"g4dn.xlarge \(on-demand\) in us-east-1 at \$0.526/h "
+        r"plus the \$1.811/h .* makes \$2.337/h, above the total limit of \$2/h",
+    ):
         await provider.launch("T4", connect=False)
     assert len(instances(aws_env)) == 2 and len(ledger.machines()) == 2
 
@@ -220,9 +239,11 @@ def ec2_error(code: str, message: str) -> Any:
     capacity nor reach a quota)."""
     from botocore.awsrequest import AWSResponse
 
-    body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Errors><Error>"
-            f"<Code>{code}</Code><Message>{message}</Message></Error></Errors>"
-            "<RequestID>jrhw-test</RequestID></Response>").encode()
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error>'
+        f"<Code>{code}</Code><Message>{message}</Message></Error></Errors>"
+        "<RequestID>jrhw-test</RequestID></Response>"
+    ).encode()
 
     def answer(request: Any, **_kwargs: Any) -> Any:
         return AWSResponse(request.url, 400, {}, _Body(body))
@@ -230,12 +251,16 @@ def ec2_error(code: str, message: str) -> Any:
     return answer
 
 
-no_capacity = ec2_error("InsufficientInstanceCapacity", "We currently do not have sufficient "
-                        "g5.xlarge capacity in the Availability Zone you requested.")
+no_capacity = ec2_error(
+    "InsufficientInstanceCapacity",
+    "We currently do not have sufficient "
+    "g5.xlarge capacity in the Availability Zone you requested.",
+)
 
 
 async def test_capacity_error_suggests_region_type_and_market(
-        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:
+    provider: AWSProvider, aws_env: str, ledger: Ledger
+) -> None:
     provider.client("ec2").meta.events.register("before-send.ec2.RunInstances", no_capacity)
     with pytest.raises(LaunchError) as caught:
         await provider.launch("A10G", connect=False)
@@ -251,10 +276,12 @@ async def test_capacity_error_suggests_region_type_and_market(
 
 
 async def test_quota_error_names_the_quota(
-        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:
+    provider: AWSProvider, aws_env: str, ledger: Ledger
+) -> None:
     provider.client("ec2").meta.events.register(
         "before-send.ec2.RunInstances",
-        ec2_error("VcpuLimitExceeded", "You have requested more vCPU capacity than allowed."))
+        ec2_error("VcpuLimitExceeded", "You have requested more vCPU capacity than allowed."),
+    )
     with pytest.raises(LaunchError) as caught:
         await provider.launch("a100:8", spot=True, connect=False)
     message = str(caught.value)
@@ -264,7 +291,8 @@ async def test_quota_error_names_the_quota(
 
 
 async def test_stop_start_terminate_accrue_cost(
-        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:
+    provider: AWSProvider, aws_env: str, ledger: Ledger
+) -> None:
     record = await provider.launch("A10G", connect=False)
     await asyncio.sleep(0.2)
     stopped = await provider.sync(await provider.stop(record))
@@ -279,34 +307,44 @@ async def test_stop_start_terminate_accrue_cost(
     ended = await provider.terminate(started)
     assert ended.state == "terminated" and ended.cost() > cost_when_stopped
     assert instances(aws_env)[record.resource_id]["State"]["Name"] in (
-        "shutting-down", "terminated")
+        "shutting-down",
+        "terminated",
+    )
     events = [e.event for e in ledger.machine_events(record.machine_id)]
     assert events[-1] == "terminated" and "pending" in events[3:]
 
 
 async def test_reap_ends_exactly_our_unclaimed_instances(
-        provider: AWSProvider, aws_env: str, ami: str, ledger: Ledger) -> None:
+    provider: AWSProvider, aws_env: str, ami: str, ledger: Ledger
+) -> None:
     quiet = await provider.launch("t3.medium", name="aws-quiet", connect=False)
     live = await provider.launch("t3.medium", name="aws-live", connect=False)
     now = time.time()
-    ledger.touch_machine(quiet.machine_id, at=now - 3 * 3600)   # no client for 3 h
+    ledger.touch_machine(quiet.machine_id, at=now - 3 * 3600)  # no client for 3 h
     ledger.touch_machine(live.machine_id, at=now - 60)
     ec2 = client(aws_env, "ec2")
 
     def run(tags: list[dict[str, str]]) -> str:
         spec = [{"ResourceType": "instance", "Tags": tags}] if tags else []
-        reply = ec2.run_instances(ImageId=ami, InstanceType="t3.medium", MinCount=1,
-                                  MaxCount=1, TagSpecifications=spec)
+        reply = ec2.run_instances(
+            ImageId=ami, InstanceType="t3.medium", MinCount=1, MaxCount=1, TagSpecifications=spec
+        )
         return str(reply["Instances"][0]["InstanceId"])
 
-    ours = [{"Key": CREATED_BY_TAG, "Value": "jupyter-remote-hw"},
-            {"Key": OWNER_TAG, "Value": OWNER}]
+    ours = [
+        {"Key": CREATED_BY_TAG, "Value": "jupyter-remote-hw"},
+        {"Key": OWNER_TAG, "Value": OWNER},
+    ]
     untagged = run([])
     orphan = run([*ours, {"Key": LEDGER_TAG, "Value": "m-gone"}])
     # Tagged with a real machine of this ledger, but not the instance it launched.
     lookalike = run([*ours, {"Key": LEDGER_TAG, "Value": quiet.machine_id}])
-    someone_else = run([{"Key": CREATED_BY_TAG, "Value": "jupyter-remote-hw"},
-                        {"Key": OWNER_TAG, "Value": "other@elsewhere"}])
+    someone_else = run(
+        [
+            {"Key": CREATED_BY_TAG, "Value": "jupyter-remote-hw"},
+            {"Key": OWNER_TAG, "Value": "other@elsewhere"},
+        ]
+    )
     candidates = await provider.reap_candidates(now=now)
     by_id = {c.instance_id: c for c in candidates}
     assert set(by_id) == {quiet.resource_id, orphan, lookalike}
@@ -330,14 +368,17 @@ async def test_reap_ends_exactly_our_unclaimed_instances(
     # A stopped machine is terminated once it has been stopped too long.
     await provider.stop(live)
     assert {c.instance_id for c in await provider.reap_candidates(now=time.time())} == {
-        orphan, lookalike}
+        orphan,
+        lookalike,
+    }
     later = await provider.reap_candidates(now=time.time() + 4 * 24 * 3600)
     assert [c.instance_id for c in later if c.launched] == [live.resource_id]
     assert next(c for c in later if c.launched).reason.startswith("stopped for")
 
 
 async def test_terminate_timer_ends_only_overdue_stopped_machines(
-        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:
+    provider: AWSProvider, aws_env: str, ledger: Ledger
+) -> None:
     provider.terminate_after_stopped = 3600
     stopped = await provider.launch("t3.medium", name="aws-stopped", connect=False)
     running = await provider.launch("t3.medium", name="aws-running", connect=False)
@@ -345,11 +386,21 @@ async def test_terminate_timer_ends_only_overdue_stopped_machines(
     # A stopped instance tagged as this stopped machine's, but not the one it launched.
     ec2 = client(aws_env, "ec2")
     lookalike = ec2.run_instances(
-        ImageId=instances(aws_env)[stopped.resource_id]["ImageId"], InstanceType="t3.medium",
-        MinCount=1, MaxCount=1, TagSpecifications=[{"ResourceType": "instance", "Tags": [
-            {"Key": CREATED_BY_TAG, "Value": "jupyter-remote-hw"},
-            {"Key": OWNER_TAG, "Value": OWNER},
-            {"Key": LEDGER_TAG, "Value": stopped.machine_id}]}])["Instances"][0]["InstanceId"]
+        ImageId=instances(aws_env)[stopped.resource_id]["ImageId"],
+        InstanceType="t3.medium",
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[
+            {
+                "ResourceType": "instance",
+                "Tags": [
+                    {"Key": CREATED_BY_TAG, "Value": "jupyter-remote-hw"},
+                    {"Key": OWNER_TAG, "Value": OWNER},
+                    {"Key": LEDGER_TAG, "Value": stopped.machine_id},
+                ],
+            }
+        ],
+    )["Instances"][0]["InstanceId"]
     ec2.stop_instances(InstanceIds=[lookalike])
     assert await provider.terminate_overdue() == []
     later = time.time() + 2 * 3600
@@ -361,7 +412,8 @@ async def test_terminate_timer_ends_only_overdue_stopped_machines(
 
 
 async def test_a_machine_that_stopped_itself_is_billed_until_ec2_says(
-        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:
+    provider: AWSProvider, aws_env: str, ledger: Ledger
+) -> None:
     record = await provider.launch("A10G", connect=False)
     await asyncio.sleep(1.1)
     # The instance shuts itself down (the agent's stop command), not through us.
@@ -379,21 +431,34 @@ async def test_a_machine_that_stopped_itself_is_billed_until_ec2_says(
 
 
 def test_host_keys_from_console_output() -> None:
-    output = ("cloud-init boot\n-----BEGIN SSH HOST KEY KEYS-----\n"
-              "ecdsa-sha2-nistp256 AAAAE2VjZHNh root@ip-10-0-0-1\n"
-              "ssh-ed25519 AAAAC3NzaC1lZDI1 root@ip-10-0-0-1\n"
-              "-----END SSH HOST KEY KEYS-----\nlogin:")
-    assert host_keys_from_console(output) == ["ecdsa-sha2-nistp256 AAAAE2VjZHNh",
-                                               "ssh-ed25519 AAAAC3NzaC1lZDI1"]
+    output = (
+        "cloud-init boot\n-----BEGIN SSH HOST KEY KEYS-----\n"
+        "ecdsa-sha2-nistp256 AAAAE2VjZHNh root@ip-10-0-0-1\n"
+        "ssh-ed25519 AAAAC3NzaC1lZDI1 root@ip-10-0-0-1\n"
+        "-----END SSH HOST KEY KEYS-----\nlogin:"
+    )
+    assert host_keys_from_console(output) == [
+        "ecdsa-sha2-nistp256 AAAAE2VjZHNh",
+        "ssh-ed25519 AAAAC3NzaC1lZDI1",
+    ]
     assert host_keys_from_console("Linux version 2.6.16-xenU") == []
 
 
 def test_targets_from_configuration_and_ledger(provider: AWSProvider, ledger: Ledger) -> None:
-    provider.machines = [{"name": "gpu", "hardware": "A10G"},
-                         {"name": "big", "hardware": "a100:8", "region": "us-west-2"},
-                         {"name": "bad", "hardware": "a10"}]
-    ledger.add_machine("m-1", "aws-cli-box", "aws", owner=OWNER, instance_type="g6.xlarge",
-                       region="us-east-1", state="stopped")
+    provider.machines = [
+        {"name": "gpu", "hardware": "A10G"},
+        {"name": "big", "hardware": "a100:8", "region": "us-west-2"},
+        {"name": "bad", "hardware": "a10"},
+    ]
+    ledger.add_machine(
+        "m-1",
+        "aws-cli-box",
+        "aws",
+        owner=OWNER,
+        instance_type="g6.xlarge",
+        region="us-east-1",
+        state="stopped",
+    )
     targets = {t.name: t for t in provider.targets()}
     assert set(targets) == {"aws-gpu", "aws-big", "aws-cli-box"}
     assert targets["aws-gpu"].display_name == "Python 3 · A10G 22.4 GiB · g5.xlarge · us-east-1"
@@ -403,7 +468,8 @@ def test_targets_from_configuration_and_ledger(provider: AWSProvider, ledger: Le
 
 
 async def test_upkeep_syncs_and_terminates_overdue(
-        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:
+    provider: AWSProvider, aws_env: str, ledger: Ledger
+) -> None:
     import logging
 
     from jupyter_remote_hw.providers.aws.upkeep import CloudUpkeep
@@ -432,11 +498,13 @@ def console_output(text: str) -> Any:
 
     from botocore.awsrequest import AWSResponse
 
-    body = ("<GetConsoleOutputResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\">"
-            "<requestId>jrhw-test</requestId><instanceId>i-test</instanceId>"
-            "<timestamp>2030-01-01T00:00:00.000Z</timestamp>"
-            f"<output>{base64.b64encode(text.encode()).decode()}</output>"
-            "</GetConsoleOutputResponse>").encode()
+    body = (
+        '<GetConsoleOutputResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+        "<requestId>jrhw-test</requestId><instanceId>i-test</instanceId>"
+        "<timestamp>2030-01-01T00:00:00.000Z</timestamp>"
+        f"<output>{base64.b64encode(text.encode()).decode()}</output>"
+        "</GetConsoleOutputResponse>"
+    ).encode()
 
     def answer(request: Any, **_kwargs: Any) -> Any:
         return AWSResponse(request.url, 200, {}, _Body(body))
@@ -445,8 +513,7 @@ def console_output(text: str) -> Any:
 
 
 @pytest.fixture
-def reachable(provider: AWSProvider, instance_host: InstanceHost,
-              short_tmp: Path) -> AWSProvider:
+def reachable(provider: AWSProvider, instance_host: InstanceHost, short_tmp: Path) -> AWSProvider:
     """The provider, with every instance's SSH endpoint redirected to the loopback sshd that
     boots with the host key of the instance's user data."""
     from jupyter_remote_hw.transport import TransportManager
@@ -474,8 +541,8 @@ async def reopen(provider: AWSProvider, name: str) -> None:
 
 
 async def test_injected_host_key_is_checked_on_every_later_connection(
-        reachable: AWSProvider, instance_host: InstanceHost,
-        ledger: Ledger, short_tmp: Path) -> None:
+    reachable: AWSProvider, instance_host: InstanceHost, ledger: Ledger, short_tmp: Path
+) -> None:
     assert reachable.transport is not None
     try:
         record = await reachable.launch("t3.medium", name="aws-keyed")
@@ -484,8 +551,10 @@ async def test_injected_host_key_is_checked_on_every_later_connection(
         assert record.info["host_key"] == instance_host.host.fingerprint()
         assert record.info["host_key_source"] == "injected at launch"
         known = Path(reachable.state_dir, "known_hosts.d", "jrhw-aws-keyed")
-        assert known.read_text() == f"[127.0.0.1]:{instance_host.host.port} " \
+        assert (
+            known.read_text() == f"[127.0.0.1]:{instance_host.host.port} "
             f"{record.info['host_key_public']}\n"
+        )
         assert oct(known.stat().st_mode & 0o777) == "0o600"
         # Stopped and started, it comes back at another address: the same key is expected.
         await reachable.stop(record)
@@ -513,14 +582,19 @@ async def test_injected_host_key_is_checked_on_every_later_connection(
 
 
 async def test_host_key_listed_on_the_console_is_verified(
-        reachable: AWSProvider, instance_host: InstanceHost, ledger: Ledger) -> None:
+    reachable: AWSProvider, instance_host: InstanceHost, ledger: Ledger
+) -> None:
     reachable.host_key_source = "console"
     host = instance_host.host
     pub = (host.root / "ssh_host_ed25519_key.pub").read_text().split()
-    reachable.client("ec2").meta.events.register("before-send.ec2.GetConsoleOutput", console_output(
-        "cloud-init...\n-----BEGIN SSH HOST KEY KEYS-----\n"
-        f"ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAA root@ip\n{pub[0]} {pub[1]} root@ip\n"
-        "-----END SSH HOST KEY KEYS-----\n"))
+    reachable.client("ec2").meta.events.register(
+        "before-send.ec2.GetConsoleOutput",
+        console_output(
+            "cloud-init...\n-----BEGIN SSH HOST KEY KEYS-----\n"
+            f"ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAA root@ip\n{pub[0]} {pub[1]} root@ip\n"
+            "-----END SSH HOST KEY KEYS-----\n"
+        ),
+    )
     try:
         record = await reachable.launch("t3.medium", name="aws-console")
         assert instance_host.booted == []  # no key was given to it
@@ -534,30 +608,39 @@ async def test_host_key_listed_on_the_console_is_verified(
 
 
 async def test_host_key_not_on_the_console_is_refused(
-        reachable: AWSProvider, aws_env: str, ledger: Ledger, tmp_path: Path) -> None:
+    reachable: AWSProvider, aws_env: str, ledger: Ledger, tmp_path: Path
+) -> None:
     reachable.host_key_source = "console"
     other = keygen(tmp_path / "other_host_key")  # the instance's real key, per its console
     listed = Path(f"{other}.pub").read_text().split()
-    reachable.client("ec2").meta.events.register("before-send.ec2.GetConsoleOutput", console_output(
-        f"-----BEGIN SSH HOST KEY KEYS-----\n{listed[0]} {listed[1]} root@ip\n"
-        "-----END SSH HOST KEY KEYS-----\n"))
+    reachable.client("ec2").meta.events.register(
+        "before-send.ec2.GetConsoleOutput",
+        console_output(
+            f"-----BEGIN SSH HOST KEY KEYS-----\n{listed[0]} {listed[1]} root@ip\n"
+            "-----END SSH HOST KEY KEYS-----\n"
+        ),
+    )
     with pytest.raises(LaunchError, match="SSH reachable.*not one of the keys its console output"):
         await reachable.launch("t3.medium", name="aws-spoofed")
     [record] = ledger.machines()
     assert record.state == "terminated"  # the failed launch left nothing running
     assert "host_key" not in record.info
     assert not any(Path(reachable.state_dir, "known_hosts.d").iterdir())
-    assert instances(aws_env)[record.resource_id]["State"]["Name"] in ("shutting-down",
-                                                                       "terminated")
+    assert instances(aws_env)[record.resource_id]["State"]["Name"] in (
+        "shutting-down",
+        "terminated",
+    )
 
 
 async def test_no_host_key_on_the_console_is_never_trusted_on_first_use(
-        reachable: AWSProvider, aws_env: str, ledger: Ledger) -> None:
+    reachable: AWSProvider, aws_env: str, ledger: Ledger
+) -> None:
     reachable.host_key_source = "console"
     reachable.ssh_timeout = 1
     # moto's console output is a fixed kernel log, without cloud-init's host keys.
-    with pytest.raises(LaunchError, match="lists no SSH host key yet.*no host key is trusted "
-                       "on first use"):
+    with pytest.raises(
+        LaunchError, match="lists no SSH host key yet.*no host key is trusted on first use"
+    ):
         await reachable.launch("t3.medium", name="aws-unlisted")
     [record] = ledger.machines()
     assert "host_key" not in record.info and record.state == "terminated"
@@ -565,14 +648,21 @@ async def test_no_host_key_on_the_console_is_never_trusted_on_first_use(
 
 
 async def test_fingerprint_recorded_by_an_earlier_version_is_checked(
-        reachable: AWSProvider, instance_host: InstanceHost, ledger: Ledger) -> None:
+    reachable: AWSProvider, instance_host: InstanceHost, ledger: Ledger
+) -> None:
     """A machine an earlier version launched has only a fingerprint in the ledger (and an
     old address): the key presented must have it, before and after it is learnt."""
     reachable.host_key_source = "console"
     record = await reachable.launch("t3.medium", name="aws-old", connect=False)
-    ledger.update_machine(record.machine_id, info={
-        "host_key": "SHA256:notTheKeyOfThisHostXXXXXXXXXXXXXXXXXXXXXXXX",
-        "host_key_source": "trust on first use", "address": "198.51.100.9", "port": 22})
+    ledger.update_machine(
+        record.machine_id,
+        info={
+            "host_key": "SHA256:notTheKeyOfThisHostXXXXXXXXXXXXXXXXXXXXXXXX",
+            "host_key_source": "trust on first use",
+            "address": "198.51.100.9",
+            "port": 22,
+        },
+    )
     assert reachable.transport is not None
     try:
         with pytest.raises(LaunchError) as caught:
@@ -580,8 +670,9 @@ async def test_fingerprint_recorded_by_an_earlier_version_is_checked(
         assert "HOST KEY MISMATCH" in str(caught.value)
         assert instance_host.host.fingerprint() in str(caught.value)
         assert "host_key_public" not in ledger.get_machine(record.machine_id).info  # type: ignore
-        ledger.update_machine(record.machine_id,
-                              info={"host_key": instance_host.host.fingerprint()})
+        ledger.update_machine(
+            record.machine_id, info={"host_key": instance_host.host.fingerprint()}
+        )
         await reopen(reachable, "aws-old")
         learnt = ledger.get_machine(record.machine_id)
         assert learnt is not None and learnt.info["host_key_source"] == "recorded fingerprint"
@@ -591,7 +682,8 @@ async def test_fingerprint_recorded_by_an_earlier_version_is_checked(
 
 
 async def test_one_security_group_per_user_allowing_only_the_current_address(
-        provider: AWSProvider, aws_env: str) -> None:
+    provider: AWSProvider, aws_env: str
+) -> None:
     ec2 = client(aws_env, "ec2")
     first = await provider.launch("t3.medium", name="aws-one", connect=False)
     group_id = first.info["security_group_id"]
@@ -599,24 +691,38 @@ async def test_one_security_group_per_user_allowing_only_the_current_address(
     assert group["GroupName"] == "jupyter-remote-hw-ssh-tester-test-host"
     assert tags_of(group)[OWNER_TAG] == OWNER
     # Rules from before (an old address, another port) and a new address: only the new stays.
-    ec2.authorize_security_group_ingress(GroupId=group_id, IpPermissions=[
-        {"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22,
-         "IpRanges": [{"CidrIp": "198.51.100.0/24"}]},
-        {"IpProtocol": "tcp", "FromPort": 8888, "ToPort": 8888,
-         "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}])
+    ec2.authorize_security_group_ingress(
+        GroupId=group_id,
+        IpPermissions=[
+            {
+                "IpProtocol": "tcp",
+                "FromPort": 22,
+                "ToPort": 22,
+                "IpRanges": [{"CidrIp": "198.51.100.0/24"}],
+            },
+            {
+                "IpProtocol": "tcp",
+                "FromPort": 8888,
+                "ToPort": 8888,
+                "IpRanges": [{"CidrIp": "0.0.0.0/0"}],
+            },
+        ],
+    )
     provider.ssh_cidr = "192.0.2.44/32"
     second = await provider.launch("t3.medium", name="aws-two", connect=False)
     assert second.info["security_group_id"] == group_id
     [group] = ec2.describe_security_groups(GroupIds=[group_id])["SecurityGroups"]
-    assert [(p["FromPort"], [r["CidrIp"] for r in p["IpRanges"]])
-            for p in group["IpPermissions"]] == [(22, ["192.0.2.44/32"])]
+    assert [
+        (p["FromPort"], [r["CidrIp"] for r in p["IpRanges"]]) for p in group["IpPermissions"]
+    ] == [(22, ["192.0.2.44/32"])]
     # Starting a stopped machine again brings the group to the current address too.
     await provider.stop(first)
     provider.ssh_cidr = "192.0.2.45/32"
     await provider.start(first)
     [group] = ec2.describe_security_groups(GroupIds=[group_id])["SecurityGroups"]
     assert [[r["CidrIp"] for r in p["IpRanges"]] for p in group["IpPermissions"]] == [
-        ["192.0.2.45/32"]]
+        ["192.0.2.45/32"]
+    ]
     # Another user of the account gets a group of their own.
     provider.owner = "colleague@other-host"
     theirs = await provider.launch("t3.medium", name="aws-theirs", connect=False)
@@ -625,58 +731,80 @@ async def test_one_security_group_per_user_allowing_only_the_current_address(
 
 
 async def test_security_group_of_our_name_not_tagged_as_ours_is_refused(
-        provider: AWSProvider, aws_env: str, ledger: Ledger) -> None:
+    provider: AWSProvider, aws_env: str, ledger: Ledger
+) -> None:
     ec2 = client(aws_env, "ec2")
-    planted = ec2.create_security_group(GroupName="jupyter-remote-hw-ssh-tester-test-host",
-                                        Description="not ours")["GroupId"]
-    with pytest.raises(LaunchError, match=f"security group .*{planted}.* is not tagged as "
-                       "jupyter-remote-hw's"):
+    planted = ec2.create_security_group(
+        GroupName="jupyter-remote-hw-ssh-tester-test-host", Description="not ours"
+    )["GroupId"]
+    with pytest.raises(
+        LaunchError, match=f"security group .*{planted}.* is not tagged as jupyter-remote-hw's"
+    ):
         await provider.launch("t3.medium", connect=False)
     assert instances(aws_env) == {} and ledger.machines() == []
     [group] = ec2.describe_security_groups(GroupIds=[planted])["SecurityGroups"]
     assert group["IpPermissions"] == []
 
 
-def adopt_spot_instance(aws_env: str, ami: str, ledger: Ledger,
-                        name: str) -> tuple[str, str, str]:
+def adopt_spot_instance(aws_env: str, ami: str, ledger: Ledger, name: str) -> tuple[str, str, str]:
     """A persistent spot request fulfilled by moto, recorded as a machine we launched (moto
     makes no request for RunInstances' spot options); its machine, instance and request."""
     ec2 = client(aws_env, "ec2")
     [request] = ec2.request_spot_instances(
-        InstanceCount=1, Type="persistent",
-        LaunchSpecification={"ImageId": ami, "InstanceType": "t3.medium"})["SpotInstanceRequests"]
+        InstanceCount=1,
+        Type="persistent",
+        LaunchSpecification={"ImageId": ami, "InstanceType": "t3.medium"},
+    )["SpotInstanceRequests"]
     instance_id = request["InstanceId"]
     machine_id = f"m-{name}"
-    ec2.create_tags(Resources=[instance_id], Tags=[
-        {"Key": CREATED_BY_TAG, "Value": "jupyter-remote-hw"}, {"Key": OWNER_TAG, "Value": OWNER},
-        {"Key": LEDGER_TAG, "Value": machine_id}])
-    ledger.add_machine(machine_id, name, "aws", owner=OWNER, instance_type="t3.medium",
-                       region="us-east-1", market="spot", price_per_hour=0.01)
+    ec2.create_tags(
+        Resources=[instance_id],
+        Tags=[
+            {"Key": CREATED_BY_TAG, "Value": "jupyter-remote-hw"},
+            {"Key": OWNER_TAG, "Value": OWNER},
+            {"Key": LEDGER_TAG, "Value": machine_id},
+        ],
+    )
+    ledger.add_machine(
+        machine_id,
+        name,
+        "aws",
+        owner=OWNER,
+        instance_type="t3.medium",
+        region="us-east-1",
+        market="spot",
+        price_per_hour=0.01,
+    )
     ledger.update_machine(machine_id, resource_id=instance_id)
     ledger.set_machine_state(machine_id, "running", instance_id)
     return machine_id, instance_id, request["SpotInstanceRequestId"]
 
 
 async def test_ending_a_spot_machine_cancels_its_request(
-        provider: AWSProvider, aws_env: str, ami: str, ledger: Ledger) -> None:
+    provider: AWSProvider, aws_env: str, ami: str, ledger: Ledger
+) -> None:
     ec2 = client(aws_env, "ec2")
 
     def open_requests() -> set[str]:
-        return {r["SpotInstanceRequestId"] for r in
-                ec2.describe_spot_instance_requests()["SpotInstanceRequests"]
-                if r["State"] not in ("cancelled", "closed")}
+        return {
+            r["SpotInstanceRequestId"]
+            for r in ec2.describe_spot_instance_requests()["SpotInstanceRequests"]
+            if r["State"] not in ("cancelled", "closed")
+        }
 
     machine_id, instance_id, request = adopt_spot_instance(aws_env, ami, ledger, "aws-spot")
     reaped_id, reaped_instance, reaped_request = adopt_spot_instance(
-        aws_env, ami, ledger, "aws-spot-quiet")
+        aws_env, ami, ledger, "aws-spot-quiet"
+    )
     assert open_requests() == {request, reaped_request}
     record = ledger.get_machine(machine_id)
     assert record is not None
     await provider.terminate(record)
     assert open_requests() == {reaped_request}
     assert instances(aws_env)[instance_id]["State"]["Name"] in ("shutting-down", "terminated")
-    assert [e.detail for e in ledger.machine_events(machine_id)
-            if e.event == "spot request cancelled"] == [request]
+    assert [
+        e.detail for e in ledger.machine_events(machine_id) if e.event == "spot request cancelled"
+    ] == [request]
     # The reaper ends a spot machine's request with it too.
     ledger.touch_machine(reaped_id, at=time.time() - 3 * 3600)
     [candidate] = await provider.reap_candidates()
@@ -687,19 +815,23 @@ async def test_ending_a_spot_machine_cancels_its_request(
     calls = record_calls(provider, "RunInstances")
     await provider.launch("t3.medium", spot=True, connect=False)
     assert calls[0]["InstanceMarketOptions"]["SpotOptions"] == {
-        "SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}
+        "SpotInstanceType": "one-time",
+        "InstanceInterruptionBehavior": "terminate",
+    }
 
 
 @pytest.mark.parametrize("kind", ["ed25519", "rsa"])
 async def test_key_pair_fingerprint_is_ec2s_for_the_local_key(
-        provider: AWSProvider, aws_env: str, tmp_path: Path, kind: str) -> None:
+    provider: AWSProvider, aws_env: str, tmp_path: Path, kind: str
+) -> None:
     key = keygen(tmp_path / f"id_{kind}_check", kind=kind)
     provider.public_key_file = f"{key}.pub"
     first = await provider.launch("t3.medium", name="aws-k1", connect=False)
     second = await provider.launch("t3.medium", name="aws-k2", connect=False)  # found, checked
     assert first.info["key_name"] == second.info["key_name"]
-    [pair] = client(aws_env, "ec2").describe_key_pairs(
-        KeyNames=[first.info["key_name"]])["KeyPairs"]
+    [pair] = client(aws_env, "ec2").describe_key_pairs(KeyNames=[first.info["key_name"]])[
+        "KeyPairs"
+    ]
     public = Path(f"{key}.pub").read_text()
     assert ec2_fingerprints(public) & {pair["KeyFingerprint"]}
 
@@ -711,22 +843,32 @@ def test_ec2_fingerprint_forms_are_those_its_docs_compute(tmp_path: Path, kind: 
     key = keygen(tmp_path / f"id_{kind}", kind=kind)
     public = Path(f"{key}.pub").read_text()
     if kind == "ed25519":
-        shown = subprocess.run(["ssh-keygen", "-l", "-E", "sha256", "-f", f"{key}.pub"],
-                               check=True, capture_output=True, text=True).stdout.split()[1]
+        shown = subprocess.run(
+            ["ssh-keygen", "-l", "-E", "sha256", "-f", f"{key}.pub"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.split()[1]
         assert shown.removeprefix("SHA256:") in ec2_fingerprints(public)
     else:
-        pem = subprocess.run(["ssh-keygen", "-e", "-f", f"{key}.pub", "-m", "PKCS8"],
-                             check=True, capture_output=True).stdout
-        der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "DER"], input=pem,
-                             check=True, capture_output=True).stdout
+        pem = subprocess.run(
+            ["ssh-keygen", "-e", "-f", f"{key}.pub", "-m", "PKCS8"], check=True, capture_output=True
+        ).stdout
+        der = subprocess.run(
+            ["openssl", "pkey", "-pubin", "-outform", "DER"],
+            input=pem,
+            check=True,
+            capture_output=True,
+        ).stdout
         md5 = hashlib.md5(der, usedforsecurity=False).hexdigest()
-        assert ":".join(md5[i:i + 2] for i in range(0, 32, 2)) in ec2_fingerprints(public)
+        assert ":".join(md5[i : i + 2] for i in range(0, 32, 2)) in ec2_fingerprints(public)
     with pytest.raises(ValueError, match="RSA or ED25519"):
         ec2_fingerprints(Path(f"{keygen(tmp_path / 'id_ecdsa', kind='ecdsa')}.pub").read_text())
 
 
 async def test_key_pair_of_our_name_with_another_key_is_refused(
-        provider: AWSProvider, aws_env: str, ledger: Ledger, tmp_path: Path) -> None:
+    provider: AWSProvider, aws_env: str, ledger: Ledger, tmp_path: Path
+) -> None:
     calls = record_calls(provider, "ImportKeyPair")
     await provider.launch("t3.medium", name="aws-first", connect=False)
     [imported] = calls

@@ -13,10 +13,17 @@ from jupyter_remote_hw.providers.local import detect_hardware
 
 def test_one_local_target_with_configured_hardware(tmp_path: Path) -> None:
     local = LocalProvider(state_dir=str(tmp_path / "state"), hardware="RTX 4090 24GB")
-    assert local.targets() == [Target(
-        name="local", provider="local", where="this machine", hardware="RTX 4090 24 GiB",
-        host=None, python=sys.executable, root=None,
-    )]
+    assert local.targets() == [
+        Target(
+            name="local",
+            provider="local",
+            where="this machine",
+            hardware="RTX 4090 24 GiB",
+            host=None,
+            python=sys.executable,
+            root=None,
+        )
+    ]
     (target,) = local.targets()
     assert target.display_name == "Python 3 · RTX 4090 24 GiB · this machine"
     assert target.kernel_name == "remote-hw-local"

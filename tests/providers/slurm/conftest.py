@@ -45,8 +45,7 @@ def slurm_cluster() -> str:
         pytest.skip(f"SLURM cannot be installed here: {script} is missing")
     if not is_root():
         pytest.skip("SLURM cannot be installed here: ../shared/slurm/up.sh needs root")
-    done = subprocess.run([str(script)], check=False, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run([str(script)], check=False, capture_output=True, text=True, timeout=600)
     if done.returncode != 0 or shutil.which("sbatch") is None:
         pytest.skip(f"SLURM cannot be installed here: up.sh failed: {done.stderr[-500:]}")
     return SLURM_CONF
@@ -54,8 +53,14 @@ def slurm_cluster() -> str:
 
 def slurm(*argv: str) -> subprocess.CompletedProcess[str]:
     """Run a SLURM command here (the login node is this machine)."""
-    return subprocess.run(list(argv), check=False, capture_output=True, text=True, timeout=30,
-                          env={**os.environ, "SLURM_CONF": SLURM_CONF})
+    return subprocess.run(
+        list(argv),
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "SLURM_CONF": SLURM_CONF},
+    )
 
 
 def our_jobs() -> list[str]:
@@ -90,8 +95,9 @@ def clean_queue(slurm_cluster: str) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def login_host(tmp_path_factory: pytest.TempPathFactory, slurm_cluster: str
-               ) -> Iterator[SSHTestHost]:
+def login_host(
+    tmp_path_factory: pytest.TempPathFactory, slurm_cluster: str
+) -> Iterator[SSHTestHost]:
     """The cluster's login node: a loopback sshd."""
     with loopback_host(tmp_path_factory.mktemp("login") / "host", alias="slurm-login") as host:
         yield host
@@ -100,12 +106,19 @@ def login_host(tmp_path_factory: pytest.TempPathFactory, slurm_cluster: str
 def cluster_entry(login: str, root: Path, **extra: Any) -> dict[str, Any]:
     """One cluster's entry for ``c.SLURMProvider.clusters``."""
     ROOTS.add(str(root) + "/")
-    return {"login": login, "env": {"SLURM_CONF": SLURM_CONF}, "python": sys.executable,
-            "root": str(root), "time": "10", **extra}
+    return {
+        "login": login,
+        "env": {"SLURM_CONF": SLURM_CONF},
+        "python": sys.executable,
+        "root": str(root),
+        "time": "10",
+        **extra,
+    }
 
 
-def server_config(ssh_config: Path, state: Path, clusters: dict[str, Any],
-                  **extra: Any) -> dict[str, Any]:
+def server_config(
+    ssh_config: Path, state: Path, clusters: dict[str, Any], **extra: Any
+) -> dict[str, Any]:
     """A Jupyter server's config offering ``clusters``."""
     config: dict[str, Any] = {
         "ServerApp": {"jpserver_extensions": {"jupyter_remote_hw": True}},
@@ -131,16 +144,16 @@ async def manager(jp_serverapp: Any) -> MachineManager:
 
 
 @pytest.fixture
-async def kernels(jp_fetch: Any, jp_ws_fetch: Any, manager: MachineManager
-                  ) -> AsyncIterator[Any]:
+async def kernels(jp_fetch: Any, jp_ws_fetch: Any, manager: MachineManager) -> AsyncIterator[Any]:
     """Start kernels through the API; each is shut down afterwards."""
     started: list[str] = []
     opened: list[KernelChannels] = []
 
     class Kernels:
         async def start(self, name: str) -> str:
-            response = await jp_fetch("api", "kernels", method="POST",
-                                      body=json.dumps({"name": name}))
+            response = await jp_fetch(
+                "api", "kernels", method="POST", body=json.dumps({"name": name})
+            )
             kernel_id = str(json.loads(response.body)["id"])
             started.append(kernel_id)
             return kernel_id
@@ -168,20 +181,25 @@ async def kernels(jp_fetch: Any, jp_ws_fetch: Any, manager: MachineManager
 
 
 @pytest.fixture
-async def make(login_host: SSHTestHost, short_tmp: Path, clean_queue: None
-               ) -> AsyncIterator[Any]:
+async def make(login_host: SSHTestHost, short_tmp: Path, clean_queue: None) -> AsyncIterator[Any]:
     """Providers of one cluster 'dev' with the entry's keys given; all closed afterwards."""
     made: list[SLURMProvider] = []
     config = short_tmp / "ssh_config"
-    config.write_text(login_host.ssh_config.read_text() + login_host.config_block(
-        "dead-login", Port=free_port()))
+    config.write_text(
+        login_host.ssh_config.read_text() + login_host.config_block("dead-login", Port=free_port())
+    )
 
     def provider(**entry: Any) -> SLURMProvider:
         login = str(entry.pop("login", login_host.alias))
         transport = TransportManager(ssh_config_files=[str(config)], **TEST_TRANSPORT)
-        made.append(SLURMProvider(
-            transport=transport, ledger=Ledger(short_tmp / "ledger.sqlite3"), queue_poll=0.5,
-            clusters={"dev": cluster_entry(login, short_tmp / "c", **entry)}))
+        made.append(
+            SLURMProvider(
+                transport=transport,
+                ledger=Ledger(short_tmp / "ledger.sqlite3"),
+                queue_poll=0.5,
+                clusters={"dev": cluster_entry(login, short_tmp / "c", **entry)},
+            )
+        )
         return made[-1]
 
     yield provider

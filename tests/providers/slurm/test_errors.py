@@ -25,22 +25,25 @@ async def launch_error(provider: SLURMProvider, target_name: str) -> LaunchError
 async def test_unknown_partition_is_named_with_those_there_are(make: Any) -> None:
     error = await launch_error(make(partitions=["gpu", "nope"]), "slurm-dev-nope-gpu")
     assert error.step == "submit job"
-    assert "SLURM cluster dev: sbatch refused the job: partition 'nope' does not exist " \
+    assert (
+        "SLURM cluster dev: sbatch refused the job: partition 'nope' does not exist "
         "(there are: debug, gpu)" in str(error)
+    )
 
 
 async def test_more_gpus_than_a_node_has_is_refused_at_submission(make: Any) -> None:
     error = await launch_error(make(gpus=3), "slurm-dev-gpu-a100")
     assert error.step == "submit job"
-    assert "no node of partition 'gpu' can ever hold gpu:a100:3: ask for fewer GPUs" \
-        in str(error)
+    assert "no node of partition 'gpu' can ever hold gpu:a100:3: ask for fewer GPUs" in str(error)
 
 
 async def test_time_over_the_partition_limit_is_refused_before_submitting(make: Any) -> None:
     error = await launch_error(make(time="30"), "slurm-dev-debug-t4")
     assert error.step == "submit job"
-    assert "the time limit 30 is over partition 'debug''s maximum of 5:00: lower the " \
+    assert (
+        "the time limit 30 is over partition 'debug''s maximum of 5:00: lower the "
         "cluster's 'time'" in str(error)
+    )
 
 
 async def test_an_unreachable_login_node_is_named(make: Any) -> None:

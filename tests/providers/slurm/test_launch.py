@@ -21,14 +21,19 @@ T4 = "remote-hw-slurm-dev-gpu-t4"
 
 
 @pytest.fixture
-def jp_server_config(login_host: SSHTestHost, short_tmp: Path, clean_queue: None
-                     ) -> dict[str, Any]:
-    return server_config(login_host.ssh_config, short_tmp,
-                         {CLUSTER: cluster_entry(login_host.alias, short_tmp / "c")})
+def jp_server_config(login_host: SSHTestHost, short_tmp: Path, clean_queue: None) -> dict[str, Any]:
+    return server_config(
+        login_host.ssh_config,
+        short_tmp,
+        {CLUSTER: cluster_entry(login_host.alias, short_tmp / "c")},
+    )
 
 
 async def test_kernel_runs_in_the_allocation_and_shutdown_ends_the_job(
-    kernels: Any, manager: MachineManager, jp_serverapp: Any, jp_fetch: Any,
+    kernels: Any,
+    manager: MachineManager,
+    jp_serverapp: Any,
+    jp_fetch: Any,
 ) -> None:
     events: list[dict[str, Any]] = []
     manager.launch_listeners.append(events.append)
@@ -36,8 +41,10 @@ async def test_kernel_runs_in_the_allocation_and_shutdown_ends_the_job(
     kernel_id = await kernels.start(A100)
     launch = time.monotonic() - began
     kc = await kernels.channels(kernel_id)
-    ran = await kc.execute("import os; print(os.environ['CUDA_VISIBLE_DEVICES'], "
-                           "os.environ['SLURM_JOB_ID'], os.environ['SLURMD_NODENAME'])")
+    ran = await kc.execute(
+        "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], "
+        "os.environ['SLURM_JOB_ID'], os.environ['SLURMD_NODENAME'])"
+    )
     assert ran.status == "ok", ran
     visible, job_id, node = ran.stdout.split()
     assert visible == "0" and node == "gpu1"
@@ -74,15 +81,31 @@ async def test_kernel_runs_in_the_allocation_and_shutdown_ends_the_job(
     assert job_state(job_id) in ("CANCELLED", "COMPLETING")
     record = manager.ledger.find_machine(job_id)
     assert record is not None and record.state == "terminated"
-    assert "its last kernel was shut down" in manager.ledger.machine_events(
-        record.machine_id)[-1].detail
+    assert (
+        "its last kernel was shut down"
+        in manager.ledger.machine_events(record.machine_id)[-1].detail
+    )
 
 
 async def test_pending_launch_shows_the_queue_and_cancelling_it_cancels_the_job(
-    manager: MachineManager, jp_serverapp: Any,
+    manager: MachineManager,
+    jp_serverapp: Any,
 ) -> None:
-    filled = slurm("sbatch", "--parsable", "-J", FILLER, "-p", "gpu", "--gres=gpu:t4:1",
-                   "-t", "5", "-o", "/dev/null", "--wrap", "sleep 300")
+    filled = slurm(
+        "sbatch",
+        "--parsable",
+        "-J",
+        FILLER,
+        "-p",
+        "gpu",
+        "--gres=gpu:t4:1",
+        "-t",
+        "5",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        "sleep 300",
+    )
     assert filled.returncode == 0, filled.stderr
     for _ in range(100):  # the scheduler starts it within a few seconds
         if job_state(filled.stdout.strip()) == "RUNNING":
@@ -117,8 +140,21 @@ async def test_pending_launch_shows_the_queue_and_cancelling_it_cancels_the_job(
 
 async def fill_t4() -> str:
     """Take the cluster's one T4 with a job of this session's; its id once it runs."""
-    filled = slurm("sbatch", "--parsable", "-J", FILLER, "-p", "gpu", "--gres=gpu:t4:1",
-                   "-t", "5", "-o", "/dev/null", "--wrap", "sleep 300")
+    filled = slurm(
+        "sbatch",
+        "--parsable",
+        "-J",
+        FILLER,
+        "-p",
+        "gpu",
+        "--gres=gpu:t4:1",
+        "-t",
+        "5",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        "sleep 300",
+    )
     assert filled.returncode == 0, filled.stderr
     job_id = filled.stdout.strip()
     for _ in range(100):  # the scheduler starts it within a few seconds
@@ -129,14 +165,22 @@ async def fill_t4() -> str:
 
 
 async def test_the_user_cancels_a_pending_launch_through_the_api(
-    manager: MachineManager, jp_fetch: Any,
+    manager: MachineManager,
+    jp_fetch: Any,
 ) -> None:
     await fill_t4()
     events: list[dict[str, Any]] = []
     manager.launch_listeners.append(events.append)
-    start = asyncio.ensure_future(jp_fetch(
-        "jupyter-remote-hw", "api", "launch", method="POST",
-        body=json.dumps({"hardware": "slurm-dev-gpu-t4"}), raise_error=False))
+    start = asyncio.ensure_future(
+        jp_fetch(
+            "jupyter-remote-hw",
+            "api",
+            "launch",
+            method="POST",
+            body=json.dumps({"hardware": "slurm-dev-gpu-t4"}),
+            raise_error=False,
+        )
+    )
     pending = None
     for _ in range(150):
         pending = next((e for e in events if "(Resources)" in (e["detail"] or "")), None)
@@ -145,8 +189,9 @@ async def test_the_user_cancels_a_pending_launch_through_the_api(
         await asyncio.sleep(0.2)
     assert pending is not None, [e["detail"] for e in events]
     job_id = pending["detail"].split("job ")[1].split()[0]
-    cancelled = await jp_fetch("jupyter-remote-hw", "api", "launch", pending["kernel_id"],
-                               method="DELETE")
+    cancelled = await jp_fetch(
+        "jupyter-remote-hw", "api", "launch", pending["kernel_id"], method="DELETE"
+    )
     assert cancelled.code == 204
     answer = await asyncio.wait_for(start, 30)
     assert answer.code == 409
@@ -158,14 +203,21 @@ async def test_the_user_cancels_a_pending_launch_through_the_api(
     last = manager.ledger.machine_events(record.machine_id)[-1].detail
     assert last.endswith("the launch was cancelled"), last
     # Nothing is under way any more: a second cancel says so.
-    again = await jp_fetch("jupyter-remote-hw", "api", "launch", pending["kernel_id"],
-                           method="DELETE", raise_error=False)
+    again = await jp_fetch(
+        "jupyter-remote-hw",
+        "api",
+        "launch",
+        pending["kernel_id"],
+        method="DELETE",
+        raise_error=False,
+    )
     assert again.code == 404
     assert "no launch of kernel" in json.loads(again.body)["message"]
 
 
 async def test_two_kernels_on_one_target_share_its_allocation(
-    kernels: Any, manager: MachineManager,
+    kernels: Any,
+    manager: MachineManager,
 ) -> None:
     first, second = await kernels.start(A100), await kernels.start(A100)
     jobs = []
@@ -182,17 +234,27 @@ async def test_two_kernels_on_one_target_share_its_allocation(
 
 
 async def test_the_hardware_listing_shows_slurm_targets_with_what_is_free(
-    jp_fetch: Any, manager: MachineManager,
+    jp_fetch: Any,
+    manager: MachineManager,
 ) -> None:
     listing = json.loads((await jp_fetch("jupyter-remote-hw", "api", "hardware")).body)
     options = {o["name"]: o for o in listing["hardware"] if o["provider"] == "slurm"}
-    assert sorted(options) == ["slurm-dev-debug-a100", "slurm-dev-debug-t4",
-                               "slurm-dev-gpu-a100", "slurm-dev-gpu-t4"]
+    assert sorted(options) == [
+        "slurm-dev-debug-a100",
+        "slurm-dev-debug-t4",
+        "slurm-dev-gpu-a100",
+        "slurm-dev-gpu-t4",
+    ]
     a100 = options["slurm-dev-gpu-a100"]
     assert a100["label"] == "A100 ×1 (of 2 per node) · 2 CPUs · 4 GiB · SLURM dev · gpu"
     assert a100["availability"] == "2 of 2 GPUs free on 1 node"
     # The columns say what one allocation holds: one A100 and the CPUs asked for (the
     # node's CPUs and memory are in the label); no GPU memory, which sinfo does not say.
-    assert (a100["gpu"], a100["gpu_count"], a100["gpu_memory_gib"], a100["vcpus"],
-            a100["memory_gib"]) == ("A100", 1, None, 1, None)
+    assert (
+        a100["gpu"],
+        a100["gpu_count"],
+        a100["gpu_memory_gib"],
+        a100["vcpus"],
+        a100["memory_gib"],
+    ) == ("A100", 1, None, 1, None)
     assert a100["kernel_name"] == A100 and a100["provider_title"] == "SLURM"

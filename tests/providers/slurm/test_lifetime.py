@@ -35,16 +35,25 @@ from .conftest import (
 
 
 @pytest.fixture
-def jp_server_config(login_host: SSHTestHost, short_tmp: Path, clean_queue: None
-                     ) -> dict[str, Any]:
+def jp_server_config(login_host: SSHTestHost, short_tmp: Path, clean_queue: None) -> dict[str, Any]:
     # One-minute jobs, warned 50 s before their end.
-    return server_config(login_host.ssh_config, short_tmp, {CLUSTER: cluster_entry(
-        login_host.alias, short_tmp / "c", time="1", warn=50, partitions=["debug"])})
+    return server_config(
+        login_host.ssh_config,
+        short_tmp,
+        {
+            CLUSTER: cluster_entry(
+                login_host.alias, short_tmp / "c", time="1", warn=50, partitions=["debug"]
+            )
+        },
+    )
 
 
 @pytest.mark.timeout(200)
 async def test_time_limit_kills_the_kernel_with_slurms_reason(
-    jp_server_config: dict[str, Any], kernels: Any, manager: Any, short_tmp: Path,
+    jp_server_config: dict[str, Any],
+    kernels: Any,
+    manager: Any,
+    short_tmp: Path,
 ) -> None:
     events: list[dict[str, Any]] = []
     manager.launch_listeners.append(events.append)
@@ -68,8 +77,9 @@ async def test_time_limit_kills_the_kernel_with_slurms_reason(
     assert len(notices) == 1 and events.index(notices[0]) < events.index(death)
     assert notices[0]["target"] == "slurm-dev-debug-a100"
     assert notices[0]["detail"].startswith(f"SLURM job {job_id} ends in ")
-    assert notices[0]["detail"].endswith(" s (its time limit): save your work; the kernel "
-                                         "ends with it")
+    assert notices[0]["detail"].endswith(
+        " s (its time limit): save your work; the kernel ends with it"
+    )
     # The automatic restart does not take a new allocation: it fails with the reason.
     for _ in range(50):
         refused = [e for e in events if e["step"] == "restart kernel" and e["state"] == "failed"]
@@ -80,8 +90,10 @@ async def test_time_limit_kills_the_kernel_with_slurms_reason(
     submitted = [e for e in events if e["step"] == "submit job" and e["state"] == "done"]
     assert len(submitted) == 1  # no second job was submitted
     record = manager.ledger.find_machine(job_id)
-    assert record.state == "terminated" and "TIMEOUT" in \
-        manager.ledger.machine_events(record.machine_id)[-1].detail
+    assert (
+        record.state == "terminated"
+        and "TIMEOUT" in manager.ledger.machine_events(record.machine_id)[-1].detail
+    )
 
 
 async def test_reap_cancels_our_jobs_whose_kernels_are_gone(make: Any) -> None:
@@ -94,13 +106,42 @@ async def test_reap_cancels_our_jobs_whose_kernels_are_gone(make: Any) -> None:
     try:
         # A job with our tag that this ledger did not start (another server's)...
         root = str(provider.clusters["dev"]["root"])
-        stray = slurm("sbatch", "--parsable", "-J", "jupyter-remote-hw", "-p", "gpu", "-t", "5",
-                      "-w", "gpu1",
-                      "--comment=jupyter-remote-hw:s-000000000000", "-o", "/dev/null",
-                      "-D", root, "--wrap", "sleep 300").stdout.strip()
+        stray = slurm(
+            "sbatch",
+            "--parsable",
+            "-J",
+            "jupyter-remote-hw",
+            "-p",
+            "gpu",
+            "-t",
+            "5",
+            "-w",
+            "gpu1",
+            "--comment=jupyter-remote-hw:s-000000000000",
+            "-o",
+            "/dev/null",
+            "-D",
+            root,
+            "--wrap",
+            "sleep 300",
+        ).stdout.strip()
         # ... and a job that is not ours at all: neither is touched.
-        other = slurm("sbatch", "--parsable", "-J", FILLER, "-p", "gpu", "-t", "5", "-w", "gpu1",
-                      "-o", "/dev/null", "--wrap", "sleep 300").stdout.strip()
+        other = slurm(
+            "sbatch",
+            "--parsable",
+            "-J",
+            FILLER,
+            "-p",
+            "gpu",
+            "-t",
+            "5",
+            "-w",
+            "gpu1",
+            "-o",
+            "/dev/null",
+            "--wrap",
+            "sleep 300",
+        ).stdout.strip()
         cancelled, unknown = await provider.reap({target.name})
         assert cancelled == [] and stray in unknown
         assert job_state(held) == "RUNNING" and job_state(other) in ("RUNNING", "PENDING")
@@ -122,15 +163,19 @@ def server_dirs(short_tmp: Path, login_host: SSHTestHost) -> dict[str, Path]:
     made = {name: short_tmp / name for name in ("config", "data", "runtime", "nb")}
     for path in made.values():
         path.mkdir()
-    config = server_config(login_host.ssh_config, short_tmp, {
-        CLUSTER: cluster_entry(login_host.alias, short_tmp / "c")})
+    config = server_config(
+        login_host.ssh_config,
+        short_tmp,
+        {CLUSTER: cluster_entry(login_host.alias, short_tmp / "c")},
+    )
     (made["config"] / "jupyter_server_config.json").write_text(json.dumps(config))
     return made
 
 
 @pytest.fixture
-async def servers(server_dirs: dict[str, Path], short_tmp: Path, clean_queue: None
-                  ) -> AsyncIterator[Any]:
+async def servers(
+    server_dirs: dict[str, Path], short_tmp: Path, clean_queue: None
+) -> AsyncIterator[Any]:
     started: list[Server] = []
 
     def start() -> Server:
@@ -150,8 +195,9 @@ async def servers(server_dirs: dict[str, Path], short_tmp: Path, clean_queue: No
 async def test_a_restarted_server_reattaches_the_kernel_in_its_running_job(servers: Any) -> None:
     first: Server = servers()
     await first.ready()
-    kernel_id = (await first.api("kernels", method="POST",
-                                 body={"name": "remote-hw-slurm-dev-gpu-a100"}))["id"]
+    kernel_id = (
+        await first.api("kernels", method="POST", body={"name": "remote-hw-slurm-dev-gpu-a100"})
+    )["id"]
     kc = await first.channels(kernel_id)
     ran = await kc.execute("import os; x = 42; print(os.environ['SLURM_JOB_ID'])")
     job_id = ran.stdout.strip()
@@ -191,8 +237,9 @@ async def test_idle_stop_of_a_cluster_cancels_its_job_and_says_so(make: Any) -> 
             if machine.end_reason() is not None:
                 break
             await asyncio.sleep(0.2)
-        assert machine.end_reason() == (f"SLURM job {job_id} was cancelled by its idle stop: "
-                                        "no kernel activity for 2 s")
+        assert machine.end_reason() == (
+            f"SLURM job {job_id} was cancelled by its idle stop: no kernel activity for 2 s"
+        )
         assert job_state(job_id) in ("CANCELLED", "COMPLETING")
     finally:
         await machine.close()
@@ -212,14 +259,17 @@ async def test_terminate_cancels_the_allocation(make: Any) -> None:
         assert ended.state == "terminated"
         assert job_state(job_id) in ("CANCELLED", "COMPLETING")
         await machine.refresh()
-        assert machine.end_reason() == (f"SLURM job {job_id} ended: CANCELLED (it was "
-                                        "cancelled (scancel, by you or an administrator))")
+        assert machine.end_reason() == (
+            f"SLURM job {job_id} ended: CANCELLED (it was "
+            "cancelled (scancel, by you or an administrator))"
+        )
     finally:
         await machine.close()
 
 
 async def test_a_holder_job_whose_agent_never_comes_ends_itself(
-    short_tmp: Path, clean_queue: None,
+    short_tmp: Path,
+    clean_queue: None,
 ) -> None:
     # As when the server that submitted it stopped while the job waited in the queue:
     # nobody starts its agent, and the job must not hold the GPU until its time limit.
@@ -228,9 +278,28 @@ async def test_a_holder_job_whose_agent_never_comes_ends_itself(
     script = HOLDER_SCRIPT.replace("{base}", str(base)).replace("{agent_wait}", "5")
     submitted = await asyncio.to_thread(
         subprocess.run,
-        ["sbatch", "--parsable", "-J", FILLER, "-p", "gpu", "--gres=gpu:t4:1", "-t", "2",
-         "-D", str(base), "-o", f"{base}/%j.out"], input=script, capture_output=True,
-        text=True, timeout=30, env={**os.environ, "SLURM_CONF": SLURM_CONF}, check=False)
+        [
+            "sbatch",
+            "--parsable",
+            "-J",
+            FILLER,
+            "-p",
+            "gpu",
+            "--gres=gpu:t4:1",
+            "-t",
+            "2",
+            "-D",
+            str(base),
+            "-o",
+            f"{base}/%j.out",
+        ],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "SLURM_CONF": SLURM_CONF},
+        check=False,
+    )
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip()
     began = time.monotonic()
@@ -243,24 +312,45 @@ async def test_a_holder_job_whose_agent_never_comes_ends_itself(
 
 @pytest.mark.timeout(180)
 async def test_a_server_that_stops_during_a_queued_launch_cancels_its_job(
-    servers: Any, short_tmp: Path,
+    servers: Any,
+    short_tmp: Path,
 ) -> None:
-    filler = slurm("sbatch", "--parsable", "-J", FILLER, "-p", "gpu", "--gres=gpu:t4:1",
-                   "-t", "5", "-o", "/dev/null", "--wrap", "sleep 300").stdout.strip()
+    filler = slurm(
+        "sbatch",
+        "--parsable",
+        "-J",
+        FILLER,
+        "-p",
+        "gpu",
+        "--gres=gpu:t4:1",
+        "-t",
+        "5",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        "sleep 300",
+    ).stdout.strip()
     server: Server = servers()
     await server.ready()
     for _ in range(100):
         if job_state(filler) == "RUNNING":
             break
         await asyncio.sleep(0.1)
-    start = asyncio.ensure_future(server.api(
-        "kernels", method="POST", body={"name": "remote-hw-slurm-dev-gpu-t4"}))
+    start = asyncio.ensure_future(
+        server.api("kernels", method="POST", body={"name": "remote-hw-slurm-dev-gpu-t4"})
+    )
     root = f"{short_tmp / 'c'}/"
     queued = ""
     for _ in range(200):
         rows = slurm("squeue", "-h", "-o", "%i|%T|%Z").stdout.split()
-        queued = next((r.split("|")[0] for r in rows
-                       if r.split("|")[2].startswith(root) and r.split("|")[1] == "PENDING"), "")
+        queued = next(
+            (
+                r.split("|")[0]
+                for r in rows
+                if r.split("|")[2].startswith(root) and r.split("|")[1] == "PENDING"
+            ),
+            "",
+        )
         if queued:
             break
         await asyncio.sleep(0.2)

@@ -41,9 +41,7 @@ def test_equals_form_and_keyword_case(tmp_path: Path) -> None:
 def test_patterns_and_negations_are_left_out(tmp_path: Path) -> None:
     config = write(
         tmp_path / "config",
-        "Host *\n  User me\n"
-        "Host real *.corp !bad gpu? also-real\n"
-        "Host %h\n",
+        "Host *\n  User me\nHost real *.corp !bad gpu? also-real\nHost %h\n",
     )
     assert host_aliases([config]) == ["real", "also-real"]
 
@@ -54,8 +52,8 @@ def test_quoted_names_lose_their_quotes(tmp_path: Path) -> None:
 
 
 def test_unbalanced_quote_still_lists_the_words(tmp_path: Path) -> None:
-    config = write(tmp_path / "config", "Host \"broken other\n")
-    assert host_aliases([config]) == ["\"broken", "other"]
+    config = write(tmp_path / "config", 'Host "broken other\n')
+    assert host_aliases([config]) == ['"broken', "other"]
 
 
 def test_comments_and_blank_lines(tmp_path: Path) -> None:
@@ -73,9 +71,7 @@ def test_comments_and_blank_lines(tmp_path: Path) -> None:
 def test_match_blocks_give_no_aliases(tmp_path: Path) -> None:
     config = write(
         tmp_path / "config",
-        "Match host matched exec \"true\"\n  User me\n"
-        "Match all\n"
-        "Host after-match\n",
+        'Match host matched exec "true"\n  User me\nMatch all\nHost after-match\n',
     )
     assert host_aliases([config]) == ["after-match"]
 
@@ -119,9 +115,7 @@ def test_include_cycle_terminates(home: Path) -> None:
     assert host_aliases([config]) == ["looped"]
 
 
-def test_include_of_missing_files_and_directories_is_skipped(
-    home: Path, tmp_path: Path
-) -> None:
+def test_include_of_missing_files_and_directories_is_skipped(home: Path, tmp_path: Path) -> None:
     (home / ".ssh" / "a-directory").mkdir()
     config = write(
         tmp_path / "config",
@@ -132,9 +126,7 @@ def test_include_of_missing_files_and_directories_is_skipped(
 
 def test_missing_files_are_skipped(tmp_path: Path) -> None:
     present = write(tmp_path / "present", "Host present\n")
-    assert host_aliases([tmp_path / "missing", present, tmp_path / "also-missing"]) == [
-        "present"
-    ]
+    assert host_aliases([tmp_path / "missing", present, tmp_path / "also-missing"]) == ["present"]
     assert host_aliases([tmp_path / "missing"]) == []
     assert host_aliases([]) == []
 

@@ -15,12 +15,14 @@ from jupyter_remote_hw.providers.target import gib_label
 from jupyter_remote_hw.transport import TransportManager
 
 
-def provider(config: Path | None, hosts: list[dict[str, Any]] | None = None,
-             **traits: Any) -> SSHProvider:
+def provider(
+    config: Path | None, hosts: list[dict[str, Any]] | None = None, **traits: Any
+) -> SSHProvider:
     """An SSHProvider reading ``config`` (none: the default files) with ``hosts``."""
     files = [str(config)] if config is not None else []
-    return SSHProvider(transport=TransportManager(ssh_config_files=files),
-                       hosts=hosts or [], **traits)
+    return SSHProvider(
+        transport=TransportManager(ssh_config_files=files), hosts=hosts or [], **traits
+    )
 
 
 def write_config(tmp_path: Path, text: str) -> Path:
@@ -32,18 +34,34 @@ def write_config(tmp_path: Path, text: str) -> Path:
 
 def test_configured_hosts_first_then_config_aliases(tmp_path: Path) -> None:
     config = write_config(tmp_path, "Host alias-one\nHost alias-two\n")
-    ssh = provider(config, [
-        {"host": "gpu-a", "hardware": "A10G 24GB", "python": "/opt/py/bin/python",
-         "root": "/scratch/me"},
-        {"host": "me@gpu-b.example.com"},
-    ])
+    ssh = provider(
+        config,
+        [
+            {
+                "host": "gpu-a",
+                "hardware": "A10G 24GB",
+                "python": "/opt/py/bin/python",
+                "root": "/scratch/me",
+            },
+            {"host": "me@gpu-b.example.com"},
+        ],
+    )
     targets = ssh.targets()
     assert [t.name for t in targets] == [
-        "ssh-gpu-a", "ssh-me-gpu-b.example.com", "ssh-alias-one", "ssh-alias-two",
+        "ssh-gpu-a",
+        "ssh-me-gpu-b.example.com",
+        "ssh-alias-one",
+        "ssh-alias-two",
     ]
     assert targets[0] == Target(
-        name="ssh-gpu-a", provider="ssh", where="gpu-a", hardware="A10G 24 GiB",
-        host="gpu-a", python="/opt/py/bin/python", root="/scratch/me", workdir="~",
+        name="ssh-gpu-a",
+        provider="ssh",
+        where="gpu-a",
+        hardware="A10G 24 GiB",
+        host="gpu-a",
+        python="/opt/py/bin/python",
+        root="/scratch/me",
+        workdir="~",
     )
     # A configured host without labels gets the defaults.
     assert targets[1].hardware == DEFAULT_HARDWARE == "SSH host"
@@ -51,14 +69,24 @@ def test_configured_hosts_first_then_config_aliases(tmp_path: Path) -> None:
     assert targets[1].python == "python3"
     assert targets[1].root is None
     # SSH config aliases carry only the default label.
-    assert targets[2] == Target(name="ssh-alias-one", provider="ssh", where="alias-one",
-                                hardware="SSH host", host="alias-one", workdir="~")
+    assert targets[2] == Target(
+        name="ssh-alias-one",
+        provider="ssh",
+        where="alias-one",
+        hardware="SSH host",
+        host="alias-one",
+        workdir="~",
+    )
 
 
 def test_working_directory_per_host_and_for_all(tmp_path: Path) -> None:
-    ssh = provider(write_config(tmp_path, "Host alias-one\n"), [
-        {"host": "gpu-a", "workdir": "/scratch/me/notebooks"}, {"host": "gpu-b"},
-    ])
+    ssh = provider(
+        write_config(tmp_path, "Host alias-one\n"),
+        [
+            {"host": "gpu-a", "workdir": "/scratch/me/notebooks"},
+            {"host": "gpu-b"},
+        ],
+    )
     ssh.workdir = "~/work"
     assert [t.workdir for t in ssh.targets()] == ["/scratch/me/notebooks", "~/work", "~/work"]
 
@@ -71,9 +99,7 @@ def test_name_key_sets_the_target_name(tmp_path: Path) -> None:
 
 
 def test_code_hosting_aliases_are_excluded(tmp_path: Path) -> None:
-    config = write_config(
-        tmp_path, "Host github.com\nHost gitlab.com bitbucket.org\nHost box\n"
-    )
+    config = write_config(tmp_path, "Host github.com\nHost gitlab.com bitbucket.org\nHost box\n")
     assert [t.name for t in provider(config).targets()] == ["ssh-box"]
 
 
@@ -85,10 +111,13 @@ def test_exclude_hosts_is_configurable(tmp_path: Path) -> None:
 
 def test_configured_host_is_not_listed_twice(tmp_path: Path) -> None:
     config = write_config(tmp_path, "Host gpu-a other\nHost Renamed\n")
-    ssh = provider(config, [
-        {"host": "gpu-a", "hardware": "H100 80GB"},
-        {"host": "renamed", "name": "renamed"},
-    ])
+    ssh = provider(
+        config,
+        [
+            {"host": "gpu-a", "hardware": "H100 80GB"},
+            {"host": "renamed", "name": "renamed"},
+        ],
+    )
     targets = ssh.targets()
     assert [t.name for t in targets] == ["ssh-gpu-a", "ssh-renamed", "ssh-other"]
     assert targets[0].hardware == "H100 80 GiB"
@@ -176,8 +205,9 @@ def test_non_dict_entry_is_refused() -> None:
 
 
 def test_target_labels() -> None:
-    target = Target(name="ssh-gpu-a", provider="ssh", where="gpu-a", hardware="A10G 24GB",
-                    host="gpu-a")
+    target = Target(
+        name="ssh-gpu-a", provider="ssh", where="gpu-a", hardware="A10G 24GB", host="gpu-a"
+    )
     assert target.display_name == "Python 3 · A10G 24GB · gpu-a"
     assert KERNEL_NAME_PREFIX == "remote-hw-"
     assert target.kernel_name == "remote-hw-ssh-gpu-a"
@@ -192,9 +222,16 @@ def test_provider_targets_have_matching_labels(tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.parametrize(("label", "shown"), [
-    ("A10G 24GB", "A10G 24 GiB"), ("2 × A100 80 GB", "2 × A100 80 GiB"), ("L4 24GiB", "L4 24 GiB"),
-    ("A100-SXM4-80GB", "A100-SXM4-80GB"), ("4 CPUs", "4 CPUs"), ("SSH host", "SSH host"),
-])
+@pytest.mark.parametrize(
+    ("label", "shown"),
+    [
+        ("A10G 24GB", "A10G 24 GiB"),
+        ("2 × A100 80 GB", "2 × A100 80 GiB"),
+        ("L4 24GiB", "L4 24 GiB"),
+        ("A100-SXM4-80GB", "A100-SXM4-80GB"),
+        ("4 CPUs", "4 CPUs"),
+        ("SSH host", "SSH host"),
+    ],
+)
 def test_configured_labels_say_memory_in_gib(label: str, shown: str) -> None:
     assert gib_label(label) == shown
