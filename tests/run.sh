@@ -29,8 +29,9 @@ pip=(python -m pip --quiet --disable-pip-version-check)
 python -m pip list --disable-pip-version-check 2>/dev/null | grep -E -i \
   '^(asyncssh|ipykernel|ipython|ipywidgets|jupyter_client|jupyter_server|jupyterlab|pyzmq|tornado) ' \
   | tr -s ' ' | paste -sd ',' | sed 's/^/versions: /'
-# Static checks: lint, and full type hints in the package (as the pre-commit hooks run them).
-bash tests/lint.sh ruff mypy
+# Static checks: lint, formatting, and full type hints in the package (as the pre-commit
+# hooks run them).
+bash tests/lint.sh ruff format mypy
 python -m pytest "$@"
 # The front end: lint and formatting, unit tests (jest), then UI tests in a real
 # JupyterLab in Debian's Chromium.
