@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 from traitlets import Dict, Float, Instance, TraitError, Unicode, validate
 
 from ...ledger import Ledger
-from ...ledger.store import FINAL_STATES as LEDGER_FINAL
 from ...ledger.store import MachineRecord
 from ...transport import SSHConnection, TransportError, TransportManager
 from ..aws.tags import default_owner
 from ..base import Machine, Provider
 from ..target import Target
 from ..usability import Unusable
+from .ending import reap_jobs, terminate_job
 from .errors import LoginUnreachableError, SLURMError
 from .machine import SLURMMachine
 from .queue import SlurmShell
@@ -397,71 +397,15 @@ class SLURMProvider(Provider):
     # ------------------------------------------------------------------ ending
 
     async def terminate(self, record: MachineRecord, detail: str = "by the user") -> MachineRecord:
-        """Cancel an allocation's job (the machines panel's Terminate); its kernels end
-        with it, and are reported dead with that reason.
-
-        Raises:
-            LoginUnreachableError: The cluster's login node cannot be reached.
-        """
-        assert self.ledger is not None
-        cluster = str(record.info.get("cluster") or record.region)
-        job_id = record.resource_id
-        if job_id and record.state not in LEDGER_FINAL and cluster in self.clusters:
-            shell = self.shell(cluster, await self._connect(cluster))
-            await shell.cancel(job_id)
-        return self.ledger.set_machine_state(
-            record.machine_id, "terminated", f"SLURM job {job_id or '?'} was cancelled {detail}"
-        )
-
-    # ------------------------------------------------------------------ reaping
+        """Cancel an allocation's job (see :func:`.ending.terminate_job`)."""
+        return await terminate_job(self, record, detail)
 
     async def reap(
         self, live_kernel_targets: set[str], *, dry_run: bool = False
     ) -> tuple[list[str], list[str]]:
-        """Cancel the jobs this ledger started whose kernels are gone.
-
-        A job is ours when its comment carries our tag and the ledger id in it is
-        one of this ledger's allocations; it is reaped when no kernel the ledger
-        knows runs on its target (``live_kernel_targets``) or when the ledger
-        already counts it as ended. Jobs with our tag that this ledger did not
-        start (another Jupyter server's, on another machine) are left running and
-        returned, for people to check.
-
-        Args:
-            live_kernel_targets: Targets that live kernels run on.
-            dry_run: Only say what would be cancelled.
-
-        Returns:
-            The job ids cancelled (or to cancel, with ``dry_run``), and those of
-            tagged jobs left running because this ledger did not start them.
-        """
-        assert self.ledger is not None
-        cancelled: list[str] = []
-        unknown: list[str] = []
-        for cluster in self.clusters:
-            try:
-                shell = self.shell(cluster, await self._connect(cluster))
-                jobs = await shell.ours()
-            except (TransportError, OSError) as exc:
-                self.log.warning("reap: %s", exc)
-                continue
-            for state, comment in jobs:
-                machine_id = comment.split(":", 1)[1] if ":" in comment else ""
-                record = self.ledger.get_machine(machine_id) if machine_id else None
-                if record is None or record.provider != self.name:
-                    unknown.append(state.job_id)
-                    continue
-                if record.state not in LEDGER_FINAL and record.name in live_kernel_targets:
-                    continue
-                cancelled.append(state.job_id)
-                if dry_run:
-                    continue
-                await shell.cancel(state.job_id)
-                detail = f"SLURM job {state.job_id} was cancelled: reaped (no live kernel)"
-                with contextlib.suppress(KeyError):
-                    self.ledger.set_machine_state(record.machine_id, "terminated", detail)
-                self.log.info("%s", detail)
-        return cancelled, unknown
+        """Cancel the jobs this ledger started whose kernels are gone (see
+        :func:`.ending.reap_jobs`)."""
+        return await reap_jobs(self, live_kernel_targets, dry_run=dry_run)
 
 
 __all__ = ["CLUSTER_KEYS", "SLURMProvider"]
