@@ -5,8 +5,14 @@ from __future__ import annotations
 from jupyter_client.kernelspec import NoSuchKernel
 from tornado.web import HTTPError
 
+from ..errors import UserError
 from ..providers import UnknownHardwareError
 from ..providers.launch_steps import LaunchError
+
+
+class MachineEndedError(UserError):
+    """The kernel's machine ended for good (its SLURM job reached its time limit, was
+    cancelled or preempted): a restart does not take new hardware in its place."""
 
 
 class KernelLaunchError(HTTPError):

@@ -16,6 +16,7 @@ from ..agent.holds import process_identity
 from ..agent_client import AgentError, AgentUnavailableError
 from ..providers.base import PORT_NAMES
 from ..providers.launch_steps import LaunchSteps
+from .errors import MachineEndedError
 
 if TYPE_CHECKING:
     from .provisioner import RemoteHWProvisioner
@@ -86,7 +87,9 @@ class KernelLauncher:
         if ended and self.p._remote is not None:
             # A restart does not quietly take new hardware (a new allocation) in its place.
             with steps.step("restart kernel"):
-                raise RuntimeError(f"{ended}; start a new kernel to run on {target.name} again")
+                raise MachineEndedError(
+                    f"{ended}; start a new kernel to run on {target.name} again"
+                )
         self.p._machine = await self.p.manager.machine(target, steps)
         if adopting:
             with steps.step("find kernel"):

@@ -12,6 +12,7 @@ import pytest
 from jupyter_remote_hw.ledger.budget import BudgetExceededError
 from jupyter_remote_hw.providers.aws.errors import AWSError
 from jupyter_remote_hw.providers.launch_steps import LaunchError, LaunchSteps
+from jupyter_remote_hw.provisioner.errors import KernelLaunchError, MachineEndedError
 from jupyter_remote_hw.server.user_errors import commands_in, install_filter, is_expected
 from jupyter_remote_hw.transport import HostUnreachableError
 
@@ -91,6 +92,30 @@ def test_a_failed_launch_step_is_logged_by_its_steps_alone(
         )
     ]
     assert "Traceback" not in out.getvalue()
+
+
+def test_a_restart_refused_after_the_machine_ended_is_one_line(
+    log: tuple[logging.Logger, io.StringIO],
+) -> None:
+    # A SLURM job that reached its time limit: jupyter_client's restarter tries to
+    # restart the dead kernel, which is refused; it and tornado log the failure with a
+    # traceback each, which the steps' one line already said.
+    logger, out = log
+    steps = LaunchSteps("slurm-hpc-gpu-a100", "k1", logger)
+    with pytest.raises(LaunchError) as caught, steps.step("restart kernel"):
+        raise MachineEndedError("SLURM job 64 ended: TIMEOUT (it reached its time limit)")
+    failure = raised(KernelLaunchError(caught.value))
+    assert is_expected(failure)
+    logger.error("Exception in callback restarter.poll", exc_info=failure)
+    logger.error(failure, exc_info=failure)
+    assert "Traceback" not in out.getvalue()
+    assert [line for line in out.getvalue().splitlines() if "TIMEOUT" in line] == [
+        (
+            f"[WARNING] launch on slurm-hpc-gpu-a100: restart kernel failed in "
+            f"{steps.records[0].seconds:.2f} s: SLURM job 64 ended: TIMEOUT (it reached "
+            "its time limit)"
+        )
+    ]
 
 
 def test_an_access_line_quotes_a_huge_uri_cut_short() -> None:
