@@ -3,6 +3,7 @@ money and durations as people read them, and the base of the classes that run th
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any, TextIO
 
@@ -53,6 +54,16 @@ class BaseCommands:
         provider = self.manager.providers["aws"]
         assert isinstance(provider, AWSProvider)
         return provider
+
+    def _confirm(self, question: str, yes: bool) -> bool:
+        """Whether the user says yes to ``question`` (``yes``: without asking)."""
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            raise CLIError(f"{question} Pass --yes to confirm when not at a terminal.")
+        self.err.write(f"{question} [y/N] ")
+        self.err.flush()
+        return sys.stdin.readline().strip().lower() in ("y", "yes")
 
     def _print(self, text: str = "") -> None:
         self.out.write(text + "\n")

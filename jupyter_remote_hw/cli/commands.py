@@ -248,15 +248,6 @@ class RemoteHWCommands(BaseCommands):
         if record.state in FINAL_STATES:
             raise CLIError(f"{record.name} ({record.resource_id}) is already {record.state}")
 
-    def _confirm(self, question: str, yes: bool) -> bool:
-        if yes:
-            return True
-        if not sys.stdin.isatty():
-            raise CLIError(f"{question} Pass --yes to confirm when not at a terminal.")
-        self.err.write(f"{question} [y/N] ")
-        self.err.flush()
-        return sys.stdin.readline().strip().lower() in ("y", "yes")
-
     async def trust(self, host: str, yes: bool) -> None:
         """Show the key ``host`` presents and, once confirmed, record it in known_hosts."""
         owned = cli_machines.owned_target(self.manager, host)
