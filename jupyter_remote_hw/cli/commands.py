@@ -35,6 +35,7 @@ from ..sharing import cli as sharing_cli
 from ..transport.host_keys import TRUSTED, fetch_presented_key, record_key, refuse_changed
 from ..validation import HOST, NAME, argument_type
 from . import catalog as catalog_cli
+from . import hibernated as hibernated_cli
 from . import machines as cli_machines
 from .base import BaseCommands, CLIError, _duration, _money
 
@@ -403,6 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
     reap.add_argument("--region", action="append", help="a region to search (repeatable)")
 
     catalog_cli.add_parsers(commands)
+    hibernated_cli.add_parsers(commands)
     sharing_cli.add_parsers(commands)
     return parser
 
@@ -432,6 +434,8 @@ async def run(args: argparse.Namespace, config: Config, out: TextIO, err: TextIO
             await sharing_cli.run(args, manager, out, err)
         elif args.command in catalog_cli.COMMANDS:
             await catalog_cli.run(args, manager, out, err)
+        elif args.command in hibernated_cli.COMMANDS:
+            await hibernated_cli.run(args, manager, out, err)
     finally:
         await manager.close()
         MachineManager.clear_instance()

@@ -1,0 +1,126 @@
+"""``jupyter remote-hw hibernated``: the saved state of hibernated kernels on this
+machine's disk, each with its size and what it holds, the total against the cap, and
+``--delete KERNEL`` to free the room one takes.
+
+:func:`add_parsers` adds the subcommand to the main parser's subcommands, and
+:func:`run` runs it over the process's machine manager.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any, TextIO
+
+from tabulate import tabulate
+
+from ..hibernation import HibernationStore
+from ..hibernation.store import size_text
+from ..machines.manager import MachineManager
+from ..validation import KERNEL_ID, argument_type
+from .base import BaseCommands, CLIError, _ago
+
+COMMANDS = ("hibernated",)
+"""The subcommands this module adds."""
+
+
+def add_parsers(commands: Any) -> None:
+    """Add the hibernated subcommand to ``commands`` (an argparse subparsers object)."""
+    hibernated = commands.add_parser(
+        "hibernated", help="saved state of hibernated kernels, with sizes; --delete KERNEL"
+    )
+    hibernated.add_argument(
+        "--delete",
+        metavar="KERNEL",
+        type=argument_type(KERNEL_ID, "kernel"),
+        help="delete the saved state of this kernel (its id, or the start of it)",
+    )
+    hibernated.add_argument("--yes", action="store_true", help="do not ask")
+
+
+async def run(args: argparse.Namespace, manager: MachineManager, out: TextIO, err: TextIO) -> None:
+    """Run one parsed hibernated subcommand."""
+    commands = HibernatedCommands(manager, out, err)
+    if args.delete:
+        commands.delete(args.delete, args.yes)
+    else:
+        commands.list()
+
+
+class HibernatedCommands(BaseCommands):
+    """The hibernated subcommands, over one machine manager (see :class:`.base.BaseCommands`).
+
+    The store is the one the Jupyter server uses: ``c.HibernationStore`` from the same
+    configuration files.
+    """
+
+    def __init__(self, manager: MachineManager, out: TextIO, err: TextIO) -> None:
+        super().__init__(manager, out, err)
+        self.store = HibernationStore(parent=manager)
+
+    def list(self) -> None:
+        """One row per saved kernel, then the total against the cap."""
+        entries = self.store.entries()
+        now = time.time()
+        rows = []
+        for entry in entries:
+            manifest = entry.manifest
+            variables = manifest.get("variables") or []
+            left = manifest.get("left_out") or []
+            rows.append(
+                [
+                    entry.entry_id[:8],
+                    manifest.get("target") or manifest.get("kernel_name") or "?",
+                    _ago(entry.saved_at, now),
+                    size_text(entry.nbytes),
+                    len(variables),
+                    ", ".join(str(item.get("name")) for item in left) or "-",
+                    entry.problem or "",
+                ]
+            )
+        if rows:
+            self._print(
+                tabulate(
+                    rows,
+                    headers=[
+                        "kernel",
+                        "hardware",
+                        "saved",
+                        "size",
+                        "variables",
+                        "left out",
+                        "problem",
+                    ],
+                )
+            )
+        else:
+            self._print("no hibernated kernel state is kept on this machine")
+        cap = self.store.max_bytes
+        total = sum(entry.nbytes for entry in entries)
+        limit = f" of {size_text(cap)} (c.HibernationStore.max_bytes)" if cap else " (no cap)"
+        self._print(f"in all: {size_text(total)}{limit}, in {self.store.path}")
+
+    def delete(self, kernel: str, yes: bool) -> None:
+        """Delete one kernel's saved state, found by its id or the start of it."""
+        found = [e for e in self.store.entries() if e.entry_id.startswith(kernel)]
+        if not found:
+            raise CLIError(
+                f"no saved state of kernel {kernel}: `jupyter remote-hw hibernated` lists them"
+            )
+        if len(found) > 1:
+            raise CLIError(
+                f"{kernel} is the start of {len(found)} kernels' ids "
+                f"({', '.join(e.entry_id[:12] for e in found)}); give more of it"
+            )
+        entry = found[0]
+        question = (
+            f"Delete the saved state of kernel {entry.entry_id} ({size_text(entry.nbytes)})? "
+            "A hibernated kernel cannot wake without it."
+        )
+        if not self._confirm(question, yes):
+            self._print("nothing deleted")
+            return
+        self.store.delete(entry.entry_id)
+        self._print(
+            f"deleted the saved state of kernel {entry.entry_id} ({size_text(entry.nbytes)})"
+        )

@@ -1,0 +1,87 @@
+"""``jupyter remote-hw hibernated``: the saved state of hibernated kernels with its size
+and what it holds, the total against the cap, and deleting one kernel's state."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_remote_hw.cli.commands import main
+from jupyter_remote_hw.hibernation import HibernationStore, save
+
+from ..hibernation.conftest import StartKernel, kernels, run, start_kernel  # noqa: F401
+
+
+def cli(tmp_path: Path, store: Path, *argv: str) -> tuple[int, str, str]:
+    path = tmp_path / "jupyter_server_config.json"
+    path.write_text(
+        json.dumps(
+            {
+                "MachineManager": {"ledger_path": str(tmp_path / "ledger.sqlite3")},
+                "LocalProvider": {"state_dir": str(tmp_path / "l")},
+                "SSHProvider": {"include_ssh_config": False},
+                "HibernationStore": {"root": str(store), "max_bytes": 1 << 30},
+            }
+        )
+    )
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["--config", str(path), *argv], out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+async def test_saved_state_is_listed_with_its_size_and_deleted(
+    tmp_path: Path, kernels: Any, start_kernel: StartKernel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "hibernated"
+    code, out, _ = await asyncio.to_thread(cli, tmp_path, root, "hibernated")
+    assert code == 0
+    assert out.splitlines()[0] == "no hibernated kernel state is kept on this machine"
+
+    kernel_id = await start_kernel()
+    await run(kernels, kernel_id, "import numpy as np\na = np.ones(4 << 20)\nf = open('x', 'w')")
+    store = HibernationStore(root=str(root), max_bytes=0, min_free_bytes=0)
+    saved = await save(kernels, kernel_id, store)
+    code, out, _ = await asyncio.to_thread(cli, tmp_path, root, "hibernated")
+    assert code == 0, out
+    header, _, row, *rest = out.splitlines()
+    assert header.split() == [
+        "kernel",
+        "hardware",
+        "saved",
+        "size",
+        "variables",
+        "left",
+        "out",
+        "problem",
+    ]
+    # Its id, the kernel it came from, when, 32 MiB of array, one variable, the open file.
+    assert row.split()[:2] == [kernel_id[:8], "python3"]
+    assert " ago " in row and "32.0 MiB" in row and row.split()[-1] == "f", row
+    total = f"{saved.entry.nbytes / (1 << 20):.1f} MiB"
+    assert rest == [f"in all: {total} of 1.0 GiB (c.HibernationStore.max_bytes), in {root}"]
+
+    # Deleting asks first; --yes answers; a prefix of the id is enough.
+    code, out, err = await asyncio.to_thread(
+        cli, tmp_path, root, "hibernated", "--delete", kernel_id[:6]
+    )
+    assert code == 1 and "Pass --yes to confirm" in err, (out, err)
+    assert [e.entry_id for e in store.entries()] == [kernel_id]
+    code, out, _ = await asyncio.to_thread(
+        cli, tmp_path, root, "hibernated", "--delete", kernel_id[:6], "--yes"
+    )
+    assert code == 0 and out.startswith(f"deleted the saved state of kernel {kernel_id}")
+    assert store.entries() == []
+    code, _, err = await asyncio.to_thread(
+        cli, tmp_path, root, "hibernated", "--delete", kernel_id[:6], "--yes"
+    )
+    assert code == 1 and f"no saved state of kernel {kernel_id[:6]}" in err
+    # A bad id is refused before anything is read.
+    with pytest.raises(SystemExit) as ended:
+        await asyncio.to_thread(cli, tmp_path, root, "hibernated", "--delete", "../x")
+    assert ended.value.code == 2
+    assert "argument --delete: kernel '../x' is not valid" in capsys.readouterr().err
