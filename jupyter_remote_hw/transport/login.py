@@ -64,6 +64,24 @@ def recorded_host_keys(files: list[str], host: str, port: int) -> list[asyncssh.
     return keys
 
 
+def split_hop(hop: str) -> tuple[str, str, str]:
+    """A ProxyJump hop's user, host and port (``""`` where not given), as OpenSSH reads
+    ``[user@]host[:port]``, ``[user@][v6 address]:port`` and ``ssh://...``: a bare IPv6
+    address (``::1``, ``fe80::1``) has no port; one with a port is in brackets."""
+    if hop.startswith("ssh://"):
+        hop = hop[len("ssh://") :].rstrip("/")
+    user, _, address = hop.rpartition("@")
+    if address.startswith("["):
+        host, bracket, rest = address[1:].partition("]")
+        if bracket and (not rest or rest.startswith(":")):
+            return user, host, rest[1:]
+        return user, address, ""
+    if address.count(":") == 1:
+        host, _, port = address.partition(":")
+        return user, host, port
+    return user, address, ""
+
+
 class VerifiedLogin:
     """The options and host-key checks of :class:`.connection.SSHConnection`."""
 
@@ -140,10 +158,13 @@ class VerifiedLogin:
         config = list(self.settings.ssh_config_files) or ()
         try:
             for hop in (part.strip() for part in spec.split(",") if part.strip()):
-                user, _, address = hop.rpartition("@")
-                host, _, port = (
-                    address.partition(":") if address.count(":") == 1 else (address, "", "")
-                )
+                user, host, port = split_hop(hop)
+                if port and not port.isdigit():
+                    raise HostUnreachableError(
+                        self.destination,
+                        f"ProxyJump hop {hop!r} of {self.destination} has the port {port!r}, "
+                        "not a number: fix it in your ssh config",
+                    )
                 given: dict[str, Any] = {}
                 if user:
                     given["username"] = user

@@ -180,3 +180,24 @@ async def test_config_cannot_turn_host_key_checking_off_for_a_jump_host(
     )
     async with SSHConnection("behind2", settings_for(config)) as conn:
         assert (await conn.run("echo $SSH_CONNECTION")).ok
+
+
+async def test_a_jump_host_by_bracketed_address_and_port_connects(
+    ssh_host: SSHTestHost, tmp_path: Path
+) -> None:
+    """``ProxyJump [127.0.0.1]:PORT`` (the bracketed form IPv6 hops need) is read as
+    OpenSSH reads it, and a port that is not a number is named."""
+    # The address's own block names the test host's known_hosts file, as a user's would.
+    config = write_config(
+        tmp_path,
+        ssh_host.config_block("127.0.0.1")
+        + ssh_host.config_block(
+            "bracketed", ProxyJump=f"{ssh_host.user}@[127.0.0.1]:{ssh_host.port}"
+        )
+        + ssh_host.config_block("badport", ProxyJump="127.0.0.1:twentytwo"),
+    )
+    async with SSHConnection("bracketed", settings_for(config)) as conn:
+        assert (await conn.run("echo $SSH_CONNECTION")).ok
+    with pytest.raises(HostUnreachableError) as raised:
+        await SSHConnection("badport", settings_for(config)).open()
+    assert "has the port 'twentytwo', not a number" in str(raised.value)
