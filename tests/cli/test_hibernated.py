@@ -4,34 +4,19 @@ and what it holds, the total against the cap, and deleting one kernel's state.""
 from __future__ import annotations
 
 import asyncio
-import io
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from jupyter_remote_hw.cli.commands import main
 from jupyter_remote_hw.hibernation import HibernationStore, save
 
 from ..hibernation.conftest import StartKernel, kernels, run, start_kernel  # noqa: F401
+from .conftest import run_cli
 
 
 def cli(tmp_path: Path, store: Path, *argv: str) -> tuple[int, str, str]:
-    path = tmp_path / "jupyter_server_config.json"
-    path.write_text(
-        json.dumps(
-            {
-                "MachineManager": {"ledger_path": str(tmp_path / "ledger.sqlite3")},
-                "LocalProvider": {"state_dir": str(tmp_path / "l")},
-                "SSHProvider": {"include_ssh_config": False},
-                "HibernationStore": {"root": str(store), "max_bytes": 1 << 30},
-            }
-        )
-    )
-    out, err = io.StringIO(), io.StringIO()
-    code = main(["--config", str(path), *argv], out=out, err=err)
-    return code, out.getvalue(), err.getvalue()
+    return run_cli(tmp_path, argv, HibernationStore={"root": str(store), "max_bytes": 1 << 30})
 
 
 async def test_saved_state_is_listed_with_its_size_and_deleted(

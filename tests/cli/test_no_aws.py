@@ -4,55 +4,25 @@ still lists and says why AWS is not in it."""
 
 from __future__ import annotations
 
-import io
-import json
 from pathlib import Path
 
 import pytest
 
 from jupyter_remote_hw.cli.commands import main
-from jupyter_remote_hw.providers.aws import credentials as aws_credentials
+
+from .conftest import run_cli
 
 NO_CREDENTIALS = "AWS: no credentials — set AWS_PROFILE or run `aws configure`"
 PREFIX = "jupyter remote-hw "
 
 
-@pytest.fixture(autouse=True)
-def no_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A home, Jupyter paths and an AWS credential chain with nothing in them."""
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(tmp_path / "jcfg"))
-    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jdata"))
-    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "jrun"))
-    for name in (
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_PROFILE",
-        "AWS_DEFAULT_PROFILE",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    aws_credentials.forget()
+pytestmark = pytest.mark.usefixtures("no_credentials")
 
 
 def cli(tmp_path: Path, *argv: str) -> tuple[int, str, str]:
-    path = tmp_path / "jupyter_server_config.json"
-    path.write_text(
-        json.dumps(
-            {
-                "MachineManager": {"ledger_path": str(tmp_path / "ledger.sqlite3")},
-                "LocalProvider": {"state_dir": str(tmp_path / "l")},
-                "SSHProvider": {"include_ssh_config": False},
-                "AWSProvider": {"ssh_cidr": "203.0.113.7/32", "region": "us-east-1"},
-            }
-        )
+    return run_cli(
+        tmp_path, argv, AWSProvider={"ssh_cidr": "203.0.113.7/32", "region": "us-east-1"}
     )
-    out, err = io.StringIO(), io.StringIO()
-    code = main(["--config", str(path), *argv], out=out, err=err)
-    return code, out.getvalue(), err.getvalue()
 
 
 def error_line(err: str, command: str) -> str:
