@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 KERNEL_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+#: A key a caller may give a kernel: hex digits (a uuid's dashes allowed).
+_KEY_PATTERN = re.compile(r"^[0-9A-Fa-f-]{32,128}$")
 
 
 DEFAULT_START_TIMEOUT = 60.0
@@ -84,6 +86,7 @@ class KernelStarting:
         inherit_env: bool = True,
         owner: dict[str, Any] | None = None,
         orphan_grace: float = 0.0,
+        key: str | None = None,
     ) -> dict[str, Any]:
         """Start a new kernel and wait until it answers.
 
@@ -101,6 +104,9 @@ class KernelStarting:
             owner: Who starts the kernel (:func:`.holds.process_identity`).
             orphan_grace: Seconds the kernel may go without a holder before it
                 is shut down; 0: never.
+            key: The key its messages are signed with (hex digits), or None for a
+                new random one. A kernel woken from hibernation gets its old key,
+                so that clients connected to it all along keep working.
 
         Returns:
             ``{"kernel_id", "pid", "connection", "cwd"}``; ``cwd`` is where the
@@ -118,6 +124,8 @@ class KernelStarting:
                 f"kernel_id {kernel_id!r} is not usable: use up to 128 letters, digits, "
                 "'.', '_' or '-', starting with a letter or digit",
             )
+        if key is not None and not _KEY_PATTERN.match(key):
+            raise AgentError(BAD_REQUEST, "start_kernel: 'key' must be 32 to 128 hex digits")
         if kernel_id in self.kernels or kernel_id in self._reserved:
             raise AgentError(
                 KERNEL_EXISTS,
@@ -137,7 +145,7 @@ class KernelStarting:
         try:
             await self._check_ipykernel(spec)
             for attempt in range(1, _PORT_RETRIES + 1):
-                kernel = self._new_kernel(kernel_id, spec)
+                kernel = self._new_kernel(kernel_id, spec, key)
                 try:
                     async with kernel.lock:
                         await self._launch_and_wait(kernel, timeout)
@@ -178,8 +186,9 @@ class KernelStarting:
             "create it or pass another cwd",
         )
 
-    def _new_kernel(self, kernel_id: str, spec: LaunchSpec) -> Kernel:
-        """Register a kernel with fresh channels and key, and write its connection file.
+    def _new_kernel(self, kernel_id: str, spec: LaunchSpec, key: str | None = None) -> Kernel:
+        """Register a kernel with fresh channels and key (or ``key``), and write its
+        connection file.
 
         An ipykernel listens on UNIX sockets in the state directory, which
         only this user can enter; a custom command line (which may not speak
@@ -191,6 +200,8 @@ class KernelStarting:
             else None
         )
         connection = new_connection_info(avoid=self._ports_in_use(), ipc_dir=ipc_dir)
+        if key is not None:
+            connection["key"] = key
         write_private_json(self.paths.connection_file(kernel_id), connection)
         tracker = ActivityTracker(kernel_id, connection, self.context)
         kernel = Kernel(kernel_id, connection, spec, tracker)

@@ -93,6 +93,7 @@ class AgentOperations:
             inherit_env=arg_bool(args, op, "inherit_env", True),
             owner=arg_dict(args, op, "owner"),
             orphan_grace=arg_duration(args, op, "orphan_grace", 0.0),
+            key=arg_str(args, op, "key"),
         )
 
     async def _restart_kernel(self, args: dict[str, Any]) -> dict[str, Any]:
