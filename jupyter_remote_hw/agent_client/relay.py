@@ -8,6 +8,14 @@ clients, and is acknowledged. When the stream breaks (the link is cut), the
 ports stay open and keep what clients send; a new stream resumes from the
 last message each side received, so nothing is lost or repeated however long
 the link was down.
+
+A relay also outlives its kernel while the kernel hibernates (see
+:mod:`..hibernation`): :meth:`KernelRelayClient.hold` starts answering and holding
+the requests of the clients connected so far (:class:`.sleeping.StandIn`) while
+new clients (the save's or the restore's transfer client) still reach the
+kernel; :meth:`~KernelRelayClient.sleep` ends the stream to the host, the ports
+staying bound; :meth:`~KernelRelayClient.wake` opens a stream to the new kernel;
+:meth:`~KernelRelayClient.release` hands the held requests to it, in their order.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from ..agent.relay_frames import (
     encode_data,
     read_frame,
 )
+from .sleeping import HeartbeatEcho, StandIn, kernel_info_of
 
 StreamOpener = Callable[[], Awaitable[tuple[Any, Any]]]
 """Opens a new byte stream to the host agent's socket: a reader and a writer."""
@@ -44,6 +53,12 @@ RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0, 5.0)
 #: requests wait in their own queues, and a client whose queue is full blocks,
 #: as against a busy kernel. Nothing is dropped.
 REQUEST_LIMIT = 64 * 1024 * 1024
+
+#: Client identities remembered, so that those connected when a kernel starts to
+#: hibernate are held until it is back (the oldest are forgotten beyond this).
+KNOWN_CLIENTS = 4096
+
+_REPLIES = (CHANNELS.index("shell"), CHANNELS.index("control"))
 
 
 class RelayRefusedError(Exception):
@@ -98,7 +113,14 @@ class KernelRelayClient:
         self._sent = 0
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._attach: asyncio.Task[None] | None = None
         self._closed = False
+        self._stand_in = StandIn(kernel_id, self._session, self._sockets, self.log)
+        self._clients: collections.OrderedDict[bytes, None] = collections.OrderedDict()
+        self._held_clients: set[bytes] = set()
+        self._holding = False
+        self._asleep = False
+        self._heartbeat: HeartbeatEcho | None = None
 
     async def start(self, wanted: dict[str, int] | None = None) -> dict[str, int]:
         """Bind the ports (``wanted`` ones where free) and start relaying.
@@ -132,7 +154,7 @@ class KernelRelayClient:
         for channel, name in enumerate(CHANNELS):
             reader = self._welcome if name == "iopub" else self._read_clients
             self._tasks.append(asyncio.create_task(reader(channel)))
-        self._tasks.append(asyncio.create_task(self._keep_attached()))
+        self._attach = asyncio.create_task(self._keep_attached())
         return dict(self.ports)
 
     # ------------------------------------------------------------------ clients
@@ -149,12 +171,29 @@ class KernelRelayClient:
                 )
                 await self._room.wait()
             parts = await sock.recv_multipart()
-            self._seq += 1
-            self._kept.append((self._seq, channel, parts))
-            self._kept_bytes += sum(len(p) for p in parts)
-            if self._kept_bytes >= self.request_limit:
-                self._room.clear()
-            self._wake.set()
+            client = parts[0]
+            if self._holding and (self._asleep or client in self._held_clients):
+                self._held_clients.add(client)
+                await self._stand_in.handle(channel, parts)
+                continue
+            if not self._holding:
+                self._remember(client)
+            self._keep(channel, parts)
+
+    def _remember(self, client: bytes) -> None:
+        self._clients[client] = None
+        self._clients.move_to_end(client)
+        if len(self._clients) > KNOWN_CLIENTS:
+            self._clients.popitem(last=False)
+
+    def _keep(self, channel: int, parts: list[bytes]) -> None:
+        """Number a client's request and keep it until the host acknowledges it."""
+        self._seq += 1
+        self._kept.append((self._seq, channel, parts))
+        self._kept_bytes += sum(len(p) for p in parts)
+        if self._kept_bytes >= self.request_limit:
+            self._room.clear()
+        self._wake.set()
 
     async def _welcome(self, channel: int) -> None:
         sock = self._sockets[channel]
@@ -284,13 +323,128 @@ class KernelRelayClient:
                 continue
             if frame.seq <= self._received:
                 continue
+            if frame.channel in _REPLIES:
+                info = kernel_info_of(frame.parts)
+                if info is not None:
+                    self._stand_in.kernel_info = info
             await self._sockets[frame.channel].send_multipart(frame.parts)
             self._received = frame.seq
             acks.schedule()
 
+    # ------------------------------------------------------------------ hibernation
+
+    @property
+    def holding(self) -> bool:
+        """Whether the requests of the clients connected before :meth:`hold` are held."""
+        return self._holding
+
+    @property
+    def asleep(self) -> bool:
+        """Whether the relay has no stream to a kernel (:meth:`sleep`)."""
+        return self._asleep
+
+    @property
+    def kernel_info(self) -> bytes | None:
+        """The content (JSON) of the last ``kernel_info_reply`` the kernel sent; what a
+        client asking while the kernel hibernates is answered."""
+        return self._stand_in.kernel_info
+
+    @kernel_info.setter
+    def kernel_info(self, content: bytes | None) -> None:
+        self._stand_in.kernel_info = content
+
+    @property
+    def held(self) -> int:
+        """How many requests are held for the kernel."""
+        return len(self._stand_in.held)
+
+    def hold(self, on_wake: Callable[[], None] | None) -> None:
+        """From now on, answer the requests of every client seen so far here where that
+        is harmless, and hold the others (see :mod:`.sleeping`); call ``on_wake`` once
+        when a held request needs the kernel. Clients that connect later still reach
+        the kernel while there is one (a save's or a restore's transfer client)."""
+        if not self._holding:
+            self._held_clients = set(self._clients)
+            self._holding = True
+        self._stand_in.arm(on_wake)
+
+    async def sleep(self) -> None:
+        """End the stream to the host, for good: the kernel is about to go. The ports
+        stay; every client's requests are answered or held from now on.
+
+        Requests of held clients that the host has not acknowledged are held again
+        for the next kernel, in their order; the host's numbering is forgotten (the
+        next kernel has a relay of its own).
+        """
+        if not self._holding:
+            self.hold(self._stand_in.on_wake)
+        self._asleep = True
+        if self._attach is not None:
+            self._attach.cancel()
+            await asyncio.gather(self._attach, return_exceptions=True)
+            self._attach = None
+        unacked = [
+            (channel, parts) for _, channel, parts in self._kept if parts[0] in self._held_clients
+        ]
+        self._stand_in.hold_first(unacked)
+        self._kept.clear()
+        self._kept_bytes = 0
+        self._room.set()
+        self._host_epoch = None
+        self._received = 0
+        self._sent = 0
+
+    async def echo_heartbeats(self, port: int) -> None:
+        """Answer heartbeats on ``port`` (the kernel's, here) while asleep."""
+        if self._heartbeat is None and port:
+            echo = HeartbeatEcho(self._context, port, self.log)
+            if echo.start():
+                self._heartbeat = echo
+
+    async def _stop_heartbeats(self) -> None:
+        if self._heartbeat is not None:
+            await self._heartbeat.close()
+            self._heartbeat = None
+
+    async def wake(self, open_stream: StreamOpener) -> None:
+        """Relay to a new kernel through ``open_stream`` (a new host relay: its numbering
+        starts again). Held requests stay held until :meth:`release`, so that the
+        restore reaches the kernel first."""
+        await self._stop_heartbeats()
+        if self._attach is not None:
+            self._attach.cancel()
+            await asyncio.gather(self._attach, return_exceptions=True)
+        self._open_stream = open_stream
+        self._asleep = False
+        self._attach = asyncio.create_task(self._keep_attached())
+
+    async def release(self) -> None:
+        """Hand the held requests to the kernel in their order, each from its client,
+        and stop holding.
+
+        Raises:
+            RuntimeError: The relay is asleep (no kernel to hand them to).
+        """
+        if self._asleep:
+            raise RuntimeError(f"kernel {self.kernel_id}: no kernel to release requests to")
+        for channel, parts in self._stand_in.take():
+            self._keep(channel, parts)
+        self._holding = False
+        self._held_clients.clear()
+        self._stand_in.arm(None)
+
+    async def refuse_held(self, reason: str) -> None:
+        """The kernel could not be woken: each held ``execute_request`` gets an error
+        reply saying ``reason``; the next request that needs the kernel wakes it again."""
+        await self._stand_in.refuse(reason)
+
     async def close(self) -> None:
         """Stop relaying and close the ports (the host's relay keeps what is unsent)."""
         self._closed = True
+        await self._stop_heartbeats()
+        if self._attach is not None:
+            self._tasks.append(self._attach)
+            self._attach = None
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
