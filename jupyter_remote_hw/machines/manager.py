@@ -29,6 +29,7 @@ from traitlets.config import Config, SingletonConfigurable
 from traitlets.config.loader import ConfigFileNotFound, JSONFileConfigLoader, PyFileConfigLoader
 
 from ..agent_client import AgentError, AgentUnavailableError
+from ..hibernation import HibernationStore
 from ..ledger import Ledger
 from ..providers import Machine, Provider, Target, UnknownHardwareError
 from ..providers.launch_steps import LaunchListener, LaunchSteps
@@ -70,7 +71,7 @@ class MachineManager(SingletonConfigurable):
     Configure it (and the providers and transport it creates) in
     ``jupyter_server_config.py``: ``c.MachineManager.*``, ``c.LocalProvider.*``,
     ``c.SSHProvider.*``, ``c.AWSProvider.*``, ``c.SLURMProvider.*``, ``c.BudgetGuard.*``,
-    ``c.TransportManager.*``.
+    ``c.TransportManager.*``, ``c.HibernationStore.*``.
     """
 
     ledger_path = Unicode(
@@ -128,6 +129,15 @@ class MachineManager(SingletonConfigurable):
         self._home_thread: threading.Thread | None = None
         self._home_guard = threading.Lock()
         self._home_closed = False
+        self._hibernation_store: HibernationStore | None = None
+
+    @property
+    def hibernation_store(self) -> HibernationStore:
+        """Where this process keeps the state of hibernated kernels (``c.HibernationStore``),
+        made on first use."""
+        if self._hibernation_store is None:
+            self._hibernation_store = HibernationStore(parent=self, log=self.log)
+        return self._hibernation_store
 
     # ------------------------------------------------------------------ home loop
 

@@ -45,6 +45,7 @@ from .target import Target
 from .usability import Unusable
 
 if TYPE_CHECKING:
+    from ..agent_client.relay import KernelRelayClient
     from ..ledger import MachineRecord
     from .launch_steps import LaunchSteps
 
@@ -120,6 +121,32 @@ class Machine(ABC):
     @abstractmethod
     async def unexpose(self, kernel_id: str) -> None:
         """Stop making a kernel's ports reachable here."""
+
+    def relay(self, kernel_id: str) -> KernelRelayClient | None:
+        """The relay whose ports a kernel's clients use here, or None where the kernel's
+        ports are not a relay's (this machine's kernels, reached directly). Only a
+        kernel with a relay can hibernate and keep its ports."""
+        return None
+
+    async def detach(self, kernel_id: str) -> KernelRelayClient | None:
+        """Take a kernel's relay out of this machine without closing it, and stop the rest
+        of what makes the kernel reachable (its heartbeat forward): the relay keeps the
+        ports while the kernel hibernates, and may outlive this machine.
+
+        Returns:
+            The relay, or None where the kernel has none (then nothing is stopped).
+        """
+        return None
+
+    def adopt(self, kernel_id: str, relay: KernelRelayClient) -> None:
+        """Make ``relay`` (taken out of this or another machine by :meth:`detach`) the
+        kernel's relay here: the next :meth:`expose` of the kernel points it at the
+        kernel on this machine, its ports unchanged.
+
+        Raises:
+            NotImplementedError: This kind of machine reaches kernels without relays.
+        """
+        raise NotImplementedError(f"{type(self).__name__} reaches kernels without relays")
 
     def seconds_left(self) -> float | None:
         """Seconds before the machine's time limit (a scheduler's allocation), or None

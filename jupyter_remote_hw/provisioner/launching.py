@@ -72,10 +72,15 @@ class KernelLauncher:
         self, steps: LaunchSteps, kwargs: dict[str, Any], timeout: float
     ) -> KernelConnectionInfo:
         record = self.p.manager.ledger.get_kernel(self.p.kernel_id)
-        adopting = self.p._remote is None and record is not None
+        relay = self.p.hibernation.relay  # a hibernated kernel's, kept while it was away
+        adopting = relay is None and self.p._remote is None and record is not None
         if adopting:
             assert record is not None
             await self.p.load_provisioner_info(record.info)
+            hibernated = record.info.get("hibernated")
+            if isinstance(hibernated, dict):
+                with steps.step("find kernel"):
+                    return await self.p.hibernation.resume_asleep(hibernated)
             # The previous server's connection file for this kernel id is stale:
             # jupyter_client would trust it instead of what is returned here.
             connection_file = getattr(self.p.parent, "connection_file", "")
@@ -91,7 +96,14 @@ class KernelLauncher:
                     f"{ended}; start a new kernel to run on {target.name} again"
                 )
         self.p._machine = await self.p.manager.machine(target, steps)
-        if adopting:
+        if relay is not None:
+            with steps.step("start kernel"):
+                # The same key: the clients connected all along sign with it.
+                key: Any = self.p.connection_info["key"]  # bytes, its TypedDict says str
+                key = key.decode() if isinstance(key, bytes) else str(key)
+                remote = self.p._remote = await self.start_remote(kwargs, timeout, key)
+                self.p._machine.adopt(self.p.kernel_id, relay)
+        elif adopting:
             with steps.step("find kernel"):
                 remote = await self.find_remote()
         elif self.p._remote is not None:
@@ -117,9 +129,12 @@ class KernelLauncher:
         )
         return info
 
-    async def start_remote(self, kwargs: dict[str, Any], timeout: float) -> dict[str, Any]:
+    async def start_remote(
+        self, kwargs: dict[str, Any], timeout: float, key: str | None = None
+    ) -> dict[str, Any]:
         """Start the kernel: in the notebook's directory when the host has it (else in
-        the target's working directory), with its environment and its orphan grace."""
+        the target's working directory), with its environment and its orphan grace
+        (and ``key``, for a kernel woken from hibernation)."""
         target = self.p._target()
         local = target.provider == "local"
         requested = kwargs.get("cwd")
@@ -134,6 +149,7 @@ class KernelLauncher:
             owner=process_identity(),
             orphan_grace=self.p.orphan_grace,
             timeout=timeout,
+            **({"key": key} if key is not None else {}),
         )
         used = started.get("cwd")
         if used and self.p.launch_steps is not None:

@@ -26,6 +26,7 @@ from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
 from traitlets import Float, Unicode
 
 from ..agent_client import AgentError, AgentUnavailableError
+from ..hibernation import Policy, Progress, RestoreSummary, SaveSummary
 from ..ledger.store import SERVER_OWNER
 from ..machines.manager import MachineManager, server_config
 from ..providers import Machine, Target
@@ -33,6 +34,7 @@ from ..providers.base import PORT_NAMES
 from ..providers.launch_steps import LaunchError, LaunchSteps
 from ..transport import TransportError
 from .errors import KernelLaunchError
+from .hibernating import KernelHibernation
 from .launching import KernelLauncher
 
 #: Version of what get_provisioner_info returns.
@@ -113,6 +115,10 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         """The steps of the last launch, with their timings."""
         self._launched_at: float | None = None
         self._launcher = KernelLauncher(self)
+        self.launch_kwargs: dict[str, Any] = {}
+        """The arguments of the last launch; a wake from hibernation launches with them."""
+        self.hibernation = KernelHibernation(self)
+        """Hibernates the kernel and wakes it (see :mod:`.hibernating`)."""
         self.reattached_state: str | None = None
         """The execution state (idle, busy) the host reported for a kernel taken over
         from an earlier server, as of the takeover; None for a kernel started here."""
@@ -165,18 +171,21 @@ class RemoteHWProvisioner(KernelProvisionerBase):
 
     @property
     def has_process(self) -> bool:
-        """Whether a kernel was launched (or attached) and not cleaned up."""
-        return self._remote is not None
+        """Whether a kernel was launched (or attached) and not cleaned up; a hibernated
+        kernel counts (Jupyter must neither restart it nor take it as dead)."""
+        return self._remote is not None or self.hibernation.hibernated
 
     @on_home_loop
     async def poll(self) -> int | None:
         """None while the kernel runs; its exit code once it has ended.
 
         While the host cannot be reached the kernel counts as running, so a
-        dropped link never triggers an automatic restart.
+        dropped link never triggers an automatic restart. A hibernated kernel runs
+        (until it is shut down).
         """
         if self._remote is None:
-            return 0
+            hibernation = self.hibernation
+            return None if hibernation.hibernated and not hibernation.stopping else 0
         machine = self._machine
         ended = machine.end_reason() if machine is not None else None
         if ended:
@@ -278,6 +287,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         """The kernel was asked to stop (or restart): until it is gone (or back), its
         clients' reconnects fail, as expected, so they are not logged as warnings."""
         self._launched_at = None
+        self.hibernation.stopping = self.hibernation.hibernated
         if self._machine is not None:
             self._machine.expect_drops(self.kernel_id)
 
@@ -319,6 +329,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         steps = self._steps or self.manager.steps(self.target, self.kernel_id)
         self._steps = None
         self.launch_steps = steps
+        self.launch_kwargs = dict(kwargs)
         remaining = max(1.0, self.launch_timeout - steps.elapsed)
         # Its own task, so that the user can cancel it (MachineManager.cancel_launch).
         launch = asyncio.ensure_future(self._launcher.launch(steps, kwargs, remaining))
@@ -342,14 +353,35 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         finally:
             if self.manager.launches.get(self.kernel_id, (None,))[0] is launch:
                 del self.manager.launches[self.kernel_id]
+        if self.hibernation.hibernated and self._remote is not None:
+            await self.hibernation.restarted()  # restarted while hibernated: afresh
         steps.log.info("kernel %s ready on %s: %s", self.kernel_id, self.target, steps.summary())
         return info
+
+    # ------------------------------------------------------------------ hibernation
+
+    @on_home_loop
+    async def hibernate(
+        self, policy: Policy = "partial", progress: Progress | None = None
+    ) -> SaveSummary:
+        """Save the kernel's state, stop it on its host, and let its machine go; the kernel
+        keeps its id and ports (see :mod:`.hibernating`)."""
+        return await self.hibernation.hibernate(policy, progress)
+
+    @on_home_loop
+    async def wake(self, progress: Progress | None = None) -> RestoreSummary | None:
+        """Bring a hibernated kernel back (None when it was not hibernated)."""
+        return await self.hibernation.wake(progress)
 
     # ------------------------------------------------------------------ shutdown
 
     @on_home_loop
     async def cleanup(self, restart: bool = False) -> None:
-        """After the kernel ended: keep everything for a restart, else release it all."""
+        """After the kernel ended: keep everything for a restart, else release it all
+        (a hibernated kernel's saved state included)."""
+        if not restart and self.hibernation.hibernated:
+            await self.hibernation.discard()
+            self.manager.ledger.remove_kernel(self.kernel_id)
         if restart or self._remote is None:
             return
         machine = self._machine
@@ -403,6 +435,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         info["remote_ports"] = (
             {name: int(self._remote[name]) for name in PORT_NAMES} if self._remote else {}
         )
+        info["hibernated"] = self.hibernation.summary()
         return info
 
     async def load_provisioner_info(self, provisioner_info: dict[str, Any]) -> None:

@@ -82,6 +82,9 @@ class SSHMachine(Machine):
             )
             await relay.start(wanted)
             self._relays[kernel_id] = relay
+        elif relay.asleep:
+            # A kernel woken from hibernation: its relay kept the ports meanwhile.
+            await relay.wake(self._open_agent_stream)
         old = self._forwards.get(kernel_id, {})
         hb = old.get("hb_port")
         hb_path = channel_path(connection, "hb_port")
@@ -179,11 +182,21 @@ class SSHMachine(Machine):
             fwd.expect_drops()
 
     async def unexpose(self, kernel_id: str) -> None:
-        relay = self._relays.pop(kernel_id, None)
+        relay = await self.detach(kernel_id)
         if relay is not None:
             await relay.close()
+
+    def relay(self, kernel_id: str) -> KernelRelayClient | None:
+        return self._relays.get(kernel_id)
+
+    async def detach(self, kernel_id: str) -> KernelRelayClient | None:
+        relay = self._relays.pop(kernel_id, None)
         for fwd in self._forwards.pop(kernel_id, {}).values():
             await fwd.close()
+        return relay
+
+    def adopt(self, kernel_id: str, relay: KernelRelayClient) -> None:
+        self._relays[kernel_id] = relay
 
     async def close(self) -> None:
         self._closing = True

@@ -1,0 +1,412 @@
+"""Hibernating a provisioner's kernel and waking it, under the same kernel id.
+
+Hibernating saves the kernel's state into the process's
+:class:`~..hibernation.HibernationStore` (see :mod:`..hibernation`), then stops
+the kernel on its host and lets the machine go when it runs no other kernel.
+The kernel's relay (:class:`~..agent_client.relay.KernelRelayClient`) stays,
+with its ports: while the kernel hibernates it answers what it can itself
+(kernel info, completions...) and holds the rest. Jupyter still lists the
+kernel, alive, under its id.
+
+The next cell (or an explicit wake) starts a new kernel on the same target
+with the same key, points the relay at it, restores the state, and only then
+hands the held requests over, the waiting cell first. A failure on the way
+leaves the saved state as it was and the kernel hibernated: the waiting cell
+gets an error saying what failed, and the next cell tries again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import socket
+import time
+from typing import TYPE_CHECKING, Any
+
+from jupyter_client.connect import KernelConnectionInfo
+from jupyter_client.manager import KernelManager
+
+from ..agent_client import AgentError, AgentUnavailableError
+from ..agent_client.relay import KernelRelayClient
+from ..errors import UserError, one_line
+from ..hibernation import (
+    HibernationStore,
+    Policy,
+    Progress,
+    RestoreSummary,
+    SaveSummary,
+    restore,
+    save,
+)
+from ..hibernation.store import size_text
+from ..providers.launch_steps import LaunchError, LaunchSteps
+from ..transport import TransportError
+
+if TYPE_CHECKING:
+    from .provisioner import RemoteHWProvisioner
+
+#: Seconds between two progress notes of a restore's bytes on the launch steps.
+PROGRESS_EVERY = 0.5
+
+
+class HibernationStateError(UserError):
+    """A hibernation or a wake that cannot be done now (the message says why)."""
+
+
+class WakeError(UserError):
+    """A hibernated kernel could not be woken; its saved state is intact."""
+
+
+class KernelHibernation:
+    """Hibernates one provisioner's kernel and wakes it.
+
+    Args:
+        provisioner: The provisioner whose kernel it is.
+    """
+
+    def __init__(self, provisioner: RemoteHWProvisioner) -> None:
+        self.p = provisioner
+        #: The kernel's relay while it hibernates (None while it runs).
+        self.relay: KernelRelayClient | None = None
+        #: What the ledger keeps of the hibernation: ``bytes``, ``saved_at``,
+        #: ``left_out``, ``kernel_info``; None while the kernel runs.
+        self.state: dict[str, Any] | None = None
+        #: Why the last wake failed, or None.
+        self.wake_error: str | None = None
+        #: Set when the kernel is being shut down: it then counts as ended.
+        self.stopping = False
+        self._saving: asyncio.Future[SaveSummary] | None = None
+        self._waking: asyncio.Task[RestoreSummary] | None = None
+
+    @property
+    def hibernated(self) -> bool:
+        """Whether the kernel hibernates now (also while it is being woken)."""
+        return self.relay is not None
+
+    @property
+    def waking(self) -> bool:
+        """Whether a wake is under way."""
+        return self._waking is not None and not self._waking.done()
+
+    @property
+    def store(self) -> HibernationStore:
+        """The process's store of hibernated state."""
+        return self.p.manager.hibernation_store
+
+    def _kernel_manager(self) -> KernelManager:
+        """The kernel's own manager, through which the save and the restore reach it.
+
+        Raises:
+            HibernationStateError: The kernel has none (a provisioner used alone).
+        """
+        manager = self.p.parent
+        if not isinstance(manager, KernelManager):
+            raise HibernationStateError(f"kernel {self.p.kernel_id} has no kernel manager")
+        return manager
+
+    def summary(self) -> dict[str, Any] | None:
+        """The hibernation as the ledger and the machines listing show it, or None."""
+        if self.state is None:
+            return None
+        return {**self.state, "waking": self.waking, "wake_error": self.wake_error}
+
+    # ------------------------------------------------------------------ hibernate
+
+    async def hibernate(self, policy: Policy, progress: Progress | None) -> SaveSummary:
+        """Save the kernel's state, stop it, and keep its ports answering.
+
+        Raises:
+            HibernationStateError: The kernel cannot hibernate now (not running,
+                already hibernated, a machine without relays, a cell run while it
+                was being saved: it then runs on).
+            SaveError: The save failed (``UnsavableStateError`` under ``refuse``,
+                ``StoreFullError``): the kernel runs on as it was.
+        """
+        p = self.p
+        machine = p._machine
+        if self.hibernated or self._saving is not None:
+            raise HibernationStateError(f"kernel {p.kernel_id} is already hibernated")
+        if p._remote is None or machine is None:
+            raise HibernationStateError(f"kernel {p.kernel_id} is not running")
+        relay = machine.relay(p.kernel_id)
+        if relay is None:
+            raise HibernationStateError(
+                f"kernels on {p.target} cannot hibernate: their ports are the kernel's own, "
+                "with no relay to keep them while it is away"
+            )
+        relay.hold(self._wake_requested)
+        self._saving = asyncio.ensure_future(
+            save(self._kernel_manager(), p.kernel_id, self.store, policy, progress)
+        )
+        try:
+            summary = await self._saving
+        except asyncio.CancelledError:
+            await relay.release()
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise
+            raise HibernationStateError(
+                f"kernel {p.kernel_id} was not hibernated: a cell was run while its state "
+                "was being saved, so it keeps running"
+            ) from None
+        except BaseException:
+            await relay.release()
+            raise
+        finally:
+            self._saving = None
+        await relay.sleep()
+        self.relay = relay
+        self.wake_error = None
+        self.state = {
+            "bytes": summary.entry.nbytes,
+            "saved_at": time.time(),
+            "left_out": summary.left_out,
+            "kernel_info": (relay.kernel_info or b"").decode(errors="replace") or None,
+        }
+        await self._record()
+        await self._stop_remote()
+        await self._let_machine_go()
+        p.log.info(
+            "kernel %s hibernated: %s saved, %d left out, in %.1f s",
+            p.kernel_id,
+            size_text(summary.entry.nbytes),
+            len(summary.left_out),
+            summary.seconds,
+        )
+        return summary
+
+    def _wake_requested(self) -> None:
+        """A client sent what needs the kernel: cancel a save under way, or wake it."""
+        if self._saving is not None and not self._saving.done():
+            self.p.log.info(
+                "kernel %s: a cell was run while it was being saved: not hibernating",
+                self.p.kernel_id,
+            )
+            self._saving.cancel()
+            return
+        if self.hibernated and not self.waking:
+            task = asyncio.ensure_future(self.wake())
+            task.add_done_callback(self._woken)
+
+    def _woken(self, task: asyncio.Future[RestoreSummary | None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self.p.log.debug("kernel %s: wake failed: %s", self.p.kernel_id, task.exception())
+
+    async def _stop_remote(self) -> None:
+        """Shut the kernel down on its host (best effort: its agent ends it otherwise)."""
+        p = self.p
+        try:
+            await p._agent_call("shutdown_kernel", now=True)
+        except (AgentError, AgentUnavailableError, TimeoutError, TransportError) as exc:
+            p.log.warning(
+                "kernel %s: stopping it on %s failed (%s); its agent ends it when no one holds it",
+                p.kernel_id,
+                p.target,
+                exc,
+            )
+        p._remote = None
+
+    async def _let_machine_go(self) -> None:
+        """Take the relay out of the machine (it keeps answering on the kernel's ports, the
+        heartbeat included) and release the machine when it runs no other kernel."""
+        p, relay = self.p, self.relay
+        machine, p._machine = p._machine, None
+        if machine is not None:
+            await machine.detach(p.kernel_id)
+        if relay is not None:
+            await relay.echo_heartbeats(int(p._local_ports.get("hb_port", 0)))
+        if machine is not None:
+            await p.manager.release_if_idle(machine.target.name)
+
+    async def _record(self) -> None:
+        """Write the kernel's row in the ledger, with its hibernation."""
+        p = self.p
+        name = str(getattr(p.parent, "kernel_name", "") or p._target().kernel_name)
+        p.manager.ledger.put_kernel(
+            p.kernel_id, name, p.target, await p.get_provisioner_info(), owner=p.owner
+        )
+
+    # ------------------------------------------------------------------ wake
+
+    async def wake(self, progress: Progress | None = None) -> RestoreSummary | None:
+        """Start a kernel on the same target, restore the state, then release what clients
+        sent meanwhile; one wake at a time (a second caller waits for the first).
+
+        Returns:
+            What was restored, or None when the kernel was not hibernated.
+
+        Raises:
+            WakeError: A step failed: the kernel still hibernates with its state
+                intact, and the waiting cell was told; the next cell tries again.
+        """
+        if not self.hibernated:
+            return None
+        if self._waking is None or self._waking.done():
+            self._waking = asyncio.ensure_future(self._wake(progress))
+            self.p.manager.launches[self.p.kernel_id] = (
+                self._waking,
+                asyncio.get_running_loop(),
+            )
+        task = self._waking
+        try:
+            return await asyncio.shield(task)
+        finally:
+            if task.done() and self.p.manager.launches.get(self.p.kernel_id, (None,))[0] is task:
+                del self.p.manager.launches[self.p.kernel_id]
+
+    async def _wake(self, progress: Progress | None) -> RestoreSummary:
+        p, relay = self.p, self.relay
+        assert relay is not None
+        steps = p.manager.steps(p.target, p.kernel_id)
+        p.launch_steps = steps
+        try:
+            async with asyncio.timeout(p.launch_timeout):
+                await p._launcher.launch(steps, dict(p.launch_kwargs), p.launch_timeout)
+                with steps.step("restore state"):
+                    summary = await restore(
+                        self._kernel_manager(),
+                        p.kernel_id,
+                        self.store,
+                        p.kernel_id,
+                        None,
+                        self._progress(steps, progress),
+                    )
+        except BaseException as exc:
+            reason = self._reason(exc, steps)
+            self.wake_error = reason
+            p.log.warning("kernel %s could not be woken: %s", p.kernel_id, reason)
+            await self._back_to_sleep()
+            await relay.refuse_held(reason)
+            await self._record()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            raise WakeError(
+                f"kernel {p.kernel_id} could not be woken: {reason}. Its saved state is "
+                "kept and it still hibernates; run a cell or wake it to try again."
+            ) from exc
+        for note in summary.notes:
+            steps.note(note)
+        await relay.release()
+        self.relay, self.state, self.wake_error = None, None, None
+        await self._record()
+        await asyncio.to_thread(self.store.delete, p.kernel_id)
+        steps.log.info(
+            "kernel %s woke on %s: %s; %s restored in %.1f s",
+            p.kernel_id,
+            p.target,
+            steps.summary(),
+            size_text(summary.total_bytes),
+            summary.seconds,
+        )
+        return summary
+
+    @staticmethod
+    def _reason(exc: BaseException, steps: LaunchSteps) -> str:
+        if isinstance(exc, asyncio.CancelledError):
+            return "the wake was cancelled"
+        if isinstance(exc, LaunchError):
+            detail = str(exc.__cause__) if exc.__cause__ is not None else exc.reason
+            return f"step '{exc.step}' failed: {one_line(detail)}"
+        if isinstance(exc, TimeoutError):
+            return (
+                f"it took longer than {steps.elapsed:.0f} s (c.RemoteHWProvisioner.launch_timeout)"
+            )
+        return one_line(str(exc)) or type(exc).__name__
+
+    @staticmethod
+    def _progress(steps: LaunchSteps, progress: Progress | None) -> Progress:
+        """Report a restore's steps and bytes on the launch steps (every
+        :data:`PROGRESS_EVERY` seconds at most) and to ``progress``."""
+        last: dict[str, Any] = {"step": None, "at": 0.0}
+
+        def report(step: str, done: int, total: int) -> None:
+            if progress is not None:
+                progress(step, done, total)
+            now = time.monotonic()
+            if step == last["step"] and now - last["at"] < PROGRESS_EVERY and done < total:
+                return
+            last.update(step=step, at=now)
+            steps.note(f"{step}: {size_text(done)} of {size_text(total)}" if total else step)
+
+        return report
+
+    async def _back_to_sleep(self) -> None:
+        """After a failed wake: stop what was started, keep the relay answering."""
+        p, relay = self.p, self.relay
+        assert relay is not None
+        await relay.sleep()
+        if p._remote is not None:
+            await self._stop_remote()
+        await self._let_machine_go()
+
+    # ------------------------------------------------------------------ reattach, shutdown
+
+    async def resume_asleep(self, info: dict[str, Any]) -> KernelConnectionInfo:
+        """Take over a kernel that hibernated under an earlier server: its relay is made
+        again on its old local ports, asleep, with a new key (the old one was never
+        written down), answering as before; the next cell wakes it.
+
+        Raises:
+            HibernationStateError: Its saved state is gone from the store.
+        """
+        p = self.p
+        if not any(e.entry_id == p.kernel_id for e in await asyncio.to_thread(self.store.entries)):
+            raise HibernationStateError(
+                f"kernel {p.kernel_id} hibernated, but its saved state is not in "
+                f"{self.store.path} any more"
+            )
+        key = secrets.token_hex(32)
+        connection = {"key": key, "signature_scheme": "hmac-sha256"}
+
+        async def no_host() -> tuple[Any, Any]:
+            await asyncio.Event().wait()  # asleep: never opened
+            raise AssertionError("unreachable")
+
+        relay = KernelRelayClient(p.kernel_id, connection, no_host, p.log)
+        ports = await relay.start(p._local_ports)
+        relay.hold(self._wake_requested)
+        await relay.sleep()
+        self.state = dict(info)
+        kernel_info = self.state.get("kernel_info")
+        relay.kernel_info = kernel_info.encode() if isinstance(kernel_info, str) else None
+        self.relay = relay
+        hb_port = int(p._local_ports.get("hb_port", 0)) or _free_port()
+        await relay.echo_heartbeats(hb_port)
+        p._local_ports = {**ports, "hb_port": hb_port}
+        local = {"ip": "127.0.0.1", "transport": "tcp", **connection, **p._local_ports}
+        local["key"] = key.encode()  # jupyter_client compares keys as bytes
+        p.connection_info = KernelConnectionInfo(**local)  # type: ignore[typeddict-item]
+        p.log.info("kernel %s: taken over hibernated (its state waits in the store)", p.kernel_id)
+        return p.connection_info
+
+    async def discard(self) -> None:
+        """The kernel is shut down, or restarted afresh, while hibernated: delete its saved
+        state and close its relay."""
+        relay, self.relay, self.state = self.relay, None, None
+        if relay is not None:
+            await relay.close()
+        try:
+            await asyncio.to_thread(self.store.delete, self.p.kernel_id)
+        except (OSError, KeyError) as exc:
+            self.p.log.warning(
+                "kernel %s: its saved state was not deleted: %s", self.p.kernel_id, exc
+            )
+
+    async def restarted(self) -> None:
+        """A hibernated kernel was restarted: the fresh kernel has its relay, and the saved
+        state is dropped (a restart starts afresh)."""
+        relay, self.relay, self.state, self.stopping = self.relay, None, None, False
+        if relay is not None:
+            await relay.release()
+        await asyncio.to_thread(self.store.delete, self.p.kernel_id)
+        await self._record()
+
+
+def _free_port() -> int:
+    with contextlib.closing(socket.socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+__all__ = ["HibernationStateError", "KernelHibernation", "WakeError"]
