@@ -14,7 +14,10 @@ ledger states (``requested``, ``pending``, ``stopping``, ``stopped``, ...).
 Kernel states: the kernel's execution state (``idle``, ``busy``, ``starting``,
 ``restarting``, ``dead``), ``reconnecting`` while its machine's link is down,
 ``waiting for HOST`` while a server that started without its host keeps trying to
-reattach it, and ``unknown`` when no process here talks to it.
+reattach it, ``hibernated`` while its state is saved and its hardware released (the
+kernel's ``hibernated`` then says how many bytes are stored, and since when), and
+``unknown`` when no process here talks to it. A machine whose only kernels hibernate
+counts as having none.
 """
 
 from __future__ import annotations
@@ -151,7 +154,8 @@ class MachineView:
         target = self.targets.get(name)
         link = self.links.get(name)
         raw = self._kernels_on(name)
-        state = machine_state(record, link, bool(raw))
+        awake = [k for k, _ in raw if self.hibernation(k.id) is None]
+        state = machine_state(record, link, bool(awake))
         down = self.down_since.get(name) if state == "reconnecting" else None
         price = (
             record.price_per_hour
@@ -226,6 +230,24 @@ class MachineView:
         ]
         return own + others
 
+    def hibernation(self, kernel_id: str) -> dict[str, Any] | None:
+        """A hibernated kernel's ``{"bytes", "saved_at", "left_out", "waking",
+        "wake_error"}`` as the ledger has it; None for a kernel that runs."""
+        record = self._recorded.get(kernel_id)
+        hibernated = record.info.get("hibernated") if record is not None else None
+        if not isinstance(hibernated, dict):
+            return None
+        return {
+            "bytes": hibernated.get("bytes"),
+            "saved_at": hibernated.get("saved_at"),
+            "left_out": [
+                {"name": e.get("name"), "reason": e.get("reason")}
+                for e in hibernated.get("left_out") or []
+            ],
+            "waking": bool(hibernated.get("waking")),
+            "wake_error": hibernated.get("wake_error"),
+        }
+
     def _kernel_model(
         self, kernel: tuple[KernelFacts, str], machine: str, price: float | None
     ) -> dict[str, Any]:
@@ -233,6 +255,8 @@ class MachineView:
         record = self._recorded.get(facts.id)
         started = record.created if record is not None else None
         uptime = max(0.0, self.now - started) if started is not None else None
+        hibernated = self.hibernation(facts.id)
+        state = kernel_state(facts.execution_state, machine, facts.waiting_for)
         return {
             "id": facts.id,
             "owner": owner,
@@ -240,7 +264,8 @@ class MachineView:
             "display_name": KERNEL_DISPLAY_NAME,
             "path": facts.path,
             "execution_state": facts.execution_state,
-            "state": kernel_state(facts.execution_state, machine, facts.waiting_for),
+            "state": "hibernated" if hibernated is not None else state,
+            "hibernated": hibernated,
             "started": started,
             "uptime_seconds": None if uptime is None else round(uptime, 1),
             "cost_so_far": (

@@ -9,6 +9,8 @@ Routes (under the server's base URL; documented in docs/rest-api.yaml):
 - ``GET  /jupyter-remote-hw/api/variables/<session id>``: what could be carried.
 - ``POST /jupyter-remote-hw/api/switch/<session id>``: switch a notebook's hardware.
 - ``GET  /jupyter-remote-hw/api/usage/<kernel id>``: live use of a kernel's hardware.
+- ``POST /jupyter-remote-hw/api/hibernate/<kernel id>``: save a kernel's state, release
+  its hardware; ``POST /jupyter-remote-hw/api/wake/<kernel id>``: bring it back.
 - ``GET|POST /jupyter-remote-hw/api/shares``: the user's shares; share a kernel.
 - ``DELETE /jupyter-remote-hw/api/shares/<share id>``: revoke a share.
 - ``POST /jupyter-remote-hw/api/join``: attach a kernel here to one a teammate shared.
@@ -35,6 +37,7 @@ from ..machines.hardware import list_hardware, provider_statuses
 from ..validation import NAME, InvalidInputError, check_identifier, check_json, quote
 from .hardware_actions import HardwareActions, HardwareRequestError
 from .hardware_events import EventHub
+from .hibernation_actions import HibernationActions
 from .host_key_actions import trust_host_key
 from .kernel_metrics import KernelMetrics
 from .schemas import ALL_VALUES, CHECKERS, PATH_PARTS
@@ -359,6 +362,39 @@ class KernelMetricsHandler(HardwareAPIHandler):
         self.write_json(await self.metrics.metrics(kernel_id))
 
 
+class HibernationHandler(HardwareAPIHandler):
+    """Base of the hibernation routes: the hibernation actions (a handler kwarg)."""
+
+    auth_resource = KERNELS_RESOURCE
+
+    def initialize(  # type: ignore[override]
+        self, actions: HardwareActions, shares: ShareActions, hibernation: HibernationActions
+    ) -> None:
+        """Keep the actions and the hibernation actions (handler kwargs)."""
+        super().initialize(actions, shares)
+        self.hibernation = hibernation
+
+
+class HibernateHandler(HibernationHandler):
+    """``POST {"policy"?}``: save a kernel's state and release its hardware; the summary
+    (what was saved, what was left out and why, bytes)."""
+
+    @web.authenticated
+    @authorized
+    async def post(self, kernel_id: str) -> None:
+        body = self.json_body("hibernate")
+        self.write_json(await self.hibernation.hibernate(kernel_id, body.get("policy")))
+
+
+class WakeHandler(HibernationHandler):
+    """``POST``: bring a hibernated kernel back on its target, its state restored."""
+
+    @web.authenticated
+    @authorized
+    async def post(self, kernel_id: str) -> None:
+        self.write_json(await self.hibernation.wake(kernel_id))
+
+
 class SharesHandler(HardwareAPIHandler):
     """``GET``: the user's shares (``?all=1``: revoked and expired ones too).
     ``POST {"kernel", "public_key", "role", "expires"?, "address"?}``: share a kernel;
@@ -498,6 +534,7 @@ def api_handlers(
     """The routes of the REST API, for ``ExtensionApp.handlers``."""
     kwargs: dict[str, Any] = {"actions": actions, "shares": shares}
     session = r"(?P<session_id>[^/]+)"
+    hibernation = {**kwargs, "hibernation": HibernationActions(actions)}
     return [
         (f"{API_PREFIX}/hardware", HardwareHandler, kwargs),
         (f"{API_PREFIX}/machines", MachinesHandler, kwargs),
@@ -515,6 +552,8 @@ def api_handlers(
             KernelMetricsHandler,
             {**kwargs, "metrics": KernelMetrics(actions)},
         ),
+        (f"{API_PREFIX}/hibernate/(?P<kernel_id>[^/]+)", HibernateHandler, hibernation),
+        (f"{API_PREFIX}/wake/(?P<kernel_id>[^/]+)", WakeHandler, hibernation),
         (f"{API_PREFIX}/shares", SharesHandler, kwargs),
         (f"{API_PREFIX}/shares/(?P<share_id>[^/]+)", ShareHandler, kwargs),
         (f"{API_PREFIX}/join", JoinHandler, kwargs),

@@ -92,6 +92,11 @@ REQUESTS: dict[str, dict[str, Any]] = {
             "identity": {"type": "string", "pattern": LINE, "maxLength": 4096},
         },
     },
+    "hibernate": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"policy": {"type": "string", "enum": ["partial", "refuse"]}},
+    },
     "trust": {
         "type": "object",
         "required": ["fingerprint"],
