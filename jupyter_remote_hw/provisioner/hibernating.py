@@ -77,6 +77,8 @@ class KernelHibernation:
         #: Set when the kernel is being shut down: it then counts as ended.
         self.stopping = False
         self._saving: asyncio.Future[SaveSummary] | None = None
+        self._settling = False  # saved; the kernel and its machine are being let go
+        self._wake_pending = False
         self._waking: asyncio.Task[RestoreSummary] | None = None
 
     @property
@@ -118,8 +120,8 @@ class KernelHibernation:
 
         Raises:
             HibernationStateError: The kernel cannot hibernate now (not running,
-                already hibernated, a machine without relays, a cell run while it
-                was being saved: it then runs on).
+                running a cell, already hibernated, a machine without relays, a cell
+                run while it was being saved: it then runs on).
             SaveError: The save failed (``UnsavableStateError`` under ``refuse``,
                 ``StoreFullError``): the kernel runs on as it was.
         """
@@ -129,6 +131,10 @@ class KernelHibernation:
             raise HibernationStateError(f"kernel {p.kernel_id} is already hibernated")
         if p._remote is None or machine is None:
             raise HibernationStateError(f"kernel {p.kernel_id} is not running")
+        if getattr(p.parent, "execution_state", None) == "busy":
+            raise HibernationStateError(
+                f"kernel {p.kernel_id} is running a cell: it can hibernate once the cell ends"
+            )
         relay = machine.relay(p.kernel_id)
         if relay is None:
             raise HibernationStateError(
@@ -155,18 +161,25 @@ class KernelHibernation:
             raise
         finally:
             self._saving = None
-        await relay.sleep()
-        self.relay = relay
-        self.wake_error = None
-        self.state = {
-            "bytes": summary.entry.nbytes,
-            "saved_at": time.time(),
-            "left_out": summary.left_out,
-            "kernel_info": (relay.kernel_info or b"").decode(errors="replace") or None,
-        }
-        await self._record()
-        await self._stop_remote()
-        await self._let_machine_go()
+        self._settling = True
+        try:
+            await relay.sleep()
+            self.relay = relay
+            self.wake_error = None
+            self.state = {
+                "bytes": summary.entry.nbytes,
+                "saved_at": time.time(),
+                "left_out": summary.left_out,
+                "kernel_info": (relay.kernel_info or b"").decode(errors="replace") or None,
+            }
+            await self._record()
+            await self._stop_remote()
+            await self._let_machine_go()
+        finally:
+            self._settling = False
+        if self._wake_pending:  # a cell came while the kernel was being let go
+            self._wake_pending = False
+            self._wake_requested()
         p.log.info(
             "kernel %s hibernated: %s saved, %d left out, in %.1f s",
             p.kernel_id,
@@ -177,7 +190,11 @@ class KernelHibernation:
         return summary
 
     def _wake_requested(self) -> None:
-        """A client sent what needs the kernel: cancel a save under way, or wake it."""
+        """A client sent what needs the kernel: cancel a save under way, or wake it (once
+        the kernel and its machine are let go, when that is under way)."""
+        if self._settling:
+            self._wake_pending = True
+            return
         if self._saving is not None and not self._saving.done():
             self.p.log.info(
                 "kernel %s: a cell was run while it was being saved: not hibernating",

@@ -78,9 +78,40 @@ def test_a_servers_kernel_has_its_notebook_uptime_and_state(ledger: Ledger) -> N
         "path": "analysis/train.ipynb",
         "execution_state": "busy",
         "state": "busy",
+        "hibernated": None,
         "started": started,
         "uptime_seconds": 125.0,
         "cost_so_far": 0.0,
+    }
+
+
+def test_a_hibernated_kernel_shows_its_stored_state_and_leaves_its_machine_idle(
+    ledger: Ledger,
+) -> None:
+    hibernated = {
+        "bytes": 1234,
+        "saved_at": 1000.0,
+        "left_out": [{"name": "f", "type": "TextIOWrapper", "reason": "an open file"}],
+        "kernel_info": "{}",
+        "waking": False,
+        "wake_error": None,
+    }
+    ledger.put_kernel("k-2", "remote-hw-box", "box", {"hibernated": hibernated})
+    view = MachineView(
+        {"local": LOCAL, "box": BOX},
+        ledger,
+        kernels=[KernelFacts("k-2", "box", "remote-hw-box", "idle")],
+    )
+    machine = view.model("box")
+    assert machine["state"] == "idle"  # no link held, and its only kernel hibernates
+    [kernel] = machine["kernels"]
+    assert kernel["state"] == "hibernated"
+    assert kernel["hibernated"] == {
+        "bytes": 1234,
+        "saved_at": 1000.0,
+        "left_out": [{"name": "f", "reason": "an open file"}],
+        "waking": False,
+        "wake_error": None,
     }
 
 
