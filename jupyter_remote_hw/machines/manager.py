@@ -117,6 +117,9 @@ class MachineManager(SingletonConfigurable):
         #: Kernels in the ledger that a server could not reattach yet (their host is
         #: away), by kernel id: their target's name. The server keeps retrying them.
         self.waiting: dict[str, str] = {}
+        #: Whether the Jupyter server is stopping: its kernels' shutdowns then leave a
+        #: hibernated kernel's saved state and ledger row for the next server.
+        self.server_stopping = False
         #: Launches under way, by kernel id: their task and the loop it runs on
         #: (see :meth:`cancel_launch`).
         self.launches: dict[str, tuple[asyncio.Task[Any], asyncio.AbstractEventLoop]] = {}

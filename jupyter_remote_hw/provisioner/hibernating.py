@@ -410,6 +410,18 @@ class KernelHibernation:
                 "kernel %s: its saved state was not deleted: %s", self.p.kernel_id, exc
             )
 
+    async def leave_for_next_server(self) -> None:
+        """The Jupyter server stops while the kernel hibernates: close its relay and keep
+        its saved state and its ledger row, so that the next server takes it over."""
+        relay, self.relay = self.relay, None
+        if relay is not None:
+            await relay.close()
+        self.p.log.info(
+            "kernel %s: left hibernated for the next server (its state stays in %s)",
+            self.p.kernel_id,
+            self.store.path,
+        )
+
     async def restarted(self) -> None:
         """A hibernated kernel was restarted: the fresh kernel has its relay, and the saved
         state is dropped (a restart starts afresh)."""

@@ -380,6 +380,10 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         """After the kernel ended: keep everything for a restart, else release it all
         (a hibernated kernel's saved state included)."""
         if not restart and self.hibernation.hibernated:
+            if self.manager.server_stopping:
+                # Only the server stops: the next one takes the kernel over, asleep.
+                await self.hibernation.leave_for_next_server()
+                return
             await self.hibernation.discard()
             self.manager.ledger.remove_kernel(self.kernel_id)
         if restart or self._remote is None:

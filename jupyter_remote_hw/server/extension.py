@@ -313,6 +313,7 @@ class RemoteHWExtension(ExtensionApp):
         # A launch still under way (a job waiting in a SLURM queue) is cancelled first:
         # its kernel's shutdown would wait for it, and what it holds must not outlive
         # this server.
+        self.machines.server_stopping = True
         cancelled = await self.machines.cancel_launches()
         if cancelled:
             self.log.info("jupyter_remote_hw: cancelled %d launch(es) under way", cancelled)

@@ -255,8 +255,9 @@ async def test_a_kernel_on_this_machine_cannot_hibernate(
     assert "cannot hibernate" in json.loads(local.value.response.body)["message"]
 
 
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["crash", "clean stop"])
 async def test_a_restarted_server_takes_a_hibernated_kernel_over_and_wakes_it(
-    start_server: Any, http_client: None
+    start_server: Any, http_client: None, stop: signal.Signals
 ) -> None:
     first: Server = start_server()
     await first.ready()
@@ -272,8 +273,12 @@ async def test_a_restarted_server_takes_a_hibernated_kernel_over_and_wakes_it(
         request_timeout=120,
     )
     assert json.loads((await AsyncHTTPClient().fetch(request)).body)["hibernated"]
-    first.process.send_signal(signal.SIGKILL)  # a crash: no shutdown deletes the state
-    first.process.wait(10)
+    # A crash, or a clean stop (which shuts the other kernels down): the saved state
+    # stays for the next server either way.
+    first.process.send_signal(stop)
+    first.process.wait(60)
+    if stop == signal.SIGTERM:
+        assert "left hibernated for the next server" in first.log.read_text()
 
     second: Server = start_server()
     await second.ready()
