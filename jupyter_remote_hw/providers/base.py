@@ -215,9 +215,23 @@ class Provider(LoggingConfigurable, metaclass=ProviderMeta):
         "beyond this, and the cell says how much.",
     )
 
+    hibernate_after = Float(
+        0.0,
+        min=0.0,
+        config=True,
+        help="Seconds a kernel on this provider's targets may stay idle (no cell running, "
+        "no message) before it hibernates: its state is saved on the Jupyter server's disk "
+        "and its hardware released, and the next cell wakes it (docs/hibernation.md). 0: "
+        "never. Keep it below the machine's own idle stop, which ends the kernel.",
+    )
+
     @abstractmethod
     def targets(self) -> list[Target]:
         """The targets this provider offers now."""
+
+    def hibernate_after_for(self, target: Target) -> float:
+        """Seconds a kernel on ``target`` may stay idle before it hibernates (0: never)."""
+        return float(self.hibernate_after)
 
     def availability(self, target_name: str) -> str | None:
         """What of a target is free right now, for people (``2 of 4 GPUs free``), where
@@ -257,6 +271,13 @@ class Provider(LoggingConfigurable, metaclass=ProviderMeta):
         """Let go of a machine whose agent stopped because it ran no kernel: its
         streams and forwards here (and whatever the provider holds for it)."""
         await machine.close()
+
+    async def after_hibernation(self, target: Target) -> str | None:
+        """The last kernel on ``target``'s machine hibernated and its agent stopped: stop
+        paying for the machine where that is the provider's to do (a cloud instance is
+        stopped; a SLURM job already ended with its agent). What was done, for people.
+        """
+        return None
 
     async def reap_unclaimed(self, live_targets: set[str]) -> list[str]:
         """End what this provider started that nothing live claims any more.

@@ -233,8 +233,11 @@ class KernelHibernation:
             await machine.detach(p.kernel_id)
         if relay is not None:
             await relay.echo_heartbeats(int(p._local_ports.get("hb_port", 0)))
-        if machine is not None:
-            await p.manager.release_if_idle(machine.target.name)
+        if machine is not None and await p.manager.release_if_idle(machine.target.name):
+            provider = p.manager.providers.get(machine.target.provider)
+            done = await provider.after_hibernation(machine.target) if provider else None
+            if done:
+                p.log.info("kernel %s hibernated; %s", p.kernel_id, done)
 
     async def _record(self) -> None:
         """Write the kernel's row in the ledger, with its hibernation."""

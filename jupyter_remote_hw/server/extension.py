@@ -9,7 +9,7 @@ from typing import Any, cast
 from jupyter_server.extension.application import ExtensionApp
 from tornado.ioloop import PeriodicCallback
 from tornado.platform.asyncio import BaseAsyncIOLoop
-from traitlets import Bool, Float
+from traitlets import Bool, Enum, Float
 
 from .. import __version__
 from ..config_check import (
@@ -29,6 +29,8 @@ from ..transport import TransportManager
 from .handlers import api_handlers
 from .hardware_actions import HardwareActions
 from .hardware_events import EventHub
+from .hibernation_actions import HibernationActions
+from .hibernation_timer import IdleHibernation
 from .orphans import reap_orphans
 from .share_actions import ShareActions
 from .user_errors import install_filter, log_failure
@@ -80,6 +82,24 @@ class RemoteHWExtension(ExtensionApp):
         help="Seconds between looks for kernels that %%remote started on SSH hosts or this "
         "machine from a local kernel that was killed (its process is gone): they are shut "
         "down. 0 turns it off.",
+    )
+
+    hibernate_check_interval = Float(
+        15.0,
+        min=0.0,
+        config=True,
+        help="Seconds between looks for kernels idle past their target's hibernate_after "
+        "(c.AWSProvider.hibernate_after, a SLURM cluster's 'hibernate_after'...), which are "
+        "then hibernated. 0 turns hibernating by itself off.",
+    )
+
+    hibernate_policy = Enum(
+        ["partial", "refuse"],
+        "partial",
+        config=True,
+        help="What an idle kernel holding something that cannot be saved (an open file, a "
+        "socket, a generator) does: 'partial' hibernates with the rest and says what was "
+        "left out; 'refuse' stays awake and says why.",
     )
 
     reattach_retry_max = Float(
@@ -190,6 +210,13 @@ class RemoteHWExtension(ExtensionApp):
             self.machines, self.serverapp.kernel_manager, self.serverapp.session_manager, events
         )
         self.machines.link_listeners.append(actions.link_changed)
+        self.idle_hibernation = IdleHibernation(
+            HibernationActions(actions),
+            self.machines,
+            self.serverapp.kernel_manager,
+            self.log,
+            self.hibernate_policy,
+        )
         self.handlers.extend(
             api_handlers(
                 actions,
@@ -211,6 +238,12 @@ class RemoteHWExtension(ExtensionApp):
                 self.reap_orphans, self.orphan_reap_interval * 1000
             )
             self.orphan_reaper.start()
+        self.hibernation_timer: PeriodicCallback | None = None
+        if self.hibernate_check_interval > 0:
+            self.hibernation_timer = PeriodicCallback(
+                self.idle_hibernation.check, self.hibernate_check_interval * 1000
+            )
+            self.hibernation_timer.start()
 
     async def reap_orphans(self) -> list[str]:
         """Shut down the ``%%remote`` kernels whose local kernel was killed (see
@@ -345,6 +378,9 @@ class RemoteHWExtension(ExtensionApp):
         if retrying is not None:
             retrying.cancel()
             await asyncio.gather(retrying, return_exceptions=True)
+        timer = getattr(self, "hibernation_timer", None)
+        if timer is not None:
+            timer.stop()
         reaper = getattr(self, "orphan_reaper", None)
         if reaper is not None:
             reaper.stop()

@@ -132,6 +132,15 @@ class AWSAccount(Provider):
         "'stop' keeps the disk (cheap; terminated later by terminate_after_stopped) or "
         "'terminate' ends it.",
     )
+    hibernate_after = Float(
+        20 * 60,
+        min=0.0,
+        config=True,
+        help="Seconds a kernel on an instance may stay idle before it hibernates: its state "
+        "is saved on the Jupyter server's disk, and the instance stops once no kernel runs "
+        "there; the next cell starts it and wakes the kernel (docs/hibernation.md). 0: "
+        "never. Keep it below idle_stop, which stops the instance with its kernels.",
+    )
     idle_stop = Float(
         30 * 60,
         config=True,

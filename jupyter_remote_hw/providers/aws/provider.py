@@ -116,3 +116,12 @@ class AWSProvider(AWSLaunch, AWSReaping):
             if launched is not None:  # launched for this kernel: leave nothing billing
                 await self._abandon(launched.machine_id, exc)
             raise
+
+    async def after_hibernation(self, target: Target) -> str | None:
+        """Stop the instance its last kernel hibernated on: its disk stays, it costs
+        nothing per hour, and the next cell starts it again."""
+        record = self.live_machine(target.name)
+        if record is None or record.state not in ("running", "pending"):
+            return None
+        stopped = await self.stop(record, "its last kernel hibernated")
+        return f"instance {stopped.resource_id} stopped ({stopped.state})"

@@ -101,6 +101,10 @@ class LocalProvider(Provider):
         help="The local agent's state directory (its socket path must stay under 108 bytes).",
     )
 
+    def hibernate_after_for(self, target: Target) -> float:
+        """Never: a kernel on this machine cannot hibernate (its ports are its own)."""
+        return 0.0
+
     def targets(self) -> list[Target]:
         if not self.enabled:
             return []

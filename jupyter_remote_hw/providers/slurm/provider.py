@@ -59,6 +59,7 @@ CLUSTER_KEYS = {
     "idle_stop",
     "reach",
     "agent_wait",
+    "hibernate_after",
 }
 
 
@@ -85,10 +86,20 @@ class SLURMProvider(Provider):
         "kernels start when the notebook's directory does not exist there), 'warn' (seconds "
         "before the time limit at which SLURM warns the job, default 300), 'idle_stop' "
         "(seconds without kernel activity after which the job is cancelled; default "
-        "SLURMProvider.idle_stop), 'agent_wait' (seconds a running job waits for its agent "
+        "SLURMProvider.idle_stop), 'hibernate_after' (seconds idle after which a kernel "
+        "hibernates; default SLURMProvider.hibernate_after), 'agent_wait' (seconds a running job waits for its agent "
         "before it ends itself, when the server that submitted it went away; default 300), 'reach' ('bridge', the default: streams to the node's "
         "sockets go through job steps started on the login node; 'direct': the login node "
         "opens them itself, for clusters whose login node is the compute node).",
+    )
+    hibernate_after = Float(
+        1800.0,
+        min=0.0,
+        config=True,
+        help="Seconds a kernel in an allocation may stay idle before it hibernates: its "
+        "state is saved on the Jupyter server's disk, and the job ends once no kernel runs "
+        "in it; the next cell submits a new one and wakes the kernel (docs/hibernation.md). "
+        "0: never. A cluster's 'hibernate_after' overrides it; keep it below idle_stop.",
     )
     idle_stop = Float(
         3600.0,
@@ -303,6 +314,14 @@ class SLURMProvider(Provider):
             if name_of(cluster, offer) == target_name:
                 return offer.availability() if offer.nodes else "not listed by sinfo"
         return None
+
+    def hibernate_after_for(self, target: Target) -> float:
+        """The cluster's ``hibernate_after``, else :attr:`hibernate_after`."""
+        for cluster, offer in self._all_offers():
+            if name_of(cluster, offer) == target.name:
+                entry = self._cluster(cluster)
+                return float(entry.get("hibernate_after", self.hibernate_after))
+        return float(self.hibernate_after)
 
     def specs(self, target_name: str) -> dict[str, Any] | None:
         """What one allocation of a target holds: its GPUs, and the CPUs and memory the

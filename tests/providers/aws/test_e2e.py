@@ -193,3 +193,50 @@ async def test_idle_machine_stops_itself_and_the_ledger_stops_billing(
     assert synced.state in ("stopping", "stopped")
     frozen = synced.cost()
     assert frozen > 0 and synced.cost(now=time.time() + 3600) == frozen
+
+
+async def test_a_hibernated_kernel_stops_its_instance_and_the_next_cell_starts_it(
+    start_kernel: StartKernel,
+    channels: OpenChannels,
+    jp_fetch: Fetch,
+    aws_env: str,
+) -> None:
+    kernel_id = await start_kernel(KERNEL)
+    kc = await channels(kernel_id)
+    assert (await kc.execute("x = 41")).status == "ok"
+    manager = MachineManager.instance()
+    aws = manager.providers["aws"]
+    assert isinstance(aws, AWSProvider)
+    record = aws.live_machine("aws-gpu")
+    assert record is not None and record.state == "running"
+
+    answer = await jp_fetch(
+        "jupyter-remote-hw", "api", "hibernate", kernel_id, method="POST", body="{}"
+    )
+    assert json.loads(answer.body)["hibernated"] is True
+    # Its last kernel hibernated: the instance is stopped, and the ledger stops billing.
+    ec2 = client(aws_env, "ec2")
+
+    def state() -> str:
+        found = ec2.describe_instances(InstanceIds=[record.resource_id])
+        return str(found["Reservations"][0]["Instances"][0]["State"]["Name"])
+
+    assert state() in ("stopping", "stopped")
+    stopped = manager.ledger.get_machine(record.machine_id)
+    assert stopped is not None and stopped.state in ("stopping", "stopped")
+    assert (
+        "its last kernel hibernated" in manager.ledger.machine_events(record.machine_id)[-1].detail
+    )
+    cost = stopped.cost()
+    await asyncio.sleep(0.5)
+    assert manager.ledger.get_machine(record.machine_id).cost() == cost  # type: ignore[union-attr]
+
+    # The next cell starts the same instance and wakes the kernel with its variables.
+    ran = await kc.execute("print(x + 1)", timeout=120)
+    assert ran.status == "ok" and ran.stdout.strip() == "42", ran
+    assert state() == "running"
+    woken = aws.live_machine("aws-gpu")
+    assert woken is not None and woken.machine_id == record.machine_id
+    assert woken.state == "running"
+    await jp_fetch("api", "kernels", kernel_id, method="DELETE")
+    await aws.terminate(woken)

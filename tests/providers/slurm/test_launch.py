@@ -258,3 +258,29 @@ async def test_the_hardware_listing_shows_slurm_targets_with_what_is_free(
         a100["memory_gib"],
     ) == ("A100", 1, None, 1, None)
     assert a100["kernel_name"] == A100 and a100["provider_title"] == "SLURM"
+
+
+async def test_a_hibernated_kernel_ends_its_job_and_the_next_cell_runs_in_a_new_one(
+    kernels: Any, manager: MachineManager, jp_fetch: Any
+) -> None:
+    kernel_id = await kernels.start(A100)
+    kc = await kernels.channels(kernel_id)
+    ran = await kc.execute("import os; x = 41; print(os.environ['SLURM_JOB_ID'])")
+    first_job = ran.stdout.strip()
+    assert job_state(first_job) == "RUNNING"
+    answer = await jp_fetch(
+        "jupyter-remote-hw", "api", "hibernate", kernel_id, method="POST", body="{}"
+    )
+    assert json.loads(answer.body)["hibernated"] is True
+    # Its agent stopped with its last kernel: the holder job ends, the GPUs are free.
+    for _ in range(100):
+        if job_state(first_job) in ("COMPLETED", ""):
+            break
+        await asyncio.sleep(0.2)
+    assert job_state(first_job) in ("COMPLETED", ""), job_state(first_job)
+    # The next cell submits a new job and wakes the kernel there, with its variables.
+    ran = await kc.execute("print(x + 1, os.environ['SLURM_JOB_ID'])", timeout=120)
+    assert ran.status == "ok", ran
+    value, second_job = ran.stdout.split()
+    assert value == "42" and second_job != first_job
+    assert job_state(second_job) == "RUNNING"

@@ -1,0 +1,129 @@
+"""Kernels left idle hibernate by themselves: on the SSH test host through the real
+jupyter_server, with a hibernate time of a second or two, a kernel idle past it
+hibernates, and the next cell wakes it with its variables; one that holds what cannot
+be saved, under the 'refuse' policy, stays awake, says why once, and is not tried again
+until it was used."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_remote_hw.provisioner import RemoteHWProvisioner
+
+from ..provisioner.conftest import (  # noqa: F401 (fixtures)
+    SSH_KERNEL,
+    Fetch,
+    OpenChannels,
+    StartKernel,
+    channels,
+    hosts,
+    remote_root,
+    start_kernel,
+    write_config,
+)
+from ..testhosts import SSHTestHost
+
+API = ("jupyter-remote-hw", "api")
+
+
+@pytest.fixture
+def policy() -> str:
+    return "partial"
+
+
+@pytest.fixture
+def jp_server_config(
+    ssh_host: SSHTestHost,
+    short_tmp: Path,
+    remote_root: Path,
+    hosts: list[dict[str, Any]],
+    policy: str,
+) -> dict[str, Any]:
+    return write_config(
+        short_tmp / "config.json",
+        ssh_host.ssh_config,
+        remote_root,
+        short_tmp / "l",
+        hosts,
+        SSHProvider={"hibernate_after": 1.5},
+        RemoteHWExtension={"hibernate_check_interval": 0.3, "hibernate_policy": policy},
+    )
+
+
+@pytest.fixture(autouse=True)
+async def timer(jp_serverapp: Any) -> AsyncIterator[None]:
+    """The extension started as the server starts it (its timers), stopped afterwards."""
+    pkg = jp_serverapp.extension_manager.extensions["jupyter_remote_hw"]
+    app = pkg.extension_points["jupyter_remote_hw"].app
+    await app._start_jupyter_server_extension(jp_serverapp)
+    assert app.hibernation_timer.is_running() and app.hibernation_timer.callback_time == 300
+    yield
+    app.hibernation_timer.stop()
+    if app.orphan_reaper is not None:
+        app.orphan_reaper.stop()
+    await app.upkeep.stop()
+
+
+def hibernated(serverapp: Any, kernel_id: str) -> bool:
+    provisioner = serverapp.kernel_manager.get_kernel(kernel_id).provisioner
+    assert isinstance(provisioner, RemoteHWProvisioner)
+    return provisioner.hibernation.hibernated
+
+
+async def test_an_idle_kernel_hibernates_by_itself_and_wakes_on_the_next_cell(
+    start_kernel: StartKernel,
+    channels: OpenChannels,
+    jp_fetch: Fetch,
+    jp_serverapp: Any,
+) -> None:
+    kernel_id = await start_kernel(SSH_KERNEL)
+    kc = await channels(kernel_id)
+    # A cell that runs longer than the hibernate time is activity: no hibernation.
+    ran = await kc.execute("import time, numpy as np\nx = np.arange(10.0)\ntime.sleep(2.5)")
+    assert ran.status == "ok" and not hibernated(jp_serverapp, kernel_id)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    while not hibernated(jp_serverapp, kernel_id):
+        assert loop.time() - began < 30, "the idle kernel did not hibernate"
+        await asyncio.sleep(0.1)
+    waited = loop.time() - began
+    assert waited >= 1.0, waited  # not before its time
+    machines = json.loads((await jp_fetch(*API, "machines")).body)["machines"]
+    [row] = [k for m in machines for k in m["kernels"] if k["id"] == kernel_id]
+    assert row["state"] == "hibernated" and row["hibernated"]["bytes"] > 0
+    ran = await kc.execute("print(float(x.sum()))", timeout=120)
+    assert ran.status == "ok" and ran.stdout.strip() == "45.0", ran
+    assert not hibernated(jp_serverapp, kernel_id)
+
+
+@pytest.mark.parametrize("policy", ["refuse"])
+async def test_under_refuse_a_kernel_holding_an_open_file_stays_awake_and_says_why_once(
+    start_kernel: StartKernel,
+    channels: OpenChannels,
+    jp_serverapp: Any,
+    short_tmp: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    kernel_id = await start_kernel(SSH_KERNEL)
+    kc = await channels(kernel_id)
+    ran = await kc.execute(f"handle = open({str(short_tmp / 'f.txt')!r}, 'w')")
+    assert ran.status == "ok"
+    await asyncio.sleep(5)  # past the hibernate time, many checks
+    assert not hibernated(jp_serverapp, kernel_id)
+    refusals = [r for r in caplog.records if "stays awake" in r.getMessage()]
+    assert len(refusals) == 1, [r.getMessage() for r in refusals]
+    assert "handle" in refusals[0].getMessage()
+    # Used again, it is tried again (and refused again, once).
+    assert (await kc.execute("y = 1")).status == "ok"
+    await asyncio.sleep(4)
+    refusals = [r for r in caplog.records if "stays awake" in r.getMessage()]
+    assert len(refusals) == 2
+    assert (await kc.execute("print(y)")).stdout.strip() == "1"
