@@ -113,6 +113,11 @@ export class HardwareAPI {
     return this.post<ISwitchReport>(path, { hardware, carry, keep_old: keepOld });
   }
 
+  /** Wake a hibernated kernel (its hardware started again, its variables restored). */
+  async wake(kernelId: string): Promise<{ woken: boolean }> {
+    return this.post<{ woken: boolean }>(`wake/${encodeURIComponent(kernelId)}`);
+  }
+
   /** Cancel the launch of a kernel under way (a SLURM job waiting in the queue). */
   async cancelLaunch(kernelId: string): Promise<void> {
     await this.request<unknown>(`launch/${encodeURIComponent(kernelId)}`, { method: 'DELETE' });

@@ -23,6 +23,34 @@ export interface IMachineKernel {
   started?: number | null;
   uptime_seconds?: number | null;
   cost_so_far?: number | null;
+  /** Set while the kernel hibernates (`state` is then `hibernated`): its saved state. */
+  hibernated?: IHibernatedState | null;
+}
+
+/** A hibernated kernel's saved state, as the machines listing says it. */
+export interface IHibernatedState {
+  bytes: number;
+  saved_at?: number | null;
+  left_out?: { name: string; reason?: string }[];
+  /** Whether a wake is under way. */
+  waking?: boolean;
+  /** Why the last wake failed (the state is intact; the next cell retries). */
+  wake_error?: string | null;
+}
+
+/** `512 B`, `12.3 MiB`, `1.0 GiB`. */
+export function formatBytes(count: number): string {
+  const units: [string, number][] = [
+    ['GiB', 2 ** 30],
+    ['MiB', 2 ** 20],
+    ['KiB', 2 ** 10]
+  ];
+  for (const [unit, size] of units) {
+    if (count >= size) {
+      return `${(count / size).toFixed(1)} ${unit}`;
+    }
+  }
+  return `${count} B`;
 }
 
 /** How often the rows' uptime and cost are redrawn while the panel shows. */
@@ -72,6 +100,16 @@ export function formatKernelCost(cost: number): string {
  * hardware, state, uptime and cost (`free` on hardware the user owns).
  */
 export function kernelFacts(kernel: IMachineKernel, machine: IMachine, elapsed: number): string[] {
+  const saved = kernel.hibernated;
+  if (kernel.state === 'hibernated' && saved) {
+    // Nothing runs and nothing is billed; the next cell (or Wake) brings it back.
+    const facts = [machine.hardware, saved.waking ? 'waking' : 'hibernated'];
+    facts.push(`${formatBytes(saved.bytes)} saved`, '$0/h');
+    if (saved.wake_error) {
+      facts.push(`last wake failed: ${saved.wake_error}`);
+    }
+    return facts;
+  }
   const facts = [machine.hardware, kernel.state || kernel.execution_state || 'unknown'];
   const base = kernel.uptime_seconds;
   if (base === null || base === undefined) {
@@ -101,7 +139,8 @@ export function kernelRow(
   machine: IMachine,
   fetched: number,
   share: (() => void) | null,
-  open: ((path: string) => void) | null = null
+  open: ((path: string) => void) | null = null,
+  wake: (() => void) | null = null
 ): HTMLLIElement {
   const row = document.createElement('li');
   row.className = 'jp-RemoteHW-kernel';
@@ -125,6 +164,15 @@ export function kernelRow(
   };
   tick(fetched);
   ticks.set(row, tick);
+  if (wake && kernel.state === 'hibernated' && !kernel.hibernated?.waking) {
+    const button = document.createElement('button');
+    button.className = 'jp-mod-styled jp-RemoteHW-wakeKernel';
+    button.textContent = 'Wake';
+    button.title = 'Start its hardware again and restore its variables (the next cell does too)';
+    button.setAttribute('aria-label', `Wake ${kernelTitle(kernel)} on ${machine.name}`);
+    button.addEventListener('click', wake);
+    row.appendChild(button);
+  }
   if (share) {
     const button = document.createElement('button');
     button.className = 'jp-mod-styled jp-RemoteHW-shareKernel';

@@ -53,7 +53,7 @@ export interface IMachine {
 
 /** An event of the event socket. */
 export interface IHardwareEvent {
-  type: 'launch' | 'machine' | 'switch' | 'share';
+  type: 'launch' | 'machine' | 'switch' | 'share' | 'hibernation';
   time: number;
   [key: string]: any;
 }

@@ -210,6 +210,20 @@ export class MachinesPanel extends Widget {
     }
   }
 
+  /** Wake a hibernated kernel: its hardware starts and its variables come back. */
+  async wake(kernelId: string): Promise<void> {
+    Notification.info('Waking the kernel: its hardware starts, then its variables come back…', {
+      autoClose: 5000
+    });
+    try {
+      await this.api.wake(kernelId);
+      Notification.success('The kernel is awake, with its variables.', { autoClose: 5000 });
+    } catch (error) {
+      await showError('The kernel did not wake', error);
+    }
+    await this.refreshMachines(true);
+  }
+
   /** Fetch and show the machines. */
   async refreshMachines(quiet = false): Promise<void> {
     let machines: IMachine[];
@@ -286,7 +300,10 @@ export class MachinesPanel extends Widget {
       kernels.setAttribute('aria-label', `Kernels on ${machine.name}`);
       for (const kernel of machine.kernels) {
         const share = machine.shareable ? () => void this.share(machine, kernel.id) : null;
-        kernels.appendChild(kernelRow(kernel, machine, this._fetched, share, this.openNotebook));
+        const wake = () => void this.wake(kernel.id);
+        kernels.appendChild(
+          kernelRow(kernel, machine, this._fetched, share, this.openNotebook, wake)
+        );
       }
       item.appendChild(kernels);
     }

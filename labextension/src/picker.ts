@@ -10,6 +10,13 @@ import { HardwareAPI, HardwareAPIError, HardwareEvents } from './api';
 import { showError } from './errors';
 import { IHardwareFold, codeParts, foldCount, foldHardware, foldText } from './folding';
 import { ILaunchProgress, applyLaunchEvent, progressText, startsNotebookKernel } from './progress';
+import {
+  hibernatedDetail,
+  hibernatedLabel,
+  hibernatedNotice,
+  savingLabel,
+  stayedAwakeNotice
+} from './hibernation';
 import { askCarry } from './switch';
 import { applySwitchEvent, switchSummary } from './switchmodel';
 import {
@@ -210,7 +217,10 @@ export class HardwareToolbarItem extends Widget {
     this.addClass('jp-ToolbarButtonComponent');
     this.node.setAttribute('type', 'button');
     this.node.addEventListener('click', () => void this.pick());
-    sessionContext.kernelChanged.connect(() => void this.refresh(), this);
+    sessionContext.kernelChanged.connect(() => {
+      this.hibernated = null;
+      void this.refresh();
+    }, this);
     sessionContext.ready.then(() => this.refresh()).catch(() => undefined);
     events.received.connect(this.onEvent, this);
     void this.refresh();
@@ -225,6 +235,9 @@ export class HardwareToolbarItem extends Widget {
   async refresh(): Promise<void> {
     if (this.progress && !this.progress.failed && !this.progress.done) {
       return;
+    }
+    if (this.hibernated) {
+      return; // said until it wakes
     }
     if (isSharedKernel(this.sessionContext.session?.kernel?.name)) {
       this.display(
@@ -427,6 +440,27 @@ export class HardwareToolbarItem extends Widget {
   }
 
   private onEvent(_: HardwareEvents, event: IHardwareEvent): void {
+    const kernelId = this.sessionContext.session?.kernel?.id;
+    if (event.type === 'hibernation' && kernelId && event.kernel_id === kernelId) {
+      void this.onHibernation(event);
+      return;
+    }
+    if (this.hibernated && event.type === 'launch' && event.kernel_id === kernelId) {
+      // It wakes: its launch steps show here as any launch's do.
+      this.hibernated = null;
+      if (!this.progress) {
+        this.progress = {
+          target: event.target,
+          step: event.step || 'starting',
+          detail: '',
+          startedAt: Date.now(),
+          failed: false,
+          done: false,
+          kernelId
+        };
+        this._following = window.setInterval(() => this.showProgress(), 1000);
+      }
+    }
     if (!this.progress) {
       this.follow(event);
     }
@@ -437,6 +471,30 @@ export class HardwareToolbarItem extends Widget {
       if (this._following && (this.progress.done || this.progress.failed)) {
         this.stopFollowing();
       }
+    }
+  }
+
+  /** A `hibernation` event of this notebook's kernel: say it here and in a notice. */
+  private async onHibernation(event: IHardwareEvent): Promise<void> {
+    const notebook = this.sessionContext.path || 'this notebook';
+    const target = this.currentTarget;
+    let label = target ?? 'kernel';
+    try {
+      const option = (await this.store.options()).find(o => o.name === target);
+      label = option ? toolbarLabel(option) : label;
+    } catch {
+      // The label is only words: the target's name does.
+    }
+    if (event.state === 'saving') {
+      this.display(savingLabel(event), `Saving the state of this notebook's kernel`, 'busy');
+    } else if (event.state === 'hibernated') {
+      this.hibernated = hibernatedDetail(event);
+      this.display(hibernatedLabel(label), this.hibernated);
+      Notification.info(hibernatedNotice(event, notebook), { autoClose: false });
+    } else if (event.state === 'failed') {
+      this.hibernated = null;
+      await this.refresh();
+      Notification.warning(stayedAwakeNotice(event, notebook), { autoClose: 10000 });
     }
   }
 
@@ -484,6 +542,8 @@ export class HardwareToolbarItem extends Widget {
 
   /** The launch in progress, if any. */
   progress: ILaunchProgress | null = null;
+  /** The notice of this notebook's kernel while it hibernates, else null. */
+  hibernated: string | null = null;
   /** Whether the user asked to cancel the launch in progress. */
   private cancelling = false;
 }

@@ -114,3 +114,58 @@ describe('listing key', () => {
     expect(listingKey([])).not.toBe(listingKey(one));
   });
 });
+
+describe('a hibernated kernel', () => {
+  const machine = {
+    name: 'ssh-box',
+    hardware: 'A10G 24 GiB',
+    price_per_hour: 1.2,
+    kernels: []
+  } as unknown as IMachine;
+  const kernel: IMachineKernel = {
+    id: 'k1',
+    owner: 'server',
+    execution_state: 'idle',
+    state: 'hibernated',
+    path: 'train.ipynb',
+    uptime_seconds: 3600,
+    hibernated: { bytes: 1.5 * 2 ** 30, saved_at: 0, left_out: [] }
+  };
+
+  it('says it hibernates, what it keeps and that it costs nothing', () => {
+    expect(kernelFacts(kernel, machine, 10)).toEqual([
+      'A10G 24 GiB',
+      'hibernated',
+      '1.5 GiB saved',
+      '$0/h'
+    ]);
+    const failed = { ...kernel, hibernated: { bytes: 512, wake_error: 'host unreachable' } };
+    expect(kernelFacts(failed, machine, 0)).toEqual([
+      'A10G 24 GiB',
+      'hibernated',
+      '512 B saved',
+      '$0/h',
+      'last wake failed: host unreachable'
+    ]);
+    const waking = { ...kernel, hibernated: { bytes: 2048, waking: true } };
+    expect(kernelFacts(waking, machine, 0).slice(1, 3)).toEqual(['waking', '2.0 KiB saved']);
+  });
+
+  it('has a Wake button, which a running kernel has not', () => {
+    const woken: string[] = [];
+    const row = kernelRow(kernel, machine, Date.now(), null, null, () => woken.push('k1'));
+    const button = row.querySelector<HTMLButtonElement>('button.jp-RemoteHW-wakeKernel');
+    expect(button?.textContent).toBe('Wake');
+    button?.click();
+    expect(woken).toEqual(['k1']);
+    const running = kernelRow(
+      { ...kernel, state: 'idle', hibernated: null },
+      machine,
+      Date.now(),
+      null,
+      null,
+      () => woken.push('no')
+    );
+    expect(running.querySelector('button.jp-RemoteHW-wakeKernel')).toBeNull();
+  });
+});
