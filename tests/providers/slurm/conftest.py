@@ -3,6 +3,7 @@ login node: an sshd test host on this machine, where SLURM's commands work."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import secrets
@@ -209,9 +210,33 @@ async def make(login_host: SSHTestHost, short_tmp: Path, clean_queue: None) -> A
         provider.ledger.close()
 
 
+async def fill_t4() -> str:
+    """Take the cluster's one T4 with a job of this session's; its id once it runs."""
+    filled = slurm(
+        "sbatch", "--parsable", "-J", FILLER, "-p", "gpu", "--gres=gpu:t4:1", "-t", "5",
+        "-o", "/dev/null", "--wrap", "sleep 300",
+    )  # fmt: skip
+    assert filled.returncode == 0, filled.stderr
+    job_id = filled.stdout.strip()
+    for _ in range(100):  # the scheduler starts it within a few seconds
+        if job_state(job_id) == "RUNNING":
+            break
+        await asyncio.sleep(0.1)
+    return job_id
+
+
 def job_state(job_id: str) -> str:
     """The job's SLURM state (empty once SLURM forgot it)."""
     return slurm("squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T").stdout.strip()
 
 
-__all__ = ["CLUSTER", "FILLER", "cluster_entry", "json", "our_jobs", "server_config", "slurm"]
+__all__ = [
+    "CLUSTER",
+    "FILLER",
+    "cluster_entry",
+    "fill_t4",
+    "json",
+    "our_jobs",
+    "server_config",
+    "slurm",
+]

@@ -14,7 +14,15 @@ import pytest
 from jupyter_remote_hw.machines import MachineManager
 
 from ...testhosts import SSHTestHost
-from .conftest import CLUSTER, FILLER, cluster_entry, job_state, our_jobs, server_config, slurm
+from .conftest import (
+    CLUSTER,
+    cluster_entry,
+    fill_t4,
+    job_state,
+    our_jobs,
+    server_config,
+    slurm,
+)
 
 A100 = "remote-hw-slurm-dev-gpu-a100"
 T4 = "remote-hw-slurm-dev-gpu-t4"
@@ -91,26 +99,7 @@ async def test_pending_launch_shows_the_queue_and_cancelling_it_cancels_the_job(
     manager: MachineManager,
     jp_serverapp: Any,
 ) -> None:
-    filled = slurm(
-        "sbatch",
-        "--parsable",
-        "-J",
-        FILLER,
-        "-p",
-        "gpu",
-        "--gres=gpu:t4:1",
-        "-t",
-        "5",
-        "-o",
-        "/dev/null",
-        "--wrap",
-        "sleep 300",
-    )
-    assert filled.returncode == 0, filled.stderr
-    for _ in range(100):  # the scheduler starts it within a few seconds
-        if job_state(filled.stdout.strip()) == "RUNNING":
-            break
-        await asyncio.sleep(0.1)
+    await fill_t4()
     events: list[dict[str, Any]] = []
     manager.launch_listeners.append(events.append)
     target = manager.target("slurm-dev-gpu-t4")
@@ -136,32 +125,6 @@ async def test_pending_launch_shows_the_queue_and_cancelling_it_cancels_the_job(
     assert [j for j in our_jobs() if j == job_id] in ([], [job_id])
     record = manager.ledger.find_machine(job_id)
     assert record is not None and record.state == "terminated"
-
-
-async def fill_t4() -> str:
-    """Take the cluster's one T4 with a job of this session's; its id once it runs."""
-    filled = slurm(
-        "sbatch",
-        "--parsable",
-        "-J",
-        FILLER,
-        "-p",
-        "gpu",
-        "--gres=gpu:t4:1",
-        "-t",
-        "5",
-        "-o",
-        "/dev/null",
-        "--wrap",
-        "sleep 300",
-    )
-    assert filled.returncode == 0, filled.stderr
-    job_id = filled.stdout.strip()
-    for _ in range(100):  # the scheduler starts it within a few seconds
-        if job_state(job_id) == "RUNNING":
-            break
-        await asyncio.sleep(0.1)
-    return job_id
 
 
 async def test_the_user_cancels_a_pending_launch_through_the_api(

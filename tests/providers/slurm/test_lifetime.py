@@ -28,6 +28,7 @@ from .conftest import (
     FILLER,
     SLURM_CONF,
     cluster_entry,
+    fill_t4,
     job_state,
     server_config,
     slurm,
@@ -315,27 +316,9 @@ async def test_a_server_that_stops_during_a_queued_launch_cancels_its_job(
     servers: Any,
     short_tmp: Path,
 ) -> None:
-    filler = slurm(
-        "sbatch",
-        "--parsable",
-        "-J",
-        FILLER,
-        "-p",
-        "gpu",
-        "--gres=gpu:t4:1",
-        "-t",
-        "5",
-        "-o",
-        "/dev/null",
-        "--wrap",
-        "sleep 300",
-    ).stdout.strip()
     server: Server = servers()
     await server.ready()
-    for _ in range(100):
-        if job_state(filler) == "RUNNING":
-            break
-        await asyncio.sleep(0.1)
+    await fill_t4()
     start = asyncio.ensure_future(
         server.api("kernels", method="POST", body={"name": "remote-hw-slurm-dev-gpu-t4"})
     )

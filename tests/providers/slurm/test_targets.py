@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from jupyter_remote_hw.ledger import Ledger
@@ -11,7 +10,7 @@ from jupyter_remote_hw.transport import TransportManager
 
 from ...conftest import TEST_TRANSPORT
 from ...testhosts import SSHTestHost
-from .conftest import FILLER, cluster_entry, job_state, slurm
+from .conftest import cluster_entry, fill_t4
 
 
 def provider(login: SSHTestHost, tmp_path: Path, **entry: object) -> SLURMProvider:
@@ -46,26 +45,7 @@ async def test_targets_are_partitions_by_gpu_type_with_availability(
         assert slurm_provider.availability("slurm-dev-gpu-t4") == "1 of 1 GPUs free on 1 node"
 
         # A job on the T4 shows in the availability once sinfo is read again.
-        filled = slurm(
-            "sbatch",
-            "--parsable",
-            "-J",
-            FILLER,
-            "-p",
-            "gpu",
-            "--gres=gpu:t4:1",
-            "-t",
-            "5",
-            "-o",
-            "/dev/null",
-            "--wrap",
-            "sleep 300",
-        )
-        assert filled.returncode == 0, filled.stderr
-        for _ in range(100):  # the scheduler starts it within a few seconds
-            if job_state(filled.stdout.strip()) == "RUNNING":
-                break
-            await asyncio.sleep(0.1)
+        await fill_t4()
         for _ in range(50):
             await slurm_provider.refresh()
             if slurm_provider.availability("slurm-dev-gpu-t4") != "1 of 1 GPUs free on 1 node":
