@@ -60,7 +60,7 @@ class IdleHibernation:
     def idle_after(self, provisioner: RemoteHWProvisioner) -> float:
         """Seconds of idleness after which the kernel hibernates (0: never)."""
         try:
-            target = self.machines.target(provisioner.target)
+            target = provisioner._target()  # resolved once per kernel, not every round
         except Exception:  # noqa: BLE001 (a target no longer offered: leave the kernel be)
             return 0.0
         provider = self.machines.providers.get(target.provider)
