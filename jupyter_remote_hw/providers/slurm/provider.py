@@ -310,33 +310,40 @@ class SLURMProvider(Provider):
 
     def availability(self, target_name: str) -> str | None:
         """What is free now on a target's nodes (as last read), for people."""
-        for cluster, offer in self._all_offers():
-            if name_of(cluster, offer) == target_name:
-                return offer.availability() if offer.nodes else "not listed by sinfo"
-        return None
+        found = self._find(target_name)
+        if found is None:
+            return None
+        offer = found[1]
+        return offer.availability() if offer.nodes else "not listed by sinfo"
 
     def hibernate_after_for(self, target: Target) -> float:
         """The cluster's ``hibernate_after``, else :attr:`hibernate_after`."""
-        for cluster, offer in self._all_offers():
-            if name_of(cluster, offer) == target.name:
-                entry = self._cluster(cluster)
-                return float(entry.get("hibernate_after", self.hibernate_after))
-        return float(self.hibernate_after)
+        found = self._find(target.name)
+        entry = self._cluster(found[0]) if found is not None else {}
+        return float(entry.get("hibernate_after", self.hibernate_after))
 
     def specs(self, target_name: str) -> dict[str, Any] | None:
         """What one allocation of a target holds: its GPUs, and the CPUs and memory the
         cluster's entry asks for (the node's are in the label)."""
+        found = self._find(target_name)
+        if found is None:
+            return None
+        cluster, offer = found
+        entry = self._cluster(cluster)
+        gpus = int(entry.get("gpus", 1)) if offer.gpu_type != "" else 0
+        return {
+            "gpu": (offer.gpu_type or "GPU").upper() if gpus else None,
+            "gpu_count": gpus,
+            "gpu_memory_gib": None,
+            "vcpus": int(entry.get("cpus", 1)),
+            "memory_gib": memory_gib(str(entry["mem"])) if entry.get("mem") else None,
+        }
+
+    def _find(self, target_name: str) -> tuple[str, Offer] | None:
+        """The cluster and offer of a target, as last read."""
         for cluster, offer in self._all_offers():
             if name_of(cluster, offer) == target_name:
-                entry = self._cluster(cluster)
-                gpus = int(entry.get("gpus", 1)) if offer.gpu_type != "" else 0
-                return {
-                    "gpu": (offer.gpu_type or "GPU").upper() if gpus else None,
-                    "gpu_count": gpus,
-                    "gpu_memory_gib": None,
-                    "vcpus": int(entry.get("cpus", 1)),
-                    "memory_gib": memory_gib(str(entry["mem"])) if entry.get("mem") else None,
-                }
+                return cluster, offer
         return None
 
     def _all_offers(self) -> list[tuple[str, Offer]]:
@@ -355,9 +362,9 @@ class SLURMProvider(Provider):
         )
 
     def _resolve(self, target: Target) -> tuple[str, Offer]:
-        for cluster, offer in self._all_offers():
-            if name_of(cluster, offer) == target.name:
-                return cluster, offer
+        found = self._find(target.name)
+        if found is not None:
+            return found
         raise SLURMError(target.where, f"{target.name} is no longer offered")
 
     # ------------------------------------------------------------------ launch
