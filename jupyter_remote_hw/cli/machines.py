@@ -126,7 +126,8 @@ async def machine_models(
     answers = await asyncio.gather(*(_ask(s) for s in servers))
     listings = [a for a in answers if a is not None]
     answering = [s for s, a in zip(servers, answers, strict=True) if a is not None]
-    view = MachineView({t.name: t for t in manager.targets()}, manager.ledger)
+    recorded = [r.target for r in manager.ledger.kernels()]
+    view = MachineView(manager.known_targets(recorded), manager.ledger)
     models = merge(listings) if listings else view.models()
     if include_ended:
         live = {m["name"] for m in models}

@@ -19,7 +19,7 @@ import asyncio
 import atexit
 import os
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -123,6 +123,9 @@ class MachineManager(SingletonConfigurable):
         #: Launches under way, by kernel id: their task and the loop it runs on
         #: (see :meth:`cancel_launch`).
         self.launches: dict[str, tuple[asyncio.Task[Any], asyncio.AbstractEventLoop]] = {}
+        #: The machine each kernel runs on (or will, or did before it hibernated), by
+        #: kernel id: its target's name, or an allocation's (see :meth:`place`).
+        self.placements: dict[str, str] = {}
         #: Since when (epoch seconds) each open machine's link has been down, by target name.
         self.link_down_since: dict[str, float] = {}
         #: Called with a target's name and whether its link is up, whenever that changes.
@@ -234,9 +237,50 @@ class MachineManager(SingletonConfigurable):
             UnknownHardwareError: No provider offers it.
         """
         targets = {t.name: t for t in self.targets()}
-        if name not in targets:
-            raise UnknownHardwareError(name, list(targets))
-        return targets[name]
+        if name in targets:
+            return targets[name]
+        for provider in self.providers.values():
+            found = provider.resolve(name)
+            if found is not None:
+                return found
+        raise UnknownHardwareError(name, list(targets))
+
+    def known_targets(self, also: Iterable[str] = ()) -> dict[str, Target]:
+        """Every target listed now, by name, with those of open machines and of kernels'
+        places, and those of ``also`` that a provider still knows (an allocation whose
+        job ended while its kernel hibernates, say)."""
+        found = {t.name: t for t in self.targets()}
+        for machine in self._machines.values():
+            found.setdefault(machine.target.name, machine.target)
+        for name in sorted({*also, *self.placements.values()} - found.keys()):
+            for provider in self.providers.values():
+                target = provider.resolve(name)
+                if target is not None:
+                    found[name] = target
+                    break
+        return found
+
+    def place(self, kernel_id: str, name: str) -> str:
+        """Where a kernel that asks for target ``name`` runs: the name of its machine.
+
+        On most targets that is the target (kernels share its machine); a SLURM
+        target gives each kernel an allocation of its own unless the user asks to
+        share one (see :mod:`..providers.slurm.allocations`). A kernel keeps its place
+        until :meth:`unplace`, so that a restart finds it there again.
+
+        Raises:
+            UnknownHardwareError: No provider offers ``name``.
+        """
+        provider = self.providers[self.target(name).provider]
+        current = self.placements.get(kernel_id)
+        taken = {m for k, m in self.placements.items() if k != kernel_id}
+        placed = provider.placement(name, taken, current)
+        self.placements[kernel_id] = placed
+        return placed
+
+    def unplace(self, kernel_id: str) -> None:
+        """Forget where a kernel ran: it was shut down, or its launch failed."""
+        self.placements.pop(kernel_id, None)
 
     def steps(self, target: str, kernel_id: str) -> LaunchSteps:
         """A step recorder for one launch, reporting to :attr:`launch_listeners`."""

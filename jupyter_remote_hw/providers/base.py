@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, ABCMeta, abstractmethod
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from traitlets import Float, Int, MetaHasTraits
@@ -228,6 +229,24 @@ class Provider(LoggingConfigurable, metaclass=ProviderMeta):
     @abstractmethod
     def targets(self) -> list[Target]:
         """The targets this provider offers now."""
+
+    def resolve(self, name: str) -> Target | None:
+        """A target by name that :meth:`targets` does not list now (an allocation whose
+        job ended, which a kernel placed in it still names); None: no such target."""
+        return None
+
+    def placement(self, name: str, taken: Collection[str], current: str | None) -> str:
+        """The machine a kernel that asks for target ``name`` runs on.
+
+        By default every kernel of a target runs on its one machine. A scheduler's
+        provider may give each kernel an allocation of its own instead.
+
+        Args:
+            name: The target the kernel asked for.
+            taken: Machines that other kernels of this server run on.
+            current: The machine the kernel ran on before (a restart), if any.
+        """
+        return name
 
     def hibernate_after_for(self, target: Target) -> float:
         """Seconds a kernel on ``target`` may stay idle before it hibernates (0: never)."""

@@ -60,6 +60,19 @@ class RemoteHWKernelSpecManager(KernelSpecManager):
             self.log.exception("jupyter_remote_hw: listing hardware targets failed")
             return {}
 
+    def _resolve(self, kernel_name: str) -> Target | None:
+        """A target that is not listed now but that a provider still knows by name (a
+        SLURM allocation whose job ended, which a kernel started on it names)."""
+        if not kernel_name.startswith(KERNEL_NAME_PREFIX):
+            return None
+        manager: MachineManager = MachineManager.instance(config=self.config)
+        name = kernel_name[len(KERNEL_NAME_PREFIX) :]
+        for provider in manager.providers.values():
+            target = provider.resolve(name)
+            if target is not None:
+                return target
+        return None
+
     def find_kernel_specs(self) -> dict[str, str]:
         """Installed kernelspecs and hardware targets, by name."""
         found = super().find_kernel_specs()
@@ -78,7 +91,7 @@ class RemoteHWKernelSpecManager(KernelSpecManager):
     def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
         """The kernelspec called ``kernel_name``; targets are built, not read from disk."""
         targets = self._targets()
-        target = targets.get(kernel_name.lower())
+        target = targets.get(kernel_name.lower()) or self._resolve(kernel_name.lower())
         if target is not None:
             return self.kernel_spec_class(resource_dir=RESOURCES, **target_kernel_spec(target))
         try:

@@ -310,6 +310,8 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         self._steps = self.manager.steps(self.target or "?", self.kernel_id)
         try:
             with self._steps.step("resolve hardware"):
+                # The machine it runs on: the target's, or on a scheduler an allocation.
+                self.target = self.manager.place(self.kernel_id, self.target)
                 self._target()
         except LaunchError as exc:
             raise KernelLaunchError(exc) from exc.__cause__
@@ -349,6 +351,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             raise KernelLaunchError(error) from None
         except LaunchError as exc:
             await self._launcher.abandon(maybe_starting=False)
+            self.manager.unplace(self.kernel_id)
             raise KernelLaunchError(exc) from exc.__cause__
         finally:
             if self.manager.launches.get(self.kernel_id, (None,))[0] is launch:
@@ -386,6 +389,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
                 return
             await self.hibernation.discard()
             self.manager.ledger.remove_kernel(self.kernel_id)
+            self.manager.unplace(self.kernel_id)
         if restart or self._remote is None:
             return
         machine = self._machine
@@ -406,6 +410,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             )
         self._remote = None
         self.manager.ledger.remove_kernel(self.kernel_id)
+        self.manager.unplace(self.kernel_id)
         if machine is not None:
             # The agent stays while this server is connected, for the next
             # kernel; it exits by itself once idle and left alone.
@@ -446,6 +451,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         """Take over a kernel described by :meth:`get_provisioner_info`."""
         await super().load_provisioner_info(provisioner_info)
         self.target = str(provisioner_info["target"])
+        self.manager.placements[self.kernel_id] = self.target
         self._local_ports = {
             k: int(v) for k, v in dict(provisioner_info.get("local_ports") or {}).items()
         }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,8 +159,9 @@ class HardwareActions:
         sessions = await self.session_manager.list_sessions()
         return {s["kernel"]["id"]: s["path"] for s in sessions if s.get("kernel") and s.get("path")}
 
-    def view(self, paths: dict[str, str] | None = None) -> MachineView:
-        """The machines as the panel and ``jupyter remote-hw list`` show them, now."""
+    def view(self, paths: dict[str, str] | None = None, also: Iterable[str] = ()) -> MachineView:
+        """The machines as the panel and ``jupyter remote-hw list`` show them, now
+        (with the targets of machines named in ``also``, listed now or not)."""
         paths = paths or {}
         kernels = []
         for kernel_id in self.kernel_manager.list_kernel_ids():
@@ -176,7 +178,9 @@ class HardwareActions:
                     paths.get(kernel_id),
                 )
             )
-        targets = {t.name: t for t in self.machines.targets()}
+        targets = self.machines.known_targets(
+            [*also, *(k.target for k in kernels), *self.machines.waiting.values()]
+        )
         links = link_states(self.machines.open_machines())
         for record in self.machines.ledger.kernels() if self.machines.waiting else ():
             name = self.machines.waiting.get(record.kernel_id)
@@ -199,7 +203,7 @@ class HardwareActions:
 
         ``target`` stands in for a target no provider lists any more.
         """
-        view = self.view()
+        view = self.view(also=[name])
         if target is not None:
             view.targets.setdefault(target.name, target)
         return view.model(name)

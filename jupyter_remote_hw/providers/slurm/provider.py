@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import threading
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,8 @@ from ..aws.tags import default_owner
 from ..base import Machine, Provider
 from ..target import Target
 from ..usability import Unusable
+from .allocations import allocation_target, live_names, place, shared_targets, split
+from .allocations import availability as allocation_availability
 from .ending import reap_jobs, terminate_job
 from .errors import LoginUnreachableError, SLURMError
 from .machine import SLURMMachine
@@ -60,6 +63,7 @@ CLUSTER_KEYS = {
     "reach",
     "agent_wait",
     "hibernate_after",
+    "share",
 }
 
 
@@ -87,7 +91,9 @@ class SLURMProvider(Provider):
         "before the time limit at which SLURM warns the job, default 300), 'idle_stop' "
         "(seconds without kernel activity after which the job is cancelled; default "
         "SLURMProvider.idle_stop), 'hibernate_after' (seconds idle after which a kernel "
-        "hibernates; default SLURMProvider.hibernate_after), 'agent_wait' (seconds a running job waits for its agent "
+        "hibernates; default SLURMProvider.hibernate_after), 'share' (true: the kernels of "
+        "a target share one allocation; default false: each kernel gets a job of its own, "
+        "and a running job is offered as a target of its own to share it), 'agent_wait' (seconds a running job waits for its agent "
         "before it ends itself, when the server that submitted it went away; default 300), 'reach' ('bridge', the default: streams to the node's "
         "sockets go through job steps started on the login node; 'direct': the login node "
         "opens them itself, for clusters whose login node is the compute node).",
@@ -290,6 +296,26 @@ class SLURMProvider(Provider):
         return found
 
     def targets(self) -> list[Target]:
+        """A new allocation of each partition × GPU type, then each running allocation
+        (to share it: see :mod:`.allocations`)."""
+        bases = {t.name: t for t in self._base_targets()}
+        return [*bases.values(), *shared_targets(self, bases)]
+
+    def resolve(self, name: str) -> Target | None:
+        """An allocation by its name (``<target>.<n>``), whether its job runs or not."""
+        return allocation_target(name, {t.name: t for t in self._base_targets()})
+
+    def placement(self, name: str, taken: Collection[str], current: str | None) -> str:
+        """A new allocation for each kernel, unless it asks for a running one or its
+        cluster's entry says ``share`` (see :func:`.allocations.place`)."""
+        found = self._find(name)
+        share = found is not None and bool(self._cluster(found[0]).get("share"))
+        names = {name_of(c, o) for c, o in self._all_offers()}
+        return place(
+            name, {*taken, *live_names(self)}, names.__contains__, current=current, share=share
+        )
+
+    def _base_targets(self) -> list[Target]:
         self._refresh_soon()
         found = []
         for cluster in self.clusters:
@@ -313,7 +339,10 @@ class SLURMProvider(Provider):
         found = self._find(target_name)
         if found is None:
             return None
-        offer = found[1]
+        cluster, offer = found
+        base = name_of(cluster, offer)
+        if target_name != base:
+            return allocation_availability(self, target_name, base)
         return offer.availability() if offer.nodes else "not listed by sinfo"
 
     def hibernate_after_for(self, target: Target) -> float:
@@ -340,11 +369,9 @@ class SLURMProvider(Provider):
         }
 
     def _find(self, target_name: str) -> tuple[str, Offer] | None:
-        """The cluster and offer of a target, as last read."""
-        for cluster, offer in self._all_offers():
-            if name_of(cluster, offer) == target_name:
-                return cluster, offer
-        return None
+        """The cluster and offer of a target or of one of its allocations, as last read."""
+        found = {name_of(cluster, offer): (cluster, offer) for cluster, offer in self._all_offers()}
+        return found.get(split(target_name, found.__contains__)[0])
 
     def _all_offers(self) -> list[tuple[str, Offer]]:
         return [(cluster, offer) for cluster in self.clusters for offer in self.offers(cluster)]

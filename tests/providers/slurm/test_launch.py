@@ -26,6 +26,7 @@ from .conftest import (
 
 A100 = "remote-hw-slurm-dev-gpu-a100"
 T4 = "remote-hw-slurm-dev-gpu-t4"
+A100_NAME = "slurm-dev-gpu-a100"
 
 
 @pytest.fixture
@@ -178,22 +179,56 @@ async def test_the_user_cancels_a_pending_launch_through_the_api(
     assert "no launch of kernel" in json.loads(again.body)["message"]
 
 
-async def test_two_kernels_on_one_target_share_its_allocation(
+async def test_each_kernel_gets_its_own_job_and_shares_one_only_when_asked(
     kernels: Any,
     manager: MachineManager,
+    jp_fetch: Any,
 ) -> None:
     first, second = await kernels.start(A100), await kernels.start(A100)
-    jobs = []
+    where = "import os; print(os.environ['SLURM_JOB_ID'], os.environ['CUDA_VISIBLE_DEVICES'])"
+    jobs, gpus = [], []
     for kernel_id in (first, second):
-        kc = await kernels.channels(kernel_id)
-        ran = await kc.execute("import os; print(os.environ['SLURM_JOB_ID'])")
-        jobs.append(ran.stdout.strip())
-    assert jobs[0] == jobs[1]
-    # The allocation stays while one of its kernels runs, and ends with the last.
+        ran = await (await kernels.channels(kernel_id)).execute(where)
+        print("ENV", ran.stdout, ran)
+        job, gpu = ran.stdout.split()[:2]
+        jobs.append(job)
+        gpus.append(gpu)
+    # Two allocations, each with one of gpu1's two A100s (this cluster has no cgroups,
+    # so each kernel sees the node's index of its GPU).
+    assert jobs[0] != jobs[1] and sorted(gpus) == ["0", "1"]
+    assert {m.target.name for m in manager.open_machines()} == {A100_NAME, A100_NAME + ".2"}
+    # Each running job is offered, to share it; the A100s are all taken now.
+    await manager.providers["slurm"].refresh()
+    listing = json.loads((await jp_fetch("jupyter-remote-hw", "api", "hardware")).body)
+    options = {o["name"]: o for o in listing["hardware"] if o["provider"] == "slurm"}
+    shared = options[A100_NAME + ".1"]
+    assert shared["label"].endswith(f"SLURM dev · gpu · share job {jobs[0]} (1 kernel)")
+    assert shared["availability"] == "running, 1 kernel in it"
+    assert options[A100_NAME + ".2"]["label"].endswith(f"share job {jobs[1]} (1 kernel)")
+    assert options[A100_NAME]["availability"] == "0 of 2 GPUs free on 1 node"
+    # A third kernel asks to share the first job, and runs in it.
+    third = await kernels.start(shared["kernel_name"])
+    ran = await (await kernels.channels(third)).execute(where)
+    assert ran.stdout.split() == [jobs[0], gpus[0]]
+    assert manager.placements[third] == A100_NAME
+    # A job stays while one of its kernels runs, and ends with the last.
     await kernels.stop(first)
     assert job_state(jobs[0]) == "RUNNING"
-    await kernels.stop(second)
+    await kernels.stop(third)
     assert job_state(jobs[0]) in ("CANCELLED", "COMPLETING")
+    assert job_state(jobs[1]) == "RUNNING"
+    # The shared job is no longer offered, but its kernel name still starts a kernel
+    # (a restart of the kernel that shared it, say): in an allocation of its own.
+    await manager.providers["slurm"].refresh()
+    listing = json.loads((await jp_fetch("jupyter-remote-hw", "api", "hardware")).body)
+    assert A100_NAME + ".1" not in {o["name"] for o in listing["hardware"]}
+    spec = json.loads((await jp_fetch("api", "kernelspecs", shared["kernel_name"])).body)
+    assert spec["spec"]["metadata"]["jupyter_remote_hw"]["target"] == A100_NAME + ".1"
+    # The first allocation is free again: the next kernel takes it, in a new job.
+    fourth = await kernels.start(A100)
+    assert manager.placements[fourth] == A100_NAME
+    ran = await (await kernels.channels(fourth)).execute(where)
+    assert ran.stdout.split()[0] not in jobs
 
 
 async def test_the_hardware_listing_shows_slurm_targets_with_what_is_free(
