@@ -352,6 +352,37 @@ async def test_a_cancelled_hibernation_releases_held_requests_to_the_same_kernel
     assert hosts[0].kernel.executed() == ["during the save"]
 
 
+@pytest.mark.parametrize("lead", [0.0, 0.002, 0.01, 0.05])
+async def test_a_cell_sent_as_hibernation_begins_runs_once(
+    relay: KernelRelayClient,
+    client: Any,
+    hosts: list[Host],
+    lead: float,
+) -> None:
+    kc = await client()
+    msg_id = kc.kernel_info()
+    await replies(kc, [msg_id])
+    # The cell leaves the front end ``lead`` seconds before the hibernation begins: it
+    # is held, or on its way to the host, or there, or run already.
+    cell = kc.execute("just before")
+    await asyncio.sleep(lead)
+    relay.hold(lambda: None)
+    # The save: a client of its own, whose requests follow the cell on the same stream.
+    saver = await client()
+    asked = saver.kernel_info()
+    await replies(saver, [asked])
+    await relay.sleep()
+    await relay.wake(hosts[1].open_stream)
+    await relay.release()
+    assert (await replies(kc, [cell]))[cell]["content"]["status"] == "ok"
+    after = kc.execute("after the wake")
+    await replies(kc, [after])
+    # Once, on one kernel or the other, however the timing fell; never twice.
+    ran = hosts[0].kernel.executed() + hosts[1].kernel.executed()
+    assert ran.count("just before") == 1
+    assert hosts[1].kernel.executed()[-1] == "after the wake"
+
+
 async def test_heartbeats_are_echoed_while_asleep(
     relay: KernelRelayClient,
     context: zmq.asyncio.Context,
