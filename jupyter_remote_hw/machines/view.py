@@ -90,6 +90,8 @@ class KernelFacts:
         execution_state: ``idle``, ``busy``, ... as its kernel manager says.
         path: The notebook (or file) whose session uses it, relative to the server root.
         waiting_for: For a kernel the server is still to reattach: the host it waits for.
+        hibernate_after: How long it may stay idle before it hibernates: ``{"seconds"
+            (0: never), "source" ("target" or "notebook")}``; None where unknown.
     """
 
     id: str
@@ -98,6 +100,7 @@ class KernelFacts:
     execution_state: str | None = None
     path: str | None = None
     waiting_for: str | None = None
+    hibernate_after: dict[str, Any] | None = None
 
 
 @dataclass
@@ -266,6 +269,7 @@ class MachineView:
             "execution_state": facts.execution_state,
             "state": "hibernated" if hibernated is not None else state,
             "hibernated": hibernated,
+            "hibernate_after": facts.hibernate_after,
             "started": started,
             "uptime_seconds": None if uptime is None else round(uptime, 1),
             "cost_so_far": (

@@ -119,6 +119,9 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         """The arguments of the last launch; a wake from hibernation launches with them."""
         self.hibernation = KernelHibernation(self)
         """Hibernates the kernel and wakes it (see :mod:`.hibernating`)."""
+        self.hibernate_after: float | None = None
+        """Seconds idle before the kernel hibernates, as its notebook asked (0: never);
+        None: its target's ``hibernate_after``. Kept in the ledger with the kernel."""
         self.reattached_state: str | None = None
         """The execution state (idle, busy) the host reported for a kernel taken over
         from an earlier server, as of the takeover; None for a kernel started here."""
@@ -445,6 +448,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             {name: int(self._remote[name]) for name in PORT_NAMES} if self._remote else {}
         )
         info["hibernated"] = self.hibernation.summary()
+        info["hibernate_after"] = self.hibernate_after
         return info
 
     async def load_provisioner_info(self, provisioner_info: dict[str, Any]) -> None:
@@ -452,6 +456,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         await super().load_provisioner_info(provisioner_info)
         self.target = str(provisioner_info["target"])
         self.manager.placements[self.kernel_id] = self.target
+        self.hibernate_after = provisioner_info.get("hibernate_after")  # as written above
         self._local_ports = {
             k: int(v) for k, v in dict(provisioner_info.get("local_ports") or {}).items()
         }

@@ -11,6 +11,8 @@ Routes (under the server's base URL; documented in docs/rest-api.yaml):
 - ``GET  /jupyter-remote-hw/api/usage/<kernel id>``: live use of a kernel's hardware.
 - ``POST /jupyter-remote-hw/api/hibernate/<kernel id>``: save a kernel's state, release
   its hardware; ``POST /jupyter-remote-hw/api/wake/<kernel id>``: bring it back.
+- ``PUT  /jupyter-remote-hw/api/hibernate-after/<kernel id>``: the notebook's own
+  hibernate time for its kernel.
 - ``GET|POST /jupyter-remote-hw/api/shares``: the user's shares; share a kernel.
 - ``DELETE /jupyter-remote-hw/api/shares/<share id>``: revoke a share.
 - ``POST /jupyter-remote-hw/api/join``: attach a kernel here to one a teammate shared.
@@ -37,6 +39,7 @@ from ..machines.hardware import list_hardware, provider_statuses
 from ..validation import NAME, InvalidInputError, check_identifier, check_json, quote
 from .hardware_actions import HardwareActions, HardwareRequestError
 from .hardware_events import EventHub
+from .hibernate_after_actions import HibernateAfterActions
 from .hibernation_actions import HibernationActions
 from .host_key_actions import trust_host_key
 from .kernel_metrics import KernelMetrics
@@ -395,6 +398,17 @@ class WakeHandler(HibernationHandler):
         self.write_json(await self.hibernation.wake(kernel_id))
 
 
+class HibernateAfterHandler(HibernationHandler):
+    """``PUT {"seconds"}``: how long the kernel may stay idle before it hibernates (0:
+    never; null: its target's time); the time that applies now and whose it is."""
+
+    @web.authenticated
+    @authorized
+    async def put(self, kernel_id: str) -> None:
+        body = self.json_body("hibernate_after")
+        self.write_json(HibernateAfterActions(self.hibernation).set(kernel_id, body["seconds"]))
+
+
 class SharesHandler(HardwareAPIHandler):
     """``GET``: the user's shares (``?all=1``: revoked and expired ones too).
     ``POST {"kernel", "public_key", "role", "expires"?, "address"?}``: share a kernel;
@@ -554,6 +568,11 @@ def api_handlers(
         ),
         (f"{API_PREFIX}/hibernate/(?P<kernel_id>[^/]+)", HibernateHandler, hibernation),
         (f"{API_PREFIX}/wake/(?P<kernel_id>[^/]+)", WakeHandler, hibernation),
+        (
+            f"{API_PREFIX}/hibernate-after/(?P<kernel_id>[^/]+)",
+            HibernateAfterHandler,
+            hibernation,
+        ),
         (f"{API_PREFIX}/shares", SharesHandler, kwargs),
         (f"{API_PREFIX}/shares/(?P<share_id>[^/]+)", ShareHandler, kwargs),
         (f"{API_PREFIX}/join", JoinHandler, kwargs),

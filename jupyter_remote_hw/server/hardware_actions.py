@@ -22,6 +22,7 @@ from ..providers import KERNEL_NAME_PREFIX, Target, UnknownHardwareError
 from ..providers.launch_steps import LaunchError
 from ..transfer import TransferError
 from .hardware_events import EventHub
+from .hibernate_times import kernel_hibernate_after
 from .switching import CARRY_ALL, carry, kernel_namespace, mark_missing_modules
 from .user_errors import commands_in, host_key_details
 
@@ -176,6 +177,7 @@ class HardwareActions:
                     str(getattr(kernel, "kernel_name", "") or ""),
                     getattr(kernel, "execution_state", None),
                     paths.get(kernel_id),
+                    hibernate_after=kernel_hibernate_after(kernel, self.machines.providers),
                 )
             )
         targets = self.machines.known_targets(

@@ -1,9 +1,10 @@
 """Hibernating kernels left idle: every few seconds, each kernel on hardware that has
-been idle (no cell running, no message) past its target's ``hibernate_after`` is
-hibernated, as ``POST /jupyter-remote-hw/api/hibernate/<kernel id>`` would.
+been idle (no cell running, no message) past its hibernate time is hibernated, as
+``POST /jupyter-remote-hw/api/hibernate/<kernel id>`` would.
 
-How long is idle comes from the provider (``c.AWSProvider.hibernate_after``, a SLURM
-cluster's ``hibernate_after``...; see :meth:`..providers.base.Provider.hibernate_after_for`).
+How long is idle is the kernel's notebook's time when it set one, else its target's
+(``c.AWSProvider.hibernate_after``, a SLURM cluster's ``hibernate_after``...; see
+:mod:`.hibernate_times`).
 A kernel that cannot hibernate now (the policy refuses what it holds, the store is
 full) is told so once, on the event socket and in the log, and tried again only after
 it was used again.
@@ -19,6 +20,7 @@ from ..errors import log_failure
 from ..machines.manager import MachineManager
 from ..provisioner import RemoteHWProvisioner
 from .hardware_actions import HardwareRequestError
+from .hibernate_times import hibernate_after_of
 from .hibernation_actions import HibernationActions
 
 #: Seconds after a failed attempt during which the kernel's activity is the attempt's.
@@ -30,7 +32,8 @@ def _settled() -> datetime.datetime:
 
 
 class IdleHibernation:
-    """Hibernates the server's kernels that were idle past their target's time.
+    """Hibernates the server's kernels that were idle past their time (their notebook's,
+    else their target's).
 
     Args:
         actions: The hibernation actions (the same as the REST API's).
@@ -58,13 +61,9 @@ class IdleHibernation:
         self._refused: dict[str, datetime.datetime] = {}
 
     def idle_after(self, provisioner: RemoteHWProvisioner) -> float:
-        """Seconds of idleness after which the kernel hibernates (0: never)."""
-        try:
-            target = provisioner._target()  # resolved once per kernel, not every round
-        except Exception:  # noqa: BLE001 (a target no longer offered: leave the kernel be)
-            return 0.0
-        provider = self.machines.providers.get(target.provider)
-        return provider.hibernate_after_for(target) if provider is not None else 0.0
+        """Seconds of idleness after which the kernel hibernates (0: never): its
+        notebook's time when it set one, else its target's."""
+        return hibernate_after_of(provisioner, self.machines.providers)["seconds"]
 
     def due(self, now: datetime.datetime | None = None) -> list[str]:
         """The kernels to hibernate now."""
@@ -98,7 +97,7 @@ class IdleHibernation:
             kernel = self.kernel_manager.get_kernel(kernel_id)
             last = kernel.last_activity
             self.log.info(
-                "kernel %s: idle since %s, past its hardware's hibernate_after: hibernating",
+                "kernel %s: idle since %s, past its hibernate time: hibernating",
                 kernel_id,
                 last.isoformat(timespec="seconds"),
             )

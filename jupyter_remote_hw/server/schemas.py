@@ -97,6 +97,14 @@ REQUESTS: dict[str, dict[str, Any]] = {
         "additionalProperties": False,
         "properties": {"policy": {"type": "string", "enum": ["partial", "refuse"]}},
     },
+    "hibernate_after": {
+        "type": "object",
+        "required": ["seconds"],
+        "additionalProperties": False,
+        "properties": {
+            "seconds": {"type": ["number", "null"], "minimum": 0, "maximum": 604800},
+        },
+    },
     "trust": {
         "type": "object",
         "required": ["fingerprint"],

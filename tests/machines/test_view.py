@@ -63,7 +63,16 @@ def test_a_servers_kernel_has_its_notebook_uptime_and_state(ledger: Ledger) -> N
         {"local": LOCAL, "box": BOX},
         ledger,
         links={"local": True},
-        kernels=[KernelFacts("k-1", "local", "remote-hw-local", "busy", "analysis/train.ipynb")],
+        kernels=[
+            KernelFacts(
+                "k-1",
+                "local",
+                "remote-hw-local",
+                "busy",
+                "analysis/train.ipynb",
+                hibernate_after={"seconds": 0.0, "source": "target"},
+            )
+        ],
         now=started + 125,
     )
     [machine] = view.models()
@@ -78,6 +87,7 @@ def test_a_servers_kernel_has_its_notebook_uptime_and_state(ledger: Ledger) -> N
         "path": "analysis/train.ipynb",
         "execution_state": "busy",
         "state": "busy",
+        "hibernate_after": {"seconds": 0.0, "source": "target"},
         "hibernated": None,
         "started": started,
         "uptime_seconds": 125.0,

@@ -35,7 +35,7 @@ async def failure(
 ) -> tuple[int, dict[str, Any]]:
     """Call an API path that must fail; its status and JSON error body."""
     kwargs: dict[str, Any] = {"method": method}
-    if method == "POST":
+    if method in ("POST", "PUT"):
         kwargs["body"] = raw if raw is not None else json.dumps(body if body is not None else {})
     with pytest.raises(HTTPClientError) as caught:
         await jp_fetch(*API, *path, **kwargs)

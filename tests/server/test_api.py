@@ -184,6 +184,12 @@ async def test_start_a_kernel_on_local_hardware_with_progress_events(
     assert [m["name"] for m in machines] == ["local"]
     assert [k["id"] for k in machines[0]["kernels"]] == [kernel["id"]]
     assert machines[0]["actions"] == ["start", "terminate"]
+    # A kernel on this machine never hibernates, and takes no hibernate time.
+    assert machines[0]["kernels"][0]["hibernate_after"] == {"seconds": 0.0, "source": "target"}
+    code, error = await failure(
+        jp_fetch, "hibernate-after", kernel["id"], method="PUT", body={"seconds": 60}
+    )
+    assert code == 409 and "cannot hibernate" in error["message"], error
     await jp_fetch("api", "kernels", kernel["id"], method="DELETE")
 
 

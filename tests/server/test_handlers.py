@@ -231,6 +231,34 @@ def test_bad_fields_are_a_400_naming_the_field(
 
 
 @pytest.mark.parametrize(
+    ("raw", "said"),
+    [
+        (b"{}", "seconds is missing"),
+        (b'{"seconds": "30m"}', "seconds must be a number or null"),
+        (b'{"seconds": true}', "seconds must be a number or null"),
+        (b'{"seconds": -1}', "seconds must be >= 0"),
+        (b'{"seconds": 604801}', "seconds must be <= 604800"),
+        (b'{"seconds": NaN}', "seconds must be a number of seconds from 0 (never)"),
+        (b'{"seconds": Infinity}', "seconds must be <= 604800"),
+    ],
+)
+def test_a_bad_hibernate_time_is_a_400_naming_seconds(
+    server: Server, raw: bytes, said: str
+) -> None:
+    answer = call(server, "PUT", f"{API}/hibernate-after/0f6c3f5e", raw)
+    assert answer.status == 400, answer
+    assert answer.json["field"] == "seconds" and said in answer.json["message"], answer.json
+
+
+def test_the_hibernate_time_of_an_unknown_kernel_is_a_404(server: Server) -> None:
+    answer = call(server, "PUT", f"{API}/hibernate-after/0f6c3f5e", b'{"seconds": 600}')
+    assert answer.status == 404, answer
+    error = answer.json
+    assert error["message"] == "no kernel 0f6c3f5e on this server", error
+    assert error["field"] == "kernel_id"
+
+
+@pytest.mark.parametrize(
     ("method", "path", "status", "field"),
     [
         ("GET", "shares?all=junk", 400, "all"),
@@ -259,10 +287,12 @@ def test_bad_paths_and_queries_are_json_4xx(
         ("POST", "launch"),
         ("DELETE", "shares/abc"),
         ("GET", "events"),
+        ("PUT", "hibernate-after/0f6c3f5e"),
     ],
 )
 def test_no_credentials_is_a_401_as_json(server: Server, method: str, path: str) -> None:
-    answer = call(server, method, f"{API}/{path}", b"{}" if method == "POST" else None, token=False)
+    body = b'{"seconds": 60}' if method in ("POST", "PUT") else None
+    answer = call(server, method, f"{API}/{path}", body, token=False)
     assert answer.status == 401
     assert answer.headers["www-authenticate"] == "token"
     assert answer.json["message"].startswith("not authenticated")

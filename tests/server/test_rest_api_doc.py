@@ -53,6 +53,7 @@ def test_the_documented_request_schemas_are_the_ones_checked() -> None:
         "join": ("/jupyter-remote-hw/api/join", "post"),
         "trust": ("/jupyter-remote-hw/api/hosts/{host}/trust", "post"),
         "hibernate": ("/jupyter-remote-hw/api/hibernate/{kernel_id}", "post"),
+        "hibernate_after": ("/jupyter-remote-hw/api/hibernate-after/{kernel_id}", "put"),
     }
     assert set(bodies) == set(REQUESTS)
     for name, (path, method) in bodies.items():
