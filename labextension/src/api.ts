@@ -16,6 +16,7 @@ import {
   IShareRequest,
   IShareResult
 } from './model';
+import type { IHibernateAfter } from './hibernateafter';
 import { ICarryListing, ISwitchReport } from './switchmodel';
 
 /** The API's path under the server's base URL. */
@@ -116,6 +117,20 @@ export class HardwareAPI {
   /** Wake a hibernated kernel (its hardware started again, its variables restored). */
   async wake(kernelId: string): Promise<{ woken: boolean }> {
     return this.post<{ woken: boolean }>(`wake/${encodeURIComponent(kernelId)}`);
+  }
+
+  /**
+   * Set how long a kernel may stay idle before it hibernates (0: never; null: its
+   * hardware's time); the time that applies now.
+   */
+  async setHibernateAfter(
+    kernelId: string,
+    seconds: number | null
+  ): Promise<{ hibernate_after: IHibernateAfter; target_seconds: number }> {
+    return this.request(`hibernate-after/${encodeURIComponent(kernelId)}`, {
+      method: 'PUT',
+      body: JSON.stringify({ seconds })
+    });
   }
 
   /** Cancel the launch of a kernel under way (a SLURM job waiting in the queue). */

@@ -20,6 +20,7 @@ import { SharedOutputsView } from './sharedoutputs';
 import { joinShare } from './sharing';
 import { joinedKernel } from './model';
 import { addHardwareMonitor } from './monitor';
+import { IMetadataModel, NotebookHibernateTime } from './notebooktime';
 import { MachineStatus } from './statusbar';
 
 /** Unique id of the main plugin, as listed by JupyterLab's plugin manager. */
@@ -31,6 +32,7 @@ export namespace CommandIDs {
   export const machines = 'remote-hw:show-machines';
   export const refresh = 'remote-hw:refresh-machines';
   export const join = 'remote-hw:join-shared-session';
+  export const hibernateAfter = 'remote-hw:hibernate-after';
 }
 
 const CHIP_SVG =
@@ -66,6 +68,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const store = new HardwareStore(api);
     const settings: IPickerSettings = { carryByDefault: true };
     const items = new Map<string, HardwareToolbarItem>();
+    const times = new Map<string, NotebookHibernateTime>();
 
     // The toolbar item of every notebook.
     app.docRegistry.addWidgetExtension('Notebook', {
@@ -81,11 +84,23 @@ const plugin: JupyterFrontEndPlugin<void> = {
           panel.toolbar.addItem('remoteHardware', item);
         }
         items.set(panel.id, item);
+        // The notebook's own hibernate time, sent whenever its kernel starts or changes.
+        times.set(
+          panel.id,
+          new NotebookHibernateTime(
+            context.sessionContext,
+            () => (context.model as unknown as IMetadataModel) ?? null,
+            api
+          )
+        );
         // The live outputs of a shared kernel, shown only when the kernel is one.
         if (panel instanceof MainAreaWidget) {
           panel.contentHeader.addWidget(new SharedOutputsView(context.sessionContext));
         }
-        panel.disposed.connect(() => items.delete(panel.id));
+        panel.disposed.connect(() => {
+          items.delete(panel.id);
+          times.delete(panel.id);
+        });
         return item;
       }
     });
@@ -165,6 +180,20 @@ const plugin: JupyterFrontEndPlugin<void> = {
       isEnabled: () => currentItem() !== null,
       execute: () => currentItem()?.pick()
     });
+    const currentTime = (): NotebookHibernateTime | null => {
+      const widget = app.shell.currentWidget;
+      return widget ? (times.get(widget.id) ?? null) : null;
+    };
+    app.commands.addCommand(CommandIDs.hibernateAfter, {
+      label: 'Hibernate After…',
+      caption:
+        "How long this notebook's kernel may stay idle before it hibernates; kept in the notebook",
+      isEnabled: () => currentTime() !== null,
+      execute: () => currentTime()?.choose()
+    });
+    for (const selector of ['.jp-RemoteHW-toolbarItem', '.jp-RemoteHW-status']) {
+      app.contextMenu.addItem({ command: CommandIDs.hibernateAfter, selector, rank: 10 });
+    }
     app.commands.addCommand(CommandIDs.machines, {
       label: 'Show My Remote Machines',
       execute: () => {
@@ -190,6 +219,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       const category = 'Remote hardware';
       for (const command of [
         CommandIDs.pick,
+        CommandIDs.hibernateAfter,
         CommandIDs.machines,
         CommandIDs.refresh,
         CommandIDs.join

@@ -25,6 +25,8 @@ export interface IMachineKernel {
   cost_so_far?: number | null;
   /** Set while the kernel hibernates (`state` is then `hibernated`): its saved state. */
   hibernated?: IHibernatedState | null;
+  /** How long it may stay idle before it hibernates, and whose time that is. */
+  hibernate_after?: { seconds: number; source: 'target' | 'notebook' } | null;
 }
 
 /** A hibernated kernel's saved state, as the machines listing says it. */

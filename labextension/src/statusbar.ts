@@ -1,11 +1,21 @@
 /**
  * The status bar item: the current notebook's machine, its state, $/h, cost so
- * far and idle-stop countdown.
+ * far and idle-stop countdown; while the notebook's kernel hibernates,
+ * `ssh-box · hibernated · $0/h` (a click wakes it), and the wake's steps as it wakes.
  */
 import { ISessionContext, Notification } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
 import { HardwareAPI, HardwareEvents } from './api';
+import { showError } from './errors';
+import {
+  hibernateAfterText,
+  hibernatedStatusDetail,
+  hibernatedStatusText,
+  kernelOn,
+  wakingStatusText
+} from './hibernateafter';
+import { savingLabel } from './hibernation';
 import { isTimeLimitWarning } from './metrics';
 import { IHardwareEvent, IMachine, machineStatusText, targetOfKernel } from './model';
 
@@ -18,6 +28,7 @@ export class MachineStatus extends Widget {
     super();
     this.addClass('jp-RemoteHW-status');
     this.node.setAttribute('role', 'status');
+    this.node.addEventListener('click', () => void this.onClick());
     events.received.connect(this.onEvent, this);
     this._timer = window.setInterval(() => void this.refresh(), 30000);
   }
@@ -26,6 +37,7 @@ export class MachineStatus extends Widget {
   set sessionContext(context: ISessionContext | null) {
     this._context?.kernelChanged.disconnect(this.onKernel, this);
     this._context = context;
+    this.stopWaking();
     context?.kernelChanged.connect(this.onKernel, this);
     void this.refresh();
   }
@@ -35,18 +47,75 @@ export class MachineStatus extends Widget {
     return this.node.textContent || '';
   }
 
+  /** Whether the notebook's kernel hibernates now (a click wakes it). */
+  get hibernated(): boolean {
+    return this.node.classList.contains('jp-mod-hibernated');
+  }
+
   private onKernel(): void {
+    this.stopWaking();
     void this.refresh();
   }
 
+  private get kernelId(): string | null {
+    return this._context?.session?.kernel?.id ?? null;
+  }
+
   private onEvent(_: HardwareEvents, event: IHardwareEvent): void {
-    if (event.type === 'machine' && event.machine?.name === this.target) {
+    if (event.type === 'machine' && event.machine?.name === this.target && !this._waking) {
       this.showMachine(event.machine as IMachine);
     }
     if (isTimeLimitWarning(event) && !this._warned.has(event.detail)) {
       // SLURM's early warning: the allocation ends soon, and its kernels with it.
       this._warned.add(event.detail);
       Notification.warning(event.detail, { autoClose: false });
+    }
+    const kernelId = this.kernelId;
+    if (!kernelId || event.kernel_id !== kernelId) {
+      return;
+    }
+    if (event.type === 'hibernation') {
+      if (event.state === 'saving') {
+        this.display(savingLabel(event), "Saving the state of this notebook's kernel");
+      } else {
+        void this.refresh(); // hibernated, or stayed awake: the listing says which
+      }
+    } else if (event.type === 'launch' && (this._waking || this.hibernated)) {
+      this.onWakeStep(event);
+    }
+  }
+
+  /** A launch step of the notebook's hibernated kernel: it wakes. */
+  private onWakeStep(event: IHardwareEvent): void {
+    const ended =
+      event.state === 'failed' || (event.state === 'done' && event.step === 'restore state');
+    if (ended) {
+      this.stopWaking();
+      void this.refresh();
+      return;
+    }
+    this.startWaking(String(event.step || this._waking?.step || 'starting'));
+  }
+
+  /** Show the wake's step, its seconds ticking. */
+  private startWaking(step: string): void {
+    this._waking = { step, since: this._waking?.since ?? Date.now() };
+    if (this._wakeTick === 0) {
+      this._wakeTick = window.setInterval(() => this.showWaking(), 1000);
+    }
+    this.showWaking();
+  }
+
+  private stopWaking(): void {
+    this._waking = null;
+    window.clearInterval(this._wakeTick);
+    this._wakeTick = 0;
+  }
+
+  private showWaking(): void {
+    if (this._waking) {
+      const text = wakingStatusText(this._waking.step, this._waking.since, Date.now());
+      this.display(text, `This notebook's kernel is waking: ${text}`, 'waking');
     }
   }
 
@@ -63,19 +132,56 @@ export class MachineStatus extends Widget {
     }
     try {
       const machines = await this.api.machines();
-      this.showMachine(machines.find(m => m.name === target) ?? null);
+      if (!this._waking) {
+        this.showMachine(machines.find(m => m.name === target) ?? null);
+      }
     } catch {
       this.showMachine(null);
     }
   }
 
+  /** A click on a hibernated kernel wakes it; its steps show here as it wakes. */
+  private async onClick(): Promise<void> {
+    const kernelId = this.kernelId;
+    if (!kernelId || !this.hibernated || this._waking) {
+      return;
+    }
+    this.startWaking('starting');
+    try {
+      await this.api.wake(kernelId);
+    } catch (error) {
+      await showError('The kernel could not be woken', error);
+    } finally {
+      this.stopWaking();
+      await this.refresh();
+    }
+  }
+
+  private display(text: string, title: string, state: '' | 'hibernated' | 'waking' = ''): void {
+    this.node.textContent = text;
+    this.node.title = title;
+    this.setHidden(!text);
+    this.node.classList.toggle('jp-mod-hibernated', state === 'hibernated');
+    this.node.classList.toggle('jp-mod-waking', state === 'waking');
+  }
+
   private showMachine(machine: IMachine | null): void {
     this._machine = machine;
-    const text = machine ? machineStatusText(machine) : '';
-    this.node.textContent = text;
-    this.node.title = text ? `Remote hardware: ${text}` : '';
-    this.setHidden(!text);
-    // While the link is down, the seconds count up, every second.
+    const kernel = kernelOn(machine?.kernels, this.kernelId);
+    const saved = kernel?.state === 'hibernated' ? kernel.hibernated : null;
+    if (machine && saved) {
+      this.display(
+        hibernatedStatusText(machine.name, saved),
+        hibernatedStatusDetail(saved),
+        saved.waking ? 'waking' : 'hibernated'
+      );
+    } else {
+      const text = machine ? machineStatusText(machine) : '';
+      const after = hibernateAfterText(kernel?.hibernate_after);
+      this.display(text, text ? `Remote hardware: ${text}${after ? `. ${after}` : ''}` : '');
+    }
+    // While the link is down, the seconds count up, every second; while the kernel
+    // wakes (a cell woke it), the listing is read again until it is awake.
     const down = machine?.state === 'reconnecting' && !!machine.link_down_since;
     if (down && this._tick === 0) {
       this._tick = window.setInterval(() => this.showMachine(this._machine), 1000);
@@ -83,11 +189,17 @@ export class MachineStatus extends Widget {
       window.clearInterval(this._tick);
       this._tick = 0;
     }
+    window.clearTimeout(this._again);
+    if (saved?.waking) {
+      this._again = window.setTimeout(() => void this.refresh(), 1000);
+    }
   }
 
   dispose(): void {
     window.clearInterval(this._tick);
     window.clearInterval(this._timer);
+    window.clearTimeout(this._again);
+    this.stopWaking();
     this.events.received.disconnect(this.onEvent, this);
     super.dispose();
   }
@@ -95,6 +207,9 @@ export class MachineStatus extends Widget {
   private _warned = new Set<string>();
   private _context: ISessionContext | null = null;
   private _machine: IMachine | null = null;
+  private _waking: { step: string; since: number } | null = null;
   private _tick = 0;
+  private _wakeTick = 0;
+  private _again = 0;
   private _timer: number;
 }

@@ -1,14 +1,17 @@
 /**
  * A kernel on the SSH host hibernates (as its idle timer would make it) and the next
- * cell wakes it: the toolbar says it hibernates at $0/h, a notice says what was kept
- * and what was not, the panel shows its saved state with a Wake button, and the cell
- * runs with its variables under the same kernel id.
+ * cell wakes it: the toolbar and the status bar say it hibernates at $0/h, a notice
+ * says what was kept and what was not, the panel shows its saved state with a Wake
+ * button, and the cell runs with its variables under the same kernel id. Before, the
+ * notebook's own hibernate time is set with "Hibernate After…": kept in its metadata,
+ * sent to the server, said in the status bar's tooltip.
  */
 import { expect, test } from '@jupyterlab/galata';
 import * as path from 'path';
 
 const IMAGES = path.resolve(__dirname, '..', '..', 'docs', 'images');
 const TOOLBAR = '.jp-RemoteHW-toolbarItem';
+const STATUS = '.jp-RemoteHW-status';
 
 test.use({ autoGoto: true });
 
@@ -36,6 +39,29 @@ test('a hibernated kernel says so at $0/h and wakes on the next cell with its va
 
   const sessions = await (await page.request.get('/api/sessions')).json();
   const kernelId: string = sessions.find((s: { path: string }) => s.path.endsWith(file)).kernel.id;
+
+  // The notebook's own time, from the toolbar item's context menu: in its metadata,
+  // on the server, in the status bar's tooltip.
+  const status = page.locator(STATUS);
+  await expect(status).toContainText('ssh-testhost running');
+  await item.click({ button: 'right' });
+  await page.locator('.lm-Menu-item', { hasText: 'Hibernate After…' }).click();
+  const dialog = page.locator('.jp-Dialog');
+  await dialog.locator('select').selectOption({ label: '10 min' });
+  await dialog.locator('.jp-Dialog-button.jp-mod-accept').click();
+  await expect(status).toHaveAttribute(
+    'title',
+    /Hibernates after 10 min idle \(this notebook's setting\)\./
+  );
+  const listed = await (await page.request.get('/jupyter-remote-hw/api/machines')).json();
+  const kernels = listed.machines.flatMap((m: { kernels: unknown[] }) => m.kernels);
+  expect(kernels.find((k: { id: string }) => k.id === kernelId).hibernate_after).toEqual({
+    seconds: 600,
+    source: 'notebook'
+  });
+  await page.notebook.save();
+  const saved = await (await page.request.get(`/api/contents/${tmpPath}/${file}`)).json();
+  expect(saved.content.metadata.remote_hw).toEqual({ hibernate_after: 600 });
   const answer = await page.request.post(`/jupyter-remote-hw/api/hibernate/${kernelId}`, {
     data: {}
   });
@@ -46,11 +72,14 @@ test('a hibernated kernel says so at $0/h and wakes on the next cell with its va
   await expect(notice).toContainText('sleepy.ipynb hibernated ($0/h)');
   await expect(notice).toContainText('Not saved: handle.');
   await expect(item).toHaveAttribute('title', /Not saved: handle \(.*open file.*\)\./);
+  // The status bar says it too; its tooltip says what was saved and how to wake it.
+  await expect(status).toHaveText('ssh-testhost · hibernated · $0/h');
+  await expect(status).toHaveAttribute('title', /saved on the Jupyter server.*Click to wake it/);
   await page.sidebar.openTab('jp-RemoteHW-machines');
   const row = page.locator(`#jp-RemoteHW-machines li.jp-RemoteHW-kernel[data-kernel-id="${kernelId}"]`);
   await expect(row).toContainText(/hibernated · [\d.]+ (B|KiB|MiB) saved · \$0\/h/);
   await expect(row.locator('button.jp-RemoteHW-wakeKernel')).toBeVisible();
-  await page.locator('#jp-main-dock-panel').screenshot({ path: path.join(IMAGES, 'hibernated.png') });
+  await page.screenshot({ path: path.join(IMAGES, 'hibernated.png') });
 
   // The next cell wakes it: the same kernel, its variables back.
   // (Run from the keyboard: Galata's runCell waits for "Idle" in the status bar, which
@@ -62,6 +91,7 @@ test('a hibernated kernel says so at $0/h and wakes on the next cell with its va
     timeout: 120000
   });
   await expect(item).toHaveText('Test GPU 24 GiB · testhost', { timeout: 30000 });
+  await expect(status).toContainText('ssh-testhost running', { timeout: 30000 });
   const after = await (await page.request.get('/api/sessions')).json();
   expect(after.find((s: { path: string }) => s.path.endsWith(file)).kernel.id).toBe(kernelId);
 });
