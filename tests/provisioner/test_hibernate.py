@@ -255,6 +255,18 @@ async def test_a_kernel_on_this_machine_cannot_hibernate(
     assert "cannot hibernate" in json.loads(local.value.response.body)["message"]
 
 
+async def ours(server: Server, method: str, path: str, body: Any = None) -> Any:
+    """Call a route of the extension's REST API on a server process; its JSON answer."""
+    request = HTTPRequest(
+        f"{server.url}/jupyter-remote-hw/api/{path}",
+        method=method,
+        headers={"Authorization": f"token {server.token}"},
+        body=json.dumps(body) if body is not None else None,
+        request_timeout=120,
+    )
+    return json.loads((await AsyncHTTPClient().fetch(request)).body)
+
+
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["crash", "clean stop"])
 async def test_a_restarted_server_takes_a_hibernated_kernel_over_and_wakes_it(
     start_server: Any, http_client: None, stop: signal.Signals
@@ -265,6 +277,9 @@ async def test_a_restarted_server_takes_a_hibernated_kernel_over_and_wakes_it(
     kc = await first.channels(kernel_id)
     assert (await kc.execute("x = 42")).status == "ok"
     await kc.close()
+    # Its notebook's hibernate time goes with it to the next server (in the ledger).
+    after = await ours(first, "PUT", f"hibernate-after/{kernel_id}", {"seconds": 900})
+    assert after["hibernate_after"] == {"seconds": 900.0, "source": "notebook"}
     request = HTTPRequest(
         f"{first.url}/jupyter-remote-hw/api/hibernate/{kernel_id}",
         method="POST",
@@ -291,4 +306,7 @@ async def test_a_restarted_server_takes_a_hibernated_kernel_over_and_wakes_it(
     kc = await second.channels(kernel_id)  # answered while it still hibernates
     ran = await kc.execute("x + 1", timeout=120)
     assert ran.result == "43", (ran, second.log.read_text()[-4000:])
+    machines = (await ours(second, "GET", "machines"))["machines"]
+    [row] = [k for m in machines for k in m["kernels"] if k["id"] == kernel_id]
+    assert row["hibernate_after"] == {"seconds": 900.0, "source": "notebook"}
     await kc.close()

@@ -23,7 +23,8 @@ test('a hibernated kernel says so at $0/h and wakes on the next cell with its va
   const notebook = {
     cells: [{ cell_type: 'code', execution_count: null, metadata: {}, outputs: [], source: '' }],
     metadata: {
-      kernelspec: { name: 'remote-hw-ssh-testhost', display_name: 'Test GPU', language: 'python' }
+      kernelspec: { name: 'remote-hw-ssh-testhost', display_name: 'Test GPU', language: 'python' },
+      remote_hw: { hibernate_after: '30m' }
     },
     nbformat: 4,
     nbformat_minor: 5
@@ -40,10 +41,17 @@ test('a hibernated kernel says so at $0/h and wakes on the next cell with its va
   const sessions = await (await page.request.get('/api/sessions')).json();
   const kernelId: string = sessions.find((s: { path: string }) => s.path.endsWith(file)).kernel.id;
 
-  // The notebook's own time, from the toolbar item's context menu: in its metadata,
-  // on the server, in the status bar's tooltip.
+  // The notebook's own time: sent from its metadata as its kernel started, then set
+  // from the toolbar item's context menu: in its metadata, on the server, in the
+  // status bar's tooltip.
   const status = page.locator(STATUS);
   await expect(status).toContainText('ssh-testhost running');
+  const timeOf = async (): Promise<unknown> => {
+    const listed = await (await page.request.get('/jupyter-remote-hw/api/machines')).json();
+    const kernels = listed.machines.flatMap((m: { kernels: unknown[] }) => m.kernels);
+    return kernels.find((k: { id: string }) => k.id === kernelId).hibernate_after;
+  };
+  await expect.poll(timeOf).toEqual({ seconds: 1800, source: 'notebook' });
   await item.click({ button: 'right' });
   await page.locator('.lm-Menu-item', { hasText: 'Hibernate After…' }).click();
   const dialog = page.locator('.jp-Dialog');
@@ -53,12 +61,7 @@ test('a hibernated kernel says so at $0/h and wakes on the next cell with its va
     'title',
     /Hibernates after 10 min idle \(this notebook's setting\)\./
   );
-  const listed = await (await page.request.get('/jupyter-remote-hw/api/machines')).json();
-  const kernels = listed.machines.flatMap((m: { kernels: unknown[] }) => m.kernels);
-  expect(kernels.find((k: { id: string }) => k.id === kernelId).hibernate_after).toEqual({
-    seconds: 600,
-    source: 'notebook'
-  });
+  expect(await timeOf()).toEqual({ seconds: 600, source: 'notebook' });
   await page.notebook.save();
   const saved = await (await page.request.get(`/api/contents/${tmpPath}/${file}`)).json();
   expect(saved.content.metadata.remote_hw).toEqual({ hibernate_after: 600 });
