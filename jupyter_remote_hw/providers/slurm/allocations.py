@@ -137,15 +137,34 @@ def shared_targets(provider: SLURMProvider, bases: dict[str, Target]) -> list[Ta
         if base not in bases:
             continue  # a target no longer offered
         kernels = _kernels_in(provider, record.name)
+        facts = [f"{kernels} kernel{'s' if kernels != 1 else ''}"]
+        left = _seconds_left(provider, record.name)
+        if left is not None:
+            if left < _warning(provider, record):
+                continue  # no room: it ends before a kernel could do much in it
+            facts.append(f"{int(left // 60)} min left")
         found.append(
             dataclasses.replace(
                 bases[base],
                 name=share_name(record.name, base),
-                where=f"{bases[base].where} · share job {record.resource_id} "
-                f"({kernels} kernel{'s' if kernels != 1 else ''})",
+                where=f"{bases[base].where} · share job {record.resource_id} ({', '.join(facts)})",
             )
         )
     return found
+
+
+def _seconds_left(provider: SLURMProvider, machine: str) -> float | None:
+    """The time an open allocation has left (this server's reading), None if unknown."""
+    cached = getattr(provider.parent, "cached", None)
+    opened = cached(machine) if cached is not None else None
+    return opened.seconds_left() if opened is not None else None
+
+
+def _warning(provider: SLURMProvider, record: MachineRecord) -> float:
+    """Seconds before its end at which SLURM warns a job of the record's cluster."""
+    cluster = str(record.info.get("cluster") or "")
+    entry = provider.clusters.get(cluster) or {}
+    return float(entry.get("warn", 300))
 
 
 def allocation_target(name: str, bases: dict[str, Target]) -> Target | None:

@@ -202,9 +202,13 @@ async def test_each_kernel_gets_its_own_job_and_shares_one_only_when_asked(
     listing = json.loads((await jp_fetch("jupyter-remote-hw", "api", "hardware")).body)
     options = {o["name"]: o for o in listing["hardware"] if o["provider"] == "slurm"}
     shared = options[A100_NAME + ".1"]
-    assert shared["label"].endswith(f"SLURM dev · gpu · share job {jobs[0]} (1 kernel)")
+    # It says what is in it and how long it has left (the jobs have 10 minutes).
+    left = re.search(
+        rf"SLURM dev · gpu · share job {jobs[0]} \(1 kernel, (\d+) min left\)$", shared["label"]
+    )
+    assert left is not None and 8 <= int(left[1]) <= 9, shared["label"]
     assert shared["availability"] == "running, 1 kernel in it"
-    assert options[A100_NAME + ".2"]["label"].endswith(f"share job {jobs[1]} (1 kernel)")
+    assert f"share job {jobs[1]} (1 kernel, " in options[A100_NAME + ".2"]["label"]
     assert options[A100_NAME]["availability"] == "0 of 2 GPUs free on 1 node"
     # A third kernel asks to share the first job, and runs in it.
     third = await kernels.start(shared["kernel_name"])
