@@ -42,6 +42,7 @@ from ..hibernation import (
 from ..hibernation.store import size_text
 from ..providers.launch_steps import LaunchError, LaunchSteps
 from ..transport import TransportError
+from .moving import check_wake_target, set_target
 
 if TYPE_CHECKING:
     from .provisioner import RemoteHWProvisioner
@@ -249,21 +250,38 @@ class KernelHibernation:
 
     # ------------------------------------------------------------------ wake
 
-    async def wake(self, progress: Progress | None = None) -> RestoreSummary | None:
-        """Start a kernel on the same target, restore the state, then release what clients
-        sent meanwhile; one wake at a time (a second caller waits for the first).
+    async def wake(
+        self, progress: Progress | None = None, target: str | None = None
+    ) -> RestoreSummary | None:
+        """Start a kernel on the same target (or on ``target``, which then becomes the
+        kernel's), restore the state, then release what clients sent meanwhile; one wake
+        at a time (a second caller waits for the first).
 
         Returns:
             What was restored, or None when the kernel was not hibernated.
 
         Raises:
-            WakeError: A step failed: the kernel still hibernates with its state
-                intact, and the waiting cell was told; the next cell tries again.
+            WakeError: A step failed: the kernel still hibernates on its target with its
+                state intact, and the waiting cell was told; the next cell tries again.
+            HibernationStateError: ``target`` is another than the one a wake under way
+                or a running kernel is on.
+            MoveError, UnknownHardwareError: The kernel cannot wake on ``target``.
         """
+        moving = target is not None and target != self.p.target
+        if moving and (not self.hibernated or self.waking):
+            doing = "being woken" if self.hibernated else "running"
+            raise HibernationStateError(
+                f"kernel {self.p.kernel_id} is {doing} on {self.p.target}, so it cannot "
+                f"wake on {target}: switch its hardware instead"
+            )
         if not self.hibernated:
             return None
         if self._waking is None or self._waking.done():
-            self._waking = asyncio.ensure_future(self._wake(progress))
+            moved_from = None
+            if target is not None and moving:
+                check_wake_target(self.p, target)
+                moved_from = set_target(self.p, target)
+            self._waking = asyncio.ensure_future(self._wake(progress, moved_from))
             self.p.manager.launches[self.p.kernel_id] = (
                 self._waking,
                 asyncio.get_running_loop(),
@@ -275,7 +293,7 @@ class KernelHibernation:
             if task.done() and self.p.manager.launches.get(self.p.kernel_id, (None,))[0] is task:
                 del self.p.manager.launches[self.p.kernel_id]
 
-    async def _wake(self, progress: Progress | None) -> RestoreSummary:
+    async def _wake(self, progress: Progress | None, moved_from: str | None) -> RestoreSummary:
         p, relay = self.p, self.relay
         assert relay is not None
         steps = p.manager.steps(p.target, p.kernel_id)
@@ -289,13 +307,15 @@ class KernelHibernation:
                         p.kernel_id,
                         self.store,
                         p.kernel_id,
-                        None,
+                        None,  # tensors on the CPU; on another target (moved_from), always
                         self._progress(steps, progress),
                     )
         except BaseException as exc:
             reason = self._reason(exc, steps)
             self.wake_error = reason
             p.log.warning("kernel %s could not be woken: %s", p.kernel_id, reason)
+            if moved_from is not None:  # it still hibernates where it was
+                set_target(p, moved_from)
             await self._back_to_sleep()
             await relay.refuse_held(reason)
             await self._record()

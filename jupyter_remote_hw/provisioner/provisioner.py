@@ -375,9 +375,12 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         return await self.hibernation.hibernate(policy, progress)
 
     @on_home_loop
-    async def wake(self, progress: Progress | None = None) -> RestoreSummary | None:
-        """Bring a hibernated kernel back (None when it was not hibernated)."""
-        return await self.hibernation.wake(progress)
+    async def wake(
+        self, progress: Progress | None = None, target: str | None = None
+    ) -> RestoreSummary | None:
+        """Bring a hibernated kernel back, on its target or on ``target`` (which then
+        becomes its target); None when it was not hibernated."""
+        return await self.hibernation.wake(progress, target)
 
     # ------------------------------------------------------------------ shutdown
 

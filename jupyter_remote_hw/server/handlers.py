@@ -390,12 +390,14 @@ class HibernateHandler(HibernationHandler):
 
 
 class WakeHandler(HibernationHandler):
-    """``POST``: bring a hibernated kernel back on its target, its state restored."""
+    """``POST {"target"?}``: bring a hibernated kernel back on its target (or on
+    ``target``, which becomes its target), its state restored."""
 
     @web.authenticated
     @authorized
     async def post(self, kernel_id: str) -> None:
-        self.write_json(await self.hibernation.wake(kernel_id))
+        body = self.json_body("wake")
+        self.write_json(await self.hibernation.wake(kernel_id, body.get("target")))
 
 
 class HibernateAfterHandler(HibernationHandler):

@@ -21,8 +21,10 @@ from ..hibernation import (
     StoreFullError,
     UnsavableStateError,
 )
+from ..providers import UnknownHardwareError
 from ..provisioner import RemoteHWProvisioner
 from ..provisioner.hibernating import HibernationStateError, WakeError
+from ..provisioner.moving import MoveError
 from .hardware_actions import HardwareActions, HardwareRequestError
 
 #: Seconds between two ``hibernation`` progress events of one kernel.
@@ -107,29 +109,40 @@ class HibernationActions:
         self.hardware._publish_machine(provisioner.target)
         return answer
 
-    async def wake(self, kernel_id: str) -> dict[str, Any]:
-        """Bring a hibernated kernel back on its target (its launch steps are ``launch``
-        events); a kernel that is not hibernated is left as it is.
+    async def wake(self, kernel_id: str, target: Any = None) -> dict[str, Any]:
+        """Bring a hibernated kernel back on its target, or on ``target`` (which then
+        becomes its target, as after a hardware switch); its launch steps are ``launch``
+        events. A kernel that is not hibernated is left as it is.
 
         Returns:
-            ``{"kernel_id", "woken", "assigned", "imported", "bytes", "seconds",
+            ``{"kernel_id", "woken", "target", "assigned", "imported", "bytes", "seconds",
             "notes"}`` (``woken`` false when it was not hibernated).
 
         Raises:
-            HardwareRequestError: 404, 409, 502 (the wake failed: the kernel still
-                hibernates with its state intact; try again).
+            HardwareRequestError: 400 or 404 for a bad or unknown ``target``, 404, 409
+                (cannot wake there, or not now), 502 (the wake failed: the kernel still
+                hibernates on its target with its state intact; try again).
         """
         provisioner = self.provisioner(kernel_id)
+        name = self.hardware.target(target, "target").name if target is not None else None
+        before = provisioner.target
         try:
-            summary = await provisioner.wake()
+            summary = await provisioner.wake(target=name)
+        except (HibernationStateError, MoveError) as exc:
+            raise HardwareRequestError(409, str(exc), "target") from exc
+        except UnknownHardwareError as exc:  # gone since it was looked up
+            raise HardwareRequestError(404, str(exc), "target") from exc
         except (WakeError, RestoreError) as exc:
             raise HardwareRequestError(502, str(exc)) from exc
+        if provisioner.target != before:
+            self.hardware._publish_machine(before)
         self.hardware._publish_machine(provisioner.target)
         if summary is None:
-            return {"kernel_id": kernel_id, "woken": False}
+            return {"kernel_id": kernel_id, "woken": False, "target": provisioner.target}
         return {
             "kernel_id": kernel_id,
             "woken": True,
+            "target": provisioner.target,
             "assigned": [v["name"] for v in summary.assigned],
             "imported": [m["module"] for m in summary.imported],
             "bytes": summary.total_bytes,

@@ -105,6 +105,11 @@ REQUESTS: dict[str, dict[str, Any]] = {
             "seconds": {"type": ["number", "null"], "minimum": 0, "maximum": 604800},
         },
     },
+    "wake": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"target": _NAME},
+    },
     "trust": {
         "type": "object",
         "required": ["fingerprint"],

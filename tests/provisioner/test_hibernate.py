@@ -242,7 +242,7 @@ async def test_what_cannot_hibernate_keeps_running(
         await hibernate(jp_fetch, "no-such-kernel")
     assert unknown.value.code == 404
     woke = json.loads((await jp_fetch(*API, "wake", kernel_id, method="POST", body="")).body)
-    assert woke == {"kernel_id": kernel_id, "woken": False}
+    assert woke == {"kernel_id": kernel_id, "woken": False, "target": SSH_TARGET}
 
 
 async def test_a_kernel_on_this_machine_cannot_hibernate(

@@ -54,6 +54,7 @@ def test_the_documented_request_schemas_are_the_ones_checked() -> None:
         "trust": ("/jupyter-remote-hw/api/hosts/{host}/trust", "post"),
         "hibernate": ("/jupyter-remote-hw/api/hibernate/{kernel_id}", "post"),
         "hibernate_after": ("/jupyter-remote-hw/api/hibernate-after/{kernel_id}", "put"),
+        "wake": ("/jupyter-remote-hw/api/wake/{kernel_id}", "post"),
     }
     assert set(bodies) == set(REQUESTS)
     for name, (path, method) in bodies.items():
