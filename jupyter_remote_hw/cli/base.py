@@ -73,19 +73,23 @@ class BaseCommands:
         self.err.write(text + "\n")
         self.err.flush()
 
+    def _show_step(self, event: dict[str, Any], began: float) -> None:
+        """Say on stderr a launch step's event (see :class:`.LaunchSteps`), timed from
+        ``began`` (a :func:`time.monotonic` time)."""
+        at = f"[{time.monotonic() - began:6.1f} s]"
+        seconds = float(event.get("seconds") or 0.0)
+        if event["state"] == "done":
+            self.err.write(f"{at} ✓ {event['step']} ({seconds:.1f} s)\n")
+        elif event["state"] == "failed":
+            self.err.write(f"{at} ✗ {event['step']} failed after {seconds:.1f} s\n")
+        elif event["state"] == "progress" and event.get("detail"):
+            self.err.write(f"{at}     {event['detail']}\n")
+        elif event["state"] == "started":
+            self.err.write(f"{at} … {event['step']}\n")
+        self.err.flush()
+
     def _steps(self, name: str) -> LaunchSteps:
         began = time.monotonic()
-
-        def show(event: dict[str, Any]) -> None:
-            at = f"[{time.monotonic() - began:6.1f} s]"
-            if event["state"] == "done":
-                self.err.write(f"{at} ✓ {event['step']} ({event['seconds']:.1f} s)\n")
-            elif event["state"] == "failed":
-                self.err.write(f"{at} ✗ {event['step']} failed after {event['seconds']:.1f} s\n")
-            elif event["state"] == "progress" and event["detail"]:
-                self.err.write(f"{at}     {event['detail']}\n")
-            elif event["state"] == "started":
-                self.err.write(f"{at} … {event['step']}\n")
-            self.err.flush()
-
-        return LaunchSteps(name, "-", self.manager.log, [show])
+        return LaunchSteps(
+            name, "-", self.manager.log, [lambda event: self._show_step(event, began)]
+        )

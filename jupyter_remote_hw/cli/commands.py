@@ -1,6 +1,7 @@
 """``jupyter remote-hw``: list, launch, stop, start, terminate and reap machines, trust
-host keys; the catalog (``catalog.py``) and sharing kernels with teammates (share, shares,
-revoke, join: ``sharing/cli.py``) come from their own modules.
+host keys; the catalog (``catalog.py``), hibernated kernels (``hibernated.py``,
+``hibernating.py``) and sharing kernels with teammates (share, shares, revoke, join:
+``sharing/cli.py``) come from their own modules.
 
 Reads the same configuration as the Jupyter server (``jupyter_server_config.py``
 or ``.json`` in the Jupyter config path, or ``--config FILE``) and the same
@@ -36,6 +37,7 @@ from ..transport.host_keys import TRUSTED, fetch_presented_key, record_key, refu
 from ..validation import HOST, NAME, argument_type
 from . import catalog as catalog_cli
 from . import hibernated as hibernated_cli
+from . import hibernating as hibernating_cli
 from . import machines as cli_machines
 from .base import BaseCommands, CLIError, _duration, _money
 
@@ -405,6 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     catalog_cli.add_parsers(commands)
     hibernated_cli.add_parsers(commands)
+    hibernating_cli.add_parsers(commands)
     sharing_cli.add_parsers(commands)
     return parser
 
@@ -436,6 +439,8 @@ async def run(args: argparse.Namespace, config: Config, out: TextIO, err: TextIO
             await catalog_cli.run(args, manager, out, err)
         elif args.command in hibernated_cli.COMMANDS:
             await hibernated_cli.run(args, manager, out, err)
+        elif args.command in hibernating_cli.COMMANDS:
+            await hibernating_cli.run(args, manager, out, err)
     finally:
         await manager.close()
         MachineManager.clear_instance()

@@ -1,6 +1,7 @@
 """``jupyter remote-hw hibernated``: the saved state of hibernated kernels on this
 machine's disk, each with its size and what it holds, the total against the cap, and
-``--delete KERNEL`` to free the room one takes.
+``--delete KERNEL`` to free the room one takes. When Jupyter servers of this user run,
+a ``server`` column says which of those kernels a server still has.
 
 :func:`add_parsers` adds the subcommand to the main parser's subcommands, and
 :func:`run` runs it over the process's machine manager.
@@ -19,6 +20,7 @@ from ..hibernation.store import size_text
 from ..machines.manager import MachineManager
 from ..validation import KERNEL_ID, argument_type
 from .base import BaseCommands, CLIError, _ago
+from .hibernating import held_kernels
 
 COMMANDS = ("hibernated",)
 """The subcommands this module adds."""
@@ -44,7 +46,7 @@ async def run(args: argparse.Namespace, manager: MachineManager, out: TextIO, er
     if args.delete:
         commands.delete(args.delete, args.yes)
     else:
-        commands.list()
+        commands.list(await held_kernels())
 
 
 class HibernatedCommands(BaseCommands):
@@ -58,8 +60,14 @@ class HibernatedCommands(BaseCommands):
         super().__init__(manager, out, err)
         self.store = HibernationStore(parent=manager)
 
-    def list(self) -> None:
-        """One row per saved kernel, then the total against the cap."""
+    def list(self, held: dict[str, str] | None = None) -> None:
+        """One row per saved kernel, then the total against the cap.
+
+        Args:
+            held: The URL of the running Jupyter server that has each kernel, by kernel
+                id: when any is given, a ``server`` column says which kernel a server
+                still has (its next cell wakes it) and which none has.
+        """
         entries = self.store.entries()
         now = time.time()
         rows = []
@@ -77,6 +85,7 @@ class HibernatedCommands(BaseCommands):
                     ", ".join(str(item.get("name")) for item in left) or "-",
                     entry.problem or "",
                 ]
+                + ([held.get(entry.entry_id, "-")] if held else [])
             )
         if rows:
             self._print(
@@ -90,7 +99,8 @@ class HibernatedCommands(BaseCommands):
                         "variables",
                         "left out",
                         "problem",
-                    ],
+                    ]
+                    + (["server"] if held else []),
                 )
             )
         else:

@@ -48,15 +48,15 @@ class RunningServer:
     url: str
     token: str
 
-    def _call(self, path: str, method: str) -> Any:
+    def _call(self, path: str, method: str, body: Any, timeout: float) -> Any:
         request = urllib.request.Request(
             self.url.rstrip("/") + "/" + path,
             method=method,
-            data=b"{}" if method == "POST" else None,
+            data=json.dumps({} if body is None else body).encode() if method == "POST" else None,
             headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
         )
         try:
-            with urllib.request.urlopen(request, timeout=SERVER_TIMEOUT) as response:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as exc:
             with exc:  # the error holds the answer's connection open until closed
@@ -66,14 +66,22 @@ class RunningServer:
                     message = str(exc)
             raise ServerRequestError(message) from None
 
-    async def call(self, path: str, method: str = "GET") -> Any:
+    async def call(
+        self, path: str, method: str = "GET", body: Any = None, timeout: float = SERVER_TIMEOUT
+    ) -> Any:
         """``path`` (under the base URL) answered as JSON.
+
+        Args:
+            path: The route, under the server's base URL.
+            method: ``GET`` or ``POST``.
+            body: What a ``POST`` sends, as JSON (None: ``{}``).
+            timeout: Seconds the server has to answer.
 
         Raises:
             ServerRequestError: The server answered with an error (its message).
             OSError: It did not answer.
         """
-        return await asyncio.to_thread(self._call, path, method)
+        return await asyncio.to_thread(self._call, path, method, body, timeout)
 
 
 def running_servers() -> list[RunningServer]:

@@ -20,8 +20,13 @@ def cli(tmp_path: Path, store: Path, *argv: str) -> tuple[int, str, str]:
 
 
 async def test_saved_state_is_listed_with_its_size_and_deleted(
-    tmp_path: Path, kernels: Any, start_kernel: StartKernel, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    kernels: Any,
+    start_kernel: StartKernel,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))  # no server runs
     root = tmp_path / "hibernated"
     code, out, _ = await asyncio.to_thread(cli, tmp_path, root, "hibernated")
     assert code == 0
