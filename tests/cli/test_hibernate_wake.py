@@ -132,8 +132,9 @@ async def test_hibernate_and_wake_from_the_command_line(server: Server, short_tm
         machine, row = await kernel_row(server, kernel_id)
         assert (machine, row["state"]) == (SSH_TARGET, "hibernated")
 
-    # Wake: the launch steps, then what was restored; same id, the variable back.
-    code, out, err = await cli("wake", kernel_id[:8])
+    # Wake (at the server named, its token from its runtime file): the launch steps,
+    # then what was restored; same id, the variable back.
+    code, out, err = await cli("wake", kernel_id[:8], "--server", server.url)
     assert code == 0, (out, err)
     assert err.startswith(f"Waking kernel {kernel_id} (Jupyter server at {server.url}/)"), err
     assert "✓ start kernel" in err and "✓ restore state" in err, err
@@ -148,10 +149,12 @@ async def test_hibernate_and_wake_from_the_command_line(server: Server, short_tm
     )
     await kc.close()
 
-    # A kernel no running server has.
+    # A kernel no running server has; a server that is not at an HTTP URL.
     code, out, err = await cli("hibernate", "0000dead")
     assert code == 1
     assert f"no kernel 0000dead on the Jupyter server at {server.url}" in err, err
+    code, out, err = await cli("hibernate", kernel_id, "--server", "ftp://127.0.0.1/")
+    assert code == 1 and "give the server's URL" in err, err
 
 
 def test_without_a_server_it_says_to_start_one(no_credentials: None) -> None:
