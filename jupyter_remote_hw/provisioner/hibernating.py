@@ -42,7 +42,7 @@ from ..hibernation import (
 from ..hibernation.store import size_text
 from ..providers.launch_steps import LaunchError, LaunchSteps
 from ..transport import TransportError
-from .moving import check_wake_target, set_target
+from .moving import Place, check_wake_target, is_on, move, move_back
 
 if TYPE_CHECKING:
     from .provisioner import RemoteHWProvisioner
@@ -267,7 +267,7 @@ class KernelHibernation:
                 or a running kernel is on.
             MoveError, UnknownHardwareError: The kernel cannot wake on ``target``.
         """
-        moving = target is not None and target != self.p.target
+        moving = target is not None and not is_on(self.p, target)
         if moving and (not self.hibernated or self.waking):
             doing = "being woken" if self.hibernated else "running"
             raise HibernationStateError(
@@ -280,7 +280,7 @@ class KernelHibernation:
             moved_from = None
             if target is not None and moving:
                 check_wake_target(self.p, target)
-                moved_from = set_target(self.p, target)
+                moved_from = move(self.p, target)
             self._waking = asyncio.ensure_future(self._wake(progress, moved_from))
             self.p.manager.launches[self.p.kernel_id] = (
                 self._waking,
@@ -293,7 +293,7 @@ class KernelHibernation:
             if task.done() and self.p.manager.launches.get(self.p.kernel_id, (None,))[0] is task:
                 del self.p.manager.launches[self.p.kernel_id]
 
-    async def _wake(self, progress: Progress | None, moved_from: str | None) -> RestoreSummary:
+    async def _wake(self, progress: Progress | None, moved_from: Place | None) -> RestoreSummary:
         p, relay = self.p, self.relay
         assert relay is not None
         steps = p.manager.steps(p.target, p.kernel_id)
@@ -315,7 +315,7 @@ class KernelHibernation:
             self.wake_error = reason
             p.log.warning("kernel %s could not be woken: %s", p.kernel_id, reason)
             if moved_from is not None:  # it still hibernates where it was
-                set_target(p, moved_from)
+                move_back(p, moved_from)
             await self._back_to_sleep()
             await relay.refuse_held(reason)
             await self._record()

@@ -1,16 +1,19 @@
 """A hibernated kernel woken on another target: the kernel keeps its id, ports and key,
-and its target (the provisioner's, and the kernelspec its kernel manager names, which
-Jupyter lists and the machines listing reads) becomes the new one, as after a
-hardware switch. It has no process while it hibernates, so nothing else moves.
+and its target becomes the new one, as after a hardware switch: the machine the
+provisioner runs it on (its place: the target's machine, or on a scheduler an
+allocation of its own) and the kernelspec its kernel manager names, which Jupyter
+lists and the machines listing reads. It has no process while it hibernates, so
+nothing else moves.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jupyter_client.manager import KernelManager
 
-from ..providers import Target
+from ..providers import KERNEL_NAME_PREFIX, Target
 
 if TYPE_CHECKING:
     from .provisioner import RemoteHWProvisioner
@@ -18,6 +21,31 @@ if TYPE_CHECKING:
 
 class MoveError(Exception):
     """The kernel cannot wake on that target (the message says why); nothing changed."""
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a kernel was, to put it back there when a wake elsewhere fails."""
+
+    target: str
+    """The provisioner's target (its machine's name)."""
+    placement: str | None
+    """The machine manager's placement of the kernel."""
+    kernel_name: str | None
+    """Its kernel manager's kernelspec name (None: it has no kernel manager)."""
+
+
+def _kernel_manager(provisioner: RemoteHWProvisioner) -> KernelManager | None:
+    manager = provisioner.parent
+    return manager if isinstance(manager, KernelManager) else None
+
+
+def is_on(provisioner: RemoteHWProvisioner, name: str) -> bool:
+    """Whether the kernel is on target ``name`` already: its machine's, or the target its
+    kernelspec names (a scheduler's kernel runs in an allocation of that target)."""
+    manager = _kernel_manager(provisioner)
+    kernel_name = manager.kernel_name if manager is not None else ""
+    return name == provisioner.target or kernel_name.lower() == KERNEL_NAME_PREFIX + name.lower()
 
 
 def check_wake_target(provisioner: RemoteHWProvisioner, name: str) -> Target:
@@ -37,19 +65,43 @@ def check_wake_target(provisioner: RemoteHWProvisioner, name: str) -> Target:
     return target
 
 
-def set_target(provisioner: RemoteHWProvisioner, name: str) -> str:
-    """Make ``name`` the target of a provisioner's kernel; returns the target it had.
+def move(provisioner: RemoteHWProvisioner, name: str) -> Place:
+    """Make target ``name`` the kernel's: it is placed there (see
+    :meth:`..machines.manager.MachineManager.place`) and its kernel manager's kernel
+    name becomes that target's kernelspec.
 
-    Its kernel manager's kernel name becomes the new target's kernelspec, so that
-    Jupyter's kernel listing and the machines listing show it there.
+    Returns:
+        Where it was, for :func:`move_back`.
+
+    Raises:
+        UnknownHardwareError: No target has that name (nothing changed).
     """
-    previous = provisioner.target
-    provisioner.target = name
-    target = provisioner._target()
-    manager = provisioner.parent
-    if isinstance(manager, KernelManager) and manager.kernel_name != target.kernel_name:
-        manager.kernel_name = target.kernel_name
-    return previous
+    machines, kernel_id = provisioner.manager, provisioner.kernel_id
+    manager = _kernel_manager(provisioner)
+    kernel_name = machines.target(name).kernel_name
+    was = Place(
+        provisioner.target,
+        machines.placements.get(kernel_id),
+        manager.kernel_name if manager is not None else None,
+    )
+    provisioner.target = machines.place(kernel_id, name)
+    provisioner._target()
+    if manager is not None:
+        manager.kernel_name = kernel_name
+    return was
 
 
-__all__ = ["MoveError", "check_wake_target", "set_target"]
+def move_back(provisioner: RemoteHWProvisioner, place: Place) -> None:
+    """Put the kernel back where it was before :func:`move`."""
+    machines, kernel_id = provisioner.manager, provisioner.kernel_id
+    provisioner.target = place.target
+    if place.placement is None:
+        machines.unplace(kernel_id)
+    else:
+        machines.placements[kernel_id] = place.placement
+    manager = _kernel_manager(provisioner)
+    if manager is not None and place.kernel_name is not None:
+        manager.kernel_name = place.kernel_name
+
+
+__all__ = ["MoveError", "Place", "check_wake_target", "is_on", "move", "move_back"]

@@ -113,6 +113,7 @@ async def test_a_hibernated_kernel_wakes_on_another_target(
     assert await listed_on(jp_fetch, kernel_id) == (SSH_TARGET, "hibernated")
     kernels = json.loads((await jp_fetch("api", "kernels")).body)
     assert [k["name"] for k in kernels] == [SSH_KERNEL]
+    assert MachineManager.instance().placements[kernel_id] == SSH_TARGET
 
     woke = await wake(jp_fetch, kernel_id, OTHER)
     assert woke["woken"] is True and woke["target"] == OTHER, woke
@@ -124,7 +125,7 @@ async def test_a_hibernated_kernel_wakes_on_another_target(
     assert await listed_on(jp_fetch, kernel_id) == (OTHER, "idle")
     kernels = json.loads((await jp_fetch("api", "kernels")).body)
     assert [(k["id"], k["name"]) for k in kernels] == [(kernel_id, "remote-hw-" + OTHER)]
-    assert provisioner.target == OTHER
+    assert provisioner.target == MachineManager.instance().placements[kernel_id] == OTHER
     record = MachineManager.instance().ledger.get_kernel(kernel_id)
     assert record is not None and record.target == OTHER
     # Its kernel runs under the other target's agent (its own root on the host).
