@@ -69,6 +69,24 @@ export function targetOfKernel(kernelName: string | null | undefined): string | 
   return kernelName.slice(KERNEL_NAME_PREFIX.length).toLowerCase();
 }
 
+/**
+ * The machine a kernel runs on: the one that lists it, else the one its kernelspec's
+ * target names (a kernel still starting). On a SLURM cluster the two differ: each
+ * kernel of a target has an allocation of its own (`<target>.2`...), or shares one.
+ */
+export function machineOfKernel(
+  machines: IMachine[],
+  kernelId: string | null | undefined,
+  kernelName: string | null | undefined
+): IMachine | null {
+  const listing = kernelId ? machines.find(m => m.kernels.some(k => k.id === kernelId)) : undefined;
+  if (listing) {
+    return listing;
+  }
+  const target = targetOfKernel(kernelName);
+  return (target && machines.find(m => m.name === target)) || null;
+}
+
 /** Dollars per hour as people read them: `$1.01/h`, `free` for owned hardware, `` when unknown. */
 export function formatPrice(perHour: number | null | undefined): string {
   if (perHour === null || perHour === undefined) {

@@ -17,7 +17,13 @@ import {
 } from './hibernateafter';
 import { savingLabel } from './hibernation';
 import { isTimeLimitWarning } from './metrics';
-import { IHardwareEvent, IMachine, machineStatusText, targetOfKernel } from './model';
+import {
+  IHardwareEvent,
+  IMachine,
+  machineOfKernel,
+  machineStatusText,
+  targetOfKernel
+} from './model';
 
 /** Shows the machine of the notebook in focus (and says when its time limit nears). */
 export class MachineStatus extends Widget {
@@ -62,8 +68,11 @@ export class MachineStatus extends Widget {
   }
 
   private onEvent(_: HardwareEvents, event: IHardwareEvent): void {
-    if (event.type === 'machine' && event.machine?.name === this.target && !this._waking) {
-      this.showMachine(event.machine as IMachine);
+    if (event.type === 'machine' && event.machine && !this._waking) {
+      const machine = event.machine as IMachine;
+      if (machineOfKernel([machine], this.kernelId, this.kernelName) === machine) {
+        this.showMachine(machine);
+      }
     }
     if (isTimeLimitWarning(event) && !this._warned.has(event.detail)) {
       // SLURM's early warning: the allocation ends soon, and its kernels with it.
@@ -120,7 +129,11 @@ export class MachineStatus extends Widget {
   }
 
   private get target(): string | null {
-    return targetOfKernel(this._context?.session?.kernel?.name);
+    return targetOfKernel(this.kernelName);
+  }
+
+  private get kernelName(): string | null {
+    return this._context?.session?.kernel?.name ?? null;
   }
 
   /** Fetch the machine of the current notebook and show it. */
@@ -133,7 +146,7 @@ export class MachineStatus extends Widget {
     try {
       const machines = await this.api.machines();
       if (!this._waking) {
-        this.showMachine(machines.find(m => m.name === target) ?? null);
+        this.showMachine(machineOfKernel(machines, this.kernelId, this.kernelName));
       }
     } catch {
       this.showMachine(null);

@@ -8,6 +8,7 @@ import {
   formatDuration,
   formatPrice,
   gpuText,
+  machineOfKernel,
   machineStatusText,
   nextSelection,
   pickerColumns,
@@ -229,5 +230,36 @@ describe('machines and errors', () => {
         hint: 'Check ssh works.'
       })
     ).toBe("failed at step 'connect': no route. Check ssh works.");
+  });
+});
+
+describe('machineOfKernel', () => {
+  function slurmMachine(name: string, kernelIds: string[]): IMachine {
+    return {
+      name,
+      provider: 'slurm',
+      hardware: 'A100 ×1',
+      where: 'SLURM dev · gpu',
+      state: 'running',
+      kernels: kernelIds.map(id => ({ id, owner: 'me', execution_state: 'idle' })),
+      price_per_hour: 0,
+      cost_so_far: 0,
+      idle_stop_in: null,
+      actions: []
+    };
+  }
+  const first = slurmMachine('slurm-dev-gpu-a100', ['k1', 'k3']);
+  const second = slurmMachine('slurm-dev-gpu-a100.2', ['k2']);
+  const machines = [first, second];
+
+  it('finds the allocation that lists the kernel, whatever its kernelspec names', () => {
+    expect(machineOfKernel(machines, 'k2', 'remote-hw-slurm-dev-gpu-a100')).toBe(second);
+    expect(machineOfKernel(machines, 'k3', 'remote-hw-slurm-dev-gpu-a100.1')).toBe(first);
+  });
+
+  it("falls back to the kernelspec's target for a kernel not listed yet", () => {
+    expect(machineOfKernel(machines, 'k9', 'remote-hw-slurm-dev-gpu-a100')).toBe(first);
+    expect(machineOfKernel(machines, 'k9', 'remote-hw-ssh-box')).toBeNull();
+    expect(machineOfKernel(machines, null, 'python3')).toBeNull();
   });
 });
