@@ -9,7 +9,6 @@ these, and turn :class:`HardwareRequestError` into the HTTP status it carries.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -20,11 +19,11 @@ from ..machines.manager import MachineManager
 from ..machines.view import KernelFacts, MachineView, link_states, owned_hardware_note
 from ..providers import KERNEL_NAME_PREFIX, Target, UnknownHardwareError
 from ..providers.launch_steps import LaunchError
-from ..transfer import TransferError
 from .hardware_events import EventHub
 from .hibernate_times import kernel_hibernate_after
 from .request_errors import HardwareRequestError
-from .switching import CARRY_ALL, carry, kernel_namespace, mark_missing_modules
+from .switch_actions import SessionSwitching
+from .switching import CARRY_ALL
 from .user_errors import host_key_details
 
 #: Seconds the machines listing waits for an agent's lifetime status.
@@ -46,7 +45,7 @@ def _launch_failure(exc: BaseException) -> HardwareRequestError | None:
 
 
 @dataclass
-class HardwareActions:
+class HardwareActions(SessionSwitching):
     """The actions, over the server's managers.
 
     Args:
@@ -322,120 +321,6 @@ class HardwareActions:
             raise failure from exc
         self._publish_machine(target.name, target)
         return kernel_id
-
-    async def kernel_variables(self, kernel_id: str, hardware: Any = None) -> dict[str, Any]:
-        """What a switch could carry from a kernel, for the carry dialog: its
-        ``variables`` (name, type, nbytes, whether carriable and why not) and the
-        ``modules`` bound to names (re-imported in the new kernel). With the
-        ``hardware`` switched to, when its machine is open, each module also says
-        whether it is installed there.
-
-        Raises:
-            HardwareRequestError: 400/404 for a bad ``hardware``; 409 at once when
-                the kernel cannot answer (it is running a cell, or cannot load the
-                transfer handler).
-        """
-        target = self.target(hardware) if hardware is not None else None
-        try:
-            listing = await kernel_namespace(self.kernel_manager, kernel_id)
-        except TransferError as exc:
-            raise HardwareRequestError(409, str(exc)) from None
-        if target is not None:
-            await mark_missing_modules(self.machines, target.name, listing["modules"])
-        return listing
-
-    # ------------------------------------------------------------------ switching
-
-    async def switch_session(
-        self,
-        session_id: str,
-        hardware: Any,
-        carry_names: Any = None,
-        device: Any = None,
-        keep_old: Any = False,
-    ) -> dict[str, Any]:
-        """Give a notebook's session a kernel on other hardware, carrying variables over.
-
-        A new kernel starts on ``hardware``; the modules bound to names in
-        ``carry_names`` are imported in it and the variables copied into it;
-        the session then uses it and the old kernel is shut down (unless
-        ``keep_old``). A failed launch leaves the session as it was. Each step
-        is published as a ``switch`` event (the copy with bytes and rate).
-
-        Args:
-            session_id: The notebook's session.
-            hardware: The target's name.
-            carry_names: Variable and module names, :data:`CARRY_ALL`, or None/[] for none.
-            device: Where arriving tensors go (``cuda``), or None.
-            keep_old: Keep the old kernel running.
-
-        Returns:
-            ``session_id``, ``kernel_id``, ``previous_kernel_id``, ``hardware``,
-            ``carried`` (name, type), ``imported`` (name, module) and
-            ``not_carried`` (name, reason).
-        """
-        names = self._carry_names(carry_names)
-        if device is not None and not isinstance(device, str):
-            raise HardwareRequestError(400, "'device' must be a string such as 'cuda'", "device")
-        if not isinstance(keep_old, bool):
-            raise HardwareRequestError(400, "'keep_old' must be true or false", "keep_old")
-        target = self.target(hardware)
-        session = await self.session(session_id)
-        old_id = session["kernel"]["id"]
-
-        def progress(state: str, **fields: Any) -> None:
-            self.events.publish(
-                "switch", session_id=session_id, hardware=target.name, state=state, **fields
-            )
-
-        progress("starting kernel")
-        try:
-            new_id = await self.start_kernel(target.name, session.get("path"))
-        except HardwareRequestError as exc:
-            progress("failed", message=str(exc), step=exc.step, hint=exc.hint)
-            raise
-        try:
-            carried = await carry(self.kernel_manager, old_id, new_id, names, device, progress)
-            progress("switching session", kernel_id=new_id)
-            await self.session_manager.update_session(session_id, kernel_id=new_id)
-        except BaseException as exc:
-            progress("failed", message=str(exc) or type(exc).__name__)
-            with contextlib.suppress(Exception):
-                await self.kernel_manager.shutdown_kernel(new_id)
-            raise
-        if not keep_old:
-            progress("stopping the old kernel", kernel_id=old_id)
-            await self.kernel_manager.shutdown_kernel(old_id)
-        progress(
-            "done",
-            kernel_id=new_id,
-            carried=[c["name"] for c in carried.carried],
-            imported=[m["name"] for m in carried.imported],
-            not_carried=carried.not_carried,
-        )
-        return {
-            "session_id": session_id,
-            "kernel_id": new_id,
-            "previous_kernel_id": old_id,
-            "hardware": target.name,
-            "carried": carried.carried,
-            "imported": carried.imported,
-            "not_carried": carried.not_carried,
-        }
-
-    @staticmethod
-    def _carry_names(carry: Any) -> list[str] | str:
-        if carry is None:
-            return []
-        if carry == CARRY_ALL:
-            return CARRY_ALL
-        if not isinstance(carry, list) or not all(
-            isinstance(n, str) and n.isidentifier() for n in carry
-        ):
-            raise HardwareRequestError(
-                400, "'carry' must be a list of variable and module names, or \"all\"", "carry"
-            )
-        return list(dict.fromkeys(carry))
 
 
 __all__ = ["CARRY_ALL", "HardwareActions", "HardwareRequestError"]
