@@ -31,6 +31,9 @@ c.SSHProvider.hosts = [
     # Its key is not in the known_hosts file its alias names: trusted from the dialog.
     {"host": "newbox", "hardware": "New GPU 48GB", "root": str(tmp / "remote-root-newbox"),
      "python": sys.executable},
+    # A second machine (the test host again) for a kernel to wake on.
+    {"host": "sparebox", "hardware": "Spare GPU 16GB", "root": str(tmp / "remote-root-spare"),
+     "python": sys.executable},
 ]
 c.TransportManager.connect_timeout = 5.0
 c.SSHProvider.include_ssh_config = False

@@ -47,13 +47,15 @@ def main() -> int:
         with loopback_host(tmp / "host", env=gpu) as host:
             # The test host; "deadhost": the same host on a port nothing listens on;
             # "newbox": the same host under an alias whose known_hosts file does not list
-            # its key yet, as for a machine the user never connected to.
+            # its key yet, as for a machine the user never connected to; "sparebox": the
+            # same host under another alias, a second machine to move a kernel to.
             ssh_config = tmp / "ssh_config"
             newbox_known_hosts = tmp / "newbox_known_hosts"
             ssh_config.write_text(
                 host.ssh_config.read_text()
                 + host.config_block("deadhost", Port=free_port())
                 + host.config_block("newbox", UserKnownHostsFile=newbox_known_hosts)
+                + host.config_block("sparebox")
             )
             # What the host-key tests compare the dialog and known_hosts with.
             facts = {

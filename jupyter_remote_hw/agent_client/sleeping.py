@@ -7,7 +7,9 @@ kernel would, and holds the rest for the kernel that wakes:
 
 - ``kernel_info_request``: the last ``kernel_info_reply`` the kernel sent
   (:func:`kernel_info_of` picks it out of the relayed replies);
-- ``comm_info_request``: no comms; ``interrupt_request``, ``shutdown_request``:
+- ``comm_info_request``: no comms; ``list_subshell_request``: none;
+  ``create_subshell_request``, ``delete_subshell_request``: an error (the
+  ``kernel_info_reply`` leaves out ``kernel subshells`` meanwhile); ``interrupt_request``, ``shutdown_request``:
   ``ok``; ``complete_request``, ``inspect_request``, ``is_complete_request``,
   ``history_request``: empty answers; ``debug_request``: a failed response;
 - ``comm_open``, ``comm_msg``, ``comm_close`` and ``input_reply``: held for the
@@ -37,6 +39,9 @@ from ..agent.relay_frames import CHANNELS
 
 _DELIMITER = b"<IDS|MSG>"
 _IOPUB = CHANNELS.index("iopub")
+
+#: The ``supported_features`` entry of kernels with subshells (JEP 91).
+SUBSHELLS = "kernel subshells"
 
 #: Requests held for the kernel without waking it.
 QUIET = frozenset({"comm_open", "comm_msg", "comm_close", "input_reply"})
@@ -74,7 +79,19 @@ def _local_content(
 ) -> tuple[str, dict[str, Any]] | None:
     """The reply a hibernated kernel's stand-in sends to a request, or None."""
     if msg_type == "kernel_info_request":
-        return "kernel_info_reply", kernel_info
+        # No subshells while asleep: a front end that sees them asks for one as it
+        # connects, which would wake the kernel only to open a notebook.
+        features = [f for f in kernel_info.get("supported_features") or [] if f != SUBSHELLS]
+        return "kernel_info_reply", {**kernel_info, "supported_features": features}
+    if msg_type == "list_subshell_request":
+        return "list_subshell_reply", {"status": "ok", "subshell_id": []}
+    if msg_type in ("create_subshell_request", "delete_subshell_request"):
+        return msg_type.replace("_request", "_reply"), {
+            "status": "error",
+            "ename": "KernelHibernated",
+            "evalue": "the kernel is hibernated: subshells can be made once a cell wakes it",
+            "traceback": [],
+        }
     if msg_type == "comm_info_request":
         return "comm_info_reply", {"status": "ok", "comms": {}}
     if msg_type == "interrupt_request":

@@ -83,7 +83,11 @@ class HardwareActions(SessionSwitching):
             raise HardwareRequestError(404, str(exc), field) from None
 
     def kernel_target(self, kernel_id: str) -> str | None:
-        """The target a kernel of this server runs on, or None for other kernels."""
+        """The machine a kernel of this server runs on (its target, or the allocation it
+        was placed in), or None for other kernels."""
+        placed = self.machines.placements.get(kernel_id)
+        if placed is not None:
+            return placed
         name = str(getattr(self.kernel_manager.get_kernel(kernel_id), "kernel_name", "") or "")
         if name.lower().startswith(KERNEL_NAME_PREFIX):
             return name[len(KERNEL_NAME_PREFIX) :].lower()

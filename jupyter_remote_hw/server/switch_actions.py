@@ -45,6 +45,7 @@ class SessionSwitching:
                 transfer handler).
         """
         target = self.target(hardware) if hardware is not None else None
+        self._check_awake(kernel_id)
         try:
             listing = await kernel_namespace(self.kernel_manager, kernel_id)
         except TransferError as exc:
@@ -91,6 +92,7 @@ class SessionSwitching:
         target = self.target(hardware)
         session = await self.session(session_id)
         old_id = session["kernel"]["id"]
+        self._check_awake(old_id)
 
         def progress(state: str, **fields: Any) -> None:
             self.events.publish(
@@ -131,6 +133,25 @@ class SessionSwitching:
             "imported": carried.imported,
             "not_carried": carried.not_carried,
         }
+
+    def _check_awake(self, kernel_id: str) -> None:
+        """Refuse at once to read a hibernated kernel (which would wake it on its old
+        hardware): waking it on the new hardware brings all its state.
+
+        Raises:
+            HardwareRequestError: 409 for a hibernated kernel.
+        """
+        known = kernel_id in self.kernel_manager
+        kernel = self.kernel_manager.get_kernel(kernel_id) if known else None
+        hibernation = getattr(getattr(kernel, "provisioner", None), "hibernation", None)
+        if getattr(hibernation, "hibernated", False):
+            raise HardwareRequestError(
+                409,
+                f"kernel {kernel_id} hibernates: wake it on the hardware you want instead "
+                f'(POST /jupyter-remote-hw/api/wake/{kernel_id} with {{"target": ...}}, or '
+                "pick the hardware in the notebook's toolbar); it brings all its variables",
+                "kernel_id",
+            )
 
     @staticmethod
     def _carry_names(carry: Any) -> list[str] | str:

@@ -114,9 +114,13 @@ export class HardwareAPI {
     return this.post<ISwitchReport>(path, { hardware, carry, keep_old: keepOld });
   }
 
-  /** Wake a hibernated kernel (its hardware started again, its variables restored). */
-  async wake(kernelId: string): Promise<{ woken: boolean }> {
-    return this.post<{ woken: boolean }>(`wake/${encodeURIComponent(kernelId)}`);
+  /**
+   * Wake a hibernated kernel (its hardware started again, its variables restored),
+   * on `target` when given: the kernel keeps its id and moves there.
+   */
+  async wake(kernelId: string, target?: string): Promise<{ woken: boolean; target?: string }> {
+    const path = `wake/${encodeURIComponent(kernelId)}`;
+    return this.post<{ woken: boolean; target?: string }>(path, target ? { target } : undefined);
   }
 
   /**

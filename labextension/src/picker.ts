@@ -17,6 +17,8 @@ import {
   savingLabel,
   stayedAwakeNotice
 } from './hibernation';
+import { hibernatedStatusDetail, kernelOn } from './hibernateafter';
+import type { IHibernatedState } from './kernelrows';
 import { askCarry } from './switch';
 import { applySwitchEvent, switchSummary } from './switchmodel';
 import {
@@ -25,6 +27,7 @@ import {
   SHARED_SESSION_LABEL,
   errorText,
   isSharedKernel,
+  machineOfKernel,
   targetOfKernel,
   toolbarLabel
 } from './model';
@@ -63,8 +66,18 @@ export class HardwareToolbarItem extends Widget {
 
   /** The hardware target of the notebook's kernel, or null. */
   get currentTarget(): string | null {
-    return targetOfKernel(this.sessionContext.session?.kernel?.name);
+    const kernel = this.sessionContext.session?.kernel;
+    if (kernel && this.moved?.kernelId === kernel.id) {
+      return this.moved.target;
+    }
+    return targetOfKernel(kernel?.name);
   }
+
+  /**
+   * A kernel woken on other hardware keeps its id, and JupyterLab keeps the kernelspec
+   * name it connected with: the target it moved to, until the notebook connects anew.
+   */
+  private moved: { kernelId: string; target: string } | null = null;
 
   /** Show the current hardware. */
   async refresh(): Promise<void> {
@@ -90,8 +103,31 @@ export class HardwareToolbarItem extends Widget {
       } catch {
         text = target;
       }
+      // A notebook opened on a kernel that hibernated before: the listing says so.
+      const saved = await this.savedState();
+      if (saved) {
+        this.hibernated = hibernatedStatusDetail(saved);
+        this.display(hibernatedLabel(text), this.hibernated);
+        return;
+      }
     }
     this.display(text, `Hardware of this notebook's kernel: ${text}. Click to change it.`);
+  }
+
+  /** The saved state of the notebook's kernel while it hibernates, else null. */
+  private async savedState(): Promise<IHibernatedState | null> {
+    const kernel = this.sessionContext.session?.kernel;
+    if (!kernel) {
+      return null;
+    }
+    try {
+      const machine = machineOfKernel(await this.store.api.machines(), kernel.id, kernel.name);
+      const listed = kernelOn(machine?.kernels, kernel.id);
+      const saved = listed?.state === 'hibernated' ? listed.hibernated : null;
+      return saved && !saved.waking ? saved : null;
+    } catch {
+      return null; // the listing is for the label only
+    }
   }
 
   private display(text: string, title: string, state: '' | 'busy' | 'error' = ''): void {
@@ -145,7 +181,10 @@ export class HardwareToolbarItem extends Widget {
     const choice = await showDialog({
       title: 'Pick hardware for this notebook',
       body,
-      buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Switch' })],
+      buttons: [
+        Dialog.cancelButton(),
+        Dialog.okButton({ label: this.hibernated ? 'Wake there' : 'Switch' })
+      ],
       focusNodeSelector: 'input',
       hasClose: true
     });
@@ -153,11 +192,53 @@ export class HardwareToolbarItem extends Widget {
     if (!chosen || chosen.name === this.currentTarget) {
       return;
     }
+    if (this.hibernated) {
+      // Its state is saved: it wakes there with all of it, the old hardware untouched.
+      await this.wakeOn(chosen);
+      return;
+    }
     const carry = await this.askCarry(chosen.name);
     if (carry === null) {
       return;
     }
     await this.switchTo(chosen, carry);
+  }
+
+  /** Wake the notebook's hibernated kernel on `option`: same kernel, new hardware. */
+  async wakeOn(option: IHardware): Promise<void> {
+    const kernelId = this.sessionContext.session?.kernel?.id;
+    if (!kernelId) {
+      return;
+    }
+    this.progress = {
+      target: option.name,
+      step: 'waking',
+      detail: '',
+      startedAt: Date.now(),
+      failed: false,
+      done: false
+    };
+    this.showProgress();
+    const timer = window.setInterval(() => this.showProgress(), 1000);
+    try {
+      await this.store.api.wake(kernelId, option.name);
+      this.progress = null;
+      this.hibernated = null;
+      this.moved = { kernelId, target: option.name };
+      await this.refresh();
+      Notification.success(`The kernel woke on ${option.label}, its variables restored.`, {
+        autoClose: 5000
+      });
+    } catch (error) {
+      this.progress = null;
+      await this.refresh();
+      await showError(`Waking the kernel on ${option.label} failed`, error, {
+        api: this.store.api,
+        retry: () => this.wakeOn(option)
+      });
+    } finally {
+      window.clearInterval(timer);
+    }
   }
 
   /** Ask whether to cancel the launch under way; cancel it when the user says so. */

@@ -72,6 +72,7 @@ class SmallKernel:
                     "banner": self.name,
                     "protocol_version": "5.3",
                     "language_info": {"name": "python"},
+                    "supported_features": ["kernel subshells", "debugger"],
                 }
             elif msg_type == "execute_request":
                 content = {"status": "ok", "execution_count": len(self.got)}
@@ -251,6 +252,19 @@ async def test_answers_while_asleep_come_from_the_relay(
     for msg_id, (status, fields) in asked.items():
         assert got[msg_id]["content"]["status"] == status
         assert fields.items() <= got[msg_id]["content"].items()
+    # The kernel's own answer, less subshells: a front end that sees them asks for one
+    # as it connects, which must not wake the kernel.
+    assert reply["content"]["supported_features"] == ["debugger"]
+    for kind, status in [
+        ("create_subshell_request", "error"),
+        ("list_subshell_request", "ok"),
+        ("delete_subshell_request", "error"),
+    ]:
+        late.control_channel.send(late.session.msg(kind, {"subshell_id": "s1"}))
+        answer = await late.get_control_msg(timeout=10)
+        assert answer["msg_type"] == kind.replace("_request", "_reply")
+        assert answer["content"]["status"] == status
+    assert "hibernated" in answer["content"]["evalue"]
     message = late.session.msg("shutdown_request", {"restart": False})
     late.control_channel.send(message)
     reply = await late.get_control_msg(timeout=10)

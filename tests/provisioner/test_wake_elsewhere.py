@@ -99,6 +99,31 @@ async def test_a_hibernated_kernel_wakes_on_another_target(
     await hibernate(jp_fetch, kernel_id)
     assert await listed_on(jp_fetch, kernel_id) == (SSH_TARGET, "hibernated")
 
+    # A hardware switch of its notebook would read it on its old host, waking it there:
+    # refused at once, saying to wake it on the new hardware instead.
+    session = json.loads(
+        (
+            await jp_fetch(
+                "api",
+                "sessions",
+                method="POST",
+                body=json.dumps(
+                    {"path": "moving.ipynb", "type": "notebook", "kernel": {"id": kernel_id}}
+                ),
+            )
+        ).body
+    )
+    for method, path, body in [
+        ("GET", ("variables", session["id"]), None),
+        ("POST", ("switch", session["id"]), json.dumps({"hardware": OTHER})),
+    ]:
+        with pytest.raises(HTTPClientError) as caught:
+            await jp_fetch(*API, *path, method=method, body=body)
+        assert caught.value.code == 409 and caught.value.response is not None
+        message = json.loads(caught.value.response.body)["message"]
+        assert "hibernates: wake it on the hardware you want" in message, message
+    assert provisioner_of(jp_serverapp, kernel_id).hibernation.hibernated
+
     # Unknown targets, and this machine (no relay to keep the ports): nothing changes.
     code, message = await refused(jp_fetch, kernel_id, "nowhere")
     assert code == 404 and "nowhere" in message, message

@@ -29,7 +29,9 @@ test('a hibernated kernel says so at $0/h and wakes on the next cell with its va
     nbformat: 4,
     nbformat_minor: 5
   };
-  expect(await page.contents.uploadContent(JSON.stringify(notebook), 'text', `${tmpPath}/${file}`)).toBe(true);
+  expect(
+    await page.contents.uploadContent(JSON.stringify(notebook), 'text', `${tmpPath}/${file}`)
+  ).toBe(true);
   await page.filebrowser.refresh();
   await page.notebook.open(file);
   const item = page.locator(TOOLBAR);
@@ -79,7 +81,9 @@ test('a hibernated kernel says so at $0/h and wakes on the next cell with its va
   await expect(status).toHaveText('ssh-testhost · hibernated · $0/h');
   await expect(status).toHaveAttribute('title', /saved on the Jupyter server.*Click to wake it/);
   await page.sidebar.openTab('jp-RemoteHW-machines');
-  const row = page.locator(`#jp-RemoteHW-machines li.jp-RemoteHW-kernel[data-kernel-id="${kernelId}"]`);
+  const row = page.locator(
+    `#jp-RemoteHW-machines li.jp-RemoteHW-kernel[data-kernel-id="${kernelId}"]`
+  );
   await expect(row).toContainText(/hibernated · [\d.]+ (B|KiB|MiB) saved · \$0\/h/);
   await expect(row.locator('button.jp-RemoteHW-wakeKernel')).toBeVisible();
   await page.screenshot({ path: path.join(IMAGES, 'hibernated.png') });
@@ -97,4 +101,66 @@ test('a hibernated kernel says so at $0/h and wakes on the next cell with its va
   await expect(status).toContainText('ssh-testhost running', { timeout: 30000 });
   const after = await (await page.request.get('/api/sessions')).json();
   expect(after.find((s: { path: string }) => s.path.endsWith(file)).kernel.id).toBe(kernelId);
+});
+
+test('a hibernated kernel wakes on other hardware picked in the toolbar, its variables with it', async ({
+  page,
+  tmpPath
+}) => {
+  const file = 'moving.ipynb';
+  const notebook = {
+    cells: [{ cell_type: 'code', execution_count: null, metadata: {}, outputs: [], source: '' }],
+    metadata: {
+      kernelspec: { name: 'remote-hw-ssh-testhost', display_name: 'Test GPU', language: 'python' }
+    },
+    nbformat: 4,
+    nbformat_minor: 5
+  };
+  expect(
+    await page.contents.uploadContent(JSON.stringify(notebook), 'text', `${tmpPath}/${file}`)
+  ).toBe(true);
+  await page.filebrowser.refresh();
+  await page.notebook.open(file);
+  const item = page.locator(TOOLBAR);
+  await expect(item).toHaveText('Test GPU 24 GiB · testhost', { timeout: 90000 });
+  await page.notebook.setCell(0, 'code', "x = 41\nprint('ready')");
+  await page.notebook.runCell(0, true);
+  expect((await page.notebook.getCellTextOutput(0))?.join('').trim()).toBe('ready');
+  const sessions = await (await page.request.get('/api/sessions')).json();
+  const kernelId: string = sessions.find((s: { path: string }) => s.path.endsWith(file)).kernel.id;
+  const answer = await page.request.post(`/jupyter-remote-hw/api/hibernate/${kernelId}`, {
+    data: {}
+  });
+  expect(answer.status()).toBe(200);
+
+  // Opened again later: the toolbar reads from the server that its kernel hibernates.
+  await page.notebook.close(true);
+  await page.notebook.open(file);
+  await expect(item).toHaveText('Test GPU 24 GiB · testhost · hibernated · $0/h', {
+    timeout: 30000
+  });
+
+  // Other hardware, picked in the toolbar: the kernel wakes there, the old host untouched.
+  await item.click();
+  const dialog = page.locator('.jp-Dialog');
+  await dialog.locator('tr[data-name="ssh-sparebox"]').click();
+  const accept = dialog.locator('.jp-Dialog-button.jp-mod-accept');
+  await expect(accept).toHaveText('Wake there');
+  await accept.click();
+  await expect(page.getByText(/The kernel woke on Spare GPU 16 GiB/)).toBeVisible({
+    timeout: 120000
+  });
+  await expect(item).toHaveText('Spare GPU 16 GiB · sparebox', { timeout: 30000 });
+  const after = await (await page.request.get('/api/sessions')).json();
+  const kernel = after.find((s: { path: string }) => s.path.endsWith(file)).kernel;
+  expect(kernel.id).toBe(kernelId);
+  expect(kernel.name).toBe('remote-hw-ssh-sparebox');
+  // The status bar follows the machine that lists the kernel.
+  await expect(page.locator(STATUS)).toContainText('ssh-sparebox running', { timeout: 30000 });
+  await page.notebook.setCell(0, 'code', 'print(x + 1)');
+  await page.notebook.selectCells(0);
+  await page.keyboard.press('Control+Enter');
+  await expect(page.locator('.jp-Cell .jp-OutputArea-output').first()).toHaveText('42', {
+    timeout: 60000
+  });
 });
