@@ -33,6 +33,7 @@ KERNEL_MODULES = (
     "kernel_handler",
     "pickling",
     "protocol",
+    "state_files",
 )
 _MAIN = "from jupyter_remote_hw.agent.__main__ import main\nmain()\n"
 

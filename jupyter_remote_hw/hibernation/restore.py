@@ -19,6 +19,7 @@ from ..transfer import TransferError
 from ..transfer.client import TransferClient
 from ..transfer.variables import Kernels, answering, kernel_manager_of, transfer_client
 from .errors import EntryNotFoundError, HibernationError, RestoreError
+from .far import FarAccess, FarPlace, read_through, unreadable
 from .progress import Progress, Steps
 from .store import HibernationStore, size_text
 
@@ -85,6 +86,7 @@ async def restore(
     entry_id: str,
     device: str | None = None,
     progress: Progress | None = None,
+    far: FarAccess | None = None,
 ) -> RestoreSummary:
     """Put saved state back into a kernel: working directory, modules, variables.
 
@@ -100,6 +102,8 @@ async def restore(
         device: Where arriving tensors and modules go (``cuda``); None keeps them
             on the CPU.
         progress: Called with (step, bytes done, bytes in all): see :mod:`.progress`.
+        far: For an entry kept on a kernel's host (see :mod:`.far`): which place the
+            kernel reads itself, and how to copy the files through here otherwise.
 
     Returns:
         What was restored, and what the user should be told.
@@ -126,13 +130,23 @@ async def restore(
                 "reading saved state",
             )
         total = int(info.manifest.get("total_bytes") or 0)
-        manifest, pickled = await steps.in_thread(
-            store.read, entry_id, steps.from_thread("reading saved state", total)
-        )
+        place = FarPlace.from_json(info.far)
+        direct = place is not None and far is not None and far.here == place.host
+        if place is None:
+            manifest, pickled = await steps.in_thread(
+                store.read, entry_id, steps.from_thread("reading saved state", total)
+            )
+        else:
+            manifest, pickled = info.manifest, []
+            if not direct:
+                if far is None or far.read is None:
+                    raise unreadable(place, what)
+                steps.step(f"copying saved state from {place.label}")
+                pickled = await read_through(place, list(manifest["variables"]), far.read)
         summary = RestoreSummary(
             entry_id,
             left_out=list(manifest.get("left_out") or []),
-            total_bytes=sum(item.nbytes for item in pickled),
+            total_bytes=total if direct else sum(item.nbytes for item in pickled),
         )
         steps.step("reaching the kernel")
         async with transfer_client(kernel_manager, kernel_id) as client:
@@ -164,7 +178,12 @@ async def restore(
                     steps.current,
                 )
             summary.imported = list(answer["imported"])
-            if pickled:
+            if direct and place is not None:
+                steps.step(f"reading saved state on {place.label}")
+                summary.assigned = await client.load(
+                    place.path, list(manifest["variables"]), device
+                )
+            elif pickled:
                 summary.assigned = await client.push(
                     pickled, device, steps.bytes("sending variables", summary.total_bytes)
                 )

@@ -11,18 +11,21 @@ from __future__ import annotations
 import ast
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from ..transfer import Pickled, TransferError
+from ..transfer import TransferError
 from ..transfer.client import TransferClient
 from ..transfer.errors import NotSerializableError
 from ..transfer.variables import Kernels, is_busy, kernel_manager_of, listing, transfer_client
+from . import far as far_side
 from .errors import HibernationError, SaveError, UnsavableStateError
 from .progress import Progress, Steps
 from .store import EntryInfo, HibernationStore, size_text
 
 log = logging.getLogger(__name__)
+_Pulled = TypeVar("_Pulled")
 
 #: What to do with variables or modules that cannot be saved: save the rest and
 #: say what was left (``partial``), or save nothing and say why (``refuse``).
@@ -95,21 +98,19 @@ async def _cwd(client: TransferClient) -> str:
 
 
 async def _pull(
-    client: TransferClient,
+    pull: Callable[[list[str]], Awaitable[_Pulled]],
     names: list[str],
     policy: Policy,
     left: list[dict[str, Any]],
     types: dict[str, str],
-    steps: Steps,
-    total: int,
-) -> list[Pickled]:
-    """Pull ``names``; under ``partial``, one that fails to pickle there (which the
-    listing's trial did not foresee) is left out, named in ``left``, and the rest
-    pulled again."""
+) -> _Pulled:
+    """Pull ``names`` (here, or into files on the kernel's host); under ``partial``, one
+    that fails to pickle there (which the listing's trial did not foresee) is left out,
+    named in ``left``, and the rest pulled again."""
     remaining = list(names)
-    while remaining:
+    while True:
         try:
-            return await client.pull(remaining, steps.bytes("reading variables", total))
+            return await pull(remaining)
         except NotSerializableError as exc:
             entry = {"name": exc.name, "type": exc.type_name, "reason": exc.reason}
         except TransferError as exc:
@@ -125,7 +126,6 @@ async def _pull(
         log.info("hibernation: %r left out: %s", entry["name"], entry["reason"])
         remaining.remove(str(entry["name"]))
         left.append(entry)
-    return []
 
 
 async def save(
@@ -135,6 +135,7 @@ async def save(
     policy: Policy = "partial",
     progress: Progress | None = None,
     entry_id: str | None = None,
+    far: far_side.FarPlace | None = None,
 ) -> SaveSummary:
     """Save a kernel's variables, the modules bound to names, and its working directory.
 
@@ -153,6 +154,8 @@ async def save(
         progress: Called with (step, bytes done, bytes in all): see :mod:`.progress`.
         entry_id: The entry's id (default: ``kernel_id``); an older entry of that
             id is replaced once the new one is stored whole.
+        far: Where on the kernel's side the kernel writes its variables itself (see
+            :mod:`.far`; the store keeps the manifest); None: into the store.
 
     Returns:
         What was saved, what was left out and why, and the stored entry.
@@ -189,37 +192,43 @@ async def save(
                 )
             carried = [v for v in found["variables"] if v.get("carriable", True)]
             estimate = sum(int(v.get("nbytes") or 0) for v in carried)
-            await steps.in_thread(store.check_room, entry_id, estimate)
+            await steps.in_thread(store.check_room, entry_id, estimate, 0 if far else None)
             steps.step("asking the working directory")
             cwd = await _cwd(client)
             python = (await client.hello()).get("python_version")
-            pickled = await _pull(
-                client,
-                [v["name"] for v in carried],
-                policy,
-                left,
-                {v["name"]: v["type"] for v in carried},
-                steps,
-                estimate,
-            )
-        modules = [
-            {"name": m["name"], "module": m["module"]}
-            for m in found["modules"]
-            if m.get("importable", True)
-        ]
-        manifest = {
-            "kernel_id": kernel_id,
-            "kernel_name": manager.kernel_name,
-            "target": _target(manager),
-            "cwd": cwd,
-            "modules": modules,
-            "left_out": left,
-            "python": python,
-        }
-        total = sum(item.nbytes for item in pickled)
-        moved = steps.from_thread("writing", total)
-        entry = await steps.in_thread(store.write, entry_id, manifest, pickled, moved)
-        del pickled
+            modules = [
+                {"name": m["name"], "module": m["module"]}
+                for m in found["modules"]
+                if m.get("importable", True)
+            ]
+            manifest = {
+                "kernel_id": kernel_id,
+                "kernel_name": manager.kernel_name,
+                "target": _target(manager),
+                "cwd": cwd,
+                "modules": modules,
+                "left_out": left,
+                "python": python,
+            }
+            names = [v["name"] for v in carried]
+            types = {v["name"]: v["type"] for v in carried}
+            if far is not None:
+                entry = await _save_far(
+                    client, store, entry_id, manifest, far, steps, names, policy, types
+                )
+            else:
+                pickled = await _pull(
+                    lambda names: client.pull(names, steps.bytes("reading variables", estimate)),
+                    names,
+                    policy,
+                    left,
+                    types,
+                )
+        if far is None:
+            total = sum(item.nbytes for item in pickled)
+            moved = steps.from_thread("writing", total)
+            entry = await steps.in_thread(store.write, entry_id, manifest, pickled, moved)
+            del pickled
     except HibernationError:
         raise
     except Exception as exc:
@@ -245,6 +254,41 @@ async def save(
         summary.seconds,
     )
     return summary
+
+
+async def _save_far(
+    client: TransferClient,
+    store: HibernationStore,
+    entry_id: str,
+    manifest: dict[str, Any],
+    far: far_side.FarPlace,
+    steps: Steps,
+    names: list[str],
+    policy: Policy,
+    types: dict[str, str],
+) -> EntryInfo:
+    """Have the kernel write its variables into ``far``, then store the manifest; on any
+    failure (or cancellation) what the kernel wrote is removed again."""
+    steps.step(f"writing on {far.label}")
+    room = await steps.in_thread(store.room, entry_id)
+    try:
+        written = await _pull(
+            lambda names: far_side.write(client, far, names, room, store.min_free_bytes),
+            names,
+            policy,
+            manifest["left_out"],
+            types,
+        )
+        return await steps.in_thread(
+            store.write_far,
+            entry_id,
+            {**manifest, "far": far.to_json()},
+            list(written["variables"]),
+            int(written["total_bytes"]),
+        )
+    except BaseException:
+        await far_side.unwrite(client, far)
+        raise
 
 
 def _target(manager: Any) -> str | None:

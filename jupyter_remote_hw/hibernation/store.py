@@ -14,6 +14,8 @@ chose another. The manifest (JSON) holds ``format`` (:data:`FORMAT`),
 time), ``cwd``, ``python``, ``modules`` (``{"name", "module"}``), ``variables``
 (``{"name", "type", "nbytes", "file", "segments": [sizes], "sha256"}``),
 ``left_out`` (``{"name", "type" or "module", "reason"}``) and ``total_bytes``.
+An entry whose kernel wrote its variables on its own host (see :mod:`.far`) has
+no ``var-*.bin`` here: its manifest's ``far`` says where they are.
 
 Writing is atomic: an entry is written into a temporary directory beside the
 others, every file flushed to disk, then renamed into place (an older entry of
@@ -22,8 +24,9 @@ one, never a part of either; what a killed writer left behind is removed the
 next time the store is used.
 
 Storage is bounded: :attr:`HibernationStore.max_bytes` caps the bytes of all
-entries together, and :attr:`HibernationStore.min_free_bytes` keeps room on
-the disk; a save beyond either is refused (:class:`.errors.StoreFullError`)
+entries together (those kept on kernels' hosts included), and
+:attr:`HibernationStore.min_free_bytes` keeps room on the disk (on the host's
+disk too, for those); a save beyond either is refused (:class:`.errors.StoreFullError`)
 before anything is written, with the sizes in the message.
 """
 
@@ -73,7 +76,7 @@ class EntryInfo:
     Attributes:
         entry_id: Its id (the kernel's, unless the caller chose another).
         path: Its directory.
-        nbytes: Bytes its files take on disk.
+        nbytes: Bytes its files take on disk, here and where ``far`` says.
         manifest: Its manifest; empty when ``problem`` says why it cannot be read.
         problem: Why the entry cannot be restored, or None.
     """
@@ -89,6 +92,13 @@ class EntryInfo:
         """When it was saved (Unix time)."""
         value = self.manifest.get("saved_at")
         return float(value) if isinstance(value, int | float) else None
+
+    @property
+    def far(self) -> dict[str, Any] | None:
+        """Where its variables are when a kernel wrote them on its host (see :mod:`.far`:
+        ``provider``, ``host``, ``path``, ``label``); None when they are in ``path``."""
+        far = self.manifest.get("far")
+        return far if isinstance(far, dict) else None
 
 
 def _alive(pid: int) -> bool:
@@ -228,6 +238,8 @@ class HibernationStore(LoggingConfigurable):
             manifest = self._manifest(path)
         except CorruptEntryError as exc:
             return EntryInfo(entry_id, path, nbytes, problem=str(exc))
+        if isinstance(manifest.get("far"), dict):
+            nbytes += int(manifest.get("total_bytes") or 0)
         return EntryInfo(entry_id, path, nbytes, manifest)
 
     @staticmethod
@@ -264,16 +276,25 @@ class HibernationStore(LoggingConfigurable):
 
     # ------------------------------------------------------------------ room
 
-    def check_room(self, entry_id: str, nbytes: int) -> None:
+    def check_room(self, entry_id: str, nbytes: int, on_disk: int | None = None) -> None:
         """Refuse a new entry of ``nbytes`` that would go beyond the cap or the disk's
         room (an older entry of the same id, which it replaces, does not count).
+        ``on_disk``: the bytes of it on this disk, when not all (see :mod:`.far`).
 
         Raises:
             StoreFullError: With the sizes and the setting to change.
         """
-        self._check_room(self._open(), entry_id, nbytes)
+        self._check_room(self._open(), entry_id, nbytes, on_disk)
 
-    def _check_room(self, root: Path, entry_id: str, nbytes: int) -> None:
+    def room(self, entry_id: str) -> int:
+        """Bytes a new entry ``entry_id`` may take under the cap (0: no cap)."""
+        if not self.max_bytes:
+            return 0
+        return max(1, self.max_bytes - self._used(self._open(), entry_id))
+
+    def _check_room(
+        self, root: Path, entry_id: str, nbytes: int, on_disk: int | None = None
+    ) -> None:
         used = self._used(root, entry_id)
         if self.max_bytes and used + nbytes > self.max_bytes:
             raise StoreFullError(
@@ -286,8 +307,9 @@ class HibernationStore(LoggingConfigurable):
                 used,
                 self.max_bytes,
             )
+        here = nbytes if on_disk is None else on_disk
         free = shutil.disk_usage(root).free
-        if free - nbytes < self.min_free_bytes:
+        if here and free - here < self.min_free_bytes:
             raise StoreFullError(
                 f"saving kernel {entry_id} needs {size_text(nbytes)}, and the disk of {root} "
                 f"has {size_text(free)} free, of which {size_text(self.min_free_bytes)} must "
@@ -325,7 +347,7 @@ class HibernationStore(LoggingConfigurable):
             StoreFullError: It would go beyond the cap or the disk's room.
             OSError: Writing failed (the disk is full, say).
         """
-        target = self.entry_path(entry_id)
+        self.entry_path(entry_id)
         root = self._open()
         total = sum(item.nbytes for item in pickled)
         self._check_room(root, entry_id, total)
@@ -344,21 +366,62 @@ class HibernationStore(LoggingConfigurable):
                     {**item, "nbytes": sum(item["segments"]), "file": name, "sha256": digest}
                 )
             del segments
-            record = {
-                "format": FORMAT,
-                "entry_id": entry_id,
-                "saved_at": time.time(),
-                **manifest,
-                "variables": variables,
-                "total_bytes": total,
-            }
-            files.write_text(temp / MANIFEST, json.dumps(record, indent=1))
-            files.fsync_directory(temp)
-            self._commit(root, temp, target, entry_id, files.tree_bytes(temp), moved)
+            self._finish(root, temp, entry_id, manifest, variables, total, moved)
         except BaseException:
             files.remove_tree(temp)
             raise
         return self.entry(entry_id)
+
+    def write_far(
+        self, entry_id: str, manifest: dict[str, Any], variables: list[dict[str, Any]], total: int
+    ) -> EntryInfo:
+        """Store an entry whose variables a kernel wrote on its host (see :mod:`.far`):
+        only its manifest is written here (with ``far``, where the data is, and each
+        file's sizes and SHA-256), atomically as :meth:`write`; its ``total`` bytes
+        count against :attr:`max_bytes`, not against this disk's room.
+
+        Raises:
+            StoreFullError: It would go beyond the cap.
+            OSError: Writing failed.
+        """
+        self.entry_path(entry_id)
+        root = self._open()
+        self._check_room(root, entry_id, total, 0)
+        temp = root / f"{_TEMP}{entry_id}-{os.getpid()}-{secrets.token_hex(4)}"
+        files.private_directory(temp)
+        try:
+            self._finish(root, temp, entry_id, manifest, variables, total, None)
+        except BaseException:
+            files.remove_tree(temp)
+            raise
+        return self.entry(entry_id)
+
+    def _finish(
+        self,
+        root: Path,
+        temp: Path,
+        entry_id: str,
+        manifest: dict[str, Any],
+        variables: list[dict[str, Any]],
+        total: int,
+        moved: Callable[[int], None] | None,
+    ) -> None:
+        """Write the manifest into ``temp`` and put the entry in place."""
+        record = {
+            "format": FORMAT,
+            "entry_id": entry_id,
+            "saved_at": time.time(),
+            **manifest,
+            "variables": variables,
+            "total_bytes": total,
+        }
+        files.write_text(temp / MANIFEST, json.dumps(record, indent=1))
+        files.fsync_directory(temp)
+        far = isinstance(manifest.get("far"), dict)
+        here = files.tree_bytes(temp)
+        self._commit(
+            root, temp, root / entry_id, entry_id, here + (total if far else 0), moved, here
+        )
 
     def _commit(
         self,
@@ -368,10 +431,11 @@ class HibernationStore(LoggingConfigurable):
         entry_id: str,
         nbytes: int,
         moved: Callable[[int], None] | None,
+        on_disk: int | None = None,
     ) -> None:
         """Rename the written entry into place, replacing an older one of its id."""
         with files.locked(root / _LOCK):
-            self._check_room(root, entry_id, nbytes)  # another save may have come first
+            self._check_room(root, entry_id, nbytes, on_disk)  # another save may have come first
             if moved is not None:
                 moved(0)  # the last moment the caller can stop it
             old = None
@@ -408,6 +472,8 @@ class HibernationStore(LoggingConfigurable):
         if not os.path.lexists(path):
             raise EntryNotFoundError(f"no hibernated state for kernel {entry_id} in {self.path}")
         manifest = self._manifest(path)
+        if isinstance(manifest.get("far"), dict):
+            raise CorruptEntryError(f"{path} keeps its variables on {manifest['far'].get('label')}")
         pickled = []
         for variable in manifest.get("variables") or []:
             try:

@@ -30,6 +30,7 @@ from .pickling import (
     to_segments,
     type_name,
 )
+from .state_files import read_state, remove_state, write_state
 
 log = logging.getLogger(__name__)
 
@@ -350,15 +351,18 @@ class TransferHandler:
                 )
         pickled = from_segments(incoming.manifest, incoming.segments)
         del incoming
+        return self._assign(pickled, content.get("device")), []
+
+    def _assign(self, pickled: list[Any], device: str | None) -> dict[str, Any]:
+        """Rebuild every variable, then assign them all (none when one fails)."""
         values = load_variables(pickled)
-        del pickled
-        device = content.get("device")
+        del pickled[:]
         if device:
             values = {name: to_device(value, device) for name, value in values.items()}
         self.namespace.update(values)
         return {
             "assigned": [{"name": name, "type": type_name(value)} for name, value in values.items()]
-        }, []
+        }
 
     def _op_abort(
         self, content: dict[str, Any], buffers: list[Any]
@@ -387,6 +391,35 @@ class TransferHandler:
                 "parts": parts,
             }, []
         return {"variables": manifest, "inline": False}, []
+
+    def _op_store(
+        self, content: dict[str, Any], buffers: list[Any]
+    ) -> tuple[dict[str, Any], list[Any]]:
+        """Write the named variables into ``path`` on this host (see :mod:`.state_files`),
+        refusing beyond ``max_bytes`` or leaving less than ``min_free`` on its disk."""
+        return write_state(
+            self.namespace,
+            list(content["names"]),
+            str(content["path"]),
+            int(content.get("max_bytes") or 0),
+            int(content.get("min_free") or 0),
+        ), []
+
+    def _op_load(
+        self, content: dict[str, Any], buffers: list[Any]
+    ) -> tuple[dict[str, Any], list[Any]]:
+        """Read the ``variables`` written into ``path`` and assign them all, or none."""
+        device = content.get("device") or None
+        if device is not None:
+            check_device(device)
+        pickled = read_state(str(content["path"]), list(content["variables"]))
+        return self._assign(pickled, device), []
+
+    def _op_unstore(
+        self, content: dict[str, Any], buffers: list[Any]
+    ) -> tuple[dict[str, Any], list[Any]]:
+        """Remove a directory written by ``store``."""
+        return {"removed": remove_state(str(content["path"]))}, []
 
     def _op_read(
         self, content: dict[str, Any], buffers: list[Any]

@@ -88,5 +88,53 @@ class KernelQueries:
             return {"imported": [], "failed": [{**module, "reason": reason} for module in modules]}
         return {"imported": list(content["imported"]), "failed": list(content["failed"])}
 
+    async def store(
+        self, names: list[str], path: str, max_bytes: int = 0, min_free: int = 0
+    ) -> dict[str, Any]:
+        """Have the kernel write the named variables into ``path`` on its host (see
+        :func:`.state_files.write_state`): ``path`` as the host reads it, the
+        ``variables`` written and ``total_bytes``.
+
+        Raises:
+            TransferError: A variable cannot be pickled there (its ``name`` set), or
+                the host's disk has no room, or writing failed; nothing was written.
+        """
+        content, _ = await self._request(
+            {
+                "op": "store",
+                "names": names,
+                "path": path,
+                "max_bytes": max_bytes,
+                "min_free": min_free,
+            },
+            action=f"saving on {self.where}",
+        )
+        return content
+
+    async def load(
+        self, path: str, variables: list[dict[str, Any]], device: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Have the kernel read variables written by :meth:`store` and assign them all, or
+        none; ``{"name", "type"}`` of each assigned.
+
+        Raises:
+            TransferError: A file cannot be read or does not match, or a variable
+                cannot be rebuilt there; nothing was assigned.
+        """
+        content, _ = await self._request(
+            {"op": "load", "path": path, "variables": variables, "device": device},
+            action=f"reading saved state on {self.where}",
+        )
+        return list(content["assigned"])
+
+    async def unstore(self, path: str) -> str | None:
+        """Have the kernel remove what :meth:`store` wrote into ``path``; the path removed,
+        or None when nothing was there."""
+        content, _ = await self._request(
+            {"op": "unstore", "path": path}, action=f"removing saved state on {self.where}"
+        )
+        removed = content.get("removed")
+        return str(removed) if removed else None
+
 
 __all__ = ["KernelQueries"]
