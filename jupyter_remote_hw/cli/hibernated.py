@@ -81,6 +81,7 @@ class HibernatedCommands(BaseCommands):
                     manifest.get("target") or manifest.get("kernel_name") or "?",
                     _ago(entry.saved_at, now),
                     size_text(entry.nbytes),
+                    (entry.far or {}).get("label") or "this machine",
                     len(variables),
                     ", ".join(str(item.get("name")) for item in left) or "-",
                     entry.problem or "",
@@ -96,6 +97,7 @@ class HibernatedCommands(BaseCommands):
                         "hardware",
                         "saved",
                         "size",
+                        "kept on",
                         "variables",
                         "left out",
                         "problem",
@@ -134,3 +136,8 @@ class HibernatedCommands(BaseCommands):
         self._print(
             f"deleted the saved state of kernel {entry.entry_id} ({size_text(entry.nbytes)})"
         )
+        if entry.far:
+            self._print(
+                f"its variables stay in {entry.far.get('path')} on {entry.far.get('label')}: "
+                "delete them there (shutting a hibernated kernel down deletes both)"
+            )

@@ -47,6 +47,7 @@ from .usability import Unusable
 
 if TYPE_CHECKING:
     from ..agent_client.relay import KernelRelayClient
+    from ..hibernation.far import FarPlace
     from ..ledger import MachineRecord
     from .launch_steps import LaunchSteps
 
@@ -297,6 +298,31 @@ class Provider(LoggingConfigurable, metaclass=ProviderMeta):
         stopped; a SLURM job already ended with its agent). What was done, for people.
         """
         return None
+
+    def hibernation_place(self, target: Target) -> FarPlace | None:
+        """Where a kernel on ``target`` keeps its state while it hibernates: a directory
+        its host writes, that outlives the machine's release and that kernels with the
+        same place ``host`` read (see :mod:`..hibernation.far`); each kernel gets a
+        directory in it. None (the default): the Jupyter server's disk, the store."""
+        return None
+
+    async def read_hibernated(self, place: FarPlace, path: str) -> bytes:
+        """A file of a place this provider made, read from here (to restore a kernel that
+        cannot read the place itself).
+
+        Raises:
+            OSError: It cannot be read from here (the message says why, and what to do).
+        """
+        raise OSError(f"{place.label} cannot be read from this machine")
+
+    async def remove_hibernated(self, place: FarPlace) -> str:
+        """Remove a hibernated kernel's directory of a place this provider made, with no
+        kernel there to do it; what was done, for people.
+
+        Raises:
+            OSError: It could not be removed.
+        """
+        return f"its saved state stays in {place.path} on {place.label}"
 
     async def reap_unclaimed(self, live_targets: set[str]) -> list[str]:
         """End what this provider started that nothing live claims any more.

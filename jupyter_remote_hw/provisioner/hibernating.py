@@ -42,6 +42,7 @@ from ..hibernation import (
 from ..hibernation.store import size_text
 from ..providers.launch_steps import LaunchError, LaunchSteps
 from ..transport import TransportError
+from .far_state import access_for, delete_state, place_for
 from .moving import Place, check_wake_target, is_on, move, move_back
 
 if TYPE_CHECKING:
@@ -144,7 +145,9 @@ class KernelHibernation:
             )
         relay.hold(self._wake_requested)
         self._saving = asyncio.ensure_future(
-            save(self._kernel_manager(), p.kernel_id, self.store, policy, progress)
+            save(
+                self._kernel_manager(), p.kernel_id, self.store, policy, progress, far=place_for(p)
+            )
         )
         try:
             summary = await self._saving
@@ -169,6 +172,7 @@ class KernelHibernation:
             self.wake_error = None
             self.state = {
                 "bytes": summary.entry.nbytes,
+                "kept_on": (summary.entry.far or {}).get("label"),
                 "saved_at": time.time(),
                 "left_out": summary.left_out,
                 "kernel_info": (relay.kernel_info or b"").decode(errors="replace") or None,
@@ -309,6 +313,7 @@ class KernelHibernation:
                         p.kernel_id,
                         None,  # tensors on the CPU; on another target (moved_from), always
                         self._progress(steps, progress),
+                        access_for(p),
                     )
         except BaseException as exc:
             reason = self._reason(exc, steps)
@@ -327,10 +332,10 @@ class KernelHibernation:
             ) from exc
         for note in summary.notes:
             steps.note(note)
+        await delete_state(p, running=True)  # while its clients are held: its own request
         await relay.release()
         self.relay, self.state, self.wake_error = None, None, None
         await self._record()
-        await asyncio.to_thread(self.store.delete, p.kernel_id)
         steps.log.info(
             "kernel %s woke on %s: %s; %s restored in %.1f s",
             p.kernel_id,
@@ -427,7 +432,7 @@ class KernelHibernation:
         if relay is not None:
             await relay.close()
         try:
-            await asyncio.to_thread(self.store.delete, self.p.kernel_id)
+            await delete_state(self.p, running=False)
         except (OSError, KeyError) as exc:
             self.p.log.warning(
                 "kernel %s: its saved state was not deleted: %s", self.p.kernel_id, exc
@@ -451,7 +456,7 @@ class KernelHibernation:
         relay, self.relay, self.state, self.stopping = self.relay, None, None, False
         if relay is not None:
             await relay.release()
-        await asyncio.to_thread(self.store.delete, self.p.kernel_id)
+        await delete_state(self.p, running=False)
         await self._record()
 
 

@@ -32,6 +32,8 @@ export interface IMachineKernel {
 /** A hibernated kernel's saved state, as the machines listing says it. */
 export interface IHibernatedState {
   bytes: number;
+  /** Where the state is kept when not on the server's disk (`SLURM cluster dev`). */
+  kept_on?: string | null;
   saved_at?: number | null;
   left_out?: { name: string; reason?: string }[];
   /** Whether a wake is under way. */
@@ -106,7 +108,8 @@ export function kernelFacts(kernel: IMachineKernel, machine: IMachine, elapsed: 
   if (kernel.state === 'hibernated' && saved) {
     // Nothing runs and nothing is billed; the next cell (or Wake) brings it back.
     const facts = [machine.hardware, saved.waking ? 'waking' : 'hibernated'];
-    facts.push(`${formatBytes(saved.bytes)} saved`, '$0/h');
+    const where = saved.kept_on ? ` on ${saved.kept_on}` : '';
+    facts.push(`${formatBytes(saved.bytes)} saved${where}`, '$0/h');
     if (saved.wake_error) {
       facts.push(`last wake failed: ${saved.wake_error}`);
     }

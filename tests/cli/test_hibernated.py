@@ -44,6 +44,8 @@ async def test_saved_state_is_listed_with_its_size_and_deleted(
         "hardware",
         "saved",
         "size",
+        "kept",
+        "on",
         "variables",
         "left",
         "out",
@@ -51,7 +53,7 @@ async def test_saved_state_is_listed_with_its_size_and_deleted(
     ]
     # Its id, the kernel it came from, when, 32 MiB of array, one variable, the open file.
     assert row.split()[:2] == [kernel_id[:8], "python3"]
-    assert " ago " in row and "32.0 MiB" in row and row.split()[-1] == "f", row
+    assert " ago " in row and "32.0 MiB  this machine" in row and row.split()[-1] == "f", row
     total = f"{saved.entry.nbytes / (1 << 20):.1f} MiB"
     assert rest == [f"in all: {total} of 1.0 GiB (c.HibernationStore.max_bytes), in {root}"]
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ...hibernation.far import FarPlace
 from ...ledger import FINAL_STATES, MachineRecord
 from ..base import Machine
 from ..target import Target, slug
@@ -27,6 +28,9 @@ from .reaping import AWSReaping
 
 if TYPE_CHECKING:
     from ..launch_steps import LaunchSteps
+
+#: The place's ``host`` of an instance: ``aws:<instance id>``.
+PLACE_PREFIX = "aws:"
 
 
 class AWSProvider(AWSLaunch, AWSReaping):
@@ -125,3 +129,32 @@ class AWSProvider(AWSLaunch, AWSReaping):
             return None
         stopped = await self.stop(record, "its last kernel hibernated")
         return f"instance {stopped.resource_id} stopped ({stopped.state})"
+
+    def hibernation_place(self, target: Target) -> FarPlace | None:
+        """The instance's own disk: hibernating stops the instance, and a stopped
+        instance keeps its disk. Not a spot instance's (the server's disk instead):
+        its capacity can be taken back, ending it with its disk, and a stopped one may
+        find no capacity to start again."""
+        record = self.live_machine(target.name)
+        if record is None or record.market == "spot":
+            return None
+        root = (target.root or "~/.jupyter-remote-hw").rstrip("/")
+        return FarPlace(
+            self.name,
+            PLACE_PREFIX + record.resource_id,
+            f"{root}/hibernated",
+            f"the disk of instance {record.resource_id}",
+        )
+
+    async def read_hibernated(self, place: FarPlace, path: str) -> bytes:
+        """Never: the instance is stopped (starting it only to copy would bill it)."""
+        raise OSError(
+            f"{place.label} is read only by a kernel on that instance: wake the kernel on "
+            "the target it hibernated on (if the instance was terminated, its state went "
+            "with it)"
+        )
+
+    async def remove_hibernated(self, place: FarPlace) -> str:
+        """Nothing to do while the instance is stopped: its disk goes when it is
+        terminated."""
+        return f"its saved state stays in {place.path} on {place.label} until it is terminated"

@@ -34,6 +34,7 @@ from .allocations import allocation_target, live_names, place, shared_targets, s
 from .allocations import availability as allocation_availability
 from .ending import reap_jobs, terminate_job
 from .errors import LoginUnreachableError, SLURMError
+from .hibernated import HibernatedOnCluster
 from .machine import SLURMMachine
 from .queue import SlurmShell
 from .submission import live_allocation, submit
@@ -67,7 +68,7 @@ CLUSTER_KEYS = {
 }
 
 
-class SLURMProvider(Provider):
+class SLURMProvider(HibernatedOnCluster, Provider):
     """SLURM clusters, reached through their login nodes over SSH.
 
     Configure as ``c.SLURMProvider.clusters = {"name": {"login": "alias", ...}}``.

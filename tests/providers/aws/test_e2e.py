@@ -230,11 +230,20 @@ async def test_a_hibernated_kernel_stops_its_instance_and_the_next_cell_starts_i
     cost = stopped.cost()
     await asyncio.sleep(0.5)
     assert manager.ledger.get_machine(record.machine_id).cost() == cost  # type: ignore[union-attr]
+    # Its variables wait on the instance's own disk (the test host's, under its root),
+    # kept while it is stopped; the server's store holds the manifest alone.
+    far = Path(aws.remote_root) / "hibernated" / kernel_id
+    assert sorted(p.name for p in far.iterdir()) == ["var-0000.bin"]
+    entry = manager.hibernation_store.entry(kernel_id)
+    assert sorted(p.name for p in entry.path.iterdir()) == ["manifest.json"]
+    assert entry.far is not None and entry.far["host"] == f"aws:{record.resource_id}"
 
     # The next cell starts the same instance and wakes the kernel with its variables.
     ran = await kc.execute("print(x + 1)", timeout=120)
     assert ran.status == "ok" and ran.stdout.strip() == "42", ran
     assert state() == "running"
+    # Read there by the woken kernel, then removed by it.
+    assert not far.exists() and manager.hibernation_store.entries() == []
     woken = aws.live_machine("aws-gpu")
     assert woken is not None and woken.machine_id == record.machine_id
     assert woken.state == "running"

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from jupyter_remote_hw.hibernation.far import FarPlace
 from jupyter_remote_hw.machines import MachineManager
+from jupyter_remote_hw.providers.slurm import SLURMProvider
 
 from ...testhosts import SSHTestHost
 from .conftest import (
@@ -280,9 +282,34 @@ async def test_a_hibernated_kernel_ends_its_job_and_the_next_cell_runs_in_a_new_
             break
         await asyncio.sleep(0.2)
     assert job_state(first_job) in ("COMPLETED", ""), job_state(first_job)
-    # The next cell submits a new job and wakes the kernel there, with its variables.
+    # Its variables wait in the cluster's shared home, not on the server's disk: the
+    # store keeps the manifest alone.
+    slurm_provider = manager.providers["slurm"]
+    assert isinstance(slurm_provider, SLURMProvider)
+    far = Path(slurm_provider.clusters["dev"]["root"]) / "hibernated" / kernel_id
+    assert sorted(p.name for p in far.iterdir()) == ["var-0000.bin"]
+    entry = manager.hibernation_store.entry(kernel_id)
+    assert sorted(p.name for p in entry.path.iterdir()) == ["manifest.json"]
+    assert entry.far is not None and entry.far["host"] == "slurm:dev"
+    assert entry.nbytes > far.joinpath("var-0000.bin").stat().st_size
+    # Read from here over the login node's SSH connection (how a kernel woken elsewhere
+    # gets them), byte for byte.
+    place = FarPlace.from_json(entry.far)
+    assert place is not None
+    copied = await slurm_provider.read_hibernated(place, f"{place.path}/var-0000.bin")
+    assert copied == far.joinpath("var-0000.bin").read_bytes()
+    # The next cell submits a new job and wakes the kernel there, with its variables,
+    # read there from the shared home; then they are deleted.
     ran = await kc.execute("print(x + 1, os.environ['SLURM_JOB_ID'])", timeout=120)
     assert ran.status == "ok", ran
     value, second_job = ran.stdout.split()
     assert value == "42" and second_job != first_job
     assert job_state(second_job) == "RUNNING"
+    assert not far.exists() and manager.hibernation_store.entries() == []
+    # Hibernated again and shut down: its directory is removed through the login node.
+    answer = await jp_fetch(
+        "jupyter-remote-hw", "api", "hibernate", kernel_id, method="POST", body="{}"
+    )
+    assert json.loads(answer.body)["hibernated"] is True and far.is_dir()
+    await kernels.stop(kernel_id)
+    assert not far.exists() and manager.hibernation_store.entries() == []

@@ -1,0 +1,100 @@
+"""Where a provisioner's kernel keeps its state while it hibernates, per provider: the
+place its provider names (a SLURM cluster's shared home, an instance's disk; see
+:meth:`..providers.base.Provider.hibernation_place`), or the server's store.
+
+The store on our side holds every entry's manifest either way, so listing,
+the cap and taking a kernel over after a server restart work alike; deleting
+an entry removes its far directory too: through the woken kernel when it reads
+the place, else through the provider that made it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from ..hibernation import EntryNotFoundError
+from ..hibernation.far import FarAccess, FarPlace
+from ..transfer import TransferError
+from ..transfer.variables import transfer_client
+
+if TYPE_CHECKING:
+    from ..providers.base import Provider
+    from .provisioner import RemoteHWProvisioner
+
+
+def _provider(p: RemoteHWProvisioner, name: str) -> Provider | None:
+    provider: Provider | None = p.manager.providers.get(name)
+    return provider
+
+
+def _base(p: RemoteHWProvisioner) -> FarPlace | None:
+    """The provider's place for the kernel's target now, or None (the store)."""
+    target = p._target()
+    provider = _provider(p, target.provider)
+    return provider.hibernation_place(target) if provider is not None else None
+
+
+def place_for(p: RemoteHWProvisioner) -> FarPlace | None:
+    """Where the kernel writes its state when it hibernates now (a directory of its own
+    in its provider's place), or None: into the store."""
+    base = _base(p)
+    return base.child(p.kernel_id) if base is not None else None
+
+
+def access_for(p: RemoteHWProvisioner) -> FarAccess:
+    """How a restore into the kernel (just started on its target) reaches state kept far:
+    directly when its target's place is the same, else copied by the provider that
+    made the place."""
+    base = _base(p)
+
+    async def read(place: FarPlace, path: str) -> bytes:
+        owner = _provider(p, place.provider)
+        if owner is None:
+            raise OSError(f"no {place.provider} provider here to read {place.label}")
+        return await owner.read_hibernated(place, path)
+
+    return FarAccess(base.host if base is not None else None, read)
+
+
+async def delete_state(p: RemoteHWProvisioner, running: bool) -> None:
+    """Delete the kernel's saved state: its directory where it is kept (through the kernel
+    when ``running`` on a host that reads it, else through its provider), then the
+    store's entry. A far directory that cannot be removed is said in the log."""
+    store = p.manager.hibernation_store
+    try:
+        entry = await asyncio.to_thread(store.entry, p.kernel_id)
+    except EntryNotFoundError:
+        return
+    place = FarPlace.from_json(entry.far)
+    if place is not None:
+        p.log.info("kernel %s: %s", p.kernel_id, await _remove(p, place, running))
+    await asyncio.to_thread(store.delete, p.kernel_id)
+
+
+async def _remove(p: RemoteHWProvisioner, place: FarPlace, running: bool) -> str:
+    base = _base(p) if running else None
+    if base is not None and base.host == place.host and p.parent is not None:
+        try:
+            async with transfer_client(p.parent, p.kernel_id) as client:
+                await client.unstore(place.path)
+            return f"its saved state in {place.path} on {place.label} removed"
+        except (TransferError, OSError, KeyError) as exc:
+            p.log.info("kernel %s: the kernel did not remove %s: %s", p.kernel_id, place.path, exc)
+    owner = _provider(p, place.provider)
+    if owner is None:
+        return f"its saved state stays in {place.path} on {place.label} (no provider here)"
+    try:
+        return await owner.remove_hibernated(place)
+    except OSError as exc:
+        p.log.warning(
+            "kernel %s: its saved state in %s on %s was not removed: %s",
+            p.kernel_id,
+            place.path,
+            place.label,
+            exc,
+        )
+        return f"its saved state stays in {place.path} on {place.label}"
+
+
+__all__ = ["access_for", "delete_state", "place_for"]
