@@ -149,6 +149,8 @@ describe('a hibernated kernel', () => {
     ]);
     const waking = { ...kernel, hibernated: { bytes: 2048, waking: true } };
     expect(kernelFacts(waking, machine, 0).slice(1, 3)).toEqual(['waking', '2.0 KiB saved']);
+    const kept = { ...kernel, hibernated: { bytes: 2048, kept_on: 'SLURM cluster dev' } };
+    expect(kernelFacts(kept, machine, 0)[2]).toBe('2.0 KiB saved on SLURM cluster dev');
   });
 
   it('has a Wake button, which a running kernel has not', () => {

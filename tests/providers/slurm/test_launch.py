@@ -313,3 +313,39 @@ async def test_a_hibernated_kernel_ends_its_job_and_the_next_cell_runs_in_a_new_
     assert json.loads(answer.body)["hibernated"] is True and far.is_dir()
     await kernels.stop(kernel_id)
     assert not far.exists() and manager.hibernation_store.entries() == []
+
+
+async def test_a_kernel_woken_on_another_partition_reads_its_state_in_the_cluster(
+    kernels: Any, manager: MachineManager, jp_fetch: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slurm_provider = manager.providers["slurm"]
+    assert isinstance(slurm_provider, SLURMProvider)
+
+    async def not_through_the_server(place: FarPlace, path: str) -> bytes:
+        raise OSError("the state must be read in the cluster, not copied")
+
+    monkeypatch.setattr(slurm_provider, "read_hibernated", not_through_the_server)
+    kernel_id = await kernels.start(A100)
+    kc = await kernels.channels(kernel_id)
+    assert (await kc.execute("import os; w = list(range(1000))")).status == "ok"
+    answer = await jp_fetch(
+        "jupyter-remote-hw", "api", "hibernate", kernel_id, method="POST", body="{}"
+    )
+    assert json.loads(answer.body)["hibernated"] is True
+    far = Path(slurm_provider.clusters["dev"]["root"]) / "hibernated" / kernel_id
+    assert far.is_dir()
+    # Woken on the T4 partition: another allocation of the same cluster, which reads the
+    # cluster's home itself.
+    answer = await jp_fetch(
+        "jupyter-remote-hw",
+        "api",
+        "wake",
+        kernel_id,
+        method="POST",
+        body=json.dumps({"target": "slurm-dev-gpu-t4"}),
+    )
+    woke = json.loads(answer.body)
+    assert woke["woken"] is True and woke["target"].startswith("slurm-dev-gpu-t4"), woke
+    ran = await kc.execute("print(sum(w), os.environ['SLURM_JOB_PARTITION'])", timeout=120)
+    assert ran.status == "ok" and ran.stdout.split() == ["499500", "gpu"], ran
+    assert not far.exists() and manager.hibernation_store.entries() == []
