@@ -48,6 +48,15 @@ def _remove(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def _remove_leftovers(parent: str, name: str) -> None:
+    """Remove what a save or a removal of entry ``name`` left when its kernel was killed
+    part way (only that entry's kernel writes it, so none is under way now)."""
+    prefix = f"{_TEMP}{name}-"
+    for item in os.listdir(parent):
+        if item.startswith(prefix):
+            _remove(os.path.join(parent, item))
+
+
 def state_path(directory: str) -> str:
     """``directory`` with ``~`` expanded and made absolute, as this host reads it."""
     return os.path.abspath(os.path.expanduser(directory))
@@ -114,6 +123,7 @@ def write_state(
     total = sum(view.nbytes for view in segments)
     check_room(path, total, max_bytes, min_free)
     parent = os.path.dirname(path)
+    _remove_leftovers(parent, os.path.basename(path))
     temp = os.path.join(
         parent,
         f"{_TEMP}{os.path.basename(path)}-{binascii.hexlify(os.urandom(4)).decode()}",

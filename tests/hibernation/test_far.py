@@ -47,7 +47,11 @@ async def test_the_kernel_writes_its_state_on_its_host_and_a_kernel_there_reads_
     kernel = await start_kernel()
     await run(kernels, kernel, STATE)
     far = place(tmp_path, kernel)
+    killed = Path(f"{Path(far.path).parent}/.tmp-{kernel}-0badc0de")  # a save killed part way
+    killed.mkdir(parents=True)
+    (killed / "var-0000.bin").write_bytes(b"part")
     summary = await save(kernels, kernel, store, far=far)
+    assert sorted(p.name for p in Path(far.path).parent.iterdir()) == [kernel]
     # The data is in the host's directory; the store holds the manifest alone.
     written = sorted(p.name for p in Path(far.path).iterdir())
     assert written == ["var-0000.bin", "var-0001.bin", "var-0002.bin"]
