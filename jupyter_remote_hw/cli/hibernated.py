@@ -16,6 +16,7 @@ from typing import Any, TextIO
 from tabulate import tabulate
 
 from ..hibernation import HibernationStore
+from ..hibernation.far import FarPlace
 from ..hibernation.store import size_text
 from ..machines.manager import MachineManager
 from ..validation import KERNEL_ID, argument_type
@@ -44,7 +45,7 @@ async def run(args: argparse.Namespace, manager: MachineManager, out: TextIO, er
     """Run one parsed hibernated subcommand."""
     commands = HibernatedCommands(manager, out, err)
     if args.delete:
-        commands.delete(args.delete, args.yes)
+        await commands.delete(args.delete, args.yes)
     else:
         commands.list(await held_kernels())
 
@@ -112,7 +113,7 @@ class HibernatedCommands(BaseCommands):
         limit = f" of {size_text(cap)} (c.HibernationStore.max_bytes)" if cap else " (no cap)"
         self._print(f"in all: {size_text(total)}{limit}, in {self.store.path}")
 
-    def delete(self, kernel: str, yes: bool) -> None:
+    async def delete(self, kernel: str, yes: bool) -> None:
         """Delete one kernel's saved state, found by its id or the start of it."""
         found = [e for e in self.store.entries() if e.entry_id.startswith(kernel)]
         if not found:
@@ -136,8 +137,18 @@ class HibernatedCommands(BaseCommands):
         self._print(
             f"deleted the saved state of kernel {entry.entry_id} ({size_text(entry.nbytes)})"
         )
-        if entry.far:
-            self._print(
-                f"its variables stay in {entry.far.get('path')} on {entry.far.get('label')}: "
-                "delete them there (shutting a hibernated kernel down deletes both)"
-            )
+        place = FarPlace.from_json(entry.far)
+        if place is not None:
+            self._print(await self._remove_far(place))
+
+    async def _remove_far(self, place: FarPlace) -> str:
+        """Remove the files a far entry keeps on a cluster or an instance; what was done."""
+        provider = self.manager.providers.get(place.provider)
+        kept = f"its variables stay in {place.path} on {place.label}"
+        if provider is None:
+            return f"{kept}: no {place.provider} provider here to remove them"
+        try:
+            done = await provider.remove_hibernated(place)
+        except OSError as exc:
+            return f"{kept}: {exc}"
+        return done
