@@ -5,6 +5,14 @@ asked anything. The kernel then changes to the saved working directory (when
 it exists there), imports the saved modules, and receives all the variables
 in one transfer that it assigns whole or not at all. The store is never
 changed here: the caller deletes the entry once it no longer needs it.
+
+Tensors and modules go back to the device the save recorded for their
+variable (``cuda:0`` ...) when the kernel has it; when it does not (woken on a
+machine without CUDA, or with fewer GPUs), or the variable held tensors on
+several devices, or moving it there fails, the variable stays on the CPU and
+a note names it and the device: a missing device never fails a wake. A
+``device`` given to :func:`restore` puts everything there instead. Open comms
+the save left out (widgets) are said in a note too.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from typing import Any
 
 from ..transfer import TransferError
 from ..transfer.client import TransferClient
+from ..transfer.devices import MIXED
 from ..transfer.variables import Kernels, answering, kernel_manager_of, transfer_client
 from .errors import EntryNotFoundError, HibernationError, RestoreError
 from .far import FarAccess, FarPlace, read_through, unreadable
@@ -38,7 +47,11 @@ class RestoreSummary:
         cwd_restored: Whether that is the saved one (false when it does not exist
             where the kernel runs; ``notes`` says so).
         left_out: What the save had left out, with the reasons (not restored).
-        notes: What the user should be told (the saved directory is missing ...).
+        devices: Where the variables whose tensors or modules were on a device
+            other than the CPU went (``{"t": "cuda:0"}``); those left on the CPU
+            instead are named in ``notes``.
+        notes: What the user should be told (the saved directory is missing, a
+            variable stays on the CPU, widgets must be displayed again ...).
         total_bytes: Bytes of the variables sent.
         seconds: How long it took.
     """
@@ -49,6 +62,7 @@ class RestoreSummary:
     cwd: str = ""
     cwd_restored: bool = False
     left_out: list[dict[str, Any]] = field(default_factory=list)
+    devices: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     total_bytes: int = 0
     seconds: float = 0.0
@@ -79,6 +93,77 @@ def _literal(answer: dict[str, Any]) -> Any:
     return ast.literal_eval(answer["data"]["text/plain"])
 
 
+#: How many CUDA devices a kernel has (an error where torch cannot be imported).
+_CUDA_COUNT = (
+    "(lambda t: t.cuda.device_count() if t.cuda.is_available() else 0)(__import__('torch'))"
+)
+
+
+async def _cuda_devices(client: TransferClient) -> tuple[int, str]:
+    """How many CUDA devices the kernel has, and how to say that when it is too few."""
+    answer = (await client.link.evaluate({"count": _CUDA_COUNT})).get("count") or {}
+    if answer.get("status") != "ok":
+        return 0, (
+            f"torch cannot be imported there ({answer.get('ename')}: {answer.get('evalue')})"
+        )
+    count = int(_literal(answer))
+    return count, (
+        "the kernel has no CUDA device"
+        if count == 0
+        else f"the kernel has {count} CUDA device{'s' if count > 1 else ''}"
+    )
+
+
+def _on_cpu(name: str, device: str, why: str) -> str:
+    return f"{name!r} was on {device} when it hibernated, and {why}: it is on the CPU now"
+
+
+async def _placement(
+    client: TransferClient, recorded: dict[str, Any], names: set[str]
+) -> tuple[dict[str, str], list[str]]:
+    """Where each restored variable goes (``{"t": "cuda:0"}``: the others stay on the
+    CPU), and a note for each that cannot go where the save recorded it."""
+    wanted = {
+        name: str(device)
+        for name, device in recorded.items()
+        if name in names and device and device != "cpu"
+    }
+    placement: dict[str, str] = {}
+    notes: list[str] = []
+    count, why = 0, ""
+    if any(device.startswith("cuda") for device in wanted.values()):
+        count, why = await _cuda_devices(client)
+    for name, device in sorted(wanted.items()):
+        kind, _, index = device.partition(":")
+        if device == MIXED:
+            notes.append(
+                f"{name!r} held tensors on several devices when it hibernated: it is on the CPU now"
+            )
+        elif kind != "cuda" or not (index or "0").isdigit():
+            notes.append(_on_cpu(name, device, "only CUDA devices are put back"))
+        elif int(index or 0) >= count:
+            notes.append(_on_cpu(name, device, why))
+        else:
+            placement[name] = device
+    return placement, notes
+
+
+def _placed(summary: RestoreSummary, device: str | None, recorded: dict[str, Any]) -> None:
+    """Record where the kernel put each variable holding tensors or modules (those in
+    ``recorded``, the save's devices), and note those it could not put there."""
+    for item in summary.assigned:
+        name, went = str(item["name"]), item.get("device")
+        if item.get("reason"):
+            summary.notes.append(
+                f"{name!r} could not be put back on its device ({item['reason']}): it is "
+                "on the CPU now"
+            )
+        elif went and went != "cpu":
+            summary.devices[name] = str(went)
+        elif device and device != "cpu" and name in recorded:
+            summary.devices[name] = device
+
+
 async def restore(
     kernel_manager: Kernels,
     kernel_id: str,
@@ -99,8 +184,11 @@ async def restore(
         kernel_id: The kernel to restore into.
         store: Where the state is.
         entry_id: The entry (the hibernated kernel's id).
-        device: Where arriving tensors and modules go (``cuda``); None keeps them
-            on the CPU.
+        device: Where every arriving tensor and module goes (``cuda``), for a
+            wake on a target other than the saved one; a device the kernel
+            lacks then fails the restore. None: each variable goes back to
+            the device the save recorded for it, where the kernel has it, and
+            stays on the CPU with a note where it has not.
         progress: Called with (step, bytes done, bytes in all): see :mod:`.progress`.
         far: For an entry kept on a kernel's host (see :mod:`.far`): which place the
             kernel reads itself, and how to copy the files through here otherwise.
@@ -178,15 +266,23 @@ async def restore(
                     steps.current,
                 )
             summary.imported = list(answer["imported"])
+            recorded = dict(manifest.get("devices") or {})
+            placement: str | dict[str, str] | None = device
+            if device is None:
+                placement, notes = await _placement(
+                    client, recorded, {str(v["name"]) for v in manifest.get("variables") or []}
+                )
+                summary.notes.extend(notes)
             if direct and place is not None:
                 steps.step(f"reading saved state on {place.label}")
                 summary.assigned = await client.load(
-                    place.path, list(manifest["variables"]), device
+                    place.path, list(manifest["variables"]), placement
                 )
             elif pickled:
                 summary.assigned = await client.push(
-                    pickled, device, steps.bytes("sending variables", summary.total_bytes)
+                    pickled, placement, steps.bytes("sending variables", summary.total_bytes)
                 )
+            _placed(summary, device, recorded)
             del pickled
     except (EntryNotFoundError, RestoreError):
         raise
@@ -201,6 +297,9 @@ async def restore(
             "assigned and the saved state is as it was; try again.",
             steps.current,
         ) from exc
+    summary.notes.extend(
+        f"not restored: {e['name']} ({e['reason']})" for e in summary.left_out if e.get("comm")
+    )
     summary.seconds = time.monotonic() - began
     steps.step("restored", summary.total_bytes, summary.total_bytes)
     log.info(

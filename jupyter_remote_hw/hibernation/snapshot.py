@@ -4,6 +4,12 @@ The kernel is only read: its variables are pickled there and pulled here with
 the transfer machinery (out-of-band buffers, cloudpickle for notebook-defined
 code), so a failure at any step leaves it running as it was, and the store as
 it was (see :meth:`.store.HibernationStore.write`).
+
+Where each variable's tensors and modules lived (``cpu``, ``cuda:0``, or
+``mixed`` across devices) is recorded in the manifest's ``devices``, read from
+the tensors' ``device`` there (nothing is copied for it); a wake puts them
+back there (see :mod:`.restore`). The kernel's open comms (widgets) are
+listed as left out, by target, and never block a save: see :func:`open_comms`.
 """
 
 from __future__ import annotations
@@ -44,7 +50,9 @@ class SaveSummary:
         entry: The stored entry (its id, directory, bytes on disk, manifest).
         saved: ``{"name", "type", "nbytes"}`` of each variable saved.
         modules: ``{"name", "module"}`` of each module to import again.
-        left_out: ``{"name", "type" or "module", "reason"}`` of what was not saved.
+        left_out: ``{"name", "type" or "module", "reason"}`` of what was not saved,
+            and ``{"name", "comm", "count", "reason"}`` per target of the open
+            comms (widgets), which are never saved (see :func:`open_comms`).
         cwd: The kernel's working directory.
         seconds: How long the save took.
     """
@@ -85,6 +93,33 @@ def unsaved(found: dict[str, Any]) -> list[dict[str, Any]]:
         if not m.get("importable", True)
     )
     return left
+
+
+#: Why open comms of a target do not come along, by target; others get :data:`_COMMS`.
+_COMM_REASONS = {
+    "jupyter.widget": "open widgets must be displayed again after waking (run the cells "
+    "that display them)",
+}
+_COMMS = "open comms do not survive a wake: what opened them must open them again"
+
+
+def open_comms(found: dict[str, Any]) -> list[dict[str, Any]]:
+    """The open comms of a kernel's listing (widgets and other comm targets), one
+    entry per target name: ``{"name", "comm", "count", "reason"}``.
+
+    They are left out of every save, and never block one (not even under
+    ``refuse``): a kernel that merely displayed a widget would otherwise never
+    hibernate, and what a comm showed is, for the notebook, one cell away.
+    """
+    return [
+        {
+            "name": str(comm["target"]),
+            "comm": str(comm["target"]),
+            "count": int(comm.get("count") or 1),
+            "reason": _COMM_REASONS.get(str(comm["target"]), _COMMS),
+        }
+        for comm in found.get("comms") or []
+    ]
 
 
 async def _cwd(client: TransferClient) -> str:
@@ -150,7 +185,8 @@ async def save(
         kernel_id: The kernel.
         store: Where the state goes.
         policy: ``partial``: save what can be saved and list what was left out;
-            ``refuse``: when anything cannot be saved, save nothing and raise.
+            ``refuse``: when a variable or module cannot be saved, save nothing
+            and raise (open comms never count: they are listed as left out).
         progress: Called with (step, bytes done, bytes in all): see :mod:`.progress`.
         entry_id: The entry's id (default: ``kernel_id``); an older entry of that
             id is replaced once the new one is stored whole.
@@ -190,7 +226,9 @@ async def save(
                     "was saved and the kernel keeps running as it was.",
                     left,
                 )
+            left.extend(open_comms(found))
             carried = [v for v in found["variables"] if v.get("carriable", True)]
+            devices = {v["name"]: str(v["device"]) for v in carried if v.get("device")}
             estimate = sum(int(v.get("nbytes") or 0) for v in carried)
             await steps.in_thread(store.check_room, entry_id, estimate, 0 if far else None)
             steps.step("asking the working directory")
@@ -209,6 +247,9 @@ async def save(
                 "modules": modules,
                 "left_out": left,
                 "python": python,
+                # One left out while pulling keeps its device here: a restore looks
+                # only at the variables it restores.
+                "devices": devices,
             }
             names = [v["name"] for v in carried]
             types = {v["name"]: v["type"] for v in carried}
@@ -297,4 +338,4 @@ def _target(manager: Any) -> str | None:
     return target if isinstance(target, str) else None
 
 
-__all__ = ["POLICIES", "Policy", "SaveSummary", "save", "unsaved"]
+__all__ = ["POLICIES", "Policy", "SaveSummary", "open_comms", "save", "unsaved"]

@@ -13,7 +13,11 @@ chose another. The manifest (JSON) holds ``format`` (:data:`FORMAT`),
 ``entry_id``, ``kernel_id``, ``kernel_name``, ``target``, ``saved_at`` (Unix
 time), ``cwd``, ``python``, ``modules`` (``{"name", "module"}``), ``variables``
 (``{"name", "type", "nbytes", "file", "segments": [sizes], "sha256"}``),
-``left_out`` (``{"name", "type" or "module", "reason"}``) and ``total_bytes``.
+``left_out`` (``{"name", "type" or "module", "reason"}``, and
+``{"name", "comm", "count", "reason"}`` per target of the open comms),
+``devices`` (where each variable holding tensors or modules had them:
+``{"x": "cuda:0", "y": "cpu", "z": "mixed"}``; absent in entries saved before
+it was recorded) and ``total_bytes``.
 An entry whose kernel wrote its variables on its own host (see :mod:`.far`) has
 no ``var-*.bin`` here: its manifest's ``far`` says where they are.
 

@@ -1,4 +1,5 @@
-"""Placing arriving tensors and modules on a device (``--device cuda``).
+"""Placing arriving tensors and modules on a device (``--device cuda``), and saying
+where a variable's tensors and modules live (what hibernation records).
 
 Runs inside kernels on hosts: Python 3.8 syntax, torch imported only when a
 device is asked for.
@@ -6,8 +7,9 @@ device is asked for.
 
 from __future__ import annotations
 
+import itertools
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import TransferError
 
@@ -45,6 +47,57 @@ def check_device(device: str) -> None:
             f"--device {device}: this host has {torch.cuda.device_count()} CUDA device(s). "
             "Nothing was assigned."
         )
+
+
+#: What :func:`device_of` says of a variable whose tensors live on more than one device.
+MIXED = "mixed"
+
+#: The most tensors, modules and container items :func:`device_of` looks at in one
+#: variable; past them, the devices of those seen answer for the whole.
+LOOK_LIMIT = 100_000
+
+if TYPE_CHECKING:  # an alias for the type checker only: Python 3.8 runs this module
+    #: Where arriving variables go: one device for all, or one per variable name
+    #: (names left out stay where they arrive, on the CPU).
+    Placement = str | dict[str, str] | None
+
+
+def device_of(value: Any) -> str | None:
+    """Where ``value``'s tensors and modules live: ``cpu``, ``cuda:0`` ..., :data:`MIXED`
+    when on several devices, or None when it holds none (or torch was never imported).
+
+    It looks where :func:`to_device` moves (tensors, a module's parameters and
+    buffers, dicts, lists and tuples around them), reading each tensor's
+    ``device`` only: nothing is copied.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    found: set[str] = set()
+    pending = [value]
+    for _ in range(LOOK_LIMIT):
+        if not pending:
+            break
+        item = pending.pop()
+        if isinstance(item, torch.Tensor):
+            found.add(str(item.device))
+        elif isinstance(item, torch.nn.Module):
+            found.update(str(t.device) for t in itertools.chain(item.parameters(), item.buffers()))
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, (list, tuple)) and not hasattr(item, "_fields"):
+            pending.extend(item)
+    found.discard("meta")  # no memory anywhere: nothing to put back
+    if not found:
+        return None
+    return found.pop() if len(found) == 1 else MIXED
+
+
+def placements(device: Placement) -> list[str]:
+    """Every device a placement names."""
+    if isinstance(device, dict):
+        return sorted(set(device.values()))
+    return [device] if device else []
 
 
 def to_device(value: Any, device: str) -> Any:

@@ -14,12 +14,12 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import protocol
 from .buffers import empty_segment
 from .bulk import BulkStream, part_count
-from .devices import check_device, to_device
+from .devices import check_device, device_of, placements, to_device
 from .errors import NotSerializableError, TransferError
 from .pickling import (
     dump_variables,
@@ -31,6 +31,9 @@ from .pickling import (
     type_name,
 )
 from .state_files import read_state, remove_state, write_state
+
+if TYPE_CHECKING:
+    from .devices import Placement
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +50,7 @@ class _Incoming:
     """A transfer being received: one preallocated buffer per segment."""
 
     manifest: list[dict[str, Any]]
-    device: str | None
+    device: Placement
     segments: list[Any]
     bulk: BulkStream | None = None
     touched: float = field(default_factory=time.monotonic)
@@ -94,6 +97,40 @@ def _trial(name: str, value: Any, check: bool) -> dict[str, Any]:
     except NotSerializableError as exc:  # whatever pickling raised, with its reason
         return {"carriable": False, "checked": True, "reason": exc.reason}
     return {"carriable": True, "checked": True, "nbytes": nbytes}
+
+
+def open_comms(kernel: Any) -> list[dict[str, Any]]:
+    """The kernel's open comms (widgets and others), as ``{"target", "count"}`` per
+    target name; the transfer comms of this package are not counted."""
+    manager = getattr(kernel, "comm_manager", None)
+    if manager is None and "comm" in sys.modules:
+        manager = sys.modules["comm"].get_comm_manager()
+    counts: dict[str, int] = {}
+    for comm in list((getattr(manager, "comms", None) or {}).values()):
+        target = str(getattr(comm, "target_name", None) or "?")
+        if target != protocol.COMM_TARGET:
+            counts[target] = counts.get(target, 0) + 1
+    return [{"target": target, "count": count} for target, count in sorted(counts.items())]
+
+
+def _placed(values: dict[str, Any], device: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Move each variable named in ``device`` there, in ``values``; one that cannot go
+    (the device ran out of memory ...) stays on the CPU. Where each went, or why not."""
+    where: dict[str, dict[str, Any]] = {}
+    for name, target in device.items():
+        if name not in values:
+            continue
+        try:
+            values[name] = to_device(values[name], target)
+        except Exception as exc:  # noqa: BLE001 (moving can raise anything; it is named)
+            try:
+                values[name] = to_device(values[name], "cpu")  # a module moves in place
+            except Exception:  # noqa: BLE001 (it stays as it was left)
+                log.warning("%r could not be put back on the CPU either", name)
+            where[name] = {"device": "cpu", "reason": f"{type(exc).__name__}: {exc}"}
+        else:
+            where[name] = {"device": target}
+    return where
 
 
 def socket_directory() -> str | None:
@@ -252,8 +289,10 @@ class TransferHandler:
 
         With ``check``, each variable is also pickled on trial (within
         :data:`CHECK_BUDGET` seconds in all): ``carriable``, the ``reason`` when
-        not, and ``nbytes`` as sent. Each module says whether it can be
-        re-imported by name elsewhere (``importable``, ``reason``).
+        not, and ``nbytes`` as sent; and one holding tensors or modules says
+        where they live (``device``: see :func:`.devices.device_of`). Each module
+        says whether it can be re-imported by name elsewhere (``importable``,
+        ``reason``). ``comms``: the open comms, by target (see :func:`open_comms`).
         """
         check = bool(content.get("check"))
         deadline = time.monotonic() + CHECK_BUDGET
@@ -270,8 +309,11 @@ class TransferHandler:
             }
             if check:
                 entry.update(_trial(name, value, time.monotonic() < deadline))
+                device = device_of(value)
+                if device is not None:
+                    entry["device"] = device
             variables.append(entry)
-        return {"variables": variables, "modules": modules}, []
+        return {"variables": variables, "modules": modules, "comms": open_comms(self.kernel)}, []
 
     def _op_import(
         self, content: dict[str, Any], buffers: list[Any]
@@ -299,8 +341,8 @@ class TransferHandler:
         self, content: dict[str, Any], buffers: list[Any]
     ) -> tuple[dict[str, Any], list[Any]]:
         device = content.get("device") or None
-        if device is not None:
-            check_device(device)
+        for each in placements(device):
+            check_device(each)
         manifest = list(content["variables"])
         sizes = segment_sizes(manifest)
         incoming = _Incoming(manifest, device, [empty_segment(size) for size in sizes])
@@ -335,6 +377,8 @@ class TransferHandler:
     def _op_commit(
         self, content: dict[str, Any], buffers: list[Any]
     ) -> tuple[dict[str, Any], list[Any]]:
+        """Rebuild and assign every variable received, or none (``device``: see
+        :meth:`_assign`)."""
         incoming = self._incoming.pop(str(content.get("id")), None)
         if incoming is None:
             raise TransferError(
@@ -353,15 +397,27 @@ class TransferHandler:
         del incoming
         return self._assign(pickled, content.get("device")), []
 
-    def _assign(self, pickled: list[Any], device: str | None) -> dict[str, Any]:
-        """Rebuild every variable, then assign them all (none when one fails)."""
+    def _assign(self, pickled: list[Any], device: Placement) -> dict[str, Any]:
+        """Rebuild every variable, then assign them all (none when one fails).
+
+        ``device``: one device for all (each must go there, or nothing is
+        assigned), or one per name: a variable that cannot go to its device is
+        assigned on the CPU, and its ``assigned`` entry says ``device`` and
+        ``reason``.
+        """
         values = load_variables(pickled)
         del pickled[:]
-        if device:
+        where: dict[str, dict[str, Any]] = {}
+        if isinstance(device, dict):
+            where = _placed(values, device)
+        elif device:
             values = {name: to_device(value, device) for name, value in values.items()}
         self.namespace.update(values)
         return {
-            "assigned": [{"name": name, "type": type_name(value)} for name, value in values.items()]
+            "assigned": [
+                {"name": name, "type": type_name(value), **where.get(name, {})}
+                for name, value in values.items()
+            ]
         }
 
     def _op_abort(
@@ -408,10 +464,11 @@ class TransferHandler:
     def _op_load(
         self, content: dict[str, Any], buffers: list[Any]
     ) -> tuple[dict[str, Any], list[Any]]:
-        """Read the ``variables`` written into ``path`` and assign them all, or none."""
+        """Read the ``variables`` written into ``path`` and assign them all, or none
+        (``device``: see :meth:`_assign`)."""
         device = content.get("device") or None
-        if device is not None:
-            check_device(device)
+        for each in placements(device):
+            check_device(each)
         pickled = read_state(str(content["path"]), list(content["variables"]))
         return self._assign(pickled, device), []
 

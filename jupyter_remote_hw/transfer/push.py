@@ -8,7 +8,7 @@ import asyncio
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import protocol
 from .bulk import part_ranges, part_views
@@ -27,6 +27,9 @@ from .streams import (
     open_parts,
     run_parts,
 )
+
+if TYPE_CHECKING:
+    from .devices import Placement
 
 
 def _named(names: list[str]) -> str:
@@ -125,12 +128,16 @@ class PushClient(KernelQueries):
     # ------------------------------------------------------------------ push
 
     async def push(
-        self, pickled: list[Pickled], device: str | None = None, progress: Progress | None = None
+        self, pickled: list[Pickled], device: Placement = None, progress: Progress | None = None
     ) -> list[dict[str, Any]]:
         """Send serialized variables and have the kernel assign them all, or none.
 
+        ``device``: where their tensors and modules go there: one device for all,
+        or one per variable name (see the kernel's ``commit``).
+
         Returns:
-            ``{"name", "type"}`` of each assigned variable.
+            ``{"name", "type"}`` of each assigned variable (with a per-name
+            ``device``: also where it went, and the ``reason`` when not there).
 
         Raises:
             TransferError: The kernel refused or failed; nothing was assigned there.
@@ -167,7 +174,7 @@ class PushClient(KernelQueries):
         self,
         manifest: list[dict[str, Any]],
         feeds: PartFeeds,
-        device: str | None,
+        device: Placement,
         progress: Progress | None,
         parts: int,
     ) -> list[dict[str, Any]]:
@@ -226,7 +233,7 @@ class PushClient(KernelQueries):
         self,
         manifest: list[dict[str, Any]],
         chunks: AsyncIterator[tuple[int, int, Any]],
-        device: str | None,
+        device: Placement,
         progress: Progress | None,
     ) -> list[dict[str, Any]]:
         """Announce the manifest, send ``chunks`` as chunk messages, commit."""
@@ -240,7 +247,7 @@ class PushClient(KernelQueries):
     async def _announced(
         self,
         manifest: list[dict[str, Any]],
-        device: str | None,
+        device: Placement,
         parts: int,
         deliver: Callable[[str, dict[str, Any]], Awaitable[None]],
     ) -> list[dict[str, Any]]:

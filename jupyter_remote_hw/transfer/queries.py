@@ -4,11 +4,14 @@ whether it answers, its variables and modules, and importing modules in it."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import protocol
 from .errors import NoTransferHandlerError, TransferError
 from .kernel_link import KernelLink
+
+if TYPE_CHECKING:
+    from .devices import Placement
 
 
 def _check(reply: dict[str, Any], action: str) -> dict[str, Any]:
@@ -65,12 +68,13 @@ class KernelQueries:
         return list(content["variables"])
 
     async def namespace(self, check: bool = False) -> dict[str, Any]:
-        """The kernel's ``variables`` and ``modules`` (see the ``list`` op); with
-        ``check``, whether each variable can be carried, and why not."""
+        """The kernel's ``variables``, ``modules`` and open ``comms`` (see the ``list``
+        op); with ``check``, whether each variable can be carried, and why not."""
         content, _ = await self._request({"op": "list", "check": check}, action="list variables")
         return {
             "variables": list(content["variables"]),
             "modules": list(content.get("modules") or []),
+            "comms": list(content.get("comms") or []),
         }
 
     async def import_modules(self, modules: list[dict[str, str]]) -> dict[str, Any]:
@@ -112,10 +116,10 @@ class KernelQueries:
         return content
 
     async def load(
-        self, path: str, variables: list[dict[str, Any]], device: str | None = None
+        self, path: str, variables: list[dict[str, Any]], device: Placement = None
     ) -> list[dict[str, Any]]:
         """Have the kernel read variables written by :meth:`store` and assign them all, or
-        none; ``{"name", "type"}`` of each assigned.
+        none; ``{"name", "type"}`` of each assigned (``device``: as for a push).
 
         Raises:
             TransferError: A file cannot be read or does not match, or a variable

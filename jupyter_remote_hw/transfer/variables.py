@@ -163,7 +163,11 @@ async def listing(client: TransferClient, busy: bool = False) -> dict[str, Any]:
                 "ends. Wait for it or interrupt it, or go on without carrying variables."
             ) from None
         raise
-    return {"variables": user_names(found["variables"]), "modules": user_names(found["modules"])}
+    return {
+        "variables": user_names(found["variables"]),
+        "modules": user_names(found["modules"]),
+        "comms": found.get("comms") or [],
+    }
 
 
 def is_busy(kernel_manager: Kernels, kernel_id: str) -> bool:
@@ -179,8 +183,10 @@ async def kernel_namespace(kernel_manager: MultiKernelManager, kernel_id: str) -
     A plain IPython kernel is made to answer first (see :func:`answering`).
 
     Returns:
-        ``variables`` (``name``, ``type``, ``nbytes``, ``carriable``, ``reason``)
-        and ``modules`` (``name``, ``module``, ``importable``, ``reason``).
+        ``variables`` (``name``, ``type``, ``nbytes``, ``carriable``, ``reason``,
+        and ``device`` for one holding tensors or modules), ``modules``
+        (``name``, ``module``, ``importable``, ``reason``) and ``comms``
+        (``target``, ``count``: the open comms, widgets included).
 
     Raises:
         BusyKernelError: It is running a cell and did not answer at once.
