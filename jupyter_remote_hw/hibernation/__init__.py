@@ -7,6 +7,13 @@ cloudpickle for notebook-defined functions and classes), the modules bound to
 names (``np`` for ``import numpy as np``, imported again by name), and the
 working directory. What cannot be saved (open files, sockets, threads,
 generators, locks, anything whose pickling fails) is named with the reason.
+Where each variable's tensors and modules lived (``cpu``, ``cuda:0`` ...) is
+recorded, and a wake puts them back there when the new kernel has that device,
+or leaves them on the CPU with a note naming the variable and the device (a
+missing device never fails a wake). Open comms (displayed widgets) do not
+survive a wake: they are listed as left out, by comm target, but never block a
+save, not even under ``refuse`` (a kernel that once displayed a widget would
+never hibernate otherwise; the widget comes back by running its cell again).
 
 The parts:
 
@@ -42,7 +49,8 @@ alive and the wake on the next execute request are its part)::
         tell_the_user(exc)          # the entry is intact: offer a retry (into the
                                     # same kernel is safe) or another target
     else:
-        tell_the_user(woke.notes)   # a working directory that is not there ...
+        tell_the_user(woke.notes)   # a working directory that is not there, a tensor
+                                    # left on the CPU, widgets to display again ...
         run_the_waiting_cell()
         # keep the entry until the caller no longer needs it; delete it when the
         # kernel is shut down:  store.delete(kernel_id)

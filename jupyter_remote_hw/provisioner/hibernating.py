@@ -311,7 +311,8 @@ class KernelHibernation:
                         p.kernel_id,
                         self.store,
                         p.kernel_id,
-                        None,  # tensors on the CPU; on another target (moved_from), always
+                        None,  # tensors back on their devices where it has them, also
+                        # on another target (moved_from); else on the CPU, with a note
                         self._progress(steps, progress),
                         access_for(p),
                     )
