@@ -105,6 +105,10 @@ async def test_a_kernel_saved_with_tensors_on_gpus_wakes_without_one_on_the_cpu_
     assert printed.split() == ["cpu", "True", "cpu", "cpu", "3.0", "cpu", "text"]
     # The entry is as it was: a wake on GPU hardware later still finds the devices.
     assert store.entry(entry_id).manifest["devices"]["t"] == "cuda:0"
+    # A device given to the restore overrides what was recorded: no note, all on it.
+    chosen = await restore(kernels, await start_kernel(), store, entry_id, device="cpu")
+    assert chosen.notes == [] and chosen.devices == {}
+    assert len(chosen.assigned) == 5
 
 
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")

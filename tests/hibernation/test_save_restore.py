@@ -219,7 +219,8 @@ async def test_tensors_come_back_on_the_device_asked_for(
     await save(kernels, old, store)
     await kernels.shutdown_kernel(old, now=True)
     new = await start_kernel()
-    await restore(kernels, new, store, old, device="cuda")
+    woke = await restore(kernels, new, store, old, device="cuda")
+    assert woke.devices == {"t": "cuda", "layer": "cuda"}
     assert (
         await run(
             kernels,
