@@ -91,7 +91,8 @@ def add_parsers(commands: Any) -> None:
         metavar="TARGET",
         type=argument_type(NAME, "target"),
         help="wake it on this target instead (it becomes the kernel's target, as a "
-        "hardware switch does; tensors come back on the CPU)",
+        "hardware switch does; tensors come back on their GPU where it has one, "
+        "else on the CPU)",
     )
     wake.add_argument("--server", **server)
 
