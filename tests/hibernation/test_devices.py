@@ -9,6 +9,7 @@ import torch
 from jupyter_client.multikernelmanager import AsyncMultiKernelManager
 
 from jupyter_remote_hw.hibernation import HibernationStore, restore, save
+from jupyter_remote_hw.hibernation.far import FarAccess, FarPlace
 from jupyter_remote_hw.transfer.pickling import dump_variable
 
 from .conftest import StartKernel, run
@@ -109,6 +110,38 @@ async def test_a_kernel_saved_with_tensors_on_gpus_wakes_without_one_on_the_cpu_
     chosen = await restore(kernels, await start_kernel(), store, entry_id, device="cpu")
     assert chosen.notes == [] and chosen.devices == {}
     assert len(chosen.assigned) == 5
+
+
+@pytest.mark.skipif(CUDA, reason="needs a host without CUDA (the GPU check covers one with)")
+async def test_state_kept_on_the_kernels_host_records_devices_and_wakes_on_the_cpu_without_one(
+    kernels: AsyncMultiKernelManager,
+    start_kernel: StartKernel,
+    store: HibernationStore,
+    tmp_path: Path,
+) -> None:
+    old = await start_kernel()
+    await run(kernels, old, "import torch\nt = torch.arange(5.)\nlayer = torch.nn.Linear(2, 2)")
+    far = FarPlace("test", "host-a", str(tmp_path / "far"), "the test host's disk").child(old)
+    summary = await save(kernels, old, store, far=far)
+    manifest = summary.entry.manifest
+    assert manifest["devices"] == {"t": "cpu", "layer": "cpu"}
+    # As a kernel with ``t`` on its GPU would have recorded it.
+    filled = {"format", "entry_id", "saved_at", "variables", "total_bytes"}
+    store.write_far(
+        old,
+        {**{k: v for k, v in manifest.items() if k not in filled}, "devices": {"t": "cuda:0"}},
+        manifest["variables"],
+        manifest["total_bytes"],
+    )
+    new = await start_kernel()
+    woke = await restore(kernels, new, store, old, far=FarAccess(here="host-a"))
+    assert woke.notes == [
+        (
+            "'t' was on cuda:0 when it hibernated, and the kernel has no CUDA device: "
+            "it is on the CPU now"
+        )
+    ]
+    assert (await run(kernels, new, "print(t.device, float(t.sum()))")).split() == ["cpu", "10.0"]
 
 
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
