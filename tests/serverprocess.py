@@ -6,22 +6,24 @@ Used where a server must really be killed (tests) or timed from outside (benchma
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import pty
 import secrets
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
 
 from .kernelws import KernelChannels
-from .testhosts import free_port
+from .testhosts import SSHTestHost, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -129,3 +131,43 @@ def start_server(
         if controller is not None:
             os.close(stdin)
     return Server(process, port, token, log, controller)
+
+
+@contextlib.asynccontextmanager
+async def ssh_host_server(
+    ssh_host: SSHTestHost, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Server]:
+    """A Jupyter server process offering the SSH test host, its notebooks in
+    ``state/nb``; this process shares its Jupyter config, data and runtime directories
+    (so that the CLI finds it). Stopped afterwards."""
+    from .provisioner.conftest import HARDWARE, write_config
+
+    dirs = {name: state / name for name in ("config", "data", "runtime", "nb")}
+    for path in dirs.values():
+        path.mkdir()
+    remote_root = state / "r"
+    write_config(
+        dirs["config"] / "jupyter_server_config.json",
+        ssh_host.ssh_config,
+        remote_root,
+        state / "l",
+        [
+            {
+                "host": ssh_host.alias,
+                "python": sys.executable,
+                "hardware": HARDWARE,
+                "root": str(remote_root),
+            }
+        ],
+    )
+    for name, key in (("config", "CONFIG"), ("data", "DATA"), ("runtime", "RUNTIME")):
+        monkeypatch.setenv(f"JUPYTER_{key}_DIR", str(dirs[name]))
+    server = start_server(dirs, state / "server.log")
+    try:
+        await server.ready()
+        yield server
+    finally:
+        if server.process.poll() is None:
+            server.process.terminate()
+            await asyncio.to_thread(server.process.wait, 30)
+        AsyncHTTPClient().close()

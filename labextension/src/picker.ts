@@ -210,16 +210,7 @@ export class HardwareToolbarItem extends Widget {
     if (!kernelId) {
       return;
     }
-    this.progress = {
-      target: option.name,
-      step: 'waking',
-      detail: '',
-      startedAt: Date.now(),
-      failed: false,
-      done: false
-    };
-    this.showProgress();
-    const timer = window.setInterval(() => this.showProgress(), 1000);
+    const timer = this.startProgress(option.name, 'waking');
     try {
       await this.store.api.wake(kernelId, option.name);
       this.progress = null;
@@ -286,16 +277,7 @@ export class HardwareToolbarItem extends Widget {
   /** Switch the notebook's kernel to `option`, showing progress here. */
   async switchTo(option: IHardware, carry: string[]): Promise<void> {
     const session = this.sessionContext.session;
-    this.progress = {
-      target: option.name,
-      step: session ? 'starting kernel' : 'starting',
-      detail: '',
-      startedAt: Date.now(),
-      failed: false,
-      done: false
-    };
-    this.showProgress();
-    const timer = window.setInterval(() => this.showProgress(), 1000);
+    const timer = this.startProgress(option.name, session ? 'starting kernel' : 'starting');
     try {
       if (!session) {
         // No kernel yet: start one on the chosen hardware.
@@ -346,6 +328,13 @@ export class HardwareToolbarItem extends Widget {
     } finally {
       window.clearInterval(timer);
     }
+  }
+
+  /** Show a launch on `target` here from its first `step`, its time ticking; the timer. */
+  private startProgress(target: string, step: string): number {
+    this.progress = { target, step, detail: '', startedAt: Date.now(), failed: false, done: false };
+    this.showProgress();
+    return window.setInterval(() => this.showProgress(), 1000);
   }
 
   private showProgress(): void {

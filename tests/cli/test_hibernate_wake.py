@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,8 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from jupyter_remote_hw.cli.commands import main
 from jupyter_remote_hw.cli.hibernating import NO_SERVER
 
-from ..provisioner.conftest import HARDWARE, SSH_KERNEL, SSH_TARGET, write_config
-from ..serverprocess import Server, start_server
+from ..provisioner.conftest import SSH_KERNEL, SSH_TARGET
+from ..serverprocess import Server, ssh_host_server
 from ..testhosts import SSHTestHost
 from .conftest import no_credentials  # noqa: F401 (fixture)
 
@@ -58,36 +57,9 @@ async def server(
     ssh_host: SSHTestHost, short_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Server]:
     """A Jupyter server offering the SSH test host, whose Jupyter paths the CLI shares."""
-    dirs = {name: short_tmp / name for name in ("config", "data", "runtime", "nb")}
-    for path in dirs.values():
-        path.mkdir()
-    remote_root = short_tmp / "r"
-    write_config(
-        dirs["config"] / "jupyter_server_config.json",
-        ssh_host.ssh_config,
-        remote_root,
-        short_tmp / "l",
-        [
-            {
-                "host": ssh_host.alias,
-                "python": sys.executable,
-                "hardware": HARDWARE,
-                "root": str(remote_root),
-            }
-        ],
-    )
-    for name, key in (("config", "CONFIG"), ("data", "DATA"), ("runtime", "RUNTIME")):
-        monkeypatch.setenv(f"JUPYTER_{key}_DIR", str(dirs[name]))
     monkeypatch.delenv("JUPYTER_TOKEN", raising=False)
-    server = start_server(dirs, short_tmp / "server.log")
-    try:
-        await server.ready()
+    async with ssh_host_server(ssh_host, short_tmp, monkeypatch) as server:
         yield server
-    finally:
-        if server.process.poll() is None:
-            server.process.terminate()
-            await asyncio.to_thread(server.process.wait, 30)
-        AsyncHTTPClient().close()
 
 
 @pytest.mark.timeout(240)

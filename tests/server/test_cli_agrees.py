@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,8 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from jupyter_remote_hw.cli.commands import main
 from jupyter_remote_hw.cli.machines import kernel_title
 
-from ..provisioner.conftest import HARDWARE, LOCAL_KERNEL, SSH_KERNEL, SSH_TARGET, write_config
-from ..serverprocess import Server, start_server
+from ..provisioner.conftest import LOCAL_KERNEL, SSH_KERNEL, SSH_TARGET
+from ..serverprocess import Server, ssh_host_server
 from ..testhosts import SSHTestHost
 
 
@@ -54,36 +53,10 @@ def row(out: str, start: str) -> list[str]:
 async def server(
     ssh_host: SSHTestHost, short_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Server]:
-    dirs = {name: short_tmp / name for name in ("config", "data", "runtime", "nb")}
-    for path in dirs.values():
-        path.mkdir()
-    (dirs["nb"] / "analysis").mkdir()
-    remote_root = short_tmp / "r"
-    write_config(
-        dirs["config"] / "jupyter_server_config.json",
-        ssh_host.ssh_config,
-        remote_root,
-        short_tmp / "l",
-        [
-            {
-                "host": ssh_host.alias,
-                "python": sys.executable,
-                "hardware": HARDWARE,
-                "root": str(remote_root),
-            }
-        ],
-    )
-    for name, key in (("config", "CONFIG"), ("data", "DATA"), ("runtime", "RUNTIME")):
-        monkeypatch.setenv(f"JUPYTER_{key}_DIR", str(dirs[name]))
-    server = start_server(dirs, short_tmp / "server.log")
-    try:
-        await server.ready()
+    """A Jupyter server offering the SSH test host, whose Jupyter paths the CLI shares."""
+    async with ssh_host_server(ssh_host, short_tmp, monkeypatch) as server:
+        (short_tmp / "nb" / "analysis").mkdir()
         yield server
-    finally:
-        if server.process.poll() is None:
-            server.process.terminate()
-            await asyncio.to_thread(server.process.wait, 30)
-        AsyncHTTPClient().close()
 
 
 async def test_list_shows_what_the_panel_shows_and_commands_say_what_they_do(
