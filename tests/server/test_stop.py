@@ -70,6 +70,11 @@ async def test_server_stops_without_tracebacks(
             kc = await server.channels(kernel_id)
             assert (await kc.execute("1 + 1")).result == "2"
             sockets.append(kc)
+        # Let the server finish writing what the kernels said last (jupyter_server's
+        # kernel_info nudges after a connect). A SIGINT without a terminal raises
+        # KeyboardInterrupt in whatever runs, and tornado's own websocket write that it
+        # lands in is then destroyed pending: jupyter_server's, not ours to quiet.
+        await asyncio.sleep(1.0)
         if stop == "ctrl-c twice":
             # The terminal sends SIGINT to the whole foreground process group;
             # the first asks for confirmation, the second stops the server.
