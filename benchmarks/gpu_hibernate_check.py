@@ -96,6 +96,7 @@ async def run(kernels: AsyncMultiKernelManager, kernel_id: str, code: str) -> st
     """What ``code`` printed in the kernel (raises on an error)."""
     outputs: list[dict[str, Any]] = []
     async with transfer_client(kernels, kernel_id) as client:
+        await client.link.outputs_ready()
         reply = await client.link.execute(code, outputs.append)
     if reply["status"] != "ok":
         raise RuntimeError(f"{reply.get('ename')}: {reply.get('evalue')}")

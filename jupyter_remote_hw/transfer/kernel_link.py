@@ -184,6 +184,39 @@ class KernelLink:
                     self._replies.pop(msg_id, None)
                     reply.cancel()
 
+    async def outputs_ready(self, timeout: float = 30.0, resend: float = 0.5) -> None:
+        """Wait until this link receives the kernel's IOPub messages.
+
+        An IOPub subscription takes a moment to reach the kernel: what the kernel
+        publishes before then is lost, so a cell run at once on channels just
+        opened may lose its outputs and its closing ``idle`` status. This sends
+        ``kernel_info_request`` (again every ``resend`` seconds) until one of
+        them is seen going idle on IOPub.
+
+        Raises:
+            TimeoutError: Nothing came back within ``timeout`` seconds.
+        """
+        idle = asyncio.get_running_loop().create_future()
+
+        def route(output: dict[str, Any]) -> None:
+            if output["msg_type"] == "status" and not idle.done():
+                idle.set_result(None)
+
+        sent: list[str] = []
+        try:
+            async with asyncio.timeout(timeout):
+                while not idle.done():
+                    msg = self.client.session.msg("kernel_info_request", {})
+                    sent.append(msg["header"]["msg_id"])
+                    self._send(msg, on_output=route)
+                    await asyncio.wait([idle], timeout=resend)
+        finally:
+            for msg_id in sent:
+                self._outputs.pop(msg_id, None)
+                reply = self._replies.pop(msg_id, None)
+                if reply is not None and not reply.done():
+                    reply.cancel()
+
     async def evaluate(self, expressions: dict[str, str]) -> dict[str, Any]:
         """Evaluate expressions in the kernel quietly: no execution count, no
         outputs to other clients, nothing left in the namespace.
@@ -211,6 +244,9 @@ class KernelLink:
         self, code: str, on_output: OutputHandler, user_expressions: dict[str, str] | None = None
     ) -> dict[str, Any]:
         """Run ``code``; every IOPub message it causes goes to ``on_output`` as it arrives.
+
+        On channels just opened, await :meth:`outputs_ready` first: otherwise
+        the outputs, and the ``idle`` this waits for, may be lost.
 
         Returns:
             The ``execute_reply`` content, once the kernel has also gone idle

@@ -58,6 +58,7 @@ async def run(kernels: Any, kernel_id: str, code: str) -> str:
     """Run ``code`` in the kernel; what it printed. Fails the test on an error."""
     outputs: list[dict[str, Any]] = []
     async with transfer_client(kernels, kernel_id) as client:
+        await client.link.outputs_ready()
         reply = await client.link.execute(code, outputs.append)
     assert reply["status"] == "ok", (reply.get("ename"), reply.get("evalue"), outputs)
     return "".join(o["content"]["text"] for o in outputs if o["msg_type"] == "stream")
