@@ -236,14 +236,19 @@ class MachineManager(SingletonConfigurable):
         Raises:
             UnknownHardwareError: No provider offers it.
         """
-        targets = {t.name: t for t in self.targets()}
-        if name in targets:
-            return targets[name]
+        listed = {t.name: t for t in self.targets()}
+        found = listed.get(name) or self._resolve(name)
+        if found is None:
+            raise UnknownHardwareError(name, list(listed))
+        return found
+
+    def _resolve(self, name: str) -> Target | None:
+        """A target no provider lists now but one still knows (see ``Provider.resolve``)."""
         for provider in self.providers.values():
             found = provider.resolve(name)
             if found is not None:
                 return found
-        raise UnknownHardwareError(name, list(targets))
+        return None
 
     def known_targets(self, also: Iterable[str] = ()) -> dict[str, Target]:
         """Every target listed now, by name, with those of open machines and of kernels'
@@ -253,30 +258,30 @@ class MachineManager(SingletonConfigurable):
         for machine in self._machines.values():
             found.setdefault(machine.target.name, machine.target)
         for name in sorted({*also, *self.placements.values()} - found.keys()):
-            for provider in self.providers.values():
-                target = provider.resolve(name)
-                if target is not None:
-                    found[name] = target
-                    break
+            target = self._resolve(name)
+            if target is not None:
+                found[name] = target
         return found
 
-    def place(self, kernel_id: str, name: str) -> str:
-        """Where a kernel that asks for target ``name`` runs: the name of its machine.
+    def place(self, kernel_id: str, target: Target) -> Target:
+        """Where a kernel that asks for ``target`` runs: the target of its machine.
 
-        On most targets that is the target (kernels share its machine); a SLURM
-        target gives each kernel an allocation of its own unless the user asks to
-        share one (see :mod:`..providers.slurm.allocations`). A kernel keeps its place
-        until :meth:`unplace`, so that a restart finds it there again.
+        On most targets that is the target itself (kernels share its machine); a
+        SLURM target gives each kernel an allocation of its own unless the user asks
+        to share one (see :mod:`..providers.slurm.allocations`). A kernel keeps its
+        place until :meth:`unplace`, so that a restart finds it there again.
 
         Raises:
-            UnknownHardwareError: No provider offers ``name``.
+            UnknownHardwareError: The place the provider chose is not a target (a bug
+                of that provider).
         """
-        provider = self.providers[self.target(name).provider]
+        provider = self.providers[target.provider]
         current = self.placements.get(kernel_id)
         taken = {m for k, m in self.placements.items() if k != kernel_id}
-        placed = provider.placement(name, taken, current)
+        placed = provider.placement(target.name, taken, current)
+        found = target if placed == target.name else self.target(placed)
         self.placements[kernel_id] = placed
-        return placed
+        return found
 
     def unplace(self, kernel_id: str) -> None:
         """Forget where a kernel ran: it was shut down, or its launch failed."""

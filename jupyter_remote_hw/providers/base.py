@@ -35,7 +35,7 @@ import asyncio
 import logging
 from abc import ABC, ABCMeta, abstractmethod
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from traitlets import Float, Int, MetaHasTraits
 from traitlets.config import LoggingConfigurable
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from ..agent_client.relay import KernelRelayClient
     from ..hibernation.far import FarPlace
     from ..ledger import MachineRecord
-    from .launch_steps import LaunchSteps
+    from .launch_steps import LaunchListener, LaunchSteps
 
 #: The entry point group providers are registered under, by name.
 ENTRY_POINT_GROUP = "jupyter_remote_hw.providers"
@@ -188,6 +188,19 @@ class ProviderMeta(MetaHasTraits, ABCMeta):
     that a provider missing a part of the contract cannot be created)."""
 
 
+@runtime_checkable
+class Machines(Protocol):
+    """What a provider may read of the machine manager that holds it (its ``parent``)."""
+
+    placements: dict[str, str]
+    """The machine each kernel of this server runs on, by kernel id."""
+    launch_listeners: list[LaunchListener]
+    """Who hears of launches and of machines' notices."""
+
+    def cached(self, target_name: str) -> Machine | None:
+        """The open machine called ``target_name``, without opening one."""
+
+
 class Provider(LoggingConfigurable, metaclass=ProviderMeta):
     """Where machines come from (see the module's docstring for the lifecycle).
 
@@ -230,6 +243,11 @@ class Provider(LoggingConfigurable, metaclass=ProviderMeta):
     @abstractmethod
     def targets(self) -> list[Target]:
         """The targets this provider offers now."""
+
+    @property
+    def machine_manager(self) -> Machines | None:
+        """The machine manager that holds this provider (None: used on its own)."""
+        return self.parent if isinstance(self.parent, Machines) else None
 
     def resolve(self, name: str) -> Target | None:
         """A target by name that :meth:`targets` does not list now (an allocation whose

@@ -283,8 +283,7 @@ class KernelHibernation:
         if self._waking is None or self._waking.done():
             moved_from = None
             if target is not None and moving:
-                check_wake_target(self.p, target)
-                moved_from = move(self.p, target)
+                moved_from = move(self.p, check_wake_target(self.p, target))
             self._waking = asyncio.ensure_future(self._wake(progress, moved_from))
             self.p.manager.launches[self.p.kernel_id] = (
                 self._waking,

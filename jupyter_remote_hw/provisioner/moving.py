@@ -65,29 +65,25 @@ def check_wake_target(provisioner: RemoteHWProvisioner, name: str) -> Target:
     return target
 
 
-def move(provisioner: RemoteHWProvisioner, name: str) -> Place:
-    """Make target ``name`` the kernel's: it is placed there (see
+def move(provisioner: RemoteHWProvisioner, target: Target) -> Place:
+    """Make ``target`` the kernel's: it is placed there (see
     :meth:`..machines.manager.MachineManager.place`) and its kernel manager's kernel
     name becomes that target's kernelspec.
 
     Returns:
         Where it was, for :func:`move_back`.
-
-    Raises:
-        UnknownHardwareError: No target has that name (nothing changed).
     """
     machines, kernel_id = provisioner.manager, provisioner.kernel_id
     manager = _kernel_manager(provisioner)
-    kernel_name = machines.target(name).kernel_name
     was = Place(
         provisioner.target,
         machines.placements.get(kernel_id),
         manager.kernel_name if manager is not None else None,
     )
-    provisioner.target = machines.place(kernel_id, name)
-    provisioner._target()
+    placed = machines.place(kernel_id, target)
+    provisioner.target, provisioner._resolved = placed.name, placed
     if manager is not None:
-        manager.kernel_name = kernel_name
+        manager.kernel_name = target.kernel_name
     return was
 
 

@@ -314,8 +314,8 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         try:
             with self._steps.step("resolve hardware"):
                 # The machine it runs on: the target's, or on a scheduler an allocation.
-                self.target = self.manager.place(self.kernel_id, self.target)
-                self._target()
+                placed = self.manager.place(self.kernel_id, self.manager.target(self.target))
+                self.target, self._resolved = placed.name, placed
         except LaunchError as exc:
             raise KernelLaunchError(exc) from exc.__cause__
         kwargs = await super().pre_launch(**kwargs)

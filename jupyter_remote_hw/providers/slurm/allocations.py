@@ -98,7 +98,8 @@ def place(
 
 
 def _kernels_in(provider: SLURMProvider, machine: str) -> int:
-    placements: dict[str, str] = getattr(provider.parent, "placements", {})
+    manager = provider.machine_manager
+    placements = manager.placements if manager is not None else {}
     return sum(1 for placed in placements.values() if placed == machine)
 
 
@@ -155,8 +156,8 @@ def shared_targets(provider: SLURMProvider, bases: dict[str, Target]) -> list[Ta
 
 def _seconds_left(provider: SLURMProvider, machine: str) -> float | None:
     """The time an open allocation has left (this server's reading), None if unknown."""
-    cached = getattr(provider.parent, "cached", None)
-    opened = cached(machine) if cached is not None else None
+    manager = provider.machine_manager
+    opened = manager.cached(machine) if manager is not None else None
     return opened.seconds_left() if opened is not None else None
 
 

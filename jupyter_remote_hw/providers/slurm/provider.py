@@ -442,7 +442,8 @@ class SLURMProvider(HibernatedOnCluster, Provider):
             "seconds": None,
             "detail": line,
         }
-        for listener in list(getattr(self.parent, "launch_listeners", [])):
+        manager = self.machine_manager
+        for listener in list(manager.launch_listeners if manager is not None else []):
             try:
                 listener(event)
             except Exception:  # one listener's bug must not stop the others
