@@ -6,7 +6,7 @@
  * notebook's own hibernate time is set with "Hibernate After…": kept in its metadata,
  * sent to the server, said in the status bar's tooltip.
  */
-import { expect, test } from '@jupyterlab/galata';
+import { IJupyterLabPageFixture, expect, test } from '@jupyterlab/galata';
 import * as path from 'path';
 
 const IMAGES = path.resolve(__dirname, '..', '..', 'docs', 'images');
@@ -15,16 +15,18 @@ const STATUS = '.jp-RemoteHW-status';
 
 test.use({ autoGoto: true });
 
-test('a hibernated kernel says so at $0/h and wakes on the next cell with its variables', async ({
-  page,
-  tmpPath
-}) => {
-  const file = 'sleepy.ipynb';
+/** Open a new notebook `file` of one empty cell whose kernel runs on the SSH test host. */
+async function openOnTestHost(
+  page: IJupyterLabPageFixture,
+  tmpPath: string,
+  file: string,
+  metadata: Record<string, unknown> = {}
+): Promise<void> {
   const notebook = {
     cells: [{ cell_type: 'code', execution_count: null, metadata: {}, outputs: [], source: '' }],
     metadata: {
       kernelspec: { name: 'remote-hw-ssh-testhost', display_name: 'Test GPU', language: 'python' },
-      remote_hw: { hibernate_after: '30m' }
+      ...metadata
     },
     nbformat: 4,
     nbformat_minor: 5
@@ -34,6 +36,14 @@ test('a hibernated kernel says so at $0/h and wakes on the next cell with its va
   ).toBe(true);
   await page.filebrowser.refresh();
   await page.notebook.open(file);
+}
+
+test('a hibernated kernel says so at $0/h and wakes on the next cell with its variables', async ({
+  page,
+  tmpPath
+}) => {
+  const file = 'sleepy.ipynb';
+  await openOnTestHost(page, tmpPath, file, { remote_hw: { hibernate_after: '30m' } });
   const item = page.locator(TOOLBAR);
   await expect(item).toHaveText('Test GPU 24 GiB · testhost', { timeout: 90000 });
   await page.notebook.setCell(0, 'code', "x = 41\nhandle = open('/dev/null')\nprint('ready')");
@@ -108,19 +118,7 @@ test('a hibernated kernel wakes on other hardware picked in the toolbar, its var
   tmpPath
 }) => {
   const file = 'moving.ipynb';
-  const notebook = {
-    cells: [{ cell_type: 'code', execution_count: null, metadata: {}, outputs: [], source: '' }],
-    metadata: {
-      kernelspec: { name: 'remote-hw-ssh-testhost', display_name: 'Test GPU', language: 'python' }
-    },
-    nbformat: 4,
-    nbformat_minor: 5
-  };
-  expect(
-    await page.contents.uploadContent(JSON.stringify(notebook), 'text', `${tmpPath}/${file}`)
-  ).toBe(true);
-  await page.filebrowser.refresh();
-  await page.notebook.open(file);
+  await openOnTestHost(page, tmpPath, file);
   const item = page.locator(TOOLBAR);
   await expect(item).toHaveText('Test GPU 24 GiB · testhost', { timeout: 90000 });
   await page.notebook.setCell(0, 'code', "x = 41\nprint('ready')");
