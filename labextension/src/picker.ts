@@ -3,7 +3,7 @@
  * offers to carry variables, and shows launch progress in place.
  */
 import { Dialog, ISessionContext, Notification, showDialog } from '@jupyterlab/apputils';
-import { ServiceManager } from '@jupyterlab/services';
+import { ServiceManager, Session } from '@jupyterlab/services';
 import { Widget } from '@lumino/widgets';
 
 import { HardwareAPIError, HardwareEvents } from './api';
@@ -66,18 +66,8 @@ export class HardwareToolbarItem extends Widget {
 
   /** The hardware target of the notebook's kernel, or null. */
   get currentTarget(): string | null {
-    const kernel = this.sessionContext.session?.kernel;
-    if (kernel && this.moved?.kernelId === kernel.id) {
-      return this.moved.target;
-    }
-    return targetOfKernel(kernel?.name);
+    return targetOfKernel(this.sessionContext.session?.kernel?.name);
   }
-
-  /**
-   * A kernel woken on other hardware keeps its id, and JupyterLab keeps the kernelspec
-   * name it connected with: the target it moved to, until the notebook connects anew.
-   */
-  private moved: { kernelId: string; target: string } | null = null;
 
   /** Show the current hardware. */
   async refresh(): Promise<void> {
@@ -215,7 +205,7 @@ export class HardwareToolbarItem extends Widget {
       await this.store.api.wake(kernelId, option.name);
       this.progress = null;
       this.hibernated = null;
-      this.moved = { kernelId, target: option.name };
+      connectAs(this.sessionContext, option.kernel_name);
       await this.refresh();
       Notification.success(`The kernel woke on ${option.label}, its variables restored.`, {
         autoClose: 5000
@@ -458,4 +448,23 @@ function asError(error: unknown): { message: string; step?: string; hint?: strin
     return error;
   }
   return { message: String(error) };
+}
+
+/**
+ * Connect the notebook anew to its kernel, under kernelspec `name`. A kernel woken on
+ * other hardware keeps its id, and JupyterLab keeps a kernel connection, with the
+ * kernelspec name it was made with, for as long as the id stays: its kernel indicator
+ * and the notebook's saved kernelspec would go on naming the old hardware.
+ */
+export function connectAs(sessionContext: ISessionContext, name: string): void {
+  const session = sessionContext.session as unknown as
+    { model: Session.IModel; update?: (model: Session.IModel) => void } | null | undefined;
+  const model = session?.model;
+  const kernel = model?.kernel;
+  if (!session || !model || !kernel || kernel.name === name || !session.update) {
+    return;
+  }
+  // The connection is made anew only when the kernel's id changes: through none.
+  session.update({ ...model, kernel: null });
+  session.update({ ...model, kernel: { ...kernel, name } });
 }

@@ -153,12 +153,24 @@ test('a hibernated kernel wakes on other hardware picked in the toolbar, its var
   const kernel = after.find((s: { path: string }) => s.path.endsWith(file)).kernel;
   expect(kernel.id).toBe(kernelId);
   expect(kernel.name).toBe('remote-hw-ssh-sparebox');
-  // The status bar follows the machine that lists the kernel.
+  // The status bar follows the machine that lists the kernel, and JupyterLab's own
+  // kernel indicator names the new kernelspec.
   await expect(page.locator(STATUS)).toContainText('ssh-sparebox running', { timeout: 30000 });
+  const specs = await (await page.request.get('/api/kernelspecs')).json();
+  const indicated = (): Promise<string> =>
+    page.evaluate(
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any
+      () => (window as any).jupyterapp.shell.currentWidget.sessionContext.kernelDisplayName
+    );
+  await expect.poll(indicated).toBe(specs.kernelspecs['remote-hw-ssh-sparebox'].spec.display_name);
   await page.notebook.setCell(0, 'code', 'print(x + 1)');
   await page.notebook.selectCells(0);
   await page.keyboard.press('Control+Enter');
   await expect(page.locator('.jp-Cell .jp-OutputArea-output').first()).toHaveText('42', {
     timeout: 60000
   });
+  // Saved, the notebook opens on the hardware it woke on.
+  await page.notebook.save();
+  const saved = await (await page.request.get(`/api/contents/${tmpPath}/${file}`)).json();
+  expect(saved.content.metadata.kernelspec.name).toBe('remote-hw-ssh-sparebox');
 });
