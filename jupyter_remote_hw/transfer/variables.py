@@ -19,6 +19,7 @@ from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.manager import KernelManager
 from jupyter_client.multikernelmanager import MultiKernelManager
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
+from jupyter_client.session import Session
 
 from .client import Progress, StreamOpener, TransferClient, open_local_stream
 from .errors import NoTransferHandlerError, TransferError
@@ -89,7 +90,16 @@ async def transfer_client(kernel_manager: Kernels, kernel_id: str) -> AsyncItera
         TypeError: The kernel manager is not an async one.
     """
     manager = kernel_manager_of(kernel_manager, kernel_id)
-    client = manager.client()
+    # A session of its own, as each of jupyter_server's websockets has: clients made
+    # from the kernel manager share its session id, which is also their identity on
+    # the kernel's shell channel, so a hibernation's relay would take this client
+    # for one of the clients it held before (one that read the variables earlier).
+    session = Session(
+        config=manager.session.config,
+        key=manager.session.key,
+        signature_scheme=manager.session.signature_scheme,
+    )
+    client = manager.client(session=session)
     if not isinstance(client, AsyncKernelClient):
         raise TypeError(f"kernel {kernel_id}: an async kernel manager is needed")
     client.start_channels()

@@ -17,6 +17,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from jupyter_remote_hw.hibernation import HibernationStore
 from jupyter_remote_hw.machines.manager import MachineManager
 from jupyter_remote_hw.provisioner import RemoteHWProvisioner
+from jupyter_remote_hw.transfer.variables import kernel_namespace
 
 from ..kernelws import KernelChannels
 from ..serverprocess import Server
@@ -167,6 +168,24 @@ async def test_a_hibernated_kernel_keeps_its_id_and_wakes_on_the_next_cell(
     # not come back.
     assert (await kc.execute("box.v")).result == "41"
     assert (await kc.execute("handle")).ename == "NameError"
+
+
+async def test_a_kernel_whose_variables_were_read_here_still_hibernates(
+    start_kernel: StartKernel, channels: OpenChannels, jp_fetch: Fetch, jp_serverapp: Any
+) -> None:
+    # The server's own clients of a kernel (a switch's variables listing, a save, a
+    # restore) share one identity on its shell channel: reading the variables once
+    # must not make the next save's requests look like a cell from a held client.
+    kernel_id = await start_kernel(SSH_KERNEL)
+    kc = await channels(kernel_id)
+    assert (await kc.execute("x = 41")).status == "ok"
+    for woken_times in range(2):
+        listing = await kernel_namespace(jp_serverapp.kernel_manager, kernel_id)
+        assert "x" in [v["name"] for v in listing["variables"]]
+        summary = await hibernate(jp_fetch, kernel_id)
+        assert summary["hibernated"] is True, summary
+        woken = await kc.execute("x += 1\nprint(x)", timeout=120)
+        assert woken.status == "ok" and woken.stdout.strip() == str(42 + woken_times), woken
 
 
 async def test_a_failed_wake_keeps_the_state_and_the_next_cell_retries(
