@@ -4,19 +4,20 @@ switch itself (a mixin of :class:`.hardware_actions.HardwareActions`)."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..machines.manager import MachineManager
-from ..providers import Target
 from ..transfer import TransferError
-from .hardware_events import EventHub
 from .request_errors import HardwareRequestError
 from .switching import CARRY_ALL, carry, kernel_namespace, mark_missing_modules
 
+if TYPE_CHECKING:
+    from ..machines.manager import MachineManager
+    from ..providers import Target
+    from .hardware_events import EventHub
 
-class SessionSwitching:
-    """The switching actions; the class that mixes them in has the managers and the
-    target, session and kernel-start actions named here."""
+
+class SwitchingHost(Protocol):
+    """What the switching actions use of the class that mixes them in."""
 
     machines: MachineManager
     kernel_manager: Any
@@ -24,15 +25,22 @@ class SessionSwitching:
     events: EventHub
 
     def target(self, name: Any, field: str = "hardware") -> Target:
-        raise NotImplementedError
+        """The target called ``name`` (a 400 or 404 naming ``field`` otherwise)."""
 
     async def session(self, session_id: str) -> dict[str, Any]:
-        raise NotImplementedError
+        """The session's model (a 404 otherwise)."""
 
     async def start_kernel(self, name: Any, path: Any = None) -> str:
-        raise NotImplementedError
+        """Start a kernel on target ``name``; its id."""
 
-    async def kernel_variables(self, kernel_id: str, hardware: Any = None) -> dict[str, Any]:
+
+class SessionSwitching:
+    """The switching actions, mixed into :class:`.hardware_actions.HardwareActions`,
+    whose managers and target, session and kernel-start actions they use."""
+
+    async def kernel_variables(
+        self: SwitchingHost, kernel_id: str, hardware: Any = None
+    ) -> dict[str, Any]:
         """What a switch could carry from a kernel, for the carry dialog: its
         ``variables`` (name, type, nbytes, whether carriable and why not) and the
         ``modules`` bound to names (re-imported in the new kernel). With the
@@ -45,7 +53,7 @@ class SessionSwitching:
                 transfer handler).
         """
         target = self.target(hardware) if hardware is not None else None
-        self._check_awake(kernel_id)
+        _check_awake(self.kernel_manager, kernel_id)
         try:
             listing = await kernel_namespace(self.kernel_manager, kernel_id)
         except TransferError as exc:
@@ -57,7 +65,7 @@ class SessionSwitching:
     # ------------------------------------------------------------------ switching
 
     async def switch_session(
-        self,
+        self: SwitchingHost,
         session_id: str,
         hardware: Any,
         carry_names: Any = None,
@@ -84,7 +92,7 @@ class SessionSwitching:
             ``carried`` (name, type), ``imported`` (name, module) and
             ``not_carried`` (name, reason).
         """
-        names = self._carry_names(carry_names)
+        names = _carry_names(carry_names)
         if device is not None and not isinstance(device, str):
             raise HardwareRequestError(400, "'device' must be a string such as 'cuda'", "device")
         if not isinstance(keep_old, bool):
@@ -92,7 +100,7 @@ class SessionSwitching:
         target = self.target(hardware)
         session = await self.session(session_id)
         old_id = session["kernel"]["id"]
-        self._check_awake(old_id)
+        _check_awake(self.kernel_manager, old_id)
 
         def progress(state: str, **fields: Any) -> None:
             self.events.publish(
@@ -134,38 +142,39 @@ class SessionSwitching:
             "not_carried": carried.not_carried,
         }
 
-    def _check_awake(self, kernel_id: str) -> None:
-        """Refuse at once to read a hibernated kernel (which would wake it on its old
-        hardware): waking it on the new hardware brings all its state.
 
-        Raises:
-            HardwareRequestError: 409 for a hibernated kernel.
-        """
-        known = kernel_id in self.kernel_manager
-        kernel = self.kernel_manager.get_kernel(kernel_id) if known else None
-        hibernation = getattr(getattr(kernel, "provisioner", None), "hibernation", None)
-        if getattr(hibernation, "hibernated", False):
-            raise HardwareRequestError(
-                409,
-                f"kernel {kernel_id} hibernates: wake it on the hardware you want instead "
-                f'(POST /jupyter-remote-hw/api/wake/{kernel_id} with {{"target": ...}}, or '
-                "pick the hardware in the notebook's toolbar); it brings all its variables",
-                "kernel_id",
-            )
+def _check_awake(kernel_manager: Any, kernel_id: str) -> None:
+    """Refuse at once to read a hibernated kernel (which would wake it on its old
+    hardware): waking it on the new hardware brings all its state.
 
-    @staticmethod
-    def _carry_names(carry: Any) -> list[str] | str:
-        if carry is None:
-            return []
-        if carry == CARRY_ALL:
-            return CARRY_ALL
-        if not isinstance(carry, list) or not all(
-            isinstance(n, str) and n.isidentifier() for n in carry
-        ):
-            raise HardwareRequestError(
-                400, "'carry' must be a list of variable and module names, or \"all\"", "carry"
-            )
-        return list(dict.fromkeys(carry))
+    Raises:
+        HardwareRequestError: 409 for a hibernated kernel.
+    """
+    known = kernel_id in kernel_manager
+    kernel = kernel_manager.get_kernel(kernel_id) if known else None
+    hibernation = getattr(getattr(kernel, "provisioner", None), "hibernation", None)
+    if getattr(hibernation, "hibernated", False):
+        raise HardwareRequestError(
+            409,
+            f"kernel {kernel_id} hibernates: wake it on the hardware you want instead "
+            f'(POST /jupyter-remote-hw/api/wake/{kernel_id} with {{"target": ...}}, or '
+            "pick the hardware in the notebook's toolbar); it brings all its variables",
+            "kernel_id",
+        )
 
 
-__all__ = ["SessionSwitching"]
+def _carry_names(carry: Any) -> list[str] | str:
+    if carry is None:
+        return []
+    if carry == CARRY_ALL:
+        return CARRY_ALL
+    if not isinstance(carry, list) or not all(
+        isinstance(n, str) and n.isidentifier() for n in carry
+    ):
+        raise HardwareRequestError(
+            400, "'carry' must be a list of variable and module names, or \"all\"", "carry"
+        )
+    return list(dict.fromkeys(carry))
+
+
+__all__ = ["SessionSwitching", "SwitchingHost"]
