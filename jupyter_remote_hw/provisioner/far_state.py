@@ -30,7 +30,7 @@ def _provider(p: RemoteHWProvisioner, name: str) -> Provider | None:
 
 def _base(p: RemoteHWProvisioner) -> FarPlace | None:
     """The provider's place for the kernel's target now, or None (the store)."""
-    target = p._target()
+    target = p.resolved_target()
     provider = _provider(p, target.provider)
     return provider.hibernation_place(target) if provider is not None else None
 

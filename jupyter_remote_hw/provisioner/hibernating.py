@@ -128,10 +128,10 @@ class KernelHibernation:
                 ``StoreFullError``): the kernel runs on as it was.
         """
         p = self.p
-        machine = p._machine
+        machine = p.machine
         if self.hibernated or self._saving is not None:
             raise HibernationStateError(f"kernel {p.kernel_id} is already hibernated")
-        if p._remote is None or machine is None:
+        if p.host_connection is None or machine is None:
             raise HibernationStateError(f"kernel {p.kernel_id} is not running")
         if getattr(p.parent, "execution_state", None) == "busy":
             raise HibernationStateError(
@@ -219,7 +219,7 @@ class KernelHibernation:
         """Shut the kernel down on its host (best effort: its agent ends it otherwise)."""
         p = self.p
         try:
-            await p._agent_call("shutdown_kernel", now=True)
+            await p.agent_call("shutdown_kernel", now=True)
         except (AgentError, AgentUnavailableError, TimeoutError, TransportError) as exc:
             p.log.warning(
                 "kernel %s: stopping it on %s failed (%s); its agent ends it when no one holds it",
@@ -227,17 +227,17 @@ class KernelHibernation:
                 p.target,
                 exc,
             )
-        p._remote = None
+        p.host_connection = None
 
     async def _let_machine_go(self) -> None:
         """Take the relay out of the machine (it keeps answering on the kernel's ports, the
         heartbeat included) and release the machine when it runs no other kernel."""
         p, relay = self.p, self.relay
-        machine, p._machine = p._machine, None
+        machine, p.machine = p.machine, None
         if machine is not None:
             await machine.detach(p.kernel_id)
         if relay is not None:
-            await relay.echo_heartbeats(int(p._local_ports.get("hb_port", 0)))
+            await relay.echo_heartbeats(int(p.local_ports.get("hb_port", 0)))
         if machine is not None and await p.manager.release_if_idle(machine.target.name):
             provider = p.manager.providers.get(machine.target.provider)
             done = await provider.after_hibernation(machine.target) if provider else None
@@ -247,7 +247,7 @@ class KernelHibernation:
     async def _record(self) -> None:
         """Write the kernel's row in the ledger, with its hibernation."""
         p = self.p
-        name = str(getattr(p.parent, "kernel_name", "") or p._target().kernel_name)
+        name = str(getattr(p.parent, "kernel_name", "") or p.resolved_target().kernel_name)
         p.manager.ledger.put_kernel(
             p.kernel_id, name, p.target, await p.get_provisioner_info(), owner=p.owner
         )
@@ -303,7 +303,7 @@ class KernelHibernation:
         p.launch_steps = steps
         try:
             async with asyncio.timeout(p.launch_timeout):
-                await p._launcher.launch(steps, dict(p.launch_kwargs), p.launch_timeout)
+                await p.launcher.launch(steps, dict(p.launch_kwargs), p.launch_timeout)
                 with steps.step("restore state"):
                     summary = await restore(
                         self._kernel_manager(),
@@ -381,7 +381,7 @@ class KernelHibernation:
         p, relay = self.p, self.relay
         assert relay is not None
         await relay.sleep()
-        if p._remote is not None:
+        if p.host_connection is not None:
             await self._stop_remote()
         await self._let_machine_go()
 
@@ -409,17 +409,17 @@ class KernelHibernation:
             raise AssertionError("unreachable")
 
         relay = KernelRelayClient(p.kernel_id, connection, no_host, p.log)
-        ports = await relay.start(p._local_ports)
+        ports = await relay.start(p.local_ports)
         relay.hold(self._wake_requested)
         await relay.sleep()
         self.state = dict(info)
         kernel_info = self.state.get("kernel_info")
         relay.kernel_info = kernel_info.encode() if isinstance(kernel_info, str) else None
         self.relay = relay
-        hb_port = int(p._local_ports.get("hb_port", 0)) or _free_port()
+        hb_port = int(p.local_ports.get("hb_port", 0)) or _free_port()
         await relay.echo_heartbeats(hb_port)
-        p._local_ports = {**ports, "hb_port": hb_port}
-        local = {"ip": "127.0.0.1", "transport": "tcp", **connection, **p._local_ports}
+        p.local_ports = {**ports, "hb_port": hb_port}
+        local = {"ip": "127.0.0.1", "transport": "tcp", **connection, **p.local_ports}
         local["key"] = key.encode()  # jupyter_client compares keys as bytes
         p.connection_info = KernelConnectionInfo(**local)  # type: ignore[typeddict-item]
         p.log.info("kernel %s: taken over hibernated (its state waits in the store)", p.kernel_id)

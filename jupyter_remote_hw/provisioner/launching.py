@@ -73,7 +73,7 @@ class KernelLauncher:
     ) -> KernelConnectionInfo:
         record = self.p.manager.ledger.get_kernel(self.p.kernel_id)
         relay = self.p.hibernation.relay  # a hibernated kernel's, kept while it was away
-        adopting = relay is None and self.p._remote is None and record is not None
+        adopting = relay is None and self.p.host_connection is None and record is not None
         if adopting:
             assert record is not None
             await self.p.load_provisioner_info(record.info)
@@ -87,39 +87,39 @@ class KernelLauncher:
             if connection_file:
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(connection_file)
-        target = self.p._target()
-        ended = self.p._machine.end_reason() if self.p._machine is not None else None
-        if ended and self.p._remote is not None:
+        target = self.p.resolved_target()
+        ended = self.p.machine.end_reason() if self.p.machine is not None else None
+        if ended and self.p.host_connection is not None:
             # A restart does not quietly take new hardware (a new allocation) in its place.
             with steps.step("restart kernel"):
                 raise MachineEndedError(
                     f"{ended}; start a new kernel to run on {target.name} again"
                 )
-        self.p._machine = await self.p.manager.machine(target, steps)
+        self.p.machine = await self.p.manager.machine(target, steps)
         if relay is not None:
             with steps.step("start kernel"):
                 # The same key: the clients connected all along sign with it.
                 key: Any = self.p.connection_info["key"]  # bytes, its TypedDict says str
                 key = key.decode() if isinstance(key, bytes) else str(key)
-                remote = self.p._remote = await self.start_remote(kwargs, timeout, key)
-                self.p._machine.adopt(self.p.kernel_id, relay)
+                remote = self.p.host_connection = await self.start_remote(kwargs, timeout, key)
+                self.p.machine.adopt(self.p.kernel_id, relay)
         elif adopting:
             with steps.step("find kernel"):
                 remote = await self.find_remote()
-        elif self.p._remote is not None:
+        elif self.p.host_connection is not None:
             with steps.step("start kernel"):
                 remote = await self.restart_remote(kwargs, timeout)
         else:
             with steps.step("start kernel"):
                 remote = await self.start_remote(kwargs, timeout)
-        self.p._remote = remote
+        self.p.host_connection = remote
         with steps.step("connect channels"):
-            local = await self.p._machine.expose(self.p.kernel_id, remote, self.p._local_ports)
-        self.p._local_ports = {name: int(local[name]) for name in PORT_NAMES}
+            local = await self.p.machine.expose(self.p.kernel_id, remote, self.p.local_ports)
+        self.p.local_ports = {name: int(local[name]) for name in PORT_NAMES}
         # jupyter_client compares keys as bytes (its TypedDict says str).
         info = cast(KernelConnectionInfo, {**local, "key": str(remote["key"]).encode()})
         self.p.connection_info = info
-        self.p._launched_at = time.monotonic()
+        self.p.launched_at = time.monotonic()
         self.p.manager.ledger.put_kernel(
             self.p.kernel_id,
             str(getattr(self.p.parent, "kernel_name", "") or target.kernel_name),
@@ -135,11 +135,11 @@ class KernelLauncher:
         """Start the kernel: in the notebook's directory when the host has it (else in
         the target's working directory), with its environment and its orphan grace
         (and ``key``, for a kernel woken from hibernation)."""
-        target = self.p._target()
+        target = self.p.resolved_target()
         local = target.provider == "local"
         requested = kwargs.get("cwd")
         cwd = os.path.abspath(os.path.expanduser(str(requested or os.getcwd())))
-        started = await self.p._agent_call(
+        started = await self.p.agent_call(
             "start_kernel",
             wait=timeout + 5,
             env=self.kernel_env(kwargs.get("env"), local),
@@ -164,7 +164,7 @@ class KernelLauncher:
 
     async def restart_remote(self, kwargs: dict[str, Any], timeout: float) -> dict[str, Any]:
         try:
-            restarted = await self.p._agent_call(
+            restarted = await self.p.agent_call(
                 "restart_kernel", wait=timeout + 5, now=True, timeout=timeout
             )
         except AgentError as exc:
@@ -176,7 +176,7 @@ class KernelLauncher:
 
     async def find_remote(self) -> dict[str, Any]:
         try:
-            status = await self.p._agent_call("kernel_status")
+            status = await self.p.agent_call("kernel_status")
         except AgentError as exc:
             if exc.kind == "unknown_kernel":
                 self.p.manager.ledger.remove_kernel(self.p.kernel_id)
@@ -198,15 +198,15 @@ class KernelLauncher:
             maybe_starting: The launch was cut off, perhaps while the agent was
                 starting the kernel, so stop it even if no answer came back.
         """
-        machine = self.p._machine
+        machine = self.p.machine
         if machine is None:
             return
-        if maybe_starting or self.p._remote is not None:
+        if maybe_starting or self.p.host_connection is not None:
             try:
-                await self.p._agent_call("shutdown_kernel", now=True)
+                await self.p.agent_call("shutdown_kernel", now=True)
             except (AgentError, AgentUnavailableError, TimeoutError) as exc:
                 self.p.log.debug("kernel %s: nothing to stop: %s", self.p.kernel_id, exc)
             await machine.unexpose(self.p.kernel_id)
             self.p.manager.ledger.remove_kernel(self.p.kernel_id)
-        self.p._remote = None
+        self.p.host_connection = None
         await self.p.manager.release_if_idle(machine.target.name)

@@ -80,8 +80,7 @@ def move(provisioner: RemoteHWProvisioner, target: Target) -> Place:
         machines.placements.get(kernel_id),
         manager.kernel_name if manager is not None else None,
     )
-    placed = machines.place(kernel_id, target)
-    provisioner.target, provisioner._resolved = placed.name, placed
+    provisioner.place_on(machines.place(kernel_id, target))
     if manager is not None:
         manager.kernel_name = target.kernel_name
     return was

@@ -106,15 +106,21 @@ class RemoteHWProvisioner(KernelProvisionerBase):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._machine: Machine | None = None
+        self.machine: Machine | None = None
+        """The machine the kernel runs on (None: not launched, or hibernated)."""
         self._resolved: Target | None = None
-        self._remote: dict[str, Any] | None = None
-        self._local_ports: dict[str, int] = {}
+        self.host_connection: dict[str, Any] | None = None
+        """The kernel's connection info on its host (its transport, ports or socket
+        paths there); None while no kernel runs."""
+        self.local_ports: dict[str, int] = {}
+        """The ports here that reach the kernel's channels, by connection key."""
         self._steps: LaunchSteps | None = None
         self.launch_steps: LaunchSteps | None = None
         """The steps of the last launch, with their timings."""
-        self._launched_at: float | None = None
-        self._launcher = KernelLauncher(self)
+        self.launched_at: float | None = None
+        """When (``time.monotonic``) the kernel last started, while that is recent."""
+        self.launcher = KernelLauncher(self)
+        """Starts, restarts and adopts the kernel on its machine (see :mod:`.launching`)."""
         self.launch_kwargs: dict[str, Any] = {}
         """The arguments of the last launch; a wake from hibernation launches with them."""
         self.hibernation = KernelHibernation(self)
@@ -143,16 +149,21 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         manager: MachineManager = MachineManager.instance()
         return manager
 
-    def _target(self) -> Target:
+    def resolved_target(self) -> Target:
         """The target, resolved once (listing targets reads the SSH config files)."""
         if self._resolved is None or self._resolved.name != self.target:
             self._resolved = self.manager.target(self.target)
         return self._resolved
 
-    async def _agent_call(self, op: str, wait: float | None = 30.0, **args: Any) -> dict[str, Any]:
-        if self._machine is None:
+    def place_on(self, target: Target) -> None:
+        """Make ``target`` the kernel's (where :meth:`..machines.manager.MachineManager.place`
+        placed it)."""
+        self.target, self._resolved = target.name, target
+
+    async def agent_call(self, op: str, wait: float | None = 30.0, **args: Any) -> dict[str, Any]:
+        if self.machine is None:
             raise AgentUnavailableError(f"kernel {self.kernel_id} has no machine")
-        client = await self._machine.agent()
+        client = await self.machine.agent()
         return await client.call(op, wait, kernel_id=self.kernel_id, **args)
 
     @on_home_loop
@@ -166,9 +177,9 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             AgentUnavailableError: The kernel has no machine.
             NotImplementedError: Its machine cannot open streams.
         """
-        if self._machine is None:
+        if self.machine is None:
             raise AgentUnavailableError(f"kernel {self.kernel_id} has no machine")
-        return await self._machine.open_stream(where)
+        return await self.machine.open_stream(where)
 
     # ------------------------------------------------------------------ process-like API
 
@@ -176,7 +187,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
     def has_process(self) -> bool:
         """Whether a kernel was launched (or attached) and not cleaned up; a hibernated
         kernel counts (Jupyter must neither restart it nor take it as dead)."""
-        return self._remote is not None or self.hibernation.hibernated
+        return self.host_connection is not None or self.hibernation.hibernated
 
     @on_home_loop
     async def poll(self) -> int | None:
@@ -186,23 +197,23 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         dropped link never triggers an automatic restart. A hibernated kernel runs
         (until it is shut down).
         """
-        if self._remote is None:
+        if self.host_connection is None:
             hibernation = self.hibernation
             return None if hibernation.hibernated and not hibernation.stopping else 0
-        machine = self._machine
+        machine = self.machine
         ended = machine.end_reason() if machine is not None else None
         if ended:
             self._report_end(ended)
             return -1
         if machine is None or not machine.link_up:
             return None
-        if self._launched_at is not None:
-            if time.monotonic() - self._launched_at < LAUNCH_FRESH:
+        if self.launched_at is not None:
+            if time.monotonic() - self.launched_at < LAUNCH_FRESH:
                 return None  # the host has just answered that it runs
-            self._launched_at = None
+            self.launched_at = None
         try:
             async with asyncio.timeout(self.poll_timeout):
-                status = await self._agent_call("kernel_status", wait=None)
+                status = await self.agent_call("kernel_status", wait=None)
         except AgentError as exc:
             return -1 if exc.kind == "unknown_kernel" else None
         except (AgentUnavailableError, TimeoutError, TransportError):
@@ -243,11 +254,11 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         answer is True: what comes from the kernel is then handled as someone
         else's.
         """
-        if self._remote is None:
+        if self.host_connection is None:
             return True
         try:
             async with asyncio.timeout(self.poll_timeout):
-                status = await self._agent_call("kernel_status", wait=None)
+                status = await self.agent_call("kernel_status", wait=None)
         except (AgentError, AgentUnavailableError, TimeoutError, TransportError) as exc:
             self.log.warning(
                 "kernel %s: cannot learn from its host whether others can run "
@@ -267,19 +278,19 @@ class RemoteHWProvisioner(KernelProvisionerBase):
     @on_home_loop
     async def send_signal(self, signum: int) -> None:
         """Signal the kernel's process group on its host (SIGINT interrupts)."""
-        if self._remote is None:
+        if self.host_connection is None:
             return
         if signum == 0:
             await self.poll()
             return
-        if self._machine is not None and self._machine.end_reason():
+        if self.machine is not None and self.machine.end_reason():
             return  # its machine ended, and the kernel with it: nothing to signal
-        self._launched_at = None
+        self.launched_at = None
         try:
             if signum == signal.SIGINT:
-                await self._agent_call("interrupt_kernel")
+                await self.agent_call("interrupt_kernel")
             else:
-                await self._agent_call("signal_kernel", signal=signal.Signals(signum).name)
+                await self.agent_call("signal_kernel", signal=signal.Signals(signum).name)
         except AgentError as exc:
             if exc.kind not in ("kernel_died", "unknown_kernel"):
                 raise
@@ -289,10 +300,10 @@ class RemoteHWProvisioner(KernelProvisionerBase):
     async def shutdown_requested(self, restart: bool = False) -> None:
         """The kernel was asked to stop (or restart): until it is gone (or back), its
         clients' reconnects fail, as expected, so they are not logged as warnings."""
-        self._launched_at = None
+        self.launched_at = None
         self.hibernation.stopping = self.hibernation.hibernated
-        if self._machine is not None:
-            self._machine.expect_drops(self.kernel_id)
+        if self.machine is not None:
+            self.machine.expect_drops(self.kernel_id)
 
     async def kill(self, restart: bool = False) -> None:
         """SIGKILL the kernel's process group."""
@@ -315,7 +326,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             with self._steps.step("resolve hardware"):
                 # The machine it runs on: the target's, or on a scheduler an allocation.
                 placed = self.manager.place(self.kernel_id, self.manager.target(self.target))
-                self.target, self._resolved = placed.name, placed
+                self.place_on(placed)
         except LaunchError as exc:
             raise KernelLaunchError(exc) from exc.__cause__
         kwargs = await super().pre_launch(**kwargs)
@@ -337,7 +348,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         self.launch_kwargs = dict(kwargs)
         remaining = max(1.0, self.launch_timeout - steps.elapsed)
         # Its own task, so that the user can cancel it (MachineManager.cancel_launch).
-        launch = asyncio.ensure_future(self._launcher.launch(steps, kwargs, remaining))
+        launch = asyncio.ensure_future(self.launcher.launch(steps, kwargs, remaining))
         self.manager.launches[self.kernel_id] = (launch, asyncio.get_running_loop())
         try:
             async with asyncio.timeout(remaining):
@@ -346,20 +357,20 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             current = asyncio.current_task()
             if current is not None and current.cancelling():
                 raise  # this launch_kernel itself was cancelled, not only its launch
-            await self._launcher.abandon(maybe_starting=True)
+            await self.launcher.abandon(maybe_starting=True)
             raise KernelLaunchError(steps.cancelled("the user")) from None
         except TimeoutError:
             error = steps.timed_out(self.launch_timeout, "c.RemoteHWProvisioner.launch_timeout")
-            await self._launcher.abandon(maybe_starting=True)
+            await self.launcher.abandon(maybe_starting=True)
             raise KernelLaunchError(error) from None
         except LaunchError as exc:
-            await self._launcher.abandon(maybe_starting=False)
+            await self.launcher.abandon(maybe_starting=False)
             self.manager.unplace(self.kernel_id)
             raise KernelLaunchError(exc) from exc.__cause__
         finally:
             if self.manager.launches.get(self.kernel_id, (None,))[0] is launch:
                 del self.manager.launches[self.kernel_id]
-        if self.hibernation.hibernated and self._remote is not None:
+        if self.hibernation.hibernated and self.host_connection is not None:
             await self.hibernation.restarted()  # restarted while hibernated: afresh
         steps.log.info("kernel %s ready on %s: %s", self.kernel_id, self.target, steps.summary())
         return info
@@ -396,11 +407,11 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             await self.hibernation.discard()
             self.manager.ledger.remove_kernel(self.kernel_id)
             self.manager.unplace(self.kernel_id)
-        if restart or self._remote is None:
+        if restart or self.host_connection is None:
             return
-        machine = self._machine
+        machine = self.machine
         try:
-            await self._agent_call("shutdown_kernel", now=True)
+            await self.agent_call("shutdown_kernel", now=True)
         except AgentError as exc:
             if exc.kind != "unknown_kernel":
                 self.log.warning(
@@ -414,7 +425,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
                 self.target,
                 exc,
             )
-        self._remote = None
+        self.host_connection = None
         self.manager.ledger.remove_kernel(self.kernel_id)
         self.manager.unplace(self.kernel_id)
         if machine is not None:
@@ -446,9 +457,11 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         info["connection_info"] = connection
         info["version"] = INFO_VERSION
         info["target"] = self.target
-        info["local_ports"] = dict(self._local_ports)
+        info["local_ports"] = dict(self.local_ports)
         info["remote_ports"] = (
-            {name: int(self._remote[name]) for name in PORT_NAMES} if self._remote else {}
+            {name: int(self.host_connection[name]) for name in PORT_NAMES}
+            if self.host_connection
+            else {}
         )
         info["hibernated"] = self.hibernation.summary()
         info["hibernate_after"] = self.hibernate_after
@@ -460,6 +473,6 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         self.target = str(provisioner_info["target"])
         self.manager.placements[self.kernel_id] = self.target
         self.hibernate_after = provisioner_info.get("hibernate_after")  # as written above
-        self._local_ports = {
+        self.local_ports = {
             k: int(v) for k, v in dict(provisioner_info.get("local_ports") or {}).items()
         }

@@ -33,7 +33,7 @@ class HibernateAfter(TypedDict):
 def target_hibernate_after(provisioner: RemoteHWProvisioner, providers: Mapping[str, Any]) -> float:
     """The time of the kernel's target (0: never, also for a target no longer offered)."""
     try:
-        target = provisioner._target()  # resolved once per kernel, not every round
+        target = provisioner.resolved_target()  # resolved once per kernel, not every round
     except Exception:  # noqa: BLE001 (a target no longer offered: leave the kernel be)
         return 0.0
     provider = providers.get(target.provider)

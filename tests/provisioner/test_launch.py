@@ -68,12 +68,12 @@ async def test_kernel_runs_on_the_ssh_host(
     provisioner = provisioner_of(jp_serverapp, kernel_id)
     info = jp_serverapp.kernel_manager.get_kernel(kernel_id).get_connection_info()
     assert info["ip"] == "127.0.0.1"
-    assert provisioner._remote is not None
-    assert [info[p] for p in PORTS] != [provisioner._remote[p] for p in PORTS]
+    assert provisioner.host_connection is not None
+    assert [info[p] for p in PORTS] != [provisioner.host_connection[p] for p in PORTS]
     # On the host, its channels and its transfers' bulk streams are UNIX sockets in the
     # agent's owner-only state directory.
-    assert info["transport"] == "tcp" and provisioner._remote["transport"] == "ipc"
-    state_dir = os.path.dirname(provisioner._remote["ip"])
+    assert info["transport"] == "tcp" and provisioner.host_connection["transport"] == "ipc"
+    state_dir = os.path.dirname(provisioner.host_connection["ip"])
     assert str(remote_root) in state_dir
     where = await kc.execute(
         "from jupyter_remote_hw.transfer.kernel_handler import "
@@ -94,7 +94,7 @@ async def test_interrupt_keeps_state_and_restart_keeps_machine_and_ports(
     first_pid = (await kc.execute("pid")).result
     km = jp_serverapp.kernel_manager.get_kernel(kernel_id)
     ports = [km.get_connection_info()[p] for p in PORTS]
-    machine = provisioner_of(jp_serverapp, kernel_id)._machine
+    machine = provisioner_of(jp_serverapp, kernel_id).machine
 
     sleeping = await kc.send(
         "execute_request",
@@ -122,7 +122,7 @@ async def test_interrupt_keeps_state_and_restart_keeps_machine_and_ports(
     assert (await kc.execute("import os; os.getpid()")).result != first_pid
     km = jp_serverapp.kernel_manager.get_kernel(kernel_id)
     assert [km.get_connection_info()[p] for p in PORTS] == ports
-    assert provisioner_of(jp_serverapp, kernel_id)._machine is machine
+    assert provisioner_of(jp_serverapp, kernel_id).machine is machine
 
 
 async def test_local_target_is_a_separate_process_under_the_local_agent(
