@@ -31,6 +31,7 @@ from .hardware_actions import HardwareActions
 from .hardware_events import EventHub
 from .hibernation_actions import HibernationActions
 from .hibernation_timer import IdleHibernation
+from .interrupt import stop_on_interrupt
 from .orphans import reap_orphans
 from .share_actions import ShareActions
 from .user_errors import install_filter, log_failure
@@ -193,6 +194,7 @@ class RemoteHWExtension(ExtensionApp):
             # A user error (unknown host key, no credentials...) is one WARNING line,
             # also where jupyter_client logs a failed kernel start with its traceback.
             install_filter(self.serverapp.log)
+            self._restore_sigint = stop_on_interrupt(self.serverapp, self.log)
         self.settings.update(
             {
                 MACHINES_SETTING: self.machines,
@@ -389,6 +391,9 @@ class RemoteHWExtension(ExtensionApp):
             await upkeep.stop()
         await self.machines.close()
         MachineManager.clear_instance()
+        restore_sigint = getattr(self, "_restore_sigint", None)
+        if restore_sigint is not None:
+            restore_sigint()
 
 
 def _gateway_configured(serverapp: Any) -> bool:

@@ -1,5 +1,6 @@
-"""Stopping a real Jupyter server with kernels on an SSH host, as Ctrl-C does, is quiet:
-no traceback and no asyncio warning in its output, at stop or at process exit."""
+"""Stopping a real Jupyter server with kernels on an SSH host, as Ctrl-C does, is quiet
+(no traceback and no asyncio warning in its output, at stop or at process exit), and
+shuts its kernels down, also when no terminal is there to confirm a SIGINT."""
 
 from __future__ import annotations
 
@@ -63,12 +64,13 @@ async def test_server_stops_without_tracebacks(
     )
     server = start_server(dirs, short_tmp / "server.log", terminal=stop == "ctrl-c twice")
     sockets: list[KernelChannels] = []
+    pids: list[int] = []
     try:
         await server.ready()
         for name in (SSH_KERNEL, SSH_KERNEL, LOCAL_KERNEL):
             kernel_id = (await server.api("kernels", method="POST", body={"name": name}))["id"]
             kc = await server.channels(kernel_id)
-            assert (await kc.execute("1 + 1")).result == "2"
+            pids.append(int((await kc.execute("import os; os.getpid()")).result))
             sockets.append(kc)
         # Let the server finish writing what the kernels said last (jupyter_server's
         # kernel_info nudges after a connect). A SIGINT without a terminal raises
@@ -101,3 +103,11 @@ async def test_server_stops_without_tracebacks(
     assert returncode == 0, log[-6000:]
     found = [noise for noise in NOISE if noise in log]
     assert not found, f"{found} in the server's output:\n{log[-6000:]}"
+    # Every stop shuts the kernels down, on the host too: none is left running.
+    assert len(pids) == 3
+    for _ in range(100):
+        running = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+        if not running:
+            break
+        await asyncio.sleep(0.1)
+    assert not running, f"kernels left running: {running}\n{log[-6000:]}"
