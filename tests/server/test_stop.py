@@ -72,11 +72,6 @@ async def test_server_stops_without_tracebacks(
             kc = await server.channels(kernel_id)
             pids.append(int((await kc.execute("import os; os.getpid()")).result))
             sockets.append(kc)
-        # Let the server finish writing what the kernels said last (jupyter_server's
-        # kernel_info nudges after a connect). A SIGINT without a terminal raises
-        # KeyboardInterrupt in whatever runs, and tornado's own websocket write that it
-        # lands in is then destroyed pending: jupyter_server's, not ours to quiet.
-        await asyncio.sleep(1.0)
         if stop == "ctrl-c twice":
             # The terminal sends SIGINT to the whole foreground process group;
             # the first asks for confirmation, the second stops the server.
