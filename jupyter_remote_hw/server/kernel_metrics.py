@@ -19,6 +19,7 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from ..agent.metrics import MetricsSampler
 from ..agent_client import AgentError, AgentUnavailableError
 from ..providers.local import detect_hardware
+from ..provisioner import RemoteHWProvisioner
 from ..transport import TransportError
 from .hardware_actions import HardwareActions, HardwareRequestError
 
@@ -80,11 +81,18 @@ class KernelMetrics:
         return dict(await asyncio.shield(cached[1]))
 
     async def _read(self, kernel_id: str) -> dict[str, Any]:
+        kernel = self.actions.kernel_manager.get_kernel(kernel_id)
+        provisioner = getattr(kernel, "provisioner", None)
+        if isinstance(provisioner, RemoteHWProvisioner) and provisioner.hibernation.hibernated:
+            raise HardwareRequestError(
+                409,
+                f"kernel {kernel_id} hibernates: its hardware was released ($0/h); its use "
+                "shows again once it wakes (run a cell, or wake it)",
+                "kernel_id",
+            )
         target_name = self.actions.kernel_target(kernel_id)
         if target_name is not None:
             return await self._from_agent(kernel_id, target_name)
-        kernel = self.actions.kernel_manager.get_kernel(kernel_id)
-        provisioner = getattr(kernel, "provisioner", None)
         if not isinstance(provisioner, LocalProvisioner):
             raise HardwareRequestError(
                 409,

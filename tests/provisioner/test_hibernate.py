@@ -127,6 +127,12 @@ async def test_a_hibernated_kernel_keeps_its_id_and_wakes_on_the_next_cell(
     assert row["hibernated"]["bytes"] == summary["bytes"]
     assert row["hibernated"]["left_out"][0]["name"] == "handle"
     assert stored(kernel_id)
+    # Its hardware use is not read from a machine it no longer has.
+    with pytest.raises(HTTPClientError) as refused:
+        await jp_fetch(*API, "usage", kernel_id)
+    assert refused.value.code == 409
+    assert refused.value.response is not None
+    assert b"hibernates: its hardware was released" in refused.value.response.body
 
     # A client connecting now is answered (kernel info) without waking the kernel.
     events: list[dict[str, Any]] = []
