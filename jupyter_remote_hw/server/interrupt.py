@@ -1,12 +1,13 @@
 """A server started without a terminal stops on SIGINT as it does on SIGTERM.
 
 jupyter_server handles SIGINT only when its standard input is a terminal (it asks
-for confirmation). Without one (``jupyter lab &``, a service, a container, a script
-that sends ``kill -INT``), the signal raises ``KeyboardInterrupt`` wherever the event
-loop happens to be, and the server exits without its cleanup: kernels on remote
-hardware stay running, and billing, with nobody connected. Here the first SIGINT
-asks the server to stop as SIGTERM does (kernels shut down, machines released by
-their idle rules); a second one interrupts as Python would.
+for confirmation). Without one (a service, a container, a process manager that stops
+it with SIGINT), the signal raises ``KeyboardInterrupt`` wherever the event loop
+happens to be, and the server exits without its cleanup: kernels on remote hardware
+stay running, and billing, with nobody connected. Here the first SIGINT asks the
+server to stop as SIGTERM does (kernels shut down, machines released by their idle
+rules); a second one interrupts as Python would. A process that was started with
+SIGINT ignored (a script's background job) keeps ignoring it.
 """
 
 from __future__ import annotations
