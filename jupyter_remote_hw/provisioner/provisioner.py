@@ -35,6 +35,7 @@ from ..providers.launch_steps import LaunchError, LaunchSteps
 from ..transport import TransportError
 from .errors import KernelLaunchError
 from .hibernating import KernelHibernation
+from .kernel_end import report_end
 from .launching import KernelLauncher
 
 #: Version of what get_provisioner_info returns.
@@ -203,7 +204,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         machine = self.machine
         ended = machine.end_reason() if machine is not None else None
         if ended:
-            self._report_end(ended)
+            report_end(self, ended)
             return -1
         if machine is None or not machine.link_up:
             return None
@@ -222,28 +223,6 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             return None
         code = status.get("exit_code")
         return int(code) if code is not None else -1
-
-    def _report_end(self, reason: str) -> None:
-        """The kernel's machine ended under it: say why, once, where the server shows it."""
-        parent = self.parent
-        if parent is None or getattr(parent, "reason", None) == reason:
-            return
-        self.log.warning("kernel %s died: %s", self.kernel_id, reason)
-        if hasattr(parent, "reason"):
-            parent.reason = reason  # jupyter_server lists it with the kernel
-        event = {
-            "kernel_id": self.kernel_id,
-            "target": self.target,
-            "step": "kernel died",
-            "state": "failed",
-            "seconds": None,
-            "detail": reason,
-        }
-        for listener in list(self.manager.launch_listeners):
-            try:
-                listener(event)
-            except Exception:  # one listener's bug must not stop the others
-                self.log.exception("a launch listener failed on %s", event)
 
     @on_home_loop
     async def others_can_run_code(self) -> bool:
