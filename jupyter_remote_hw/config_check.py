@@ -29,6 +29,7 @@ from traitlets import Bunch, Float, HasTraits, Int, TraitError, TraitType
 from traitlets.config import Config, Configurable
 from traitlets.config.loader import (
     ConfigFileNotFound,
+    DeferredConfig,
     JSONFileConfigLoader,
     LazyConfigValue,
     PyFileConfigLoader,
@@ -240,6 +241,7 @@ def check_config(
                         value = value.get_value(trait.default())
                     except Exception:  # noqa: BLE001, S112 (traitlets will say it)
                         continue
+                value = _from_command_line(trait, value)
                 problem = _problem(trait, value) or _handler_problem(cls, name, trait, value)
                 if problem is not None:
                     setting = f"{section}.{name}"
@@ -269,6 +271,27 @@ def _unknown_setting(
         where if where in files else None,
         f"{section}.{name}",
     )
+
+
+def _from_command_line(trait: TraitType[Any, Any], value: Any) -> Any:
+    """What a setting given on the command line (``--Class.name=value``) means to
+    ``trait``.
+
+    Before the configurable classes are known, traitlets keeps such a value as the
+    string it came as (a ``DeferredConfigString``, or a list of them for a repeated
+    option) and converts it only when the class loads it; this does the same
+    conversion, so that ``--RemoteHWExtension.orphan_reap_interval=0`` is the number 0.
+    A string that does not convert stays a plain string, and is refused as one.
+    """
+    if not isinstance(value, DeferredConfig):
+        return value
+    try:
+        converted = value.get_value(trait)
+    except (TraitError, ValueError):
+        converted = value
+    if isinstance(converted, DeferredConfig):
+        return list(converted) if isinstance(converted, list) else str(converted)
+    return converted
 
 
 def _problem(trait: TraitType[Any, Any], value: Any) -> str | None:

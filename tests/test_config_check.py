@@ -12,9 +12,15 @@ from pathlib import Path
 
 import pytest
 from traitlets import TraitError
+from traitlets.config.loader import KVArgParseConfigLoader
 
 from jupyter_remote_hw.cli.commands import main
-from jupyter_remote_hw.config_check import config_file_candidates, unloaded_config_file
+from jupyter_remote_hw.config_check import (
+    ConfigError,
+    check_config,
+    config_file_candidates,
+    unloaded_config_file,
+)
 from jupyter_remote_hw.ledger.budget import BudgetGuard
 
 from .serverprocess import start_server
@@ -241,3 +247,58 @@ def test_the_command_line_itself_exits_1_with_one_line(jcfg: Path) -> None:
     )
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "max_per_machine = 'lots' is refused" in done.stderr
+
+
+def test_numbers_given_on_the_command_line_are_numbers() -> None:
+    """``--Class.name=value`` reaches the configuration as a string that traitlets
+    converts when the class loads it; the check converts it the same way."""
+    good = KVArgParseConfigLoader(
+        argv=[
+            "--RemoteHWExtension.orphan_reap_interval=0",
+            "--BudgetGuard.max_total=12.5",
+            "--TransportManager.keepalive_count_max=3",
+            "--RemoteHWExtension.list_targets=False",
+        ]
+    ).load_config()
+    check_config(good)
+    bad = KVArgParseConfigLoader(argv=["--BudgetGuard.max_total=lots"]).load_config()
+    with pytest.raises(ConfigError, match=r"c\.BudgetGuard\.max_total = 'lots' is refused"):
+        check_config(bad)
+    negative = KVArgParseConfigLoader(argv=["--BudgetGuard.max_total=-1"]).load_config()
+    with pytest.raises(ConfigError, match=r"max_total = -1\.0 is refused"):
+        check_config(negative)
+
+
+async def test_the_server_starts_with_numbers_on_its_command_line(tmp_path: Path) -> None:
+    dirs = {name: tmp_path / name for name in ("config", "data", "runtime", "nb")}
+    for directory in dirs.values():
+        directory.mkdir()
+    (dirs["config"] / "jupyter_server_config.py").write_text(
+        "c.ServerApp.jpserver_extensions = {'jupyter_remote_hw': True}\n"
+        "c.SSHProvider.include_ssh_config = False\n"
+    )
+    server = start_server(
+        dirs,
+        tmp_path / "server.log",
+        args=["--RemoteHWExtension.orphan_reap_interval=0", "--BudgetGuard.max_total=12.5"],
+    )
+    try:
+        await server.ready()
+        assert "is refused" not in server.log.read_text()
+    finally:
+        server.process.terminate()
+        try:
+            server.process.wait(30)
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+            server.process.wait()
+    refused = start_server(dirs, tmp_path / "refused.log", args=["--BudgetGuard.max_total=lots"])
+    try:
+        assert refused.process.wait(timeout=60) == 1
+    finally:
+        if refused.process.poll() is None:
+            refused.process.kill()
+            refused.process.wait()
+    said = (tmp_path / "refused.log").read_text()
+    assert "c.BudgetGuard.max_total = 'lots' is refused" in said, said
+    assert "Traceback" not in said
