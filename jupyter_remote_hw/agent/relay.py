@@ -103,6 +103,7 @@ class KernelRelay:
         limit: int = DEFAULT_LIMIT,
     ) -> None:
         self.kernel_id = kernel_id
+        self.connection = connection
         self.limit = limit
         self.epoch = uuid.uuid4().hex
         self._signer = Signer(
@@ -367,6 +368,12 @@ class KernelRelays:
             raise AgentError(BAD_REQUEST, "relay: 'kernel_id' must be a string")
         connection = self._connection_of(kernel_id)
         relay = self._relays.get(kernel_id)
+        if relay is not None and relay.connection != connection:
+            # A kernel started again under the same id (woken from hibernation) has
+            # channels of its own: the old relay's sockets lead nowhere.
+            log.info("kernel %s: a new process, so a new relay", kernel_id)
+            await self.drop(kernel_id)
+            relay = None
         if relay is None:
             if self._context is None:
                 raise AgentError(BAD_REQUEST, "relay: pyzmq is not importable on this host")

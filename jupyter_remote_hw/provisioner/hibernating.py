@@ -218,6 +218,9 @@ class KernelHibernation:
     async def _stop_remote(self) -> None:
         """Shut the kernel down on its host (best effort: its agent ends it otherwise)."""
         p = self.p
+        # First: a poll (jupyter_client's restarter) while it stops must not take the
+        # kernel for dead, and restart it behind the hibernation's back.
+        p.host_connection = None
         try:
             await p.agent_call("shutdown_kernel", now=True)
         except (AgentError, AgentUnavailableError, TimeoutError, TransportError) as exc:
@@ -227,7 +230,6 @@ class KernelHibernation:
                 p.target,
                 exc,
             )
-        p.host_connection = None
 
     async def _let_machine_go(self) -> None:
         """Take the relay out of the machine (it keeps answering on the kernel's ports, the
