@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import logging
 import os
 import platform
 import signal
@@ -33,7 +34,10 @@ from .protocol import (
     arg_str_dict,
     arg_str_list,
 )
+from .relay import KernelRelays
 from .shares import ShareRelays
+
+log = logging.getLogger(__name__)
 
 
 def _current_user() -> str:
@@ -52,6 +56,7 @@ class AgentOperations:
     metrics: MetricsSampler
     lifetime: LifetimeWatch
     shares: ShareRelays
+    relays: KernelRelays
 
     async def _hello(self, args: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -83,8 +88,17 @@ class AgentOperations:
 
     async def _start_kernel(self, args: dict[str, Any]) -> dict[str, Any]:
         op = "start_kernel"
+        kernel_id = arg_str(args, op, "kernel_id")
+        replace = arg_bool(args, op, "replace", False)
+        if replace and kernel_id is not None and kernel_id in self.kernels.kernels:
+            # Its caller knows no kernel of this id runs: this one is what a start cut
+            # off before it was confirmed left behind (a wake whose server died, or
+            # whose link was cut).
+            log.warning("kernel %s: replacing the kernel left running under its id", kernel_id)
+            await self._shutdown_kernel({"kernel_id": kernel_id, "now": True})
+            await self.relays.drop(str(kernel_id))
         return await self.kernels.start(
-            kernel_id=arg_str(args, op, "kernel_id"),
+            kernel_id=kernel_id,
             argv=arg_str_list(args, op, "argv"),
             env=arg_str_dict(args, op, "env"),
             cwd=arg_str(args, op, "cwd"),

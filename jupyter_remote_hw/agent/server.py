@@ -247,10 +247,15 @@ class AgentServer(AgentOperations):
         except RequestParseError as exc:
             response = error_response(exc.request_id, exc.kind, exc.message)
         else:
-            self._hold(connection, request.args.get("kernel_id"))
+            if request.op != "start_kernel":  # a start names a kernel that is not there yet
+                self._hold(connection, request.args.get("kernel_id"))
             response = await self.dispatch(request)
             if request.op == "start_kernel" and response["ok"]:
-                self._hold(connection, response["result"].get("kernel_id"))
+                kernel_id = response["result"].get("kernel_id")
+                if connection not in self._open_connections:
+                    await self._end_unconfirmed(str(kernel_id))
+                    return
+                self._hold(connection, kernel_id)
         await self._send(writer, write_lock, response)
         if (
             request is not None
@@ -297,6 +302,20 @@ class AgentServer(AgentOperations):
                 await writer.drain()
             except ConnectionError:
                 pass
+
+    async def _end_unconfirmed(self, kernel_id: str) -> None:
+        """A kernel whose starter went away before it was told the kernel had started:
+        nobody knows it runs, so it ends now, not after its orphan grace."""
+        log.warning(
+            "kernel %s: its starter went away before it was told the kernel had started; "
+            "shutting it down",
+            kernel_id,
+        )
+        try:
+            await self._shutdown_kernel({"kernel_id": kernel_id, "now": True})
+        except AgentError as exc:
+            log.info("kernel %s: %s", kernel_id, exc.message)
+        await self.relays.drop(kernel_id)
 
     def _hold(self, connection: int, kernel_id: Any) -> None:
         """Let an open connection hold the kernel it started or named in a request."""
