@@ -24,12 +24,19 @@ allowed: ``numpy`` holds ``numpy.f2py``, ``builtins`` holds ``eval``);
 ``type`` only for ``type(None)`` and the like. A name at another path of the
 same library (``pandas.core.frame.DataFrame`` from a host with an older
 pandas) is allowed when it is the very object an allowed pair names, found in
-a module that is already imported, without importing anything new. A pickle
-cannot set attributes on a class or module (``BUILD`` on one is refused), so it
-cannot patch a library either.
+a module that is already imported, without importing anything new.
 
-This module runs only on our side (it is not shipped to hosts); it uses the
-pure-Python unpickler, whose opcodes can be checked one by one.
+An allowed name is not enough: each call, state and item added is checked too
+(:mod:`.restricted_checks`). Only what the pickle named is called; a dtype or an
+array whose memory would hold objects read from bytes is refused however it is
+built; a state is set only where its form is checked (never on a class or module,
+so a pickle cannot patch a library), and items are added only to builtin
+containers.
+
+It runs on our side (``%remote_pull``) and inside the owner's kernels, which
+rebuild what a hardware switch carries or a wake restores from such a kernel
+(shipped to hosts with the kernel side of transfers: Python 3.8 syntax). It uses
+the pure-Python unpickler, whose opcodes can be checked one by one.
 """
 
 from __future__ import annotations
@@ -46,215 +53,15 @@ from typing import Any, ClassVar, Final
 from traitlets import List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
+from .allowlist import ALLOWED, ALLOWED_ATTRIBUTES
 from .errors import TransferError
 from .pickling import Pickled, rebuild_error
+from .restricted_checks import DICTS, LISTS, SETS, Checks, RefusedGlobalError, container_of
 
 SETTING: Final = "c.SharedKernelPulls.allowed_types"
 """The setting that allows more types, as written in ``jupyter_server_config.py``."""
 
-_BUILTINS: Final = (
-    "bool",
-    "bytearray",
-    "bytes",
-    "complex",
-    "dict",
-    "float",
-    "frozenset",
-    "int",
-    "list",
-    "object",
-    "range",
-    "set",
-    "slice",
-    "str",
-    "tuple",
-    "Ellipsis",
-    "NotImplemented",
-)
 
-_PANDAS_TOP: Final = (
-    "ArrowDtype",
-    "BooleanDtype",
-    "Categorical",
-    "CategoricalDtype",
-    "CategoricalIndex",
-    "DataFrame",
-    "DateOffset",
-    "DatetimeIndex",
-    "DatetimeTZDtype",
-    "Float32Dtype",
-    "Float64Dtype",
-    "Index",
-    "Int8Dtype",
-    "Int16Dtype",
-    "Int32Dtype",
-    "Int64Dtype",
-    "Interval",
-    "IntervalDtype",
-    "IntervalIndex",
-    "MultiIndex",
-    "NA",
-    "NaT",
-    "Period",
-    "PeriodDtype",
-    "PeriodIndex",
-    "RangeIndex",
-    "Series",
-    "SparseDtype",
-    "StringDtype",
-    "Timedelta",
-    "TimedeltaIndex",
-    "Timestamp",
-    "UInt8Dtype",
-    "UInt16Dtype",
-    "UInt32Dtype",
-    "UInt64Dtype",
-)
-
-_PANDAS_ARRAYS: Final = (
-    "ArrowExtensionArray",
-    "ArrowStringArray",
-    "BooleanArray",
-    "DatetimeArray",
-    "FloatingArray",
-    "IntegerArray",
-    "IntervalArray",
-    "NumpyExtensionArray",
-    "PeriodArray",
-    "SparseArray",
-    "StringArray",
-    "TimedeltaArray",
-)
-
-_PANDAS_OFFSETS: Final = (
-    "BDay",
-    "BMonthBegin",
-    "BMonthEnd",
-    "BQuarterBegin",
-    "BQuarterEnd",
-    "BYearBegin",
-    "BYearEnd",
-    "BusinessDay",
-    "BusinessHour",
-    "CustomBusinessDay",
-    "Day",
-    "DateOffset",
-    "Easter",
-    "FY5253",
-    "Hour",
-    "Micro",
-    "Milli",
-    "Minute",
-    "MonthBegin",
-    "MonthEnd",
-    "Nano",
-    "QuarterBegin",
-    "QuarterEnd",
-    "Second",
-    "SemiMonthBegin",
-    "SemiMonthEnd",
-    "Tick",
-    "Week",
-    "WeekOfMonth",
-    "YearBegin",
-    "YearEnd",
-)
-
-ALLOWED: Final[frozenset[tuple[str, str]]] = frozenset(
-    [("builtins", name) for name in _BUILTINS]
-    + [
-        ("collections", name)
-        for name in ("OrderedDict", "defaultdict", "Counter", "deque", "ChainMap")
-    ]
-    + [("datetime", name) for name in ("date", "datetime", "time", "timedelta", "timezone")]
-    + [
-        ("decimal", "Decimal"),
-        ("fractions", "Fraction"),
-        ("uuid", "UUID"),
-        ("uuid", "SafeUUID"),
-        ("zoneinfo", "ZoneInfo"),
-    ]
-    + [
-        (module, name)
-        for module in ("pathlib", "pathlib._local")
-        for name in (
-            "Path",
-            "PosixPath",
-            "WindowsPath",
-            "PurePath",
-            "PurePosixPath",
-            "PureWindowsPath",
-        )
-    ]
-    # numpy 2 and numpy 1 spell the same functions differently.
-    + [
-        (f"numpy.{core}.multiarray", name)
-        for core in ("_core", "core")
-        for name in ("_reconstruct", "scalar")
-    ]
-    + [(f"numpy.{core}.numeric", "_frombuffer") for core in ("_core", "core")]
-    + [
-        ("numpy", "dtype"),
-        ("numpy", "ndarray"),
-        ("numpy", "matrix"),
-        ("numpy.ma", "MaskedArray"),
-        ("numpy.ma.core", "MaskedArray"),
-        ("numpy.ma.core", "_mareconstruct"),
-        ("numpy.random._pickle", "__bit_generator_ctor"),
-        ("numpy.random._pickle", "__generator_ctor"),
-        ("numpy.random._pickle", "__randomstate_ctor"),
-        ("numpy.random.bit_generator", "SeedSequence"),
-        ("numpy.random.bit_generator", "__pyx_unpickle_SeedSequence"),
-    ]
-    + [
-        (f"numpy.random._{name.lower()}", name)
-        for name in ("MT19937", "PCG64", "PCG64DXSM", "Philox", "SFC64")
-    ]
-    + [("pandas", name) for name in _PANDAS_TOP]
-    + [("pandas.arrays", name) for name in _PANDAS_ARRAYS]
-    + [("pandas._libs.tslibs.offsets", name) for name in _PANDAS_OFFSETS]
-    + [
-        ("pandas._libs.arrays", "__pyx_unpickle_NDArrayBacked"),
-        ("pandas._libs.internals", "_unpickle_block"),
-        ("pandas._libs.interval", "__pyx_unpickle_IntervalMixin"),
-        ("pandas._libs.sparse", "IntIndex"),
-        ("pandas._libs.sparse", "BlockIndex"),
-        ("pandas._libs.tslibs.nattype", "_nat_unpickle"),
-        ("pandas._libs.tslibs.timedeltas", "_timedelta_unpickle"),
-        ("pandas._libs.tslibs.timestamps", "_unpickle_timestamp"),
-        ("pandas.core.indexes.base", "_new_Index"),
-        ("pandas.core.indexes.datetimes", "_new_DatetimeIndex"),
-        ("pandas.core.indexes.interval", "_new_IntervalIndex"),
-        ("pandas.core.indexes.period", "_new_PeriodIndex"),
-        ("pandas.core.indexes.timedeltas", "_new_TimedeltaIndex"),
-        ("pandas.core.internals.blocks", "new_block"),
-        ("pandas.core.internals.managers", "BlockManager"),
-        ("pandas.core.internals.managers", "SingleBlockManager"),
-        ("dateutil.relativedelta", "relativedelta"),
-        ("dateutil.tz.tz", "tzutc"),
-        ("dateutil.tz.tz", "tzoffset"),
-        ("pytz", "_p"),
-        ("pytz", "_UTC"),
-    ]
-    + [("torch", name) for name in ("Size", "device", "Tensor")]
-    + [("torch._C", name) for name in ("TensorBase", "_TensorBase", "_VariableFunctionsClass")]
-    + [("torch._utils", name) for name in ("_rebuild_parameter", "_rebuild_parameter_with_state")]
-    + [("torch.nn.parameter", "Parameter")]
-)
-"""The ``(module, qualname)`` pairs a restricted pickle may name."""
-
-ALLOWED_ATTRIBUTES: Final[frozenset[tuple[str, str, str]]] = frozenset(
-    [("torch._C", "_VariableFunctionsClass", "from_numpy")]
-    + [
-        ("torch._C", base, method)
-        for base in ("TensorBase", "_TensorBase")
-        for method in ("requires_grad_", "clone", "view")
-    ]
-    + [("zoneinfo", "ZoneInfo", "_unpickle")]
-)
-"""``getattr(cls, name)`` a restricted pickle may call: ``(module, class qualname, name)``."""
-
-_PLAIN_BUILD: Final[Callable[[Any], None]] = getattr(pickle._Unpickler, "load_build")  # noqa: B009
 _SAME_OBJECT_PACKAGES: Final = ("numpy", "pandas", "torch", "pathlib")
 _SINGLETON_TYPES: Final = (None, Ellipsis, NotImplemented)
 
@@ -283,22 +90,6 @@ class SharedKernelPulls(Configurable):
                     f"{entry!r} is not module.Qualname (such as 'mypackage.models.Result')"
                 )
         return entries
-
-
-class RefusedGlobalError(pickle.UnpicklingError):
-    """A restricted pickle names something that is not allowed.
-
-    Attributes:
-        refused: ``module.qualname`` of what it names.
-        how: How it names it, when not by a plain global (`` through builtins.getattr``).
-        allowable: Whether the setting can allow it (patching a class never is).
-    """
-
-    def __init__(self, refused: str, how: str = "", allowable: bool = True) -> None:
-        super().__init__(f"{refused}{how} is not allowed")
-        self.refused = refused
-        self.how = how
-        self.allowable = allowable
 
 
 def _walk(owner: Any, qualname: str, static: bool) -> Any:
@@ -339,12 +130,23 @@ class RestrictedUnpickler(pickle._Unpickler):
     """
 
     dispatch: ClassVar[dict[int, Callable[[Any], None]]] = dict(pickle._Unpickler.dispatch)
+    # pickle._Unpickler's own state, which typeshed leaves out.
+    stack: list[Any]
+    metastack: list[list[Any]]
+    memo: dict[int, Any]
+    append: Callable[[Any], None]
 
     def __init__(
         self, file: io.BytesIO, *, buffers: Iterable[Any] = (), allowed_types: Iterable[str] = ()
     ) -> None:
         super().__init__(file, buffers=buffers)
         self._extra = frozenset(allowed_types)
+        self._checks = Checks(self._allowed_type)
+
+    def _allowed_type(self, kind: Any) -> bool:
+        """Whether the owner allowed ``kind`` by name (its states are then set as they come)."""
+        module, qualname = getattr(kind, "__module__", None), getattr(kind, "__qualname__", None)
+        return f"{module}.{qualname}" in self._extra
 
     def _allowed(self, module: str, qualname: str) -> bool:
         return (module, qualname) in ALLOWED or f"{module}.{qualname}" in self._extra
@@ -355,6 +157,9 @@ class RestrictedUnpickler(pickle._Unpickler):
         Raises:
             RefusedGlobalError: It is not.
         """
+        return self._checks.named(self._find_class(module, name))
+
+    def _find_class(self, module: str, name: str) -> Any:
         if (module, name) == ("builtins", "getattr"):
             return self._getattr
         if (module, name) == ("builtins", "type"):
@@ -414,22 +219,80 @@ class RestrictedUnpickler(pickle._Unpickler):
                 " (on a class that is not the one its name says)",
                 allowable=False,
             )
-        return getattr(owner, name)
+        return self._checks.named(getattr(owner, name))
+
+    # Every opcode that calls something, sets a state or adds items goes through the
+    # checks of restricted_checks (pickle._Unpickler's own, with the check added).
+    def _load_reduce(self) -> None:
+        stack = self.stack
+        args = stack.pop()
+        stack[-1] = self._checks.call(stack[-1], tuple(args), None)
+
+    def _load_newobj(self) -> None:
+        args = self.stack.pop()
+        cls = self.stack.pop()
+        self.append(self._checks.new(cls, tuple(args), None))
+
+    def _load_newobj_ex(self) -> None:
+        kwargs = self.stack.pop()
+        args = self.stack.pop()
+        cls = self.stack.pop()
+        self.append(self._checks.new(cls, tuple(args), kwargs))
+
+    def _instantiate(self, klass: Any, args: list[Any]) -> None:
+        self.append(self._checks.call(klass, tuple(args), None))
 
     def _load_build(self) -> None:
-        """``BUILD``, except on a class or module: a pickle never patches a library."""
-        stack: list[Any] = getattr(self, "stack")  # noqa: B009 (untyped in typeshed)
-        target = stack[-2] if len(stack) > 1 else None
-        if isinstance(target, (type, ModuleType)):
-            name = getattr(target, "__qualname__", getattr(target, "__name__", "?"))
-            raise RefusedGlobalError(
-                f"{getattr(target, '__module__', '')}.{name}",
-                " (setting attributes of a class or module)",
-                allowable=False,
-            )
-        _PLAIN_BUILD(self)
+        """``BUILD`` where :meth:`.Checks.build` allows it: a pickle never patches a library,
+        and sets only the states it checks (a dtype's becomes a new dtype)."""
+        stack = self.stack
+        state = stack.pop()
+        target = stack[-1]
+        built = self._checks.build(target, state)
+        if built is not target:
+            stack[-1] = built
+            for key, value in list(self.memo.items()):
+                if value is target:
+                    self.memo[key] = built
 
+    def _adding_to(self, kinds: tuple[type, ...], depth: int) -> None:
+        """Check the container items are added to: ``depth`` down the stack, or (0) the
+        object under the last mark."""
+        try:
+            target = self.metastack[-1][-1] if depth == 0 else self.stack[-depth]
+        except IndexError:
+            raise pickle.UnpicklingError("unpickling stack underflow") from None
+        container_of(target, kinds, self._allowed_type)
+
+    def _load_setitem(self) -> None:
+        self._adding_to(DICTS, 3)
+        pickle._Unpickler.load_setitem(self)  # type: ignore[attr-defined]
+
+    def _load_setitems(self) -> None:
+        self._adding_to(DICTS, 0)
+        pickle._Unpickler.load_setitems(self)  # type: ignore[attr-defined]
+
+    def _load_append(self) -> None:
+        self._adding_to(LISTS, 2)
+        pickle._Unpickler.load_append(self)  # type: ignore[attr-defined]
+
+    def _load_appends(self) -> None:
+        self._adding_to(LISTS, 0)
+        pickle._Unpickler.load_appends(self)  # type: ignore[attr-defined]
+
+    def _load_additems(self) -> None:
+        self._adding_to(SETS, 0)
+        pickle._Unpickler.load_additems(self)  # type: ignore[attr-defined]
+
+    dispatch[pickle.REDUCE[0]] = _load_reduce
+    dispatch[pickle.NEWOBJ[0]] = _load_newobj
+    dispatch[pickle.NEWOBJ_EX[0]] = _load_newobj_ex
     dispatch[pickle.BUILD[0]] = _load_build
+    dispatch[pickle.SETITEM[0]] = _load_setitem
+    dispatch[pickle.SETITEMS[0]] = _load_setitems
+    dispatch[pickle.APPEND[0]] = _load_append
+    dispatch[pickle.APPENDS[0]] = _load_appends
+    dispatch[pickle.ADDITEMS[0]] = _load_additems
 
 
 def _type_of(*args: Any) -> type:
