@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,16 @@ if TYPE_CHECKING:
 DEFAULT_HARDWARE = "SSH host"
 """Hardware label of a host nobody labelled."""
 
-_HOST_KEYS = {"host", "hardware", "python", "name", "root", "authorized_keys", "workdir"}
+_HOST_KEYS = {
+    "host",
+    "hardware",
+    "python",
+    "name",
+    "root",
+    "authorized_keys",
+    "workdir",
+    "hibernate_after",
+}
 
 
 class SSHMachine(Machine):
@@ -223,7 +233,9 @@ class SSHProvider(Provider):
         "agent's files, default the login home), 'authorized_keys' (the file the host's "
         "sshd reads keys from, where shares add their lines; default "
         "~/.ssh/authorized_keys), 'workdir' (where kernels start when the notebook's "
-        "directory does not exist on the host; default SSHProvider.workdir).",
+        "directory does not exist on the host; default SSHProvider.workdir), "
+        "'hibernate_after' (seconds idle after which a kernel on the host hibernates, 0: "
+        "never; default SSHProvider.hibernate_after).",
     )
     workdir = Unicode(
         "~",
@@ -256,7 +268,31 @@ class SSHProvider(Provider):
                     f"SSHProvider.hosts: {entry['host']!r} has unknown keys {sorted(unknown)}; "
                     f"use {sorted(_HOST_KEYS)}"
                 )
+            after = entry.get("hibernate_after")
+            if after is not None and (
+                isinstance(after, bool)
+                or not isinstance(after, int | float)
+                or not math.isfinite(after)
+                or after < 0
+            ):
+                raise TraitError(
+                    f"SSHProvider.hosts: {entry['host']!r} has 'hibernate_after' {after!r}; "
+                    "give seconds, 0 or more (0: never)"
+                )
         return list(proposal["value"])
+
+    @staticmethod
+    def _target_name(entry: dict[str, Any]) -> str:
+        """The name of the target a host entry makes."""
+        return "ssh-" + slug(str(entry.get("name") or entry["host"]))
+
+    def hibernate_after_for(self, target: Target) -> float:
+        """The host entry's ``hibernate_after``, else :attr:`hibernate_after`."""
+        for entry in reversed(self.hosts):  # as in targets(), the last entry of a name wins
+            if self._target_name(entry) == target.name:
+                after = entry.get("hibernate_after")
+                return float(self.hibernate_after if after is None else after)
+        return float(self.hibernate_after)
 
     def _config_files(self) -> list[Path]:
         files = self.transport.ssh_config_files if self.transport is not None else []
@@ -266,7 +302,7 @@ class SSHProvider(Provider):
         found: dict[str, Target] = {}
         for entry in self.hosts:
             host = str(entry["host"])
-            name = "ssh-" + slug(str(entry.get("name") or host))
+            name = self._target_name(entry)
             found[name] = Target(
                 name=name,
                 provider=self.name,
