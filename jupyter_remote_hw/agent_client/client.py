@@ -72,7 +72,7 @@ class AgentClient:
             raise AgentUnavailableError(
                 f"cannot reach the agent on {where} at {path}: {exc}"
             ) from None
-        return cls(reader, writer, where=where, log=log)
+        return cls(reader, writer, where=where, log=log, socket=path)
 
     @property
     def closed(self) -> bool:

@@ -126,7 +126,7 @@ class Machine(ABC):
 
     def relay(self, kernel_id: str) -> KernelRelayClient | None:
         """The relay whose ports a kernel's clients use here, or None where the kernel's
-        ports are not a relay's (this machine's kernels, reached directly). Only a
+        ports are not a relay's (a machine that reaches its kernels directly). Only a
         kernel with a relay can hibernate and keep its ports."""
         return None
 

@@ -49,20 +49,13 @@ def is_on(provisioner: RemoteHWProvisioner, name: str) -> bool:
 
 
 def check_wake_target(provisioner: RemoteHWProvisioner, name: str) -> Target:
-    """The target called ``name``, where a hibernated kernel can wake.
+    """The target called ``name``, where a hibernated kernel can wake (any target: each
+    machine, this one included, keeps a kernel's ports with its relay).
 
     Raises:
         UnknownHardwareError: No target has that name.
-        MoveError: Its kernels have no relay to keep the kernel's ports (this machine).
     """
-    target = provisioner.manager.target(name)
-    if target.provider == "local":  # its kernels' ports are their own (no relay)
-        raise MoveError(
-            f"kernel {provisioner.kernel_id} cannot wake on {target.name} ({target.where}): "
-            "kernels there have no relay to keep its ports; pick another target, or wake it "
-            "and switch its hardware"
-        )
-    return target
+    return provisioner.manager.target(name)
 
 
 def move(provisioner: RemoteHWProvisioner, target: Target) -> Place:

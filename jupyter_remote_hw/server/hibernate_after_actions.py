@@ -11,11 +11,9 @@ keeps it. JupyterLab sends it from the notebook's metadata (``remote_hw.hibernat
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..providers import Provider, Target
 from .hardware_actions import HardwareRequestError
 from .hibernate_times import MAX_HIBERNATE_AFTER, hibernate_after_of, target_hibernate_after
 from .hibernation_actions import HibernationActions
@@ -44,8 +42,7 @@ class HibernateAfterActions:
 
         Raises:
             HardwareRequestError: 400 (``seconds`` is not a number of seconds from 0 to 7
-                days), 404 (no such kernel), 409 (a kernel not on remote hardware, or on
-                this machine: it cannot hibernate).
+                days), 404 (no such kernel), 409 (a kernel not started on a target).
         """
         if seconds is not None and (
             isinstance(seconds, bool)
@@ -62,13 +59,6 @@ class HibernateAfterActions:
         provisioner = self.hibernation.provisioner(kernel_id)
         hardware = self.hibernation.hardware
         providers = hardware.machines.providers
-        if provisioner.target in {t.name for t in _local_targets(providers)}:
-            raise HardwareRequestError(
-                409,
-                f"kernel {kernel_id} runs on this machine ({provisioner.target}), where "
-                "kernels cannot hibernate: it has no hibernate time",
-                "kernel_id",
-            )
         provisioner.hibernate_after = None if seconds is None else float(seconds)
         ledger = hardware.machines.ledger
         record = ledger.get_kernel(kernel_id)
@@ -81,12 +71,3 @@ class HibernateAfterActions:
             "hibernate_after": hibernate_after_of(provisioner, providers),
             "target_seconds": target_hibernate_after(provisioner, providers),
         }
-
-
-def _local_targets(providers: Mapping[str, Provider]) -> list[Target]:
-    """This machine's targets, whose kernels cannot hibernate."""
-    local = providers.get("local")
-    return local.targets() if local is not None else []
-
-
-__all__ = ["HibernateAfterActions"]

@@ -95,14 +95,13 @@ async def test_hibernate_and_wake_from_the_command_line(server: Server, short_tm
     assert header.split()[-1] == "server"
     assert line.split()[0] == kernel_id[:8] and line.split()[-1] == server.url + "/", out
 
-    # Targets it cannot wake on: nothing changes, the kernel still hibernates there.
-    for target, words in (("nowhere", "nowhere"), ("local", "cannot wake on local")):
-        code, out, err = await cli("wake", kernel_id, "--on", target)
-        assert code == 1 and out == "", (out, err)
-        assert words in err.splitlines()[-1], err
-        assert err.splitlines()[-1].startswith("jupyter remote-hw wake: "), err
-        machine, row = await kernel_row(server, kernel_id)
-        assert (machine, row["state"]) == (SSH_TARGET, "hibernated")
+    # A target it cannot wake on: nothing changes, the kernel still hibernates there.
+    code, out, err = await cli("wake", kernel_id, "--on", "nowhere")
+    assert code == 1 and out == "", (out, err)
+    assert "nowhere" in err.splitlines()[-1], err
+    assert err.splitlines()[-1].startswith("jupyter remote-hw wake: "), err
+    machine, row = await kernel_row(server, kernel_id)
+    assert (machine, row["state"]) == (SSH_TARGET, "hibernated")
 
     # Wake (at the server named, its token from its runtime file): the launch steps,
     # then what was restored; same id, the variable back.

@@ -21,7 +21,7 @@ from jupyter_remote_hw.transfer.variables import kernel_namespace
 
 from ..kernelws import KernelChannels
 from ..serverprocess import Server
-from .conftest import LOCAL_KERNEL, SSH_KERNEL, SSH_TARGET, Fetch, OpenChannels, StartKernel
+from .conftest import SSH_KERNEL, SSH_TARGET, Fetch, OpenChannels, StartKernel
 from .test_reattach import dirs, http_client, start_server  # noqa: F401 (fixtures)
 
 API = ("jupyter-remote-hw", "api")
@@ -268,16 +268,6 @@ async def test_what_cannot_hibernate_keeps_running(
     assert unknown.value.code == 404
     woke = json.loads((await jp_fetch(*API, "wake", kernel_id, method="POST", body="")).body)
     assert woke == {"kernel_id": kernel_id, "woken": False, "target": SSH_TARGET}
-
-
-async def test_a_kernel_on_this_machine_cannot_hibernate(
-    start_kernel: StartKernel, jp_fetch: Fetch
-) -> None:
-    local_id = await start_kernel(LOCAL_KERNEL)
-    with pytest.raises(HTTPClientError) as local:
-        await hibernate(jp_fetch, local_id)
-    assert local.value.code == 409
-    assert "cannot hibernate" in json.loads(local.value.response.body)["message"]
 
 
 async def ours(server: Server, method: str, path: str, body: Any = None) -> Any:

@@ -16,7 +16,7 @@ from jupyter_remote_hw.machines.manager import MachineManager
 
 from ..provisioner.conftest import LOCAL_KERNEL, SHOWN, SSH_TARGET, OpenChannels
 from ..testhosts import SSHTestHost
-from .apiclient import Events, Fetch, failure, get, post
+from .apiclient import API, Events, Fetch, failure, get, post
 
 
 @pytest.mark.parametrize(
@@ -184,12 +184,13 @@ async def test_start_a_kernel_on_local_hardware_with_progress_events(
     assert [m["name"] for m in machines] == ["local"]
     assert [k["id"] for k in machines[0]["kernels"]] == [kernel["id"]]
     assert machines[0]["actions"] == ["start", "terminate"]
-    # A kernel on this machine never hibernates, and takes no hibernate time.
+    # A kernel on this machine hibernates by itself only when given a time.
     assert machines[0]["kernels"][0]["hibernate_after"] == {"seconds": 0.0, "source": "target"}
-    code, error = await failure(
-        jp_fetch, "hibernate-after", kernel["id"], method="PUT", body={"seconds": 60}
+    answer = await jp_fetch(
+        *API, "hibernate-after", kernel["id"], method="PUT", body=json.dumps({"seconds": 60})
     )
-    assert code == 409 and "cannot hibernate" in error["message"], error
+    after = json.loads(answer.body)
+    assert after["hibernate_after"] == {"seconds": 60.0, "source": "notebook"}, after
     await jp_fetch("api", "kernels", kernel["id"], method="DELETE")
 
 

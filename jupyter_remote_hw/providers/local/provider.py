@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from traitlets import Bool, Unicode
 
+from ...agent.connection import channel_path
 from ...agent.hardware import (
     NVIDIA_QUERY,
     NVIDIA_SMI_TIMEOUT,
@@ -20,9 +21,11 @@ from ...agent.hardware import (
     parse_gpu_csv,
 )
 from ...agent_client import AgentClient, Progress, start_local_agent
+from ...agent_client.relay import KernelRelayClient
 from ...transfer.client import open_local_stream
 from ..base import Machine, Provider
 from ..target import Target, gib_label
+from .forward import LocalForward
 
 if TYPE_CHECKING:
     from ..launch_steps import LaunchSteps
@@ -54,13 +57,30 @@ def detect_hardware() -> str:
 
 
 class LocalMachine(Machine):
-    """This machine, through an agent running as a local daemon."""
+    """This machine, through an agent running as a local daemon.
+
+    A kernel's shell, control, stdin and IOPub ports here are its relay's
+    (:class:`...agent_client.relay.KernelRelayClient`, through the agent's socket),
+    and its heartbeat port a forward to the kernel's: so the kernel can hibernate
+    and wake with its ports unchanged, as on any host.
+
+    Args:
+        relay_buffer: Bytes of a kernel's messages the agent keeps for its relay.
+    """
 
     def __init__(
-        self, target: Target, state_dir: Path, log: logging.Logger, idle_exit: float
+        self,
+        target: Target,
+        state_dir: Path,
+        log: logging.Logger,
+        idle_exit: float,
+        relay_buffer: int = 256 * 1024 * 1024,
     ) -> None:
         super().__init__(target, log, idle_exit)
         self.state_dir = state_dir
+        self.relay_buffer = relay_buffer
+        self._relays: dict[str, KernelRelayClient] = {}
+        self._heartbeats: dict[str, LocalForward] = {}
 
     @property
     def link_up(self) -> bool:
@@ -71,16 +91,69 @@ class LocalMachine(Machine):
             self.state_dir, progress=progress, log=self.log, idle_exit=self.idle_exit
         )
 
+    async def _open_agent_stream(self) -> tuple[Any, Any]:
+        """A new stream to the agent (starting it again if it is gone)."""
+        client = await self.agent()
+        if client.socket is None:
+            raise RuntimeError("the agent's socket is not known")
+        return await open_local_stream(client.socket)
+
     async def expose(
         self, kernel_id: str, connection: dict[str, Any], local_ports: dict[str, int] | None = None
     ) -> dict[str, Any]:
-        return dict(connection)
+        wanted = dict(local_ports or {})
+        relay = self._relays.get(kernel_id)
+        if relay is None:
+            relay = KernelRelayClient(
+                kernel_id, connection, self._open_agent_stream, self.log, self.relay_buffer
+            )
+            await relay.start(wanted)
+            self._relays[kernel_id] = relay
+        elif relay.asleep:
+            # A kernel woken from hibernation: its relay kept the ports meanwhile.
+            await relay.wake(self._open_agent_stream)
+        hb_path = channel_path(connection, "hb_port")
+        where: int | str = hb_path if hb_path is not None else int(connection["hb_port"])
+        hb = self._heartbeats.get(kernel_id)
+        if hb is None or not hb.active or hb.where != where:
+            port = hb.local_port if hb is not None else wanted.get("hb_port", 0)
+            if hb is not None:
+                await hb.close()
+            hb = LocalForward(where, self.log)
+            await hb.start(port)
+            self._heartbeats[kernel_id] = hb
+        local = dict(connection)
+        local["ip"] = "127.0.0.1"
+        local["transport"] = "tcp"
+        local.update(relay.ports)
+        local["hb_port"] = hb.local_port
+        return local
 
     async def unexpose(self, kernel_id: str) -> None:
-        return None
+        relay = await self.detach(kernel_id)
+        if relay is not None:
+            await relay.close()
+
+    def relay(self, kernel_id: str) -> KernelRelayClient | None:
+        return self._relays.get(kernel_id)
+
+    async def detach(self, kernel_id: str) -> KernelRelayClient | None:
+        relay = self._relays.pop(kernel_id, None)
+        hb = self._heartbeats.pop(kernel_id, None)
+        if hb is not None:
+            await hb.close()
+        return relay
+
+    def adopt(self, kernel_id: str, relay: KernelRelayClient) -> None:
+        self._relays[kernel_id] = relay
 
     async def open_stream(self, where: int | str) -> tuple[Any, Any]:
         return await open_local_stream(where)
+
+    async def close(self) -> None:
+        for kernel_id in set(self._relays) | set(self._heartbeats):
+            await self.unexpose(kernel_id)
+        await super().close()
 
 
 class LocalProvider(Provider):
@@ -101,10 +174,6 @@ class LocalProvider(Provider):
         help="The local agent's state directory (its socket path must stay under 108 bytes).",
     )
 
-    def hibernate_after_for(self, target: Target) -> float:
-        """Never: a kernel on this machine cannot hibernate (its ports are its own)."""
-        return 0.0
-
     def targets(self) -> list[Target]:
         if not self.enabled:
             return []
@@ -124,7 +193,11 @@ class LocalProvider(Provider):
 
     async def open_machine(self, target: Target, steps: LaunchSteps) -> Machine:
         machine = LocalMachine(
-            target, Path(self.state_dir).expanduser(), self.log, self.agent_idle_exit
+            target,
+            Path(self.state_dir).expanduser(),
+            self.log,
+            self.agent_idle_exit,
+            self.relay_buffer_mib * 1024 * 1024,
         )
         with steps.step("prepare host"):
             await machine.agent(progress=steps.note)

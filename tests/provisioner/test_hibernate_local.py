@@ -1,0 +1,60 @@
+"""A kernel on this machine (``local``) hibernates and wakes as one on a host does: its
+state goes to the store, its process ends, and the next cell starts it again with its
+variables, on the same ports; a kernel hibernated on a host can wake here too. Real
+jupyter_server, real sshd test host, real ipykernels."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .conftest import LOCAL_KERNEL, SSH_KERNEL, Fetch, OpenChannels, StartKernel
+from .test_hibernate import gone, hibernate, kernel_row, provisioner_of, stored
+
+
+async def test_a_kernel_on_this_machine_hibernates_and_wakes(
+    start_kernel: StartKernel, channels: OpenChannels, jp_fetch: Fetch, jp_serverapp: Any
+) -> None:
+    kernel_id = await start_kernel(LOCAL_KERNEL)
+    kc = await channels(kernel_id)
+    setup = await kc.execute("import os\nx = 41\nprint(os.getpid())")
+    assert setup.status == "ok", setup
+    pid = int(setup.stdout)
+    ports = jp_serverapp.kernel_manager.get_kernel(kernel_id).get_connection_info()
+
+    summary = await hibernate(jp_fetch, kernel_id)
+    assert summary["hibernated"] is True, summary
+    assert await gone(pid)  # its process, and the memory it held, are released
+    assert provisioner_of(jp_serverapp, kernel_id).hibernation.hibernated
+    assert stored(kernel_id)
+    assert (await kernel_row(jp_fetch, kernel_id))["state"] == "hibernated"
+
+    woken = await kc.execute("x += 1\nprint(x, os.getpid())", timeout=60)
+    assert woken.status == "ok", woken
+    value, new_pid = woken.stdout.split()
+    assert value == "42" and int(new_pid) != pid
+    assert jp_serverapp.kernel_manager.get_kernel(kernel_id).get_connection_info() == ports
+    assert not stored(kernel_id)
+    # It hibernates again, and a restart or a shutdown still works on it.
+    assert (await hibernate(jp_fetch, kernel_id))["hibernated"] is True
+    assert (await kc.execute("x", timeout=60)).result == "42"
+
+
+async def test_a_kernel_hibernated_on_a_host_wakes_on_this_machine(
+    start_kernel: StartKernel, channels: OpenChannels, jp_fetch: Fetch, jp_serverapp: Any
+) -> None:
+    kernel_id = await start_kernel(SSH_KERNEL)
+    kc = await channels(kernel_id)
+    assert (await kc.execute("x = 41")).status == "ok"
+    await hibernate(jp_fetch, kernel_id)
+    answer = await jp_fetch(
+        "jupyter-remote-hw",
+        "api",
+        "wake",
+        kernel_id,
+        method="POST",
+        body=json.dumps({"target": "local"}),
+    )
+    assert json.loads(answer.body)["target"] == "local"
+    assert provisioner_of(jp_serverapp, kernel_id).target == "local"
+    assert (await kc.execute("x + 1", timeout=60)).result == "42"
