@@ -121,6 +121,7 @@ class KernelRelayClient:
         self._holding = False
         self._asleep = False
         self._heartbeat: HeartbeatEcho | None = None
+        self._notice: str | None = None  # for the next cell (see release())
 
     async def start(self, wanted: dict[str, int] | None = None) -> dict[str, int]:
         """Bind the ports (``wanted`` ones where free) and start relaying.
@@ -178,6 +179,10 @@ class KernelRelayClient:
                 continue
             if not self._holding:
                 self._remember(client)
+            if self._notice is not None and await self._stand_in.note(
+                [(channel, parts)], self._notice
+            ):
+                self._notice = None
             self._keep(channel, parts)
 
     def _remember(self, client: bytes) -> None:
@@ -418,25 +423,33 @@ class KernelRelayClient:
         self._asleep = False
         self._attach = asyncio.create_task(self._keep_attached())
 
-    async def release(self) -> None:
+    async def release(self, notice: str | None = None) -> None:
         """Hand the held requests to the kernel in their order, each from its client,
         and stop holding.
+
+        Args:
+            notice: Shown on stderr in the cell of the first held ``execute_request``
+                (or, when none is held, of the next one a client sends), before the
+                kernel's own output: what the user must know of the wake.
 
         Raises:
             RuntimeError: The relay is asleep (no kernel to hand them to).
         """
         if self._asleep:
             raise RuntimeError(f"kernel {self.kernel_id}: no kernel to release requests to")
-        for channel, parts in self._stand_in.take():
+        held = self._stand_in.take()
+        self._notice = notice if notice and not await self._stand_in.note(held, notice) else None
+        for channel, parts in held:
             self._keep(channel, parts)
         self._holding = False
         self._held_clients.clear()
         self._stand_in.arm(None)
 
-    async def refuse_held(self, reason: str) -> None:
+    async def refuse_held(self, reason: str, retry: bool = True) -> None:
         """The kernel could not be woken: each held ``execute_request`` gets an error
-        reply saying ``reason``; the next request that needs the kernel wakes it again."""
-        await self._stand_in.refuse(reason)
+        reply saying ``reason`` (and, with ``retry``, that running the cell again
+        retries); the next request that needs the kernel wakes it again."""
+        await self._stand_in.refuse(reason, retry)
 
     async def close(self) -> None:
         """Stop relaying and close the ports (the host's relay keeps what is unsent)."""

@@ -212,16 +212,31 @@ class StandIn:
             ahead.append((channel, parts, dict(header)))
         self.held[:0] = ahead
 
+    async def note(self, requests: list[tuple[int, list[bytes]]], text: str) -> bool:
+        """Show ``text`` on stderr in the cell of the first ``execute_request`` among
+        ``requests`` (channel, ZMQ parts), as output of that cell; whether there was one."""
+        for channel, parts in requests:
+            if channel != CHANNELS.index("shell"):
+                continue
+            try:
+                header = json.loads(parts[parts.index(_DELIMITER) + 2])
+            except (ValueError, IndexError):
+                continue
+            if isinstance(header, dict) and header.get("msg_type") == "execute_request":
+                await self._publish("stream", {"name": "stderr", "text": text}, header)
+                return True
+        return False
+
     def take(self) -> list[tuple[int, list[bytes]]]:
         """Every held request, in arrival order, and hold none any more."""
         held, self.held = self.held, []
         return [(channel, parts) for channel, parts, _ in held]
 
-    async def refuse(self, reason: str) -> None:
+    async def refuse(self, reason: str, retry: bool = True) -> None:
         """The kernel could not be woken: answer each held ``execute_request`` with an
-        error naming ``reason`` (and that running the cell again retries); keep the
-        other held requests for the next wake. The next request that needs the kernel
-        wakes it again."""
+        error naming ``reason`` (and, with ``retry``, that running the cell again
+        retries; without, ``reason`` says what to do); keep the other held requests for
+        the next wake. The next request that needs the kernel wakes it again."""
         kept: list[tuple[int, list[bytes], dict[str, Any]]] = []
         for channel, parts, header in self.held:
             if header.get("msg_type") != "execute_request":
@@ -231,6 +246,8 @@ class StandIn:
             text = (
                 f"The kernel is hibernated and could not be woken: {reason}. Its saved "
                 "state is kept; run the cell again to retry."
+                if retry
+                else f"The kernel is hibernated and cannot be woken: {reason}."
             )
             error = {"ename": "KernelWakeError", "evalue": text, "traceback": [text]}
             await self._answer(

@@ -315,4 +315,25 @@ async def restore(
     return summary
 
 
-__all__ = ["RestoreSummary", "restore"]
+def wake_notice(summary: RestoreSummary) -> str | None:
+    """What the user of a woken kernel must know, for its notebook: what the save left
+    out and why (those names are not defined in it), and where variables were not
+    put back as saved; None when everything came back as it was."""
+    lines = []
+    for left in summary.left_out:
+        what = left.get("type") or left.get("module") or ""
+        kind = "open comms of" if left.get("comm") else ""
+        name = f"{kind} {left.get('name')}".strip()
+        lines.append(f"  {name}{f' ({what})' if what else ''}: {left.get('reason')}")
+    others = [n for n in summary.notes if not n.startswith("not restored: ")]
+    if not lines and not others:
+        return None
+    text = "[jupyter-remote-hw] This kernel woke from hibernation."
+    if lines:
+        text += " Not restored, because its save left them out:\n" + "\n".join(lines)
+    if others:
+        text += "\n" + "\n".join(f"  {n}" for n in others)
+    return text + "\n"
+
+
+__all__ = ["RestoreSummary", "restore", "wake_notice"]

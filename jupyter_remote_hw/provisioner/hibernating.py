@@ -39,6 +39,8 @@ from ..hibernation import (
     restore,
     save,
 )
+from ..hibernation.errors import EntryNotFoundError
+from ..hibernation.restore import wake_notice
 from ..hibernation.store import size_text
 from ..providers.launch_steps import LaunchError, LaunchSteps
 from ..transport import TransportError
@@ -301,6 +303,15 @@ class KernelHibernation:
     async def _wake(self, progress: Progress | None, moved_from: Place | None) -> RestoreSummary:
         p, relay = self.p, self.relay
         assert relay is not None
+        deleted = await _deleted_state(self.store, p.kernel_id)
+        if deleted is not None:  # no wake can succeed: say so at once, launch nothing
+            if moved_from is not None:
+                move_back(p, moved_from)
+            self.wake_error = deleted
+            p.log.warning("kernel %s cannot be woken: %s", p.kernel_id, deleted)
+            await relay.refuse_held(deleted, retry=False)
+            await self._record()
+            raise WakeError(f"kernel {p.kernel_id} cannot be woken: {deleted}")
         steps = p.manager.steps(p.target, p.kernel_id)
         p.launch_steps = steps
         try:
@@ -335,7 +346,7 @@ class KernelHibernation:
         for note in summary.notes:
             steps.note(note)
         await delete_state(p, running=True)  # while its clients are held: its own request
-        await relay.release()
+        await relay.release(wake_notice(summary))  # shown in the cell that woke it
         self.relay, self.state, self.wake_error = None, None, None
         await self._record()
         steps.log.info(
@@ -466,6 +477,21 @@ def _free_port() -> int:
     with contextlib.closing(socket.socket()) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+async def _deleted_state(store: HibernationStore, kernel_id: str) -> str | None:
+    """Why a kernel cannot wake when its saved state was deleted from ``store`` while it
+    hibernated (``jupyter remote-hw hibernated --delete``); else None."""
+    try:
+        await asyncio.to_thread(store.entry, kernel_id)
+    except EntryNotFoundError:
+        return (
+            f"its saved state was deleted from {store.path} (jupyter remote-hw hibernated "
+            "--delete); restart the kernel to run cells in a fresh one, or start a new kernel"
+        )
+    except (OSError, ValueError):
+        return None  # the restore says what is wrong with it
+    return None
 
 
 __all__ = ["HibernationStateError", "KernelHibernation", "WakeError"]
