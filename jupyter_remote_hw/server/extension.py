@@ -32,6 +32,7 @@ from .hardware_events import EventHub
 from .hibernation_actions import HibernationActions
 from .hibernation_timer import IdleHibernation
 from .interrupt import stop_on_interrupt
+from .launch_delete import cancel_launches_on_delete
 from .orphans import reap_orphans
 from .share_actions import ShareActions
 from .user_errors import install_filter, log_failure
@@ -212,6 +213,7 @@ class RemoteHWExtension(ExtensionApp):
             self.machines, self.serverapp.kernel_manager, self.serverapp.session_manager, events
         )
         self.machines.link_listeners.append(actions.link_changed)
+        cancel_launches_on_delete(self.serverapp.kernel_manager, self.machines, self.log)
         self.idle_hibernation = IdleHibernation(
             HibernationActions(actions),
             self.machines,

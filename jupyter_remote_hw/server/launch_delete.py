@@ -1,0 +1,56 @@
+"""``DELETE /api/kernels/<id>`` of a kernel whose launch is under way (a SLURM job
+waiting in the queue) cancels that launch and answers 204.
+
+jupyter_server lists a kernel only once its start has finished, so its own DELETE
+of a kernel still launching answered 404 and left the launch (and the job it
+queued) going. Every client stops a kernel through that route, so the server's
+kernel manager is given a ``shutdown_kernel`` that first cancels a launch under way
+(what it started is undone: a queued job is cancelled), waits until it has ended,
+and only then hands anything else to jupyter_server's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..machines.manager import MachineManager
+
+#: Seconds a DELETE waits for a cancelled launch to undo what it started.
+CANCEL_WAIT = 30.0
+
+Shutdown = Callable[..., Awaitable[Any]]
+
+
+def cancel_launches_on_delete(
+    kernel_manager: Any, machines: MachineManager, log: logging.Logger
+) -> None:
+    """Make ``kernel_manager.shutdown_kernel`` cancel a launch under way first.
+
+    Args:
+        kernel_manager: The Jupyter server's kernel manager.
+        machines: The machine manager that runs the launches.
+        log: Where to say that a launch was cancelled.
+    """
+    own: Shutdown = kernel_manager.shutdown_kernel
+
+    async def shutdown_kernel(kernel_id: str, *args: Any, **kwargs: Any) -> Any:
+        if kernel_id in kernel_manager:
+            return await own(kernel_id, *args, **kwargs)
+        entry = machines.launches.get(kernel_id)
+        if entry is None or not machines.cancel_launch(kernel_id):
+            return await own(kernel_id, *args, **kwargs)  # jupyter_server's 404
+        log.info("kernel %s: its launch is cancelled (the kernel was shut down)", kernel_id)
+        task = entry[0]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CANCEL_WAIT
+        while not task.done() and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        return None
+
+    setattr(kernel_manager, "shutdown_kernel", shutdown_kernel)  # noqa: B010 (an instance's)
+
+
+__all__ = ["CANCEL_WAIT", "cancel_launches_on_delete"]
