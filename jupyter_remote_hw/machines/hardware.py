@@ -156,7 +156,7 @@ def target_option(manager: MachineManager, target: Target) -> HardwareOption:
     specs = provider.specs(target.name) if provider is not None else None
     if specs is not None:
         parsed = {**parsed, **specs}
-    unusable = provider.usability() if provider is not None else None
+    unusable = provider.target_usability(target.name) if provider is not None else None
     if state == "reconnecting":
         unusable = Unusable("link down", "it is being re-established; try again in a moment")
     return HardwareOption(

@@ -286,6 +286,13 @@ class Provider(LoggingConfigurable, metaclass=ProviderMeta):
         """None when this provider can start machines now, else why not and what to do."""
         return None
 
+    def target_usability(self, target_name: str) -> Unusable | None:
+        """None when a machine of target ``target_name`` can be started now, else why not
+        and what to do. By default what :meth:`usability` says of the whole provider; a
+        provider whose targets are reached separately (a SLURM cluster's login node)
+        says only what keeps that target from starting."""
+        return self.usability()
+
     @abstractmethod
     async def open_machine(self, target: Target, steps: LaunchSteps) -> Machine:
         """Prepare ``target``'s machine and reach it: make it exist and run, then make

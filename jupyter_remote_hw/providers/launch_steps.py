@@ -51,7 +51,9 @@ class LaunchError(Exception):
         reason: What went wrong.
         hint: What to try.
         status: The HTTP status that fits (404 unknown hardware, 409 cancelled,
-            502 host unreachable, 504 timed out, 500 otherwise).
+            502 host unreachable, 504 timed out, a provider error's own
+            ``http_status`` (422: a request its settings make impossible), 500
+            otherwise).
     """
 
     def __init__(
@@ -89,6 +91,9 @@ def _classify(exc: BaseException, step: str) -> tuple[int, str]:
         return 502, hint
     if isinstance(exc, AgentError) and exc.kind == "no_ipykernel":
         return 500, ""  # the agent says what to install
+    status = getattr(exc, "http_status", None)
+    if isinstance(status, int) and 400 <= status < 600:
+        return status, ""  # a provider's own error, whose message says what to do
     return 500, hint
 
 

@@ -17,6 +17,7 @@ These functions only name and pick; :class:`.provider.SLURMProvider` asks them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 from collections.abc import Callable, Collection
@@ -125,6 +126,40 @@ def live_names(provider: SLURMProvider) -> set[str]:
     }
 
 
+def forget_ended(
+    provider: SLURMProvider, cluster: str, live: set[str], asked_at: float
+) -> list[str]:
+    """Record as ended the allocations of ``cluster`` whose jobs SLURM no longer runs
+    or queues (ended while no server watched them: the ledger still has them live),
+    so that none is offered to share.
+
+    Args:
+        provider: The provider.
+        cluster: The cluster asked.
+        live: The ids of our jobs squeue lists now.
+        asked_at: When squeue was asked (epoch seconds): a row changed since (a job
+            submitted meanwhile) is left alone.
+
+    Returns:
+        The job ids recorded as ended.
+    """
+    if provider.ledger is None:
+        return []
+    ended = []
+    for record in provider.ledger.machines(provider=provider.name):
+        if record.state in FINAL_STATES or not record.resource_id:
+            continue
+        if str(record.info.get("cluster") or record.region) != cluster:
+            continue
+        if record.resource_id in live or record.updated >= asked_at:
+            continue
+        detail = f"SLURM job {record.resource_id} ended: SLURM no longer lists it"
+        with contextlib.suppress(KeyError):
+            provider.ledger.set_machine_state(record.machine_id, "terminated", detail)
+        ended.append(record.resource_id)
+    return ended
+
+
 def shared_targets(provider: SLURMProvider, bases: dict[str, Target]) -> list[Target]:
     """A target for each running allocation: it puts a kernel in that job.
 
@@ -137,6 +172,10 @@ def shared_targets(provider: SLURMProvider, bases: dict[str, Target]) -> list[Ta
         base = split(record.name, bases.__contains__)[0]
         if base not in bases:
             continue  # a target no longer offered
+        manager = provider.machine_manager
+        opened = manager.cached(record.name) if manager is not None else None
+        if opened is not None and opened.end_reason() is not None:
+            continue  # its job ended; the ledger hears of it with the next look
         kernels = _kernels_in(provider, record.name)
         facts = [f"{kernels} kernel{'s' if kernels != 1 else ''}"]
         left = _seconds_left(provider, record.name)
@@ -188,6 +227,7 @@ def availability(provider: SLURMProvider, name: str, base: str) -> str:
 __all__ = [
     "allocation_target",
     "availability",
+    "forget_ended",
     "live_names",
     "machine_name",
     "place",

@@ -4,19 +4,36 @@ from __future__ import annotations
 
 import re
 
+from ...errors import UserError
 from ...transport import HostUnreachableError
 
 
-class SLURMError(Exception):
+class SLURMError(UserError):
     """SLURM refused or ended something we asked for; the message is one line for people.
 
     Attributes:
         cluster: The configured cluster's name.
+        http_status: The status a launch that fails so answers (502: the cluster did
+            not do what we asked).
     """
+
+    http_status = 502
 
     def __init__(self, cluster: str, message: str) -> None:
         super().__init__(f"SLURM cluster {cluster}: {message}")
         self.cluster = cluster
+
+
+class SLURMRefusedError(SLURMError, UserError):
+    """SLURM refused a request as the cluster's settings make it (an unknown partition,
+    more GPUs than a node has, a time over the partition's limit): the user's to fix.
+
+    Attributes:
+        http_status: The status a launch refused so answers (422: the request is
+            well formed, but this cluster cannot run it as configured).
+    """
+
+    http_status = 422
 
 
 class LoginUnreachableError(HostUnreachableError):
@@ -94,8 +111,16 @@ def sbatch_error(
                 detail=detail,
                 time=time,
             )
-            return SLURMError(cluster, f"sbatch refused the job: {text} ({said})")
-    return SLURMError(cluster, f"sbatch refused the job: {said}")
+            return SLURMRefusedError(cluster, f"sbatch refused the job: {text} ({said})")
+    if "unable to contact slurm controller" in lowered:
+        return SLURMError(cluster, f"sbatch could not reach SLURM's controller: {said}")
+    return SLURMRefusedError(cluster, f"sbatch refused the job: {said}")
 
 
-__all__ = ["HOPELESS_REASONS", "LoginUnreachableError", "SLURMError", "sbatch_error"]
+__all__ = [
+    "HOPELESS_REASONS",
+    "LoginUnreachableError",
+    "SLURMError",
+    "SLURMRefusedError",
+    "sbatch_error",
+]

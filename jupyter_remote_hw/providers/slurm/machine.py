@@ -27,7 +27,9 @@ from ...transport import SSHConnection, TransportError, TransportManager
 from ..ssh import SSHMachine
 from ..target import Target
 from .bridge import BridgeForward, open_bridge
+from .errors import SLURMRefusedError
 from .queue import JobState, SlurmShell
+from .trust import MINE, MY_FILE, REFUSED, chain, refused_line
 
 #: Seconds the agent may take to answer once its step was started.
 AGENT_START_WAIT = 60.0
@@ -254,7 +256,7 @@ class SLURMMachine(SSHMachine):
         result = await self.shell.run(
             f"cat {shlex.quote(self.allocation.job_dir + '/agent.out')} 2>/dev/null"
         )
-        ready = _ready_line(result.stdout)
+        ready = ready_line(result.stdout)
         if ready is None or "socket" not in ready:
             return None
         try:
@@ -289,7 +291,10 @@ class SLURMMachine(SSHMachine):
             ]
         )
         ticks = int(AGENT_START_WAIT * 10)
+        home = shlex.quote(self.allocation.home)
         command = (
+            f"{MINE}{MY_FILE}mine {chain(home, '.cache/jupyter-remote-hw')} "
+            f"{self._job_chain()}; myfile {shlex.quote(bundle)}; "
             f'd={directory}; mkdir -p "$d" && chmod 700 "$d" || exit 1; '
             f'[ "$(sha256sum {shlex.quote(bundle)} 2>/dev/null | cut -c1-64)" = {digest} ] '
             "|| { echo need; exit 3; }; "
@@ -303,9 +308,14 @@ class SLURMMachine(SSHMachine):
         result = await self.shell.run(command, timeout=AGENT_START_WAIT + 30)
         if result.exit_status == 3:
             say(f"prepare host: uploading the agent ({len(data) // 1024} KiB)")
-            await _upload(conn, cache, bundle, data)
+            await _upload(conn, self.allocation.home, bundle, data)
             result = await self.shell.run(command, timeout=AGENT_START_WAIT + 30)
-        ready = _ready_line(result.stdout)
+        refusal = refused_line(result.stderr) if result.exit_status == REFUSED else None
+        if refusal is not None:
+            raise SLURMRefusedError(
+                self.allocation.cluster, f"the agent was not started: {refusal}"
+            )
+        ready = ready_line(result.stdout)
         if ready is None or "error" in ready or "socket" not in ready:
             said = (ready or {}).get("error") or result.stderr.strip() or result.stdout.strip()
             raise AgentUnavailableError(
@@ -314,6 +324,14 @@ class SLURMMachine(SSHMachine):
                 "cluster's nodes (set the cluster's 'python')"
             )
         return ready
+
+    def _job_chain(self) -> str:
+        """The job's directory and the agent's in it, with their parents from the
+        cluster's root down, as words for ``mine`` (see :mod:`.trust`)."""
+        home, job = self.allocation.home.rstrip("/"), self.allocation.job_dir
+        if job.startswith(home + "/"):
+            return chain(shlex.quote(home), job[len(home) + 1 :] + "/agent")
+        return f"{shlex.quote(job)} {shlex.quote(job + '/agent')}"
 
     # ------------------------------------------------------------------ streams
 
@@ -383,12 +401,13 @@ class SLURMMachine(SSHMachine):
         await super().close()
 
 
-async def _upload(conn: SSHConnection, cache: str, bundle: str, data: bytes) -> None:
-    """Store the agent's bundle at ``bundle`` on the cluster (owner-only, atomically)."""
+async def _upload(conn: SSHConnection, home: str, bundle: str, data: bytes) -> None:
+    """Store the agent's bundle at ``bundle`` on the cluster (owner-only, atomically),
+    in a cache under ``home`` whose directories are ours (see :mod:`.trust`)."""
     part = shlex.quote(bundle + ".part")
     command = (
-        f"umask 077; mkdir -p {shlex.quote(cache)} && cat > {part} && "
-        f"mv {part} {shlex.quote(bundle)} && echo stored"
+        f"umask 077; {MINE}mine {chain(shlex.quote(home), '.cache/jupyter-remote-hw')}; "
+        f"rm -f {part} && cat > {part} && mv {part} {shlex.quote(bundle)} && echo stored"
     )
     async with asyncio.timeout(conn.settings.command_timeout):
         async with conn.open_process(command) as process:
@@ -404,7 +423,7 @@ async def _upload(conn: SSHConnection, cache: str, bundle: str, data: bytes) -> 
         )
 
 
-def _ready_line(output: str) -> dict[str, Any] | None:
+def ready_line(output: str) -> dict[str, Any] | None:
     """The agent's last JSON line in ``output``, if any."""
     for line in reversed(output.strip().splitlines()):
         with contextlib.suppress(ValueError):
@@ -414,4 +433,4 @@ def _ready_line(output: str) -> dict[str, Any] | None:
     return None
 
 
-__all__ = ["Allocation", "SLURMMachine", "job_dir"]
+__all__ = ["Allocation", "SLURMMachine", "job_dir", "ready_line"]

@@ -21,51 +21,38 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from traitlets import Dict, Float, Instance, TraitError, Unicode, validate
+from traitlets import Dict, Float, Instance, Unicode, validate
 
 from ...ledger import Ledger
 from ...ledger.store import MachineRecord
 from ...transport import SSHConnection, TransportError, TransportManager
 from ..aws.tags import default_owner
 from ..base import Machine, Provider
+from ..errors import UnknownHardwareError
 from ..target import Target
 from ..usability import Unusable
-from .allocations import allocation_target, live_names, place, shared_targets, split
+from .allocations import (
+    allocation_target,
+    forget_ended,
+    live_names,
+    place,
+    shared_targets,
+    split,
+)
 from .allocations import availability as allocation_availability
 from .ending import reap_jobs, terminate_job
 from .errors import LoginUnreachableError, SLURMError
 from .hibernated import HibernatedOnCluster
 from .machine import SLURMMachine
 from .queue import SlurmShell
+from .reach import cluster_of, notify_kernels, unreachable, unreached_target
+from .settings import CLUSTER_KEYS, check_clusters
 from .submission import live_allocation, submit
 from .targets import SINFO_COMMAND, NodeRow, Offer, make_target, memory_gib, offers, parse_sinfo
 from .targets import target_name as name_of
 
 if TYPE_CHECKING:
     from ..launch_steps import LaunchSteps
-
-#: The keys a cluster's entry in ``c.SLURMProvider.clusters`` may have.
-CLUSTER_KEYS = {
-    "login",
-    "partitions",
-    "account",
-    "qos",
-    "time",
-    "gpus",
-    "cpus",
-    "mem",
-    "sbatch_options",
-    "env",
-    "python",
-    "root",
-    "workdir",
-    "warn",
-    "idle_stop",
-    "reach",
-    "agent_wait",
-    "hibernate_after",
-    "share",
-}
 
 
 class SLURMProvider(HibernatedOnCluster, Provider):
@@ -150,25 +137,7 @@ class SLURMProvider(HibernatedOnCluster, Provider):
 
     @validate("clusters")
     def _check_clusters(self, proposal: Any) -> dict[str, dict[str, Any]]:
-        for name, entry in proposal["value"].items():
-            if (
-                not isinstance(entry, dict)
-                or not isinstance(entry.get("login"), str)
-                or not entry["login"]
-            ):
-                raise TraitError(f"SLURMProvider.clusters: {name!r} has no 'login'")
-            if entry.get("reach", "bridge") not in ("bridge", "direct"):
-                raise TraitError(
-                    f"SLURMProvider.clusters: {name!r} has 'reach' "
-                    f"{entry['reach']!r}; use 'bridge' or 'direct'"
-                )
-            unknown = set(entry) - CLUSTER_KEYS
-            if unknown:
-                raise TraitError(
-                    f"SLURMProvider.clusters: {name!r} has unknown keys "
-                    f"{sorted(unknown)}; use {sorted(CLUSTER_KEYS)}"
-                )
-        return dict(proposal["value"])
+        return check_clusters(proposal["value"])
 
     # ------------------------------------------------------------------ plumbing
 
@@ -210,15 +179,22 @@ class SLURMProvider(HibernatedOnCluster, Provider):
     async def refresh(
         self, cluster: str | None = None, transport: TransportManager | None = None
     ) -> None:
-        """Read the partitions of ``cluster`` (default: every cluster) from sinfo now.
+        """Read the partitions of ``cluster`` (default: every cluster) from sinfo now,
+        and (on the shared ``transport``) record as ended the allocations whose jobs
+        SLURM no longer lists.
 
         A cluster that cannot be asked keeps the partitions read before, and
-        :meth:`usability` says why.
+        :meth:`target_usability` says why.
         """
         for name in [cluster] if cluster else list(self.clusters):
             try:
                 conn = await self._connect(name, transport)
-                text = await self.shell(name, conn).checked(SINFO_COMMAND, "sinfo")
+                shell = self.shell(name, conn)
+                text = await shell.checked(SINFO_COMMAND, "sinfo")
+                if transport is None:  # on the ledger's own thread: note ended jobs
+                    asked_at = time.time()
+                    live = {state.job_id for state, _ in await shell.ours()}
+                    forget_ended(self, name, live, asked_at)
             except (TransportError, SLURMError, OSError) as exc:
                 self._errors[name] = str(exc)
                 self.log.warning("%s", exc)
@@ -303,8 +279,16 @@ class SLURMProvider(HibernatedOnCluster, Provider):
         return [*bases.values(), *shared_targets(self, bases)]
 
     def resolve(self, name: str) -> Target | None:
-        """An allocation by its name (``<target>.<n>``), whether its job runs or not."""
-        return allocation_target(name, {t.name: t for t in self._base_targets()})
+        """An allocation by its name (``<target>.<n>``), whether its job runs or not; or
+        a target of a cluster whose login node was never reached (its launch then says
+        so, see :func:`.reach.unreached_target`)."""
+        found = allocation_target(name, {t.name: t for t in self._base_targets()})
+        if found is not None:
+            return found
+        cluster = cluster_of(self.clusters, name)
+        if cluster is None or cluster not in self._errors or self._cached_rows(cluster):
+            return None
+        return unreached_target(cluster, self._cluster(cluster), name)
 
     def placement(self, name: str, taken: Collection[str], current: str | None) -> str:
         """A new allocation for each kernel, unless it asks for a running one or its
@@ -378,30 +362,48 @@ class SLURMProvider(HibernatedOnCluster, Provider):
         return [(cluster, offer) for cluster in self.clusters for offer in self.offers(cluster)]
 
     def usability(self) -> Unusable | None:
-        """Why a cluster's login node could not be asked, when it could not."""
-        if not self._errors:
+        """Why no cluster can be used now (none of their login nodes could be asked);
+        None while one can. Each target says why its own cluster cannot
+        (:meth:`target_usability`)."""
+        if not self.clusters or set(self.clusters) - set(self._errors):
             return None
-        cluster, error = next(iter(self._errors.items()))
-        login = self._cluster(cluster)["login"] if cluster in self.clusters else cluster
-        return Unusable(
-            f"SLURM cluster {cluster} not reachable",
-            f"check that `ssh {login}` works ({error})",
-            (f"ssh {login}",),
-        )
+        return unreachable(self.clusters, self._errors)
 
-    def _resolve(self, target: Target) -> tuple[str, Offer]:
+    def target_usability(self, target_name: str) -> Unusable | None:
+        """Why ``target_name``'s cluster cannot be used now: its login node could not be
+        asked (other clusters' troubles are not its own)."""
+        found = self._find(target_name)
+        cluster = found[0] if found is not None else cluster_of(self.clusters, target_name)
+        if cluster is None or cluster not in self._errors:
+            return None
+        return unreachable({cluster: self.clusters[cluster]}, self._errors)
+
+    async def _reach(self, target: Target) -> tuple[str, Offer, SSHConnection]:
+        """The cluster and offer of ``target``, and its login node's connection; a
+        cluster whose partitions were never read has them read now.
+
+        Raises:
+            LoginUnreachableError: The login node cannot be reached.
+            UnknownHardwareError: The cluster does not offer ``target``.
+        """
         found = self._find(target.name)
-        if found is not None:
-            return found
-        raise SLURMError(target.where, f"{target.name} is no longer offered")
+        cluster = found[0] if found is not None else cluster_of(self.clusters, target.name)
+        if cluster is None:
+            raise UnknownHardwareError(target.name, [t.name for t in self._base_targets()])
+        conn = await self._connect(cluster)
+        if found is None:
+            await self.refresh(cluster)
+            found = self._find(target.name)
+        if found is None:
+            raise UnknownHardwareError(target.name, [t.name for t in self._base_targets()])
+        return found[0], found[1], conn
 
     # ------------------------------------------------------------------ launch
 
     async def open_machine(self, target: Target, steps: LaunchSteps) -> Machine:
         assert self.transport is not None and self.ledger is not None
-        cluster, offer = self._resolve(target)
         with steps.step("connect"):
-            conn = await self._connect(cluster)
+            cluster, offer, conn = await self._reach(target)
         shell = self.shell(cluster, conn)
         allocation = await live_allocation(self, target, shell, steps)
         if allocation is None:
@@ -420,7 +422,7 @@ class SLURMProvider(HibernatedOnCluster, Provider):
             ledger=self.ledger,
             watch_interval=self.watch_interval,
             lifetime={"idle_stop": idle, "deadman": 0.0} if idle else None,
-            notify=lambda line: self._notify(target, line),
+            notify=lambda line: notify_kernels(self, target, line),
             bridged=str(entry.get("reach") or "bridge") != "direct",
         )
         try:
@@ -431,23 +433,6 @@ class SLURMProvider(HibernatedOnCluster, Provider):
             await machine.close()
             raise
         return machine
-
-    def _notify(self, target: Target, line: str) -> None:
-        """Tell the launch listeners (the event socket: toolbar and notices) ``line``."""
-        event = {
-            "kernel_id": "",
-            "target": target.name,
-            "step": "time limit",
-            "state": "progress",
-            "seconds": None,
-            "detail": line,
-        }
-        manager = self.machine_manager
-        for listener in list(manager.launch_listeners if manager is not None else []):
-            try:
-                listener(event)
-            except Exception:  # one listener's bug must not stop the others
-                self.log.exception("a launch listener failed on %s", event)
 
     # ------------------------------------------------------------------ ending
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ...transport import CommandResult, SSHConnection
 from .errors import SLURMError
+from .settings import env_name_error
 
 #: Job states after which nothing runs any more.
 FINAL_STATES = frozenset(
@@ -150,9 +151,16 @@ class SlurmShell:
         cluster: The cluster's configured name, for messages.
         conn: The login node's SSH connection.
         env: Variables set in front of every command (``SLURM_CONF``...).
+
+    Raises:
+        ValueError: A name of ``env`` is not a shell variable name.
     """
 
     def __init__(self, cluster: str, conn: SSHConnection, env: dict[str, str]) -> None:
+        for key in env:
+            error = env_name_error(cluster, key)
+            if error is not None:
+                raise ValueError(error)
         self.cluster = cluster
         self.conn = conn
         self.env = dict(env)
@@ -221,15 +229,20 @@ class SlurmShell:
         await self.run(f"scancel {shlex.quote(job_id)}")
 
     async def ours(self) -> list[tuple[JobState, str]]:
-        """This user's live jobs whose comment carries our tag, with that comment."""
-        result = await self.run(f"squeue -h --me -o '{_JOB_FORMAT}|%k'")
+        """This user's live jobs whose comment carries our tag, with that comment (a job
+        ``COMPLETING`` is ending already, and not among them).
+
+        Raises:
+            SLURMError: squeue failed (so no job is taken for ended).
+        """
+        text = await self.checked(f"squeue -h --me -o '{_JOB_FORMAT}|%k'", "squeue")
         found = []
-        for line in result.stdout.splitlines():
+        for line in text.splitlines():
             fields = line.split("|")
             if len(fields) < 11 or not fields[10].startswith(COMMENT_TAG):
                 continue
             state = parse_job("|".join(fields[:10]))
-            if state is not None:
+            if state is not None and state.state != "COMPLETING" and not state.ended:
                 found.append((state, fields[10]))
         return found
 

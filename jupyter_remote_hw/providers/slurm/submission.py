@@ -16,14 +16,18 @@ from typing import TYPE_CHECKING
 from ...ledger.store import FINAL_STATES as LEDGER_FINAL
 from ...transport import CommandResult
 from ..target import Target
-from .errors import HOPELESS_REASONS, SLURMError, sbatch_error
+from .errors import HOPELESS_REASONS, SLURMError, SLURMRefusedError, sbatch_error
 from .machine import Allocation, job_dir
 from .queue import COMMENT_TAG, JobState, SlurmShell, parse_duration
 from .targets import Offer
+from .trust import MINE, REFUSED, chain, refused_line
 
 if TYPE_CHECKING:
     from ..launch_steps import LaunchSteps
     from .provider import SLURMProvider
+
+#: The jobs' directory under the cluster's root (or the login home).
+BASE = ".local/state/jupyter-remote-hw/slurm"
 
 #: Seconds a running holder job waits for its agent: when none has come by then (the
 #: Jupyter server that submitted it stopped or lost the cluster while it was queued),
@@ -93,7 +97,7 @@ def check_limits(provider: SLURMProvider, cluster: str, offer: Offer) -> None:
     asked = parse_duration(_minutes(str(entry.get("time") or "60")))
     limit = parse_duration(offer.time_limit)
     if asked is not None and limit is not None and asked > limit:
-        raise SLURMError(
+        raise SLURMRefusedError(
             cluster,
             f"the time limit {entry.get('time')} is over partition "
             f"{offer.partition!r}'s maximum of {offer.time_limit}: lower the "
@@ -146,7 +150,7 @@ async def submit(
     with steps.step("submit job"):
         check_limits(provider, cluster, offer)
         home = shlex.quote(str(entry["root"])) if entry.get("root") else '"$HOME"'
-        base_expr = f"{home}/.local/state/jupyter-remote-hw/slurm"
+        base_expr = f'"$h"/{BASE}'
         provider.ledger.add_machine(
             machine_id,
             target.name,
@@ -159,6 +163,10 @@ async def submit(
         )
         result = await sbatch(provider, shell, cluster, offer, home, base_expr, tag)
         lines = result.stdout.strip().splitlines()
+        refusal = refused_line(result.stderr) if result.exit_status == REFUSED else None
+        if refusal is not None:
+            provider.ledger.set_machine_state(machine_id, "failed", refusal)
+            raise SLURMRefusedError(cluster, f"nothing was submitted: {refusal}")
         if not result.ok or len(lines) < 3:
             error = sbatch_error(
                 cluster,
@@ -210,9 +218,10 @@ async def sbatch(
     script = HOLDER_SCRIPT.replace("{base}", '"$JRHW_BASE"').replace(
         "{agent_wait}", str(int(provider._cluster(cluster).get("agent_wait", AGENT_WAIT)))
     )
+    dirs = chain('"$h"', BASE)
     return await shell.run(
-        f'h={home}; b={base_expr}; mkdir -p "$b" && chmod 700 "$b" && '
-        f'echo "$h" && echo "$b" && JRHW_BASE="$b" sbatch --parsable '
+        f'{MINE}h={home}; mkdir -p "$h" || exit 1; mine {dirs}; b={base_expr}; '
+        f'chmod 700 "$b" && echo "$h" && echo "$b" && JRHW_BASE="$b" sbatch --parsable '
         f"--export=ALL,JRHW_BASE {options}",
         input=script,
     )
@@ -236,7 +245,7 @@ async def wait_running(
             raise SLURMError(shell.cluster, state.end_line() + " before it started")
         hopeless = HOPELESS_REASONS.get(state.reason)
         if hopeless is not None:
-            raise SLURMError(
+            raise SLURMRefusedError(
                 shell.cluster,
                 f"job {job_id} can never start: {hopeless} "
                 f"({state.reason}); change the cluster's settings",
