@@ -278,8 +278,25 @@ class RemoteHWCommands(BaseCommands):
         record_key(presented)
         self._print(f"trusted: added to {presented.known_hosts}")
 
+    def _aws_unused(self, regions: list[str] | None) -> str | None:
+        """Why reap leaves AWS out, or None to search it: AWS has no credentials and
+        nothing asks for it (no ``c.AWSProvider`` settings, no ``--region``, no
+        machine of it in the ledger), as on a setup of SLURM clusters or SSH hosts."""
+        blocked = self.aws.usability()
+        if blocked is None or regions:
+            return None
+        if dict.get(self.manager.config, "AWSProvider") or self.manager.ledger.machines(
+            provider="aws"
+        ):
+            return None
+        return f"AWS: skipped, it is not set up here ({blocked.text})"
+
     async def reap(self, yes: bool, regions: list[str] | None) -> None:
         await reap_slurm(self.manager, self._print, self._confirm, yes)
+        skipped = self._aws_unused(regions)
+        if skipped is not None:
+            self._print(skipped)
+            return
         self._note(
             f"Looking for instances tagged as yours in "
             f"{', '.join(regions) if regions else 'the configured regions'}…"

@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING
 from ...ledger.store import FINAL_STATES as LEDGER_FINAL
 from ...ledger.store import MachineRecord
 from ...transport import TransportError
+from .errors import SLURMError
+from .liveness import live_kernels
+from .queue import JobState, SlurmShell
 
 if TYPE_CHECKING:
     from .provider import SLURMProvider
@@ -37,17 +40,19 @@ async def terminate_job(
 async def reap_jobs(
     provider: SLURMProvider, live_kernel_targets: set[str], *, dry_run: bool = False
 ) -> tuple[list[str], list[str]]:
-    """Cancel the jobs this ledger started whose kernels are gone.
+    """Cancel the jobs this ledger started whose kernels are gone, asked on the cluster.
 
     A job is ours when its comment carries our tag and the ledger id in it is
-    one of this ledger's allocations; it is reaped when no kernel the ledger
-    knows runs on its target (``live_kernel_targets``) or when the ledger
-    already counts it as ended. Jobs with our tag that this ledger did not
-    start (another Jupyter server's, on another machine) are left running and
-    returned, for people to check.
+    one of this ledger's allocations. A running job is kept while the agent in it
+    says a kernel of it lives (:func:`.liveness.live_kernels`): a ledger row
+    outlives a killed server, and a kernel killed in its job leaves the job
+    running for nothing. A queued job is kept while a kernel the ledger knows
+    waits for it (``live_kernel_targets``). Jobs with our tag that this ledger
+    did not start (another Jupyter server's, on another machine) are left
+    running and returned, for people to check.
 
     Args:
-        live_kernel_targets: Targets that live kernels run on.
+        live_kernel_targets: Targets that kernels in the ledger run on (or wait for).
         dry_run: Only say what would be cancelled.
 
     Returns:
@@ -61,7 +66,7 @@ async def reap_jobs(
         try:
             shell = provider.shell(cluster, await provider._connect(cluster))
             jobs = await shell.ours()
-        except (TransportError, OSError) as exc:
+        except (TransportError, SLURMError, OSError) as exc:
             provider.log.warning("reap: %s", exc)
             continue
         for state, comment in jobs:
@@ -70,17 +75,38 @@ async def reap_jobs(
             if record is None or record.provider != provider.name:
                 unknown.append(state.job_id)
                 continue
-            if record.state not in LEDGER_FINAL and record.name in live_kernel_targets:
+            why = await _why_reaped(provider, shell, state, record, live_kernel_targets)
+            if why is None:
                 continue
             cancelled.append(state.job_id)
             if dry_run:
                 continue
             await shell.cancel(state.job_id)
-            detail = f"SLURM job {state.job_id} was cancelled: reaped (no live kernel)"
+            detail = f"SLURM job {state.job_id} was cancelled: reaped ({why})"
             with contextlib.suppress(KeyError):
                 provider.ledger.set_machine_state(record.machine_id, "terminated", detail)
             provider.log.info("%s", detail)
     return cancelled, unknown
+
+
+async def _why_reaped(
+    provider: SLURMProvider,
+    shell: SlurmShell,
+    state: JobState,
+    record: MachineRecord,
+    live_kernel_targets: set[str],
+) -> str | None:
+    """Why our job ``state`` is to be cancelled, or None while a kernel lives in it."""
+    if record.state in LEDGER_FINAL:
+        return f"the ledger has it {record.state}"
+    if not state.running:
+        if record.name in live_kernel_targets:
+            return None  # a launch waits for it in the queue
+        return "no kernel waits for it"
+    job_dir = str(record.info.get("job_dir") or "")
+    if job_dir and await live_kernels(provider, shell, state, job_dir):
+        return None
+    return "no kernel lives in it"
 
 
 __all__ = ["reap_jobs", "terminate_job"]

@@ -17,7 +17,8 @@ async def reap_slurm(
     confirm: Callable[[str, bool], bool],
     yes: bool,
 ) -> list[str]:
-    """List our jobs whose kernels are gone, and cancel them once confirmed.
+    """List our jobs whose kernels are gone (the agent in each running job is asked),
+    and cancel them once confirmed.
 
     Args:
         manager: The process's machine manager (its ledger says which kernels live).
@@ -40,9 +41,12 @@ async def reap_slurm(
             "scancel them yourself if they are yours."
         )
     if not doomed:
-        say("nothing to reap on SLURM: every allocation of this ledger has a live kernel")
+        say("nothing to reap on SLURM: no job of this ledger is left without a live kernel")
         return []
-    if not confirm(f"Cancel SLURM jobs {', '.join(doomed)} (no live kernel uses them)?", yes):
+    if not confirm(
+        f"Cancel SLURM jobs {', '.join(doomed)} (no kernel lives in them, asked on the cluster)?",
+        yes,
+    ):
         say("nothing cancelled")
         return []
     cancelled, _ = await provider.reap(live)

@@ -76,7 +76,9 @@ async def test_time_limit_kills_the_kernel_with_slurms_reason(
     assert warned.exists()
     notices = [e for e in events if e["step"] == "time limit"]
     assert len(notices) == 1 and events.index(notices[0]) < events.index(death)
+    # The notice names the kernel, so that its notebook shows it.
     assert notices[0]["target"] == "slurm-dev-debug-a100"
+    assert notices[0]["kernel_id"] == kernel_id
     assert notices[0]["detail"].startswith(f"SLURM job {job_id} ends in ")
     assert notices[0]["detail"].endswith(
         " s (its time limit): save your work; the kernel ends with it"
@@ -97,7 +99,7 @@ async def test_time_limit_kills_the_kernel_with_slurms_reason(
     )
 
 
-async def test_reap_cancels_our_jobs_whose_kernels_are_gone(make: Any) -> None:
+async def test_reap_asks_the_agent_in_the_job_whether_its_kernel_lives(make: Any) -> None:
     provider = make()
     await provider.refresh()
     target = next(t for t in provider.targets() if t.name == "slurm-dev-gpu-a100")
@@ -105,56 +107,44 @@ async def test_reap_cancels_our_jobs_whose_kernels_are_gone(make: Any) -> None:
     assert isinstance(machine, SLURMMachine)
     held = machine.allocation.job_id
     try:
+        client = await machine.agent()
+        kernel = await client.call("start_kernel")
         # A job with our tag that this ledger did not start (another server's)...
         root = str(provider.clusters["dev"]["root"])
         stray = slurm(
-            "sbatch",
-            "--parsable",
-            "-J",
-            "jupyter-remote-hw",
-            "-p",
-            "gpu",
-            "-t",
-            "5",
-            "-w",
-            "gpu1",
-            "--comment=jupyter-remote-hw:s-000000000000",
-            "-o",
-            "/dev/null",
-            "-D",
-            root,
-            "--wrap",
-            "sleep 300",
-        ).stdout.strip()
+            "sbatch", "--parsable", "-J", "jupyter-remote-hw", "-p", "gpu", "-t", "5",
+            "-w", "gpu1", "--comment=jupyter-remote-hw:s-000000000000", "-o", "/dev/null",
+            "-D", root, "--wrap", "sleep 300",
+        ).stdout.strip()  # fmt: skip
         # ... and a job that is not ours at all: neither is touched.
         other = slurm(
-            "sbatch",
-            "--parsable",
-            "-J",
-            FILLER,
-            "-p",
-            "gpu",
-            "-t",
-            "5",
-            "-w",
-            "gpu1",
-            "-o",
-            "/dev/null",
-            "--wrap",
-            "sleep 300",
-        ).stdout.strip()
+            "sbatch", "--parsable", "-J", FILLER, "-p", "gpu", "-t", "5", "-w", "gpu1",
+            "-o", "/dev/null", "--wrap", "sleep 300",
+        ).stdout.strip()  # fmt: skip
         cancelled, unknown = await provider.reap({target.name})
         assert cancelled == [] and stray in unknown
         assert job_state(held) == "RUNNING" and job_state(other) in ("RUNNING", "PENDING")
         assert job_state(stray) in ("RUNNING", "PENDING")
-        # Once no kernel runs on its target, the allocation goes.
-        assert await provider.reap(set(), dry_run=True) == ([held], unknown)
+        # The cluster, not the ledger, says whether the kernel lives: a ledger that knows
+        # no kernel on the target (its rows lost) does not end a job whose kernel runs.
+        assert await provider.reap(set(), dry_run=True) == ([], unknown)
+        # The kernel process in the job is killed while the ledger still lists it (its
+        # server was killed too): the job has nothing left in it, and goes.
+        pid = int(kernel.get("pid") or 0) or next(
+            int(k["pid"]) for k in (await client.call("list_kernels"))["kernels"]
+        )
+        os.kill(pid, signal.SIGKILL)
+        assert await provider.reap({target.name}, dry_run=True) == ([held], unknown)
         assert job_state(held) == "RUNNING"
-        assert (await provider.reap(set()))[0] == [held]
+        assert (await provider.reap({target.name}))[0] == [held]
         assert job_state(held) in ("CANCELLED", "COMPLETING")
         assert provider.ledger is not None
         record = provider.ledger.find_machine(held)
         assert record is not None and record.state == "terminated"
+        events = provider.ledger.machine_events(record.machine_id)
+        assert events[-1].detail == (
+            f"SLURM job {held} was cancelled: reaped (no kernel lives in it)"
+        )
     finally:
         await machine.close()
 
