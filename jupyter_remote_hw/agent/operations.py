@@ -138,6 +138,7 @@ class AgentOperations:
         kernel_id = arg_str(args, op, "kernel_id", required=True)
         result = await self.kernels.shutdown(kernel_id, now=arg_bool(args, op, "now", False))
         await self.shares.drop_kernel(str(kernel_id))  # its shares end with it
+        await self.relays.drop(str(kernel_id))  # and its relay, with what it kept
         return result
 
     async def _kernel_status(self, args: dict[str, Any]) -> dict[str, Any]:
