@@ -126,9 +126,11 @@ class HibernatedCommands(BaseCommands):
                 f"({', '.join(e.entry_id[:12] for e in found)}); give more of it"
             )
         entry = found[0]
+        server = (await held_kernels()).get(entry.entry_id)
         question = (
             f"Delete the saved state of kernel {entry.entry_id} ({size_text(entry.nbytes)})? "
             "A hibernated kernel cannot wake without it."
+            + (f" The Jupyter server at {server} still has this kernel." if server else "")
         )
         if not self._confirm(question, yes):
             self._print("nothing deleted")
@@ -137,6 +139,12 @@ class HibernatedCommands(BaseCommands):
         self._print(
             f"deleted the saved state of kernel {entry.entry_id} ({size_text(entry.nbytes)})"
         )
+        if server:
+            self._print(
+                f"the Jupyter server at {server} still has kernel {entry.entry_id}: its cells "
+                "now answer that its saved state was deleted; restart the kernel there to "
+                "run cells in a fresh one, or shut it down"
+            )
         place = FarPlace.from_json(entry.far)
         if place is not None:
             self._print(await self._remove_far(place))
