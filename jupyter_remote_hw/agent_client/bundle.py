@@ -26,6 +26,7 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 #: The modules of ``transfer`` that run inside kernels (the rest needs jupyter_client).
 KERNEL_MODULES = (
     "__init__",
+    "allowlist",
     "buffers",
     "bulk",
     "devices",
@@ -33,6 +34,8 @@ KERNEL_MODULES = (
     "kernel_handler",
     "pickling",
     "protocol",
+    "restricted",
+    "restricted_checks",
     "state_files",
 )
 _MAIN = "from jupyter_remote_hw.agent.__main__ import main\nmain()\n"

@@ -85,6 +85,7 @@ class HibernatedCommands(BaseCommands):
                     (entry.far or {}).get("label") or "this machine",
                     len(variables),
                     ", ".join(str(item.get("name")) for item in left) or "-",
+                    "yes" if manifest.get("run_by_others") else "-",
                     entry.problem or "",
                 ]
                 + ([held.get(entry.entry_id, "-")] if held else [])
@@ -101,6 +102,7 @@ class HibernatedCommands(BaseCommands):
                         "kept on",
                         "variables",
                         "left out",
+                        "others ran code",
                         "problem",
                     ]
                     + (["server"] if held else []),

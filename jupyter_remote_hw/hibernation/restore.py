@@ -20,12 +20,14 @@ from __future__ import annotations
 import ast
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..transfer import TransferError
 from ..transfer.client import TransferClient
 from ..transfer.devices import MIXED
+from ..transfer.restricted import restriction
 from ..transfer.variables import Kernels, answering, kernel_manager_of, transfer_client
 from .errors import EntryNotFoundError, HibernationError, RestoreError
 from .far import FarAccess, FarPlace, read_through, unreadable
@@ -164,6 +166,26 @@ def _placed(summary: RestoreSummary, device: str | None, recorded: dict[str, Any
             summary.devices[name] = device
 
 
+async def _refused_left_out(
+    summary: RestoreSummary,
+    names: list[str],
+    assign: Callable[[list[str]], Awaitable[list[dict[str, Any]]]],
+) -> list[dict[str, Any]]:
+    """``assign(names)``; where the restricted loader refuses a variable (one whose pickle
+    calls more than data types, from a kernel that someone else could run code in), it is
+    left out with the reason and the others are assigned: a wake never runs their code,
+    and never fails for it."""
+    remaining = list(names)
+    while True:
+        try:
+            return await assign(remaining)
+        except TransferError as exc:
+            if exc.name not in remaining or f"refused to rebuild {exc.name!r}" not in str(exc):
+                raise
+            remaining.remove(exc.name)
+            summary.left_out.append({"name": exc.name, "reason": str(exc)})
+
+
 async def restore(
     kernel_manager: Kernels,
     kernel_id: str,
@@ -172,6 +194,7 @@ async def restore(
     device: str | None = None,
     progress: Progress | None = None,
     far: FarAccess | None = None,
+    restricted: dict[str, Any] | None = None,
 ) -> RestoreSummary:
     """Put saved state back into a kernel: working directory, modules, variables.
 
@@ -192,6 +215,9 @@ async def restore(
         progress: Called with (step, bytes done, bytes in all): see :mod:`.progress`.
         far: For an entry kept on a kernel's host (see :mod:`.far`): which place the
             kernel reads itself, and how to copy the files through here otherwise.
+        restricted: The state comes from a kernel that someone else could run code in:
+            the kernel rebuilds the variables with the restricted loader (see
+            ``transfer.restricted.restriction``); None: with plain pickle.
 
     Returns:
         What was restored, and what the user should be told.
@@ -231,6 +257,8 @@ async def restore(
                     raise unreadable(place, what)
                 steps.step(f"copying saved state from {place.label}")
                 pickled = await read_through(place, list(manifest["variables"]), far.read)
+        if restricted is None and manifest.get("run_by_others"):  # saved marked: the mark holds
+            restricted = restriction(f"kernel {entry_id} as saved (others could run code in it)")
         summary = RestoreSummary(
             entry_id,
             left_out=list(manifest.get("left_out") or []),
@@ -238,6 +266,7 @@ async def restore(
         )
         steps.step("reaching the kernel")
         async with transfer_client(kernel_manager, kernel_id) as client:
+            client.restricted = restricted
             hello = await answering(client)
             saved_python, python = manifest.get("python"), hello.get("python_version")
             if saved_python and python and saved_python != python:
@@ -275,12 +304,22 @@ async def restore(
                 summary.notes.extend(notes)
             if direct and place is not None:
                 steps.step(f"reading saved state on {place.label}")
-                summary.assigned = await client.load(
-                    place.path, list(manifest["variables"]), placement
+                saved = list(manifest["variables"])
+                summary.assigned = await _refused_left_out(
+                    summary,
+                    [str(v["name"]) for v in saved],
+                    lambda names: client.load(
+                        place.path, [v for v in saved if v["name"] in names], placement
+                    ),
                 )
             elif pickled:
-                summary.assigned = await client.push(
-                    pickled, placement, steps.bytes("sending variables", summary.total_bytes)
+                sent = steps.bytes("sending variables", summary.total_bytes)
+                summary.assigned = await _refused_left_out(
+                    summary,
+                    [item.name for item in pickled],
+                    lambda names, items=pickled: client.push(  # type: ignore[misc]
+                        [item for item in items if item.name in names], placement, sent
+                    ),
                 )
             _placed(summary, device, recorded)
             del pickled

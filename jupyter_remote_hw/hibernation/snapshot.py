@@ -24,7 +24,14 @@ from typing import Any, Literal, TypeVar
 from ..transfer import TransferError
 from ..transfer.client import TransferClient
 from ..transfer.errors import NotSerializableError
-from ..transfer.variables import Kernels, is_busy, kernel_manager_of, listing, transfer_client
+from ..transfer.variables import (
+    Kernels,
+    is_busy,
+    kernel_manager_of,
+    listing,
+    others_could_run_code,
+    transfer_client,
+)
 from . import far as far_side
 from .errors import HibernationError, SaveError, UnsavableStateError
 from .progress import Progress, Steps
@@ -250,6 +257,8 @@ async def save(
                 # One left out while pulling keeps its device here: a restore looks
                 # only at the variables it restores.
                 "devices": devices,
+                # Someone else could run code in it: a wake rebuilds it restricted.
+                "run_by_others": await others_could_run_code(kernel_manager, kernel_id),
             }
             names = [v["name"] for v in carried]
             types = {v["name"]: v["type"] for v in carried}

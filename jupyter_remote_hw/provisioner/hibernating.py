@@ -178,6 +178,7 @@ class KernelHibernation:
                 "saved_at": time.time(),
                 "left_out": summary.left_out,
                 "kernel_info": (relay.kernel_info or b"").decode(errors="replace") or None,
+                "run_by_others": await p.run_by_others.ask(unknown_marks=True),
             }
             await self._record()
             await self._stop_remote()
@@ -327,6 +328,7 @@ class KernelHibernation:
                         # on another target (moved_from); else on the CPU, with a note
                         self._progress(steps, progress),
                         access_for(p),
+                        restricted=p.run_by_others.restriction(),
                     )
         except BaseException as exc:
             reason = self._reason(exc, steps)

@@ -37,6 +37,7 @@ from .errors import KernelLaunchError
 from .hibernating import KernelHibernation
 from .kernel_end import report_end
 from .launching import KernelLauncher
+from .run_by_others import RunByOthers
 
 #: Version of what get_provisioner_info returns.
 INFO_VERSION = 1
@@ -124,6 +125,8 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         """Starts, restarts and adopts the kernel on its machine (see :mod:`.launching`)."""
         self.launch_kwargs: dict[str, Any] = {}
         """The arguments of the last launch; a wake from hibernation launches with them."""
+        self.run_by_others = RunByOthers(self)
+        """Whether someone else could run code in the kernel (see :mod:`.run_by_others`)."""
         self.hibernation = KernelHibernation(self)
         """Hibernates the kernel and wakes it (see :mod:`.hibernating`)."""
         self.hibernate_after: float | None = None
@@ -226,27 +229,9 @@ class RemoteHWProvisioner(KernelProvisionerBase):
 
     @on_home_loop
     async def others_can_run_code(self) -> bool:
-        """Whether someone else can run code in this kernel, or could since it started.
-
-        The host's agent knows: a share whose role runs code marks the kernel
-        until it ends. When the host cannot say (unreachable, an error), the
-        answer is True: what comes from the kernel is then handled as someone
-        else's.
-        """
-        if self.host_connection is None:
-            return True
-        try:
-            async with asyncio.timeout(self.poll_timeout):
-                status = await self.agent_call("kernel_status", wait=None)
-        except (AgentError, AgentUnavailableError, TimeoutError, TransportError) as exc:
-            self.log.warning(
-                "kernel %s: cannot learn from its host whether others can run "
-                "code in it (%s); taken to be so",
-                self.kernel_id,
-                exc,
-            )
-            return True
-        return status.get("others_can_run_code") is not False
+        """Whether someone else can run code in this kernel, or could at any time in its
+        life: the host's agent says, and the mark is kept (see :mod:`.run_by_others`)."""
+        return await self.run_by_others.ask()
 
     async def wait(self) -> int | None:
         """Wait until the kernel has ended; return its exit code."""
@@ -444,6 +429,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         )
         info["hibernated"] = self.hibernation.summary()
         info["hibernate_after"] = self.hibernate_after
+        info["run_by_others"] = self.run_by_others.marked
         return info
 
     async def load_provisioner_info(self, provisioner_info: dict[str, Any]) -> None:
@@ -452,6 +438,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         self.target = str(provisioner_info["target"])
         self.manager.placements[self.kernel_id] = self.target
         self.hibernate_after = provisioner_info.get("hibernate_after")  # as written above
+        self.run_by_others.marked = provisioner_info.get("run_by_others") is True
         self.local_ports = {
             k: int(v) for k, v in dict(provisioner_info.get("local_ports") or {}).items()
         }

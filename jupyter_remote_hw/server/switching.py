@@ -22,6 +22,7 @@ from ..transfer.variables import (
     BusyKernelError,
     answering,
     kernel_namespace,
+    rebuilt_as_from,
     transfer_client,
     user_names,
 )
@@ -132,6 +133,11 @@ async def carry(
     copy is all or nothing, so a variable that fails is left out and the copy
     tried again with the others, over the same two kernel links. What does not
     come across is in ``not_carried`` with the reason.
+
+    When someone else can run code in the old kernel (shared as collaborator, at any
+    time in its life), the new kernel rebuilds the variables with the restricted
+    loader: their pickles call only data types, and what calls anything else is not
+    carried, with the reason.
     """
     result = CarryReport()
     if not names:
@@ -143,6 +149,7 @@ async def carry(
         ):
             await answering(source)
             await answering(destination)
+            await rebuilt_as_from(kernel_manager, source_id, destination)
             listing = await source.namespace()
             modules = {m["name"]: m for m in user_names(listing["modules"])}
             wanted = (

@@ -271,9 +271,11 @@ class TransferClient(PushClient):
 
     def without_streams(self) -> TransferClient:
         """The same kernel, with large transfers sent as chunk messages."""
-        return TransferClient(
+        client = TransferClient(
             self.link, self.where, self.chunk_size, self.window, channels=self.channels
         )
+        client.restricted = self.restricted
+        return client
 
 
 __all__ = ["Progress", "StreamOpener", "TransferClient", "open_local_stream"]

@@ -267,6 +267,7 @@ class TransferHandler:
             "version": protocol.VERSION,
             "python": sys.executable,
             "python_version": sys.version.split()[0],
+            "restricted": True,  # rebuilds with the restricted loader when asked
         }, []
 
     def _user_names(self) -> list[tuple[str, Any]]:
@@ -395,17 +396,32 @@ class TransferHandler:
                 )
         pickled = from_segments(incoming.manifest, incoming.segments)
         del incoming
-        return self._assign(pickled, content.get("device")), []
+        return self._assign(pickled, content.get("device"), content.get("restricted")), []
 
-    def _assign(self, pickled: list[Any], device: Placement) -> dict[str, Any]:
+    def _assign(
+        self, pickled: list[Any], device: Placement, restricted: Any = None
+    ) -> dict[str, Any]:
         """Rebuild every variable, then assign them all (none when one fails).
+
+        ``restricted``: they come from a kernel that someone else can run code in, so
+        the restricted loader rebuilds them (``source``: that kernel in words;
+        ``allowed_types``: the owner's ``c.SharedKernelPulls.allowed_types``).
 
         ``device``: one device for all (each must go there, or nothing is
         assigned), or one per name: a variable that cannot go to its device is
         assigned on the CPU, and its ``assigned`` entry says ``device`` and
         ``reason``.
         """
-        values = load_variables(pickled)
+        if restricted is None:
+            values = load_variables(pickled)
+        else:
+            from .restricted import load_variables_restricted
+
+            values = load_variables_restricted(
+                pickled,
+                str(restricted.get("source") or "a kernel that someone else can run code in"),
+                [str(entry) for entry in restricted.get("allowed_types") or []],
+            )
         del pickled[:]
         where: dict[str, dict[str, Any]] = {}
         if isinstance(device, dict):
@@ -470,7 +486,7 @@ class TransferHandler:
         for each in placements(device):
             check_device(each)
         pickled = read_state(str(content["path"]), list(content["variables"]))
-        return self._assign(pickled, device), []
+        return self._assign(pickled, device, content.get("restricted")), []
 
     def _op_unstore(
         self, content: dict[str, Any], buffers: list[Any]

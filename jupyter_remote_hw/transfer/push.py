@@ -152,6 +152,7 @@ class PushClient(KernelQueries):
                     "variables": manifest,
                     "device": device,
                     "commit": True,
+                    **await self._rebuilding(),
                 },
                 segments,
                 f"sending to {self.where}",
@@ -260,6 +261,7 @@ class PushClient(KernelQueries):
         """
         transfer_id = uuid.uuid4().hex
         action = f"sending to {self.where}"
+        rebuilding = await self._rebuilding()
         content, _ = await self._request(
             {
                 "op": "receive",
@@ -274,7 +276,7 @@ class PushClient(KernelQueries):
         try:
             await deliver(transfer_id, content)
             content, _ = await self._request(
-                {"op": "commit", "id": transfer_id, "device": device}, action=action
+                {"op": "commit", "id": transfer_id, "device": device, **rebuilding}, action=action
             )
         except BaseException:
             await self._abort(transfer_id)

@@ -32,6 +32,27 @@ class KernelQueries:
     def __init__(self, link: KernelLink, where: str) -> None:
         self.link = link
         self.where = where
+        self.restricted: dict[str, Any] | None = None
+        """Set (see :func:`.restricted.restriction`) when what this kernel is sent comes from
+        a kernel that someone else can run code in: it is then rebuilt here by the
+        restricted loader, never by plain pickle."""
+
+    async def _rebuilding(self) -> dict[str, Any]:
+        """What a request that has the kernel rebuild variables adds: ``restricted``, once
+        the kernel said it has the restricted loader.
+
+        Raises:
+            TransferError: It has not (an older version there); nothing was sent.
+        """
+        if self.restricted is None:
+            return {}
+        if not (await self.hello()).get("restricted"):
+            raise TransferError(
+                f"the kernel on {self.where} cannot rebuild variables from a kernel that "
+                "someone else can run code in without running their code (its "
+                "jupyter-remote-hw is older): nothing was sent. Restart it, then try again."
+            )
+        return {"restricted": self.restricted}
 
     async def _request(
         self, content: dict[str, Any], buffers: list[Any] | None = None, action: str = "transfer"
@@ -126,7 +147,13 @@ class KernelQueries:
                 cannot be rebuilt there; nothing was assigned.
         """
         content, _ = await self._request(
-            {"op": "load", "path": path, "variables": variables, "device": device},
+            {
+                "op": "load",
+                "path": path,
+                "variables": variables,
+                "device": device,
+                **await self._rebuilding(),
+            },
             action=f"reading saved state on {self.where}",
         )
         return list(content["assigned"])

@@ -411,3 +411,15 @@ def load_variables_restricted(
         except Exception as exc:
             raise rebuild_error(item, exc) from exc
     return values
+
+
+def restriction(source: str, allowed_types: Iterable[str] = ()) -> dict[str, Any]:
+    """What a transfer client's ``restricted`` is set to when the variables it sends come
+    from a kernel that someone else can run code in: the kernel receiving them rebuilds
+    them with :func:`load_variables_restricted`.
+
+    Args:
+        source: That kernel, in words, for the messages.
+        allowed_types: The owner's ``c.SharedKernelPulls.allowed_types``.
+    """
+    return {"source": source, "allowed_types": list(allowed_types)}

@@ -24,6 +24,7 @@ from jupyter_client.session import Session
 from .client import Progress, StreamOpener, TransferClient, open_local_stream
 from .errors import NoTransferHandlerError, TransferError
 from .kernel_link import KernelLink
+from .restricted import SharedKernelPulls, restriction
 
 #: Names the kernel itself puts in the user's namespace: never offered for carrying.
 KERNEL_NAMES = frozenset({"open", "exit", "quit", "get_ipython"})
@@ -110,6 +111,36 @@ async def transfer_client(kernel_manager: Kernels, kernel_id: str) -> AsyncItera
             )
     finally:
         client.stop_channels()
+
+
+async def others_could_run_code(kernel_manager: Kernels, kernel_id: str) -> bool:
+    """Whether someone else can run code in a kernel, or could at any time in its life.
+
+    A kernel of this machine's own process (jupyter_client's local provisioner) is the
+    owner's alone; one of ours asks its provisioner (see
+    ``RemoteHWProvisioner.others_can_run_code``; a joined kernel always is); any other
+    kernel is taken to be so.
+    """
+    provisioner = getattr(kernel_manager_of(kernel_manager, kernel_id), "provisioner", None)
+    if isinstance(provisioner, LocalProvisioner):
+        return False
+    ask = getattr(provisioner, "others_can_run_code", None)
+    return True if ask is None else bool(await ask())
+
+
+async def rebuilt_as_from(
+    kernel_manager: Kernels, kernel_id: str, destination: TransferClient
+) -> TransferClient:
+    """``destination``, set to rebuild what comes from kernel ``kernel_id`` with the
+    restricted loader when someone else can run code there (see
+    :func:`others_could_run_code`), with the owner's ``c.SharedKernelPulls.allowed_types``."""
+    if await others_could_run_code(kernel_manager, kernel_id):
+        manager = kernel_manager_of(kernel_manager, kernel_id)
+        destination.restricted = restriction(
+            f"kernel {kernel_id} ({manager.kernel_name}), which someone else can run code in",
+            SharedKernelPulls(parent=manager).allowed_types,
+        )
+    return destination
 
 
 async def answering(client: TransferClient, timeout: float = 10.0) -> dict[str, Any]:
@@ -240,4 +271,5 @@ async def copy_variables(
     ):
         await answering(source)
         await answering(destination)
+        await rebuilt_as_from(kernel_manager, source_id, destination)
         return await source.copy_to(destination, names, device, progress)

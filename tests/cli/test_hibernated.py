@@ -49,11 +49,15 @@ async def test_saved_state_is_listed_with_its_size_and_deleted(
         "variables",
         "left",
         "out",
+        "others",
+        "ran",
+        "code",
         "problem",
     ]
-    # Its id, the kernel it came from, when, 32 MiB of array, one variable, the open file.
+    # Its id, the kernel it came from, when, 32 MiB of array, one variable, the open file,
+    # and no one else could run code in it (the column says "yes" for a shared one).
     assert row.split()[:2] == [kernel_id[:8], "python3"]
-    assert " ago " in row and "32.0 MiB  this machine" in row and row.split()[-1] == "f", row
+    assert " ago " in row and "32.0 MiB  this machine" in row and row.split()[-2:] == ["f", "-"]
     total = f"{saved.entry.nbytes / (1 << 20):.1f} MiB"
     assert rest == [f"in all: {total} of 1.0 GiB (c.HibernationStore.max_bytes), in {root}"]
 
