@@ -19,6 +19,7 @@ import binascii
 import hashlib
 import os
 import shutil
+import stat
 from typing import Any
 
 from .errors import TransferError
@@ -62,6 +63,34 @@ def state_path(directory: str) -> str:
     return os.path.abspath(os.path.expanduser(directory))
 
 
+def private_parent(directory: str) -> str:
+    """The directory that holds ``directory`` (``.../hibernated``), made owner-only when new;
+    refused when it is a symbolic link or belongs to another user, who could then swap
+    the saved state a wake reads (as the agent's boot refuses its cache directory).
+
+    Raises:
+        TransferError: It is a link, or someone else's.
+    """
+    parent = os.path.dirname(directory)
+    os.makedirs(parent, mode=0o700, exist_ok=True)
+    info = os.lstat(parent)
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise TransferError(
+            f"{parent}, where hibernated state is kept on this host, is a symbolic link: "
+            "remove it (or point c.HibernationStore's far directory elsewhere). Nothing was "
+            "saved or read."
+        )
+    if info.st_uid != os.getuid():
+        raise TransferError(
+            f"{parent}, where hibernated state is kept on this host, belongs to another "
+            f"user (uid {info.st_uid}): whoever owns it could change the state a wake "
+            "reads. Remove it, or keep state elsewhere. Nothing was saved or read."
+        )
+    if info.st_mode & 0o022:
+        os.chmod(parent, 0o700)
+    return parent
+
+
 def check_room(directory: str, nbytes: int, max_bytes: int, min_free: int) -> None:
     """Refuse to write ``nbytes`` beyond ``max_bytes`` (0: no cap) or leaving less than
     ``min_free`` free on the disk of ``directory``.
@@ -75,8 +104,7 @@ def check_room(directory: str, nbytes: int, max_bytes: int, min_free: int) -> No
             f"{_size_text(max_bytes)} left for hibernated kernels "
             "(c.HibernationStore.max_bytes). Nothing was saved."
         )
-    parent = os.path.dirname(directory)
-    os.makedirs(parent, mode=0o700, exist_ok=True)
+    parent = private_parent(directory)
     free = shutil.disk_usage(parent).free
     if free - nbytes < min_free:
         raise TransferError(
@@ -168,6 +196,7 @@ def read_state(directory: str, variables: list[dict[str, Any]]) -> list[Pickled]
             variable).
     """
     path = state_path(directory)
+    private_parent(path)
     pickled = []
     for variable in variables:
         name = str(variable["name"])
