@@ -233,7 +233,11 @@ async def restore(
     """
     began = time.monotonic()
     steps = Steps(progress)
-    what = f"restoring kernel {entry_id} into kernel {kernel_id}"
+    what = (
+        f"restoring the saved state of kernel {kernel_id}"
+        if entry_id == kernel_id
+        else f"restoring kernel {entry_id} into kernel {kernel_id}"
+    )
     kernel_manager_of(kernel_manager, kernel_id)
     try:
         info = await steps.in_thread(store.entry, entry_id)

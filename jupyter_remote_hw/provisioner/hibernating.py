@@ -18,9 +18,6 @@ gets an error saying what failed, and the next cell tries again.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import secrets
-import socket
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -44,8 +41,10 @@ from ..hibernation.restore import wake_notice
 from ..hibernation.store import size_text
 from ..providers.launch_steps import LaunchError, LaunchSteps
 from ..transport import TransportError
+from .asleep import sleeping_relay
 from .far_state import access_for, delete_state, place_for
 from .moving import Place, check_wake_target, is_on, move, move_back
+from .operations import HIBERNATION, RESTART, SHUTDOWN, WAKE
 
 if TYPE_CHECKING:
     from .provisioner import RemoteHWProvisioner
@@ -131,8 +130,9 @@ class KernelHibernation:
         """
         p = self.p
         machine = p.machine
-        if self.hibernated or self._saving is not None:
+        if self.hibernated and not self.waking:
             raise HibernationStateError(f"kernel {p.kernel_id} is already hibernated")
+        p.operations.refuse_if_busy(HIBERNATION)
         if p.host_connection is None or machine is None:
             raise HibernationStateError(f"kernel {p.kernel_id} is not running")
         if getattr(p.parent, "execution_state", None) == "busy":
@@ -151,19 +151,22 @@ class KernelHibernation:
                 self._kernel_manager(), p.kernel_id, self.store, policy, progress, far=place_for(p)
             )
         )
+        p.operations.begin(HIBERNATION, self._saving)
         try:
             summary = await self._saving
         except asyncio.CancelledError:
             await relay.release()
+            p.operations.end(HIBERNATION)
             current = asyncio.current_task()
             if current is not None and current.cancelling():
                 raise
-            raise HibernationStateError(
-                f"kernel {p.kernel_id} was not hibernated: a cell was run while its state "
-                "was being saved, so it keeps running"
-            ) from None
+            why = p.operations.ended("its state was being saved") or (
+                "a cell was run while its state was being saved, so it keeps running"
+            )
+            raise HibernationStateError(f"kernel {p.kernel_id} was not hibernated: {why}") from None
         except BaseException:
             await relay.release()
+            p.operations.end(HIBERNATION)
             raise
         finally:
             self._saving = None
@@ -185,6 +188,7 @@ class KernelHibernation:
             await self._let_machine_go()
         finally:
             self._settling = False
+            p.operations.end(HIBERNATION)
         if self._wake_pending:  # a cell came while the kernel was being let go
             self._wake_pending = False
             self._wake_requested()
@@ -199,7 +203,10 @@ class KernelHibernation:
 
     def _wake_requested(self) -> None:
         """A client sent what needs the kernel: cancel a save under way, or wake it (once
-        the kernel and its machine are let go, when that is under way)."""
+        the kernel and its machine are let go, when that is under way); not while it is
+        restarted or shut down: its requests wait for the new kernel, or end with it."""
+        if self.p.operations.running in (RESTART, SHUTDOWN):
+            return
         if self._settling:
             self._wake_pending = True
             return
@@ -283,6 +290,7 @@ class KernelHibernation:
                 f"kernel {self.p.kernel_id} is {doing} on {self.p.target}, so it cannot "
                 f"wake on {target}: switch its hardware instead"
             )
+        self.p.operations.refuse_if_busy(WAKE)  # a wake under way is joined
         if not self.hibernated:
             return None
         if self._waking is None or self._waking.done():
@@ -290,6 +298,8 @@ class KernelHibernation:
             if target is not None and moving:
                 moved_from = move(self.p, check_wake_target(self.p, target))
             self._waking = asyncio.ensure_future(self._wake(progress, moved_from))
+            self.p.operations.begin(WAKE, self._waking)
+            self._waking.add_done_callback(lambda _: self.p.operations.end(WAKE))
             self.p.manager.launches[self.p.kernel_id] = (
                 self._waking,
                 asyncio.get_running_loop(),
@@ -326,12 +336,12 @@ class KernelHibernation:
                         p.kernel_id,
                         None,  # tensors back on their devices where it has them, also
                         # on another target (moved_from); else on the CPU, with a note
-                        self._progress(steps, progress),
+                        _restore_progress(steps, progress),
                         access_for(p),
                         restricted=p.run_by_others.restriction(),
                     )
         except BaseException as exc:
-            reason = self._reason(exc, steps)
+            reason = _wake_failure(exc, steps, p.operations.ended("it was being woken"))
             self.wake_error = reason
             p.log.warning("kernel %s could not be woken: %s", p.kernel_id, reason)
             if moved_from is not None:  # it still hibernates where it was
@@ -340,7 +350,11 @@ class KernelHibernation:
             await relay.refuse_held(reason)
             await self._record()
             if isinstance(exc, asyncio.CancelledError):
-                raise
+                if not p.operations.ended_by:
+                    raise
+                raise HibernationStateError(
+                    f"kernel {p.kernel_id} was not woken: {reason}"
+                ) from None
             raise WakeError(
                 f"kernel {p.kernel_id} could not be woken: {reason}. Its saved state is "
                 "kept and it still hibernates; run a cell or wake it to try again."
@@ -361,42 +375,12 @@ class KernelHibernation:
         )
         return summary
 
-    @staticmethod
-    def _reason(exc: BaseException, steps: LaunchSteps) -> str:
-        if isinstance(exc, asyncio.CancelledError):
-            return "the wake was cancelled"
-        if isinstance(exc, LaunchError):
-            detail = str(exc.__cause__) if exc.__cause__ is not None else exc.reason
-            return f"step '{exc.step}' failed: {one_line(detail)}"
-        if isinstance(exc, TimeoutError):
-            return (
-                f"it took longer than {steps.elapsed:.0f} s (c.RemoteHWProvisioner.launch_timeout)"
-            )
-        return one_line(str(exc)) or type(exc).__name__
-
-    @staticmethod
-    def _progress(steps: LaunchSteps, progress: Progress | None) -> Progress:
-        """Report a restore's steps and bytes on the launch steps (every
-        :data:`PROGRESS_EVERY` seconds at most) and to ``progress``."""
-        last: dict[str, Any] = {"step": None, "at": 0.0}
-
-        def report(step: str, done: int, total: int) -> None:
-            if progress is not None:
-                progress(step, done, total)
-            now = time.monotonic()
-            if step == last["step"] and now - last["at"] < PROGRESS_EVERY and done < total:
-                return
-            last.update(step=step, at=now)
-            steps.note(f"{step}: {size_text(done)} of {size_text(total)}" if total else step)
-
-        return report
-
     async def _back_to_sleep(self) -> None:
         """After a failed wake: stop what was started, keep the relay answering."""
         p, relay = self.p, self.relay
         assert relay is not None
         await relay.sleep()
-        if p.host_connection is not None:
+        if p.host_connection is not None or p.machine is not None:  # even if unconfirmed
             await self._stop_remote()
         await self._let_machine_go()
 
@@ -416,27 +400,16 @@ class KernelHibernation:
                 f"kernel {p.kernel_id} hibernated, but its saved state is not in "
                 f"{self.store.path} any more"
             )
-        key = secrets.token_hex(32)
-        connection = {"key": key, "signature_scheme": "hmac-sha256"}
-
-        async def no_host() -> tuple[Any, Any]:
-            await asyncio.Event().wait()  # asleep: never opened
-            raise AssertionError("unreachable")
-
-        relay = KernelRelayClient(p.kernel_id, connection, no_host, p.log)
-        ports = await relay.start(p.local_ports)
-        relay.hold(self._wake_requested)
-        await relay.sleep()
+        kernel_info = info.get("kernel_info")
+        self.relay, p.local_ports, p.connection_info = await sleeping_relay(
+            p.kernel_id,
+            p.local_ports,
+            kernel_info if isinstance(kernel_info, str) else None,
+            self._wake_requested,
+            p.log,
+        )
         self.state = dict(info)
-        kernel_info = self.state.get("kernel_info")
-        relay.kernel_info = kernel_info.encode() if isinstance(kernel_info, str) else None
-        self.relay = relay
-        hb_port = int(p.local_ports.get("hb_port", 0)) or _free_port()
-        await relay.echo_heartbeats(hb_port)
-        p.local_ports = {**ports, "hb_port": hb_port}
-        local = {"ip": "127.0.0.1", "transport": "tcp", **connection, **p.local_ports}
-        local["key"] = key.encode()  # jupyter_client compares keys as bytes
-        p.connection_info = KernelConnectionInfo(**local)  # type: ignore[typeddict-item]
+        p.reattached_state = "idle"  # asleep, it answers as an idle kernel
         p.log.info("kernel %s: taken over hibernated (its state waits in the store)", p.kernel_id)
         return p.connection_info
 
@@ -475,10 +448,33 @@ class KernelHibernation:
         await self._record()
 
 
-def _free_port() -> int:
-    with contextlib.closing(socket.socket()) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _wake_failure(exc: BaseException, steps: LaunchSteps, ended: str | None) -> str:
+    """Why a wake failed, in words (``ended``: how a restart or a shutdown ended it)."""
+    if isinstance(exc, asyncio.CancelledError):
+        return ended or "the wake was cancelled"
+    if isinstance(exc, LaunchError):
+        detail = str(exc.__cause__) if exc.__cause__ is not None else exc.reason
+        return f"step '{exc.step}' failed: {one_line(detail).rstrip('.')}"
+    if isinstance(exc, TimeoutError):
+        return f"it took longer than {steps.elapsed:.0f} s (c.RemoteHWProvisioner.launch_timeout)"
+    return one_line(str(exc)).rstrip(".") or type(exc).__name__  # a sentence follows
+
+
+def _restore_progress(steps: LaunchSteps, progress: Progress | None) -> Progress:
+    """Report a restore's steps and bytes on the launch steps (every
+    :data:`PROGRESS_EVERY` seconds at most) and to ``progress``."""
+    last: dict[str, Any] = {"step": None, "at": 0.0}
+
+    def report(step: str, done: int, total: int) -> None:
+        if progress is not None:
+            progress(step, done, total)
+        now = time.monotonic()
+        if step == last["step"] and now - last["at"] < PROGRESS_EVERY and done < total:
+            return
+        last.update(step=step, at=now)
+        steps.note(f"{step}: {size_text(done)} of {size_text(total)}" if total else step)
+
+    return report
 
 
 async def _deleted_state(store: HibernationStore, kernel_id: str) -> str | None:

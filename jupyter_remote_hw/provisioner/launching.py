@@ -4,6 +4,7 @@ after a launch that failed.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import time
@@ -15,8 +16,8 @@ from jupyter_client.connect import KernelConnectionInfo
 from ..agent.holds import process_identity
 from ..agent_client import AgentError, AgentUnavailableError
 from ..providers.base import PORT_NAMES
-from ..providers.launch_steps import LaunchSteps
-from .errors import MachineEndedError
+from ..providers.launch_steps import LaunchError, LaunchSteps
+from .errors import KernelLaunchError, MachineEndedError
 
 if TYPE_CHECKING:
     from .provisioner import RemoteHWProvisioner
@@ -68,6 +69,39 @@ class KernelLauncher:
             or any(fnmatchcase(key, pattern) for pattern in PASSED_ENV)
         }
 
+    async def run(self, steps: LaunchSteps, kwargs: dict[str, Any]) -> KernelConnectionInfo:
+        """Launch the kernel within the launch timeout, as a task of its own that the user
+        can cancel (:meth:`..machines.manager.MachineManager.cancel_launch`).
+
+        Raises:
+            KernelLaunchError: A step failed, the launch timed out or was cancelled;
+                nothing is left running then.
+        """
+        p = self.p
+        remaining = max(1.0, p.launch_timeout - steps.elapsed)
+        launch = asyncio.ensure_future(self.launch(steps, kwargs, remaining))
+        p.manager.launches[p.kernel_id] = (launch, asyncio.get_running_loop())
+        try:
+            async with asyncio.timeout(remaining):
+                return await launch
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # the caller itself was cancelled, not only its launch
+            await self.abandon(maybe_starting=True)
+            raise KernelLaunchError(steps.cancelled("the user")) from None
+        except TimeoutError:
+            error = steps.timed_out(p.launch_timeout, "c.RemoteHWProvisioner.launch_timeout")
+            await self.abandon(maybe_starting=True)
+            raise KernelLaunchError(error) from None
+        except LaunchError as exc:
+            await self.abandon(maybe_starting=False)
+            p.manager.unplace(p.kernel_id)
+            raise KernelLaunchError(exc) from exc.__cause__
+        finally:
+            if p.manager.launches.get(p.kernel_id, (None,))[0] is launch:
+                del p.manager.launches[p.kernel_id]
+
     async def launch(
         self, steps: LaunchSteps, kwargs: dict[str, Any], timeout: float
     ) -> KernelConnectionInfo:
@@ -101,7 +135,8 @@ class KernelLauncher:
                 # The same key: the clients connected all along sign with it.
                 key: Any = self.p.connection_info["key"]  # bytes, its TypedDict says str
                 key = key.decode() if isinstance(key, bytes) else str(key)
-                remote = self.p.host_connection = await self.start_remote(kwargs, timeout, key)
+                remote = await self.start_remote(kwargs, timeout, key)
+                self.p.host_connection = remote
                 self.p.machine.adopt(self.p.kernel_id, relay)
         elif adopting:
             with steps.step("find kernel"):
@@ -134,7 +169,8 @@ class KernelLauncher:
     ) -> dict[str, Any]:
         """Start the kernel: in the notebook's directory when the host has it (else in
         the target's working directory), with its environment and its orphan grace
-        (and ``key``, for a kernel woken from hibernation)."""
+        (and ``key``, for a kernel woken from hibernation: no kernel of its id runs then,
+        so the host replaces one that an earlier wake, cut off, left behind)."""
         target = self.p.resolved_target()
         local = target.provider == "local"
         requested = kwargs.get("cwd")
@@ -149,7 +185,7 @@ class KernelLauncher:
             owner=process_identity(),
             orphan_grace=self.p.orphan_grace,
             timeout=timeout,
-            **({"key": key} if key is not None else {}),
+            **({"key": key, "replace": True} if key is not None else {}),
         )
         used = started.get("cwd")
         if used and self.p.launch_steps is not None:

@@ -37,6 +37,7 @@ from .errors import KernelLaunchError
 from .hibernating import KernelHibernation
 from .kernel_end import report_end
 from .launching import KernelLauncher
+from .operations import HIBERNATION, RESTART, SHUTDOWN, WAKE, KernelOperations
 from .run_by_others import RunByOthers
 
 #: Version of what get_provisioner_info returns.
@@ -125,6 +126,8 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         """Starts, restarts and adopts the kernel on its machine (see :mod:`.launching`)."""
         self.launch_kwargs: dict[str, Any] = {}
         """The arguments of the last launch; a wake from hibernation launches with them."""
+        self.operations = KernelOperations(lambda: self.kernel_id)
+        """The operation under way on the kernel: one at a time (see :mod:`.operations`)."""
         self.run_by_others = RunByOthers(self)
         """Whether someone else could run code in the kernel (see :mod:`.run_by_others`)."""
         self.hibernation = KernelHibernation(self)
@@ -249,6 +252,8 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             return
         if self.machine is not None and self.machine.end_reason():
             return  # its machine ended, and the kernel with it: nothing to signal
+        if signum == signal.SIGINT and self.operations.running in (HIBERNATION, WAKE):
+            return  # no cell runs, only our save or restore, which an interrupt would break
         self.launched_at = None
         try:
             if signum == signal.SIGINT:
@@ -263,14 +268,17 @@ class RemoteHWProvisioner(KernelProvisionerBase):
     @on_home_loop
     async def shutdown_requested(self, restart: bool = False) -> None:
         """The kernel was asked to stop (or restart): until it is gone (or back), its
-        clients' reconnects fail, as expected, so they are not logged as warnings."""
+        clients' reconnects fail, as expected, so they are not logged as warnings. A save
+        or a wake under way ends first (see :mod:`.operations`)."""
+        await self.operations.stop(RESTART if restart else SHUTDOWN)
         self.launched_at = None
         self.hibernation.stopping = self.hibernation.hibernated
         if self.machine is not None:
             self.machine.expect_drops(self.kernel_id)
 
     async def kill(self, restart: bool = False) -> None:
-        """SIGKILL the kernel's process group."""
+        """SIGKILL the kernel's process group (once a save or a wake under way ended)."""
+        await self.manager.on_home(self.operations.stop(RESTART if restart else SHUTDOWN))
         await self.send_signal(signal.SIGKILL)
 
     async def terminate(self, restart: bool = False) -> None:
@@ -292,6 +300,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
                 placed = self.manager.place(self.kernel_id, self.manager.target(self.target))
                 self.place_on(placed)
         except LaunchError as exc:
+            self.operations.stopped()  # a restart ends here
             raise KernelLaunchError(exc) from exc.__cause__
         kwargs = await super().pre_launch(**kwargs)
         # The kernelspec's argv is not used: the agent runs ipykernel with the
@@ -310,32 +319,12 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         self._steps = None
         self.launch_steps = steps
         self.launch_kwargs = dict(kwargs)
-        remaining = max(1.0, self.launch_timeout - steps.elapsed)
-        # Its own task, so that the user can cancel it (MachineManager.cancel_launch).
-        launch = asyncio.ensure_future(self.launcher.launch(steps, kwargs, remaining))
-        self.manager.launches[self.kernel_id] = (launch, asyncio.get_running_loop())
         try:
-            async with asyncio.timeout(remaining):
-                info = await launch
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise  # this launch_kernel itself was cancelled, not only its launch
-            await self.launcher.abandon(maybe_starting=True)
-            raise KernelLaunchError(steps.cancelled("the user")) from None
-        except TimeoutError:
-            error = steps.timed_out(self.launch_timeout, "c.RemoteHWProvisioner.launch_timeout")
-            await self.launcher.abandon(maybe_starting=True)
-            raise KernelLaunchError(error) from None
-        except LaunchError as exc:
-            await self.launcher.abandon(maybe_starting=False)
-            self.manager.unplace(self.kernel_id)
-            raise KernelLaunchError(exc) from exc.__cause__
+            info = await self.launcher.run(steps, kwargs)
+            if self.hibernation.hibernated and self.host_connection is not None:
+                await self.hibernation.restarted()  # restarted while hibernated: afresh
         finally:
-            if self.manager.launches.get(self.kernel_id, (None,))[0] is launch:
-                del self.manager.launches[self.kernel_id]
-        if self.hibernation.hibernated and self.host_connection is not None:
-            await self.hibernation.restarted()  # restarted while hibernated: afresh
+            self.operations.stopped()  # a restart ends once its kernel runs, or failed
         steps.log.info("kernel %s ready on %s: %s", self.kernel_id, self.target, steps.summary())
         return info
 
@@ -363,6 +352,13 @@ class RemoteHWProvisioner(KernelProvisionerBase):
     async def cleanup(self, restart: bool = False) -> None:
         """After the kernel ended: keep everything for a restart, else release it all
         (a hibernated kernel's saved state included)."""
+        try:
+            await self._cleanup(restart)
+        finally:
+            if not restart:
+                self.operations.stopped()
+
+    async def _cleanup(self, restart: bool) -> None:
         if not restart and self.hibernation.hibernated:
             if self.manager.server_stopping:
                 # Only the server stops: the next one takes the kernel over, asleep.

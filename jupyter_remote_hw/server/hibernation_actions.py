@@ -25,6 +25,7 @@ from ..providers import UnknownHardwareError
 from ..provisioner import RemoteHWProvisioner
 from ..provisioner.hibernating import HibernationStateError, WakeError
 from ..provisioner.moving import MoveError
+from ..provisioner.operations import OperationConflictError
 from .hardware_actions import HardwareActions, HardwareRequestError
 
 #: Seconds between two ``hibernation`` progress events of one kernel.
@@ -98,7 +99,12 @@ class HibernationActions:
         self._publish(kernel_id, "saving", step="starting", done=0, total=0)
         try:
             summary = await provisioner.hibernate(cast(Policy, policy or "partial"), progress)
-        except (HibernationStateError, UnsavableStateError, StoreFullError) as exc:
+        except (
+            HibernationStateError,
+            OperationConflictError,
+            UnsavableStateError,
+            StoreFullError,
+        ) as exc:
             self._publish(kernel_id, "failed", detail=str(exc))
             raise HardwareRequestError(409, str(exc)) from exc
         except SaveError as exc:
@@ -130,6 +136,8 @@ class HibernationActions:
             summary = await provisioner.wake(target=name)
         except (HibernationStateError, MoveError) as exc:
             raise HardwareRequestError(409, str(exc), "target") from exc
+        except OperationConflictError as exc:
+            raise HardwareRequestError(409, str(exc)) from exc
         except UnknownHardwareError as exc:  # gone since it was looked up
             raise HardwareRequestError(404, str(exc), "target") from exc
         except (WakeError, RestoreError) as exc:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..provisioner import RemoteHWProvisioner
+from ..provisioner.operations import SWITCH, KernelOperations, OperationConflictError
 from ..transfer import TransferError
 from .request_errors import HardwareRequestError
 from .switching import CARRY_ALL, carry, kernel_namespace, mark_missing_modules
@@ -78,7 +80,9 @@ class SessionSwitching:
         ``carry_names`` are imported in it and the variables copied into it;
         the session then uses it and the old kernel is shut down (unless
         ``keep_old``). A failed launch leaves the session as it was. Each step
-        is published as a ``switch`` event (the copy with bytes and rate).
+        is published as a ``switch`` event (the copy with bytes and rate). While it
+        runs, the old kernel neither hibernates nor wakes (a 409 says a switch is
+        under way); a switch asked for while one of those runs is refused so.
 
         Args:
             session_id: The notebook's session.
@@ -101,28 +105,36 @@ class SessionSwitching:
         session = await self.session(session_id)
         old_id = session["kernel"]["id"]
         _check_awake(self.kernel_manager, old_id)
+        operations = _operations_of(self.kernel_manager, old_id)
 
         def progress(state: str, **fields: Any) -> None:
             self.events.publish(
                 "switch", session_id=session_id, hardware=target.name, state=state, **fields
             )
 
-        progress("starting kernel")
         try:
-            new_id = await self.start_kernel(target.name, session.get("path"))
-        except HardwareRequestError as exc:
-            progress("failed", message=str(exc), step=exc.step, hint=exc.hint)
-            raise
+            operations.begin(SWITCH)
+        except OperationConflictError as exc:
+            raise HardwareRequestError(409, str(exc), "session_id") from exc
         try:
-            carried = await carry(self.kernel_manager, old_id, new_id, names, device, progress)
-            progress("switching session", kernel_id=new_id)
-            await self.session_manager.update_session(session_id, kernel_id=new_id)
-        except BaseException as exc:
-            progress("failed", message=str(exc) or type(exc).__name__)
-            with contextlib.suppress(Exception):
-                await self.kernel_manager.shutdown_kernel(new_id)
-            raise
-        if not keep_old:
+            progress("starting kernel")
+            try:
+                new_id = await self.start_kernel(target.name, session.get("path"))
+            except HardwareRequestError as exc:
+                progress("failed", message=str(exc), step=exc.step, hint=exc.hint)
+                raise
+            try:
+                carried = await carry(self.kernel_manager, old_id, new_id, names, device, progress)
+                progress("switching session", kernel_id=new_id)
+                await self.session_manager.update_session(session_id, kernel_id=new_id)
+            except BaseException as exc:
+                progress("failed", message=str(exc) or type(exc).__name__)
+                with contextlib.suppress(Exception):
+                    await self.kernel_manager.shutdown_kernel(new_id)
+                raise
+        finally:
+            operations.end(SWITCH)  # before its own shutdown of the old kernel
+        if not keep_old and old_id in self.kernel_manager:
             progress("stopping the old kernel", kernel_id=old_id)
             await self.kernel_manager.shutdown_kernel(old_id)
         progress(
@@ -141,6 +153,16 @@ class SessionSwitching:
             "imported": carried.imported,
             "not_carried": carried.not_carried,
         }
+
+
+def _operations_of(kernel_manager: Any, kernel_id: str) -> KernelOperations:
+    """The operations under way on one of the server's kernels (a kernel that is not on
+    hardware has none of ours: a guard of its own for the switch)."""
+    kernel = kernel_manager.get_kernel(kernel_id) if kernel_id in kernel_manager else None
+    provisioner = getattr(kernel, "provisioner", None)
+    if isinstance(provisioner, RemoteHWProvisioner):
+        return provisioner.operations
+    return KernelOperations(lambda: kernel_id)
 
 
 def _check_awake(kernel_manager: Any, kernel_id: str) -> None:

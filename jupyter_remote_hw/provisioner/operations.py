@@ -1,0 +1,128 @@
+"""The operations on one kernel, one at a time: a hibernation (its save), a wake, a
+hardware switch, a restart or a shutdown.
+
+A hibernation, a wake or a switch asked for while another operation is under way is
+refused with :class:`OperationConflictError` (an HTTP 409 that names the one under
+way); a second wake joins the first. A restart or a shutdown always goes ahead (Jupyter's
+own API has no way to refuse one): it first ends a save or a wake under way, whose
+work it makes pointless, or waits for a switch to finish, then runs alone.
+
+A restart or a shutdown reaches the provisioner as several calls of jupyter_client
+(``shutdown_requested`` or ``kill``, ``cleanup``, ``launch_kernel``): it is under way
+from the first of them until the last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import UserError
+
+HIBERNATION = "a hibernation"
+WAKE = "a wake"
+SWITCH = "a hardware switch"
+RESTART = "a restart"
+SHUTDOWN = "a shutdown"
+
+#: The operations a restart or a shutdown ends instead of waiting for them.
+ENDED_BY_STOP = (HIBERNATION, WAKE)
+
+
+class OperationConflictError(UserError):
+    """Another operation on the kernel is under way (the message names it)."""
+
+
+class KernelOperations:
+    """Which operation runs on one kernel, and who waits for it.
+
+    Args:
+        kernel_id: The kernel's id, for messages (a callable: the provisioner learns
+            its id after it is made).
+    """
+
+    def __init__(self, kernel_id: Callable[[], str]) -> None:
+        self._kernel_id = kernel_id
+        self.running: str | None = None
+        """The operation under way, or None."""
+        self.ended_by: str | None = None
+        """The restart or shutdown that ended the save or the wake under way, if one did."""
+        self._task: asyncio.Future[Any] | None = None
+        self._ended: asyncio.Event | None = None
+
+    def refuse_if_busy(self, wanted: str) -> None:
+        """Raise when an operation is under way (but a wake, when ``wanted`` is one: the
+        caller joins it).
+
+        Raises:
+            OperationConflictError: What runs, and that ``wanted`` can start once it ends.
+        """
+        running = self.running
+        if running is not None and not running == wanted == WAKE:
+            raise OperationConflictError(
+                f"kernel {self._kernel_id()}: {running} is under way, so {wanted} cannot "
+                "start now; try again once it has ended"
+            )
+
+    def begin(self, name: str, task: asyncio.Future[Any] | None = None) -> None:
+        """Start operation ``name``, refusing when another runs.
+
+        Args:
+            name: The operation.
+            task: What a restart or a shutdown cancels to end a save or a wake early
+                (once it is done, they wait for the operation to end).
+
+        Raises:
+            OperationConflictError: Another operation is under way.
+        """
+        self.refuse_if_busy(name)
+        self.running, self._task, self.ended_by = name, task, None
+        self._ended = None
+
+    def end(self, name: str) -> None:
+        """Operation ``name`` has ended (nothing when another one runs)."""
+        if self.running != name:
+            return
+        self.running, self._task = None, None
+        if self._ended is not None:
+            self._ended.set()
+            self._ended = None
+
+    async def stop(self, name: str) -> None:
+        """Start a restart or a shutdown (``name``): end a save or a wake under way, wait
+        for any other operation, then run. Nothing when one already runs (it is this
+        one, reaching its next step)."""
+        while self.running not in (None, RESTART, SHUTDOWN):
+            task = self._task
+            if self.running in ENDED_BY_STOP and task is not None and not task.done():
+                self.ended_by = name
+                task.cancel()
+            if self._ended is None:
+                self._ended = asyncio.Event()
+            await self._ended.wait()
+        if self.running is None:
+            self.running, self._task = name, None
+
+    def ended(self, doing: str) -> str | None:
+        """``it was restarted while <doing>`` when a restart (or a shutdown) ended the
+        operation, else None."""
+        if self.ended_by is None:
+            return None
+        return f"it was {'restarted' if self.ended_by == RESTART else 'shut down'} while {doing}"
+
+    def stopped(self) -> None:
+        """A restart or a shutdown has ended (or failed)."""
+        for name in (RESTART, SHUTDOWN):
+            self.end(name)
+
+
+__all__ = [
+    "HIBERNATION",
+    "RESTART",
+    "SHUTDOWN",
+    "SWITCH",
+    "WAKE",
+    "KernelOperations",
+    "OperationConflictError",
+]

@@ -1,0 +1,210 @@
+"""Operations on one kernel are ordered (issue 30, points 15, 16, 19, 20): a hibernation,
+a wake or a switch asked for while another runs is refused with a 409 naming the one
+under way; a restart or a shutdown ends a save or a wake under way and then runs, and
+leaves neither a process on the host nor saved state behind. Each test reaches the
+middle of an operation with a real server, kernel and host, by watching the kernel's
+provisioner or its launch steps."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+from jupyter_remote_hw.machines.manager import MachineManager
+from jupyter_remote_hw.provisioner import RemoteHWProvisioner
+from jupyter_remote_hw.provisioner.operations import HIBERNATION, SWITCH
+
+from ..processes import processes_under
+from ..provisioner.conftest import SSH_KERNEL, SSH_TARGET, OpenChannels
+from .apiclient import Fetch, failure, post
+
+#: A state that takes a moment to save and to restore (160 MB).
+BIG = "import numpy as np\nbig = np.ones(20_000_000)\nx = 42"
+
+
+def provisioner_of(serverapp: Any, kernel_id: str) -> RemoteHWProvisioner:
+    provisioner = serverapp.kernel_manager.get_kernel(kernel_id).provisioner
+    assert isinstance(provisioner, RemoteHWProvisioner)
+    return provisioner
+
+
+def stored(kernel_id: str) -> bool:
+    return any(
+        e.entry_id == kernel_id for e in MachineManager.instance().hibernation_store.entries()
+    )
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
+    """Wait until ``predicate()`` holds (checked every 5 ms)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, "never happened"
+        await asyncio.sleep(0.005)
+
+
+async def left_on_host(kernel_id: str, timeout: float = 15.0) -> list[str]:
+    """The processes of the kernel still running after ``timeout`` seconds at most."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while (found := processes_under(kernel_id)) and loop.time() < deadline:
+        await asyncio.sleep(0.1)
+    return found
+
+
+async def test_a_switch_and_a_second_hibernation_during_a_save_are_refused(
+    jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
+) -> None:
+    session = await sessions(SSH_KERNEL)
+    kernel_id = session["kernel"]["id"]
+    kc = await channels(kernel_id)
+    assert (await kc.execute(BIG)).status == "ok"
+    provisioner = provisioner_of(jp_serverapp, kernel_id)
+
+    saving = asyncio.ensure_future(post(jp_fetch, "hibernate", kernel_id))
+    await until(lambda: provisioner.operations.running == HIBERNATION)
+    code, error = await failure(
+        jp_fetch, "switch", session["id"], body={"hardware": SSH_TARGET, "carry": "all"}
+    )
+    assert code == 409 and "a hibernation is under way" in error["message"], error
+    code, error = await failure(jp_fetch, "hibernate", kernel_id)
+    assert code == 409 and "a hibernation is under way" in error["message"], error
+
+    assert (await saving)["hibernated"] is True
+    assert stored(kernel_id)  # nothing deleted it: the switch never ran
+    woken = await kc.execute("print(x, big.sum())", timeout=120)
+    assert woken.status == "ok" and woken.stdout.split() == ["42", "20000000.0"], woken
+
+
+async def test_a_hibernation_during_a_switch_is_refused(
+    jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
+) -> None:
+    session = await sessions(SSH_KERNEL)
+    kernel_id = session["kernel"]["id"]
+    kc = await channels(kernel_id)
+    assert (await kc.execute("x = 42")).status == "ok"
+    provisioner = provisioner_of(jp_serverapp, kernel_id)
+
+    switching = asyncio.ensure_future(
+        post(jp_fetch, "switch", session["id"], body={"hardware": SSH_TARGET, "carry": "all"})
+    )
+    await until(lambda: provisioner.operations.running == SWITCH)
+    code, error = await failure(jp_fetch, "hibernate", kernel_id)
+    assert code == 409 and "a hardware switch is under way" in error["message"], error
+    switched = await switching
+    assert [c["name"] for c in switched["carried"]] == ["x"], switched
+    assert not stored(kernel_id)
+
+
+async def test_a_shutdown_during_a_save_ends_the_save_and_the_kernel(
+    jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
+) -> None:
+    session = await sessions(SSH_KERNEL)
+    kernel_id = session["kernel"]["id"]
+    kc = await channels(kernel_id)
+    assert (await kc.execute(BIG)).status == "ok"
+    provisioner = provisioner_of(jp_serverapp, kernel_id)
+
+    saving = asyncio.ensure_future(
+        failure(jp_fetch, "hibernate", kernel_id)  # it must fail: the kernel is shut down
+    )
+    await until(lambda: provisioner.operations.running == HIBERNATION)
+    deleted = await jp_fetch("api", "kernels", kernel_id, method="DELETE")
+    assert deleted.code == 204
+    code, error = await saving
+    assert code == 409, error
+    assert (
+        "was not hibernated: it was shut down while its state was being saved" in (error["message"])
+    )
+    assert "keeps running" not in error["message"]
+    assert kernel_id not in jp_serverapp.kernel_manager
+    assert not stored(kernel_id)
+    assert await left_on_host(kernel_id) == []
+
+
+async def hibernated_with_a_waking_cell(
+    jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels, step: str
+) -> tuple[str, Any, asyncio.Future[Any]]:
+    """A kernel that hibernated with :data:`BIG`, and a cell waking it that has reached
+    launch step ``step``; its id, channels and the cell's future."""
+    session = await sessions(SSH_KERNEL)
+    kernel_id = session["kernel"]["id"]
+    kc = await channels(kernel_id)
+    assert (await kc.execute(BIG)).status == "ok"
+    assert (await post(jp_fetch, "hibernate", kernel_id))["hibernated"] is True
+    events: list[dict[str, Any]] = []
+    manager = MachineManager.instance()
+    manager.launch_listeners.append(events.append)
+    try:
+        cell = asyncio.ensure_future(kc.execute("x", timeout=120))
+        await until(
+            lambda: any(
+                e["kernel_id"] == kernel_id and e["step"] == step and e["state"] == "started"
+                for e in events
+            )
+        )
+    finally:
+        manager.launch_listeners.remove(events.append)
+    return kernel_id, kc, cell
+
+
+async def restart_then_shut_down(
+    jp_fetch: Fetch, jp_serverapp: Any, kernel_id: str, kc: Any, cell: asyncio.Future[Any]
+) -> None:
+    """Restart the kernel (now), check it restarted afresh with nothing left of its
+    hibernation, shut it down, and check nothing is left on the host."""
+    restarted = await jp_fetch("api", "kernels", kernel_id, "restart", method="POST", body="")
+    assert restarted.code == 200
+    answered = await cell  # the waking cell is answered, not left waiting
+    assert answered.status == "error", answered
+    provisioner = provisioner_of(jp_serverapp, kernel_id)
+    assert not provisioner.hibernation.hibernated
+    assert not stored(kernel_id)
+    fresh = await kc.execute("print('x' in dir())", timeout=120)
+    assert fresh.status == "ok" and fresh.stdout.strip() == "False", fresh
+
+    assert (await jp_fetch("api", "kernels", kernel_id, method="DELETE")).code == 204
+    assert await left_on_host(kernel_id) == []
+    assert MachineManager.instance().ledger.get_kernel(kernel_id) is None
+
+
+async def test_a_restart_during_a_wakes_restore_restarts_afresh(
+    jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
+) -> None:
+    kernel_id, kc, cell = await hibernated_with_a_waking_cell(
+        jp_fetch, jp_serverapp, sessions, channels, "restore state"
+    )
+    await restart_then_shut_down(jp_fetch, jp_serverapp, kernel_id, kc, cell)
+    error = json.dumps((await cell).messages)
+    assert "restarted while it was being woken" in error, error
+
+
+async def test_a_restart_during_a_wakes_start_leaves_nothing_behind(
+    jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
+) -> None:
+    kernel_id, kc, cell = await hibernated_with_a_waking_cell(
+        jp_fetch, jp_serverapp, sessions, channels, "start kernel"
+    )
+    await restart_then_shut_down(jp_fetch, jp_serverapp, kernel_id, kc, cell)
+
+
+async def test_a_failed_wake_says_why_in_plain_sentences(
+    jp_fetch: Fetch, sessions: Any, channels: OpenChannels, tmp_path: Any
+) -> None:
+    session = await sessions(SSH_KERNEL)
+    kernel_id = session["kernel"]["id"]
+    kc = await channels(kernel_id)
+    assert (await kc.execute("x = 42")).status == "ok"
+    assert (await post(jp_fetch, "hibernate", kernel_id))["hibernated"] is True
+    entry = MachineManager.instance().hibernation_store.entry_path(kernel_id)
+    part = next(entry.glob("var-*.bin"))
+    part.rename(tmp_path / part.name)  # the state is broken: the wake fails
+
+    code, error = await failure(jp_fetch, "wake", kernel_id)
+    message = error["message"]
+    assert code == 502 and "could not be woken" in message, error
+    assert ".." not in message, message
+    assert f"into kernel {kernel_id}" not in message, message
+    (tmp_path / part.name).rename(part)
