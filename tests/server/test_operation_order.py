@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from jupyter_remote_hw.machines.manager import MachineManager
@@ -208,3 +209,42 @@ async def test_a_failed_wake_says_why_in_plain_sentences(
     assert ".." not in message, message
     assert f"into kernel {kernel_id}" not in message, message
     (tmp_path / part.name).rename(part)
+
+
+async def test_a_kernel_left_on_the_host_by_a_cut_off_wake_does_not_block_the_next(
+    jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
+) -> None:
+    # A wake cut off (its server killed, its link cut) leaves a kernel under the
+    # hibernated kernel's id on the host's agent; the next wake replaces it instead of
+    # failing with "already exists" forever, and the shutdown leaves nothing behind.
+    session = await sessions(SSH_KERNEL)
+    kernel_id = session["kernel"]["id"]
+    kc = await channels(kernel_id)
+    assert (await kc.execute("x = 42")).status == "ok"
+    assert (await post(jp_fetch, "hibernate", kernel_id))["hibernated"] is True
+    manager = MachineManager.instance()
+
+    async def leave_a_kernel() -> int:
+        target = manager.target(SSH_TARGET)
+        machine = await manager.machine(target, manager.steps(SSH_TARGET, kernel_id))
+        agent = await machine.agent()
+        started = await agent.call("start_kernel", 60, kernel_id=kernel_id, timeout=60)
+        return int(started["pid"])
+
+    left = await manager.on_home(leave_a_kernel())
+    woken = await kc.execute("print(x)", timeout=120)
+    assert woken.status == "ok" and woken.stdout.strip() == "42", woken
+    assert not Path(f"/proc/{left}").exists() or await left_gone(left)
+    assert (await jp_fetch("api", "kernels", kernel_id, method="DELETE")).code == 204
+    assert await left_on_host(kernel_id) == []
+
+
+async def left_gone(pid: int, timeout: float = 10.0) -> bool:
+    """Whether process ``pid`` ends within ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while Path(f"/proc/{pid}").exists():
+        if loop.time() > deadline:
+            return False
+        await asyncio.sleep(0.1)
+    return True
