@@ -14,6 +14,7 @@ from .liveness import live_kernels
 from .queue import JobState, SlurmShell
 
 if TYPE_CHECKING:
+    from ..target import Target
     from .provider import SLURMProvider
 
 
@@ -35,6 +36,25 @@ async def terminate_job(
     return provider.ledger.set_machine_state(
         record.machine_id, "terminated", f"SLURM job {job_id or '?'} was cancelled {detail}"
     )
+
+
+async def end_after_hibernation(provider: SLURMProvider, target: Target) -> str | None:
+    """The last kernel of allocation ``target`` hibernated and its agent stopped: its
+    holder job ends within seconds (it ends once its agent is gone). Record it as ended
+    now, so that it is not offered to share meanwhile (a job the ledger has ended that
+    still runs is cancelled by ``reap``). What was done, for people; None when the
+    ledger has no live job of ``target``.
+    """
+    assert provider.ledger is not None
+    ended = []
+    for record in provider.ledger.machines(provider=provider.name):
+        if record.name != target.name or record.state in LEDGER_FINAL or not record.resource_id:
+            continue
+        detail = f"SLURM job {record.resource_id} ended: its last kernel hibernated"
+        with contextlib.suppress(KeyError):
+            provider.ledger.set_machine_state(record.machine_id, "terminated", detail)
+        ended.append(f"SLURM job {record.resource_id} ends with its agent")
+    return "; ".join(ended) or None
 
 
 async def reap_jobs(
@@ -109,4 +129,4 @@ async def _why_reaped(
     return "no kernel lives in it"
 
 
-__all__ = ["reap_jobs", "terminate_job"]
+__all__ = ["end_after_hibernation", "reap_jobs", "terminate_job"]

@@ -40,7 +40,7 @@ from .allocations import (
     split,
 )
 from .allocations import availability as allocation_availability
-from .ending import reap_jobs, terminate_job
+from .ending import end_after_hibernation, reap_jobs, terminate_job
 from .errors import LoginUnreachableError, SLURMError
 from .hibernated import HibernatedOnCluster
 from .machine import SLURMMachine
@@ -435,6 +435,10 @@ class SLURMProvider(HibernatedOnCluster, Provider):
         return machine
 
     # ------------------------------------------------------------------ ending
+
+    async def after_hibernation(self, target: Target) -> str | None:
+        """End the allocation's job (see :func:`.ending.end_after_hibernation`)."""
+        return await end_after_hibernation(self, target)
 
     async def terminate(self, record: MachineRecord, detail: str = "by the user") -> MachineRecord:
         """Cancel an allocation's job (see :func:`.ending.terminate_job`)."""

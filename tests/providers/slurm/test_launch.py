@@ -282,6 +282,10 @@ async def test_a_hibernated_kernel_ends_its_job_and_the_next_cell_runs_in_a_new_
             break
         await asyncio.sleep(0.2)
     assert job_state(first_job) in ("COMPLETED", ""), job_state(first_job)
+    # The ended job is not offered to share.
+    assert "slurm-dev-gpu-a100.1" not in [t.name for t in manager.targets()]
+    record = manager.ledger.find_machine(first_job)
+    assert record is not None and record.state == "terminated"
     # Its variables wait in the cluster's shared home, not on the server's disk: the
     # store keeps the manifest alone.
     slurm_provider = manager.providers["slurm"]
