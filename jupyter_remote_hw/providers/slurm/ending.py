@@ -124,7 +124,10 @@ async def _why_reaped(
             return None  # a launch waits for it in the queue
         return "no kernel waits for it"
     job_dir = str(record.info.get("job_dir") or "")
-    if job_dir and await live_kernels(provider, shell, state, job_dir):
+    alive = await live_kernels(provider, shell, state, job_dir) if job_dir else None
+    if alive is None and record.name in live_kernel_targets:
+        return None  # its agent is being started for a kernel of the ledger
+    if alive:
         return None
     return "no kernel lives in it"
 

@@ -28,9 +28,11 @@ ASK_WAIT = 15.0
 
 async def live_kernels(
     provider: SLURMProvider, shell: SlurmShell, state: JobState, job_dir: str
-) -> int:
-    """How many kernels run in job ``state`` now, as the agent in it says (0 when no
-    agent answers: it never started, exited or was killed with them).
+) -> int | None:
+    """How many kernels run in job ``state`` now, as the agent in it says: 0 when its
+    agent does not answer (it exited, or was killed with them); None when no agent
+    has started in the job yet (a launch may be starting it; the holder job ends
+    itself when none comes).
 
     Args:
         provider: The provider (the cluster's settings: its Python, how nodes are reached).
@@ -41,7 +43,7 @@ async def live_kernels(
     said = await shell.run(f"cat {shlex.quote(job_dir + '/agent.out')} 2>/dev/null")
     ready = ready_line(said.stdout)
     if ready is None or not isinstance(ready.get("socket"), str):
-        return 0
+        return None
     socket = str(ready["socket"])
     entry = provider._cluster(shell.cluster)
     node = state.nodes.split(",")[0]

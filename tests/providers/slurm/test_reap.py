@@ -12,11 +12,14 @@ import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tornado.httpclient import AsyncHTTPClient
 
 from jupyter_remote_hw.cli.commands import main
+from jupyter_remote_hw.providers.launch_steps import LaunchSteps
+from jupyter_remote_hw.providers.slurm.submission import submit
 
 from ...cli.conftest import no_credentials  # noqa: F401 (fixture)
 from ...serverprocess import Server, start_server
@@ -104,3 +107,21 @@ def test_reap_with_aws_not_set_up_and_no_cluster_job_exits_0(config_file: Path) 
         ),
     ]
     assert err == ""
+
+
+async def test_reap_leaves_a_job_whose_agent_a_launch_is_starting(make: Any) -> None:
+    provider = make()
+    await provider.refresh()
+    target = next(t for t in provider.targets() if t.name == "slurm-dev-gpu-a100")
+    cluster, offer = provider._find(target.name) or ("", None)
+    assert offer is not None and provider.transport is not None
+    shell = provider.shell(cluster, await provider._connect(cluster))
+    # The job runs, and its agent is not there yet: a launch of a kernel the ledger
+    # knows is about to start it.
+    allocation = await submit(
+        provider, cluster, offer, target, shell, LaunchSteps("t", "k", provider.log)
+    )
+    assert await provider.reap({target.name}, dry_run=True) == ([], [])
+    # No kernel of the ledger waits for it: it goes.
+    assert (await provider.reap(set()))[0] == [allocation.job_id]
+    assert job_state(allocation.job_id) in ("CANCELLED", "COMPLETING", "")
