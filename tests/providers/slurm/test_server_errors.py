@@ -112,3 +112,12 @@ async def test_a_cluster_whose_login_node_was_never_reached_names_it(
     # A name no configured cluster could have is still unknown hardware.
     code, message = await start(jp_fetch, "remote-hw-slurm-elsewhere-gpu-a100")
     assert code == 404 and "unknown hardware 'slurm-elsewhere-gpu-a100'" in message
+
+
+async def test_an_unreachable_cluster_leaves_the_others_usable_in_the_picker(
+    manager: MachineManager, jp_fetch: Any
+) -> None:
+    listing = json.loads((await jp_fetch("jupyter-remote-hw", "api", "hardware")).body)
+    options = [o for o in listing["hardware"] if o["provider"] == "slurm"]
+    assert "slurm-dev-gpu-a100" in [o["name"] for o in options]
+    assert all(o["usable"] for o in options), [o["why_not"] for o in options]
