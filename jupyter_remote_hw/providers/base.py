@@ -6,8 +6,9 @@ cluster...). Its lifecycle, in the order a kernel meets it:
 1. **Offer targets** (:meth:`Provider.targets`): the hardware a user can pick now,
    and what of it is free right now where the provider knows
    (:meth:`Provider.availability`, a scheduler's free GPUs).
-2. **Check usability** (:meth:`Provider.usability`): whether machines can be started
-   now, and if not, why and what to do (no credentials, no configured cluster).
+2. **Check usability** (:meth:`Provider.usability`, and per target
+   :meth:`Provider.target_usability`): whether machines can be started now, and if
+   not, why and what to do (no credentials, a cluster's login node unreachable).
 3. **Prepare a machine** and **connect** (:meth:`Provider.open_machine`): make the
    target's machine exist and run (launch or start an instance, submit a job and
    wait in its queue), then reach it and make sure its agent runs. Every part is a
