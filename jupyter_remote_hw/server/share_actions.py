@@ -143,9 +143,27 @@ class ShareActions:
 
         await asyncio.gather(*(sync(name) for name in sorted(targets)))
 
+    def _end_with_kernels(self) -> None:
+        """A share ends with its kernel's run on the host: hibernating the kernel or shutting
+        it down has the host's agent remove the share's key lines and close its relays. The
+        ledger says so too (as revoked, with the reason), so no listing shows a share that
+        opens nothing any more; a teammate gets a new share once the kernel runs again."""
+        ledger = self.machines.ledger
+        for record in ledger.shares():
+            kernel = ledger.get_kernel(record.kernel_id)
+            hibernated = kernel is not None and isinstance(kernel.info.get("hibernated"), dict)
+            if kernel is None or hibernated:
+                why = "hibernated" if hibernated else "shut down"
+                ledger.revoke_share(
+                    record.share_id, f"ended with its kernel, which was {why} (key line removed)"
+                )
+                self.machines.log.info("share %s ended: its kernel was %s", record.share_id, why)
+
     async def list_shares(self, include_all: bool = False) -> list[dict[str, Any]]:
-        """The user's shares, newest first: active ones, or all when asked."""
+        """The user's shares, newest first: active ones, or all when asked (those of a
+        kernel that hibernated or was shut down are ended, see :meth:`_end_with_kernels`)."""
         now = time.time()
+        self._end_with_kernels()
         records = self.machines.ledger.shares(include_revoked=include_all)
         await self._sync_open_hosts(
             {r.target for r in records if r.revoked is None and r.expires > now}

@@ -61,6 +61,7 @@ class SharedKernelProvisioner(KernelProvisionerBase):
             return 0
         if attachment.conn.is_closed():
             self._ended(attachment)
+            await attachment.close()  # its forwards too: the server may drop the kernel now
             return 0
         return None
 
@@ -78,6 +79,12 @@ class SharedKernelProvisioner(KernelProvisionerBase):
             parent = self.parent
             if parent is not None and hasattr(parent, "reason"):
                 parent.reason = reason  # jupyter_server lists it with the kernel
+            # Attaching again cannot succeed (its key line is gone): no restarts, each of
+            # which would fail with a traceback while the teammate's requests wait; the
+            # server's restarter reads it as dead at once, and the server drops the kernel.
+            restarter = getattr(parent, "_restarter", None)
+            if restarter is not None and hasattr(restarter, "restart_limit"):
+                restarter.restart_limit = 0
 
     async def wait(self) -> int | None:
         """Wait until detached or dropped."""

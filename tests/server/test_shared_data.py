@@ -6,11 +6,15 @@ test host, the teammate's real share and joined kernel, real ipykernels."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tornado.httpclient import HTTPClientError
 
 from jupyter_remote_hw.hibernation import HibernationStore
 from jupyter_remote_hw.machines.manager import MachineManager
@@ -18,7 +22,7 @@ from jupyter_remote_hw.provisioner import RemoteHWProvisioner
 
 from ..provisioner.conftest import HARDWARE, SSH_KERNEL, OpenChannels
 from ..testhosts import SSHTestHost
-from .apiclient import Fetch, post
+from .apiclient import API, Fetch, get, post
 from .conftest import new_session
 from .test_shares import join, share, shares, teammate_key  # noqa: F401 (fixtures)
 
@@ -79,6 +83,7 @@ async def planted_by_a_collaborator(
     teammate = await channels(joined["kernel_id"])
     planted = await teammate.execute(PLANT.format(marker=marker))
     assert planted.status == "ok", planted
+    session["joined_kernel_id"] = joined["kernel_id"]
     return session, owner
 
 
@@ -96,7 +101,9 @@ async def test_a_switch_carries_data_from_a_shared_kernel_without_running_its_co
         jp_fetch,
         "switch",
         session["id"],
-        body={"hardware": "local", "carry": ["x", "z", "evil"]},
+        # Another target of the same loopback host (the marker would land here too);
+        # `local` takes the same carry path.
+        body={"hardware": OTHER, "carry": ["x", "z", "evil"]},
     )
     assert sorted(c["name"] for c in report["carried"]) == ["x", "z"]
     (refused,) = report["not_carried"]
@@ -144,3 +151,48 @@ async def test_a_shared_kernel_keeps_its_mark_through_hibernation_and_wakes_with
         assert await provisioner.others_can_run_code()
         # The teammate's object is gone for good: put it back, as they could, for round two.
         assert (await owner.execute(PLANT.format(marker=marker))).status == "ok"
+
+
+@pytest.mark.timeout(240)
+async def test_hibernation_ends_the_kernels_shares_in_the_owners_listing_too(
+    jp_fetch: Fetch,
+    jp_serverapp: Any,
+    channels: OpenChannels,
+    shares: list[str],
+    teammate_key: Path,
+    ssh_host: SSHTestHost,
+    tmp_path: Path,
+) -> None:
+    session, owner = await planted_by_a_collaborator(
+        jp_fetch, shares, channels, teammate_key, tmp_path / "unused"
+    )
+    kernel_id = session["kernel"]["id"]
+    (listed,) = (await get(jp_fetch, "shares"))["shares"]
+    assert listed["state"] == "active"
+    hibernated = await post(jp_fetch, "hibernate", kernel_id, body={})
+    assert hibernated["hibernated"] is True, hibernated
+    # The host removed the key line; the owner's listing no longer shows the share live.
+    assert [
+        line for line in ssh_host.authorized_keys.read_text().splitlines() if "share:" in line
+    ] == []
+    assert (await get(jp_fetch, "shares"))["shares"] == []
+    response = await jp_fetch(*API, "shares", params={"all": "1"})
+    (ended,) = json.loads(response.body)["shares"]
+    assert ended["share_id"] == listed["share_id"] and ended["state"] == "revoked"
+    assert ended["revoked"] is not None
+    # The teammate's joined kernel reads as ended, with the reason.
+    joined = jp_serverapp.kernel_manager.get_kernel(session["joined_kernel_id"])
+    deadline = time.monotonic() + 20
+    while await joined.is_alive():
+        assert time.monotonic() < deadline, "the teammate's kernel still reads as alive"
+        await asyncio.sleep(0.2)
+    assert "revoked or has expired" in joined.provisioner.ended_reason
+    # ... and is dropped at once, not restarted: its websocket answers 404, not a hang or 500.
+    while session["joined_kernel_id"] in jp_serverapp.kernel_manager:
+        assert time.monotonic() < deadline + 10, "the teammate's ended kernel was kept"
+        await asyncio.sleep(0.2)
+    with pytest.raises(HTTPClientError) as caught:
+        await channels(session["joined_kernel_id"])
+    assert caught.value.code == 404
+    # The owner's kernel wakes as before.
+    assert (await owner.execute("print(x)", timeout=120)).stdout.strip() == "41"
