@@ -83,6 +83,9 @@ class KernelHibernation:
         self._settling = False  # saved; the kernel and its machine are being let go
         self._wake_pending = False
         self._waking: asyncio.Task[RestoreSummary] | None = None
+        #: The target whose host could not be told to stop the kernel (a link cut as a
+        #: wake failed): the next wake replaces that kernel, a shutdown stops it.
+        self.left_on: str | None = None
 
     @property
     def hibernated(self) -> bool:
@@ -233,9 +236,12 @@ class KernelHibernation:
         p.host_connection = None
         try:
             await p.agent_call("shutdown_kernel", now=True)
+            self.left_on = None
         except (AgentError, AgentUnavailableError, TimeoutError, TransportError) as exc:
+            self.left_on = p.target
             p.log.warning(
-                "kernel %s: stopping it on %s failed (%s); its agent ends it when no one holds it",
+                "kernel %s: stopping it on %s failed (%s); it is stopped when the kernel "
+                "wakes or is shut down, or by its agent once no one holds it",
                 p.kernel_id,
                 p.target,
                 exc,
@@ -425,6 +431,9 @@ class KernelHibernation:
             self.p.log.warning(
                 "kernel %s: its saved state was not deleted: %s", self.p.kernel_id, exc
             )
+        left_on, self.left_on = self.left_on, None
+        if left_on is not None:
+            await self.p.launcher.stop_left(left_on)
 
     async def leave_for_next_server(self) -> None:
         """The Jupyter server stops while the kernel hibernates: close its relay and keep

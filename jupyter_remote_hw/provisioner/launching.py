@@ -17,6 +17,7 @@ from ..agent.holds import process_identity
 from ..agent_client import AgentError, AgentUnavailableError
 from ..providers.base import PORT_NAMES
 from ..providers.launch_steps import LaunchError, LaunchSteps
+from ..transport import TransportError
 from .errors import KernelLaunchError, MachineEndedError
 
 if TYPE_CHECKING:
@@ -226,6 +227,22 @@ class KernelLauncher:
         state = status.get("execution_state")
         self.p.reattached_state = state if state in ("idle", "busy") else None
         return dict(status["connection"])
+
+    async def stop_left(self, target: str) -> None:
+        """Stop the kernel that a failed stop left on ``target``'s host (a link cut as a
+        wake failed), when this side still holds that machine; else its agent ends it
+        once no one holds it."""
+        p = self.p
+        machine = p.manager.cached(target)
+        if machine is None:
+            return
+        try:
+            async with asyncio.timeout(3 * p.poll_timeout):
+                client = await machine.agent()
+                await client.call("shutdown_kernel", None, kernel_id=p.kernel_id, now=True)
+        except (AgentError, AgentUnavailableError, TimeoutError, TransportError) as exc:
+            p.log.info("kernel %s: not stopped on %s: %s", p.kernel_id, target, exc)
+        await p.manager.release_if_idle(target)
 
     async def abandon(self, maybe_starting: bool) -> None:
         """After a failed launch: stop what was started and let an idle host agent go.
