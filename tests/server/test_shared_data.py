@@ -141,6 +141,13 @@ async def test_a_shared_kernel_keeps_its_mark_through_hibernation_and_wakes_with
         store: HibernationStore = MachineManager.instance().hibernation_store
         (entry,) = [e for e in store.entries() if e.entry_id == kernel_id]
         assert entry.manifest["run_by_others"] is True
+        # A server started later takes the kernel over from its ledger row, mark included.
+        row = MachineManager.instance().ledger.get_kernel(kernel_id)
+        assert row is not None and row.info["run_by_others"] is True
+        later = RemoteHWProvisioner(parent=jp_serverapp.kernel_manager)
+        await later.load_provisioner_info({**row.info, "kernel_id": "taken-over-" + kernel_id})
+        assert later.run_by_others.marked
+        MachineManager.instance().placements.pop(later.kernel_id, None)
         body = {"target": target} if target else {}
         woke = await post(jp_fetch, "wake", kernel_id, body=body)
         assert sorted(woke["assigned"]) == ["x", "z"], woke  # evil left out
