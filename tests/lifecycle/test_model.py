@@ -72,6 +72,7 @@ NAMES = ("a", "b")
 MAX_NOTEBOOKS = 2
 #: How many times one sequence kills the server at most.
 MAX_KILLS = 2
+DEBUG_ARGS = ["--ServerApp.log_level=DEBUG"] if os.environ.get("JRHW_DEBUG") else []
 
 
 class Broken(AssertionError):
@@ -134,7 +135,9 @@ class World:
         return self.servers[-1]
 
     async def start(self) -> None:
-        server = start_server(self.dirs, self.root / f"server-{len(self.servers)}.log")
+        server = start_server(
+            self.dirs, self.root / f"server-{len(self.servers)}.log", args=DEBUG_ARGS
+        )
         self.servers.append(server)
         await server.ready(timeout=ANSWER_BOUND)
 
@@ -183,13 +186,22 @@ class World:
                 self.server.channels(kernel_id), ANSWER_BOUND
             )
         except TimeoutError as error:
-            raise Broken(f"kernel {kernel_id} did not answer kernel_info in time") from error
+            raise Broken(
+                f"kernel {kernel_id} did not answer kernel_info in time; the server's log "
+                f"ends:\n{self.log_tail()}"
+            ) from error
         try:
             return await kc.execute(code, timeout=ANSWER_BOUND)
         except TimeoutError as error:
             raise Broken(f"no reply to a cell within {ANSWER_BOUND} s: {code!r}") from error
         finally:
             await kc.close()
+
+    def log_tail(self, characters: int = 4000) -> str:
+        """The end of the newest server's log."""
+        if not self.servers:
+            return ""
+        return self.server.log.read_text(errors="replace")[-characters:]
 
     def tracebacks(self) -> list[str]:
         """Tracebacks the servers logged since last asked."""
@@ -263,10 +275,13 @@ class Lifecycle(RuleBasedStateMachine):
 
     # -- set-up and teardown ------------------------------------------------------------
 
-    @initialize()
+    @initialize(target=notebooks, where=st.sampled_from(sorted(KERNELS)))
     @logged
-    def server_up(self) -> None:
+    def server_up(self, where: str) -> Notebook:
+        """The server starts with a first notebook open (a sequence with none tests
+        nothing)."""
         self.run(self.world.start())
+        return self._start(where)
 
     def teardown(self) -> None:
         try:
@@ -308,7 +323,10 @@ class Lifecycle(RuleBasedStateMachine):
     @precondition(lambda self: len(self.open) < MAX_NOTEBOOKS)
     @rule(target=notebooks, where=st.sampled_from(sorted(KERNELS)))
     @logged
-    def start_notebook(self, where: str) -> Any:
+    def start_notebook(self, where: str) -> Notebook:
+        return self._start(where)
+
+    def _start(self, where: str) -> Notebook:
         self.count += 1
         path = f"nb-{self.count}.ipynb"
         answer = self.run(
@@ -453,6 +471,12 @@ class Lifecycle(RuleBasedStateMachine):
         self.run(self.world.kill())
         self.run(self.world.start())
         listed = self._wait_listed()
+        for notebook in list(self.open.values()):
+            if notebook.killed and notebook.kernel_id not in listed:
+                # Its process died while no server watched it: the new server finds
+                # nothing to take over, and the notebook starts a new kernel.
+                self.open.pop(notebook.kernel_id)
+                notebook.session_id = ""
         assert set(self.open) <= listed, (sorted(self.open), sorted(listed))
         for notebook in self.open.values():
             answer = self.run(
@@ -599,10 +623,16 @@ class Lifecycle(RuleBasedStateMachine):
             notebook.variables = {}
 
     def _wait_listed(self) -> set[str]:
-        deadline = time.monotonic() + ANSWER_BOUND
+        """The kernels the new server lists once it took over what it finds: each live
+        one within the bound; one whose process was killed, if at all, within 20 s."""
+        began = time.monotonic()
         while True:
             listed = {k["id"] for k in self.run(self.world.call("GET", "api/kernels")).body}
-            if set(self.open) <= listed or time.monotonic() > deadline:
+            waited = time.monotonic() - began
+            live = {k for k, notebook in self.open.items() if not notebook.killed}
+            if set(self.open) <= listed or waited > ANSWER_BOUND:
+                return listed
+            if live <= listed and waited > 20:
                 return listed
             time.sleep(0.5)
 
