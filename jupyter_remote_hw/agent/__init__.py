@@ -15,7 +15,7 @@ host as a zipapp. Run it with ``python -m jupyter_remote_hw.agent serve``.
 
 from __future__ import annotations
 
-AGENT_VERSION = "0.7.0"
+AGENT_VERSION = "0.8.0"
 """Version of the agent and of its wire protocol; the local side compares it."""
 
 __all__ = ["AGENT_VERSION"]

@@ -28,7 +28,7 @@ from .agentclient import (
 
 
 async def test_hello_reports_version_and_host(agent: Agent, client: AgentClient) -> None:
-    assert agent.version == AGENT_VERSION == "0.7.0"
+    assert agent.version == AGENT_VERSION == "0.8.0"
     hello = await client.call("hello")
     assert hello["version"] == AGENT_VERSION
     assert hello["pid"] == agent.pid
