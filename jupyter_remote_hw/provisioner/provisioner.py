@@ -204,6 +204,8 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         dropped link never triggers an automatic restart. A hibernated kernel runs
         (until it is shut down).
         """
+        if self.operations.running == WAKE:
+            return None  # the wake says whether the kernel came up; a restart would drop its state
         if self.host_connection is None:
             hibernation = self.hibernation
             return None if hibernation.hibernated and not hibernation.stopping else 0

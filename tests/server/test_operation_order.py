@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -248,3 +250,23 @@ async def left_gone(pid: int, timeout: float = 10.0) -> bool:
             return False
         await asyncio.sleep(0.1)
     return True
+
+
+async def test_a_kernel_that_dies_while_it_is_woken_keeps_its_saved_state(
+    jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
+) -> None:
+    # jupyter_client's restarter must not take the half-woken kernel's death for a
+    # kernel to restart afresh (which drops the saved state): the wake fails, the kernel
+    # still hibernates, and the next cell wakes it with its variables.
+    kernel_id, kc, cell = await hibernated_with_a_waking_cell(
+        jp_fetch, jp_serverapp, sessions, channels, "restore state"
+    )
+    for line in processes_under(kernel_id):
+        os.kill(int(line.split(":", 1)[0]), signal.SIGKILL)
+    failed = await cell
+    assert failed.status == "error", failed
+    await asyncio.sleep(3)  # the restarter polls every second
+    assert provisioner_of(jp_serverapp, kernel_id).hibernation.hibernated
+    assert stored(kernel_id)
+    again = await kc.execute("print(x)", timeout=120)
+    assert again.status == "ok" and again.stdout.strip() == "42", again
