@@ -251,10 +251,14 @@ class KernelRelayClient:
             except Exception as exc:  # noqa: BLE001 (asyncssh's, OSError, EOF, bad frames)
                 self.log.debug("kernel %s: relay stream broke: %r", self.kernel_id, exc)
             finally:
+                # Closed before anything is awaited: a close() of the relay cancels this
+                # task, also here, and the stream must not outlive it.
+                writer.close()
                 if sender is not None:
                     sender.cancel()
                     await asyncio.gather(sender, return_exceptions=True)
-                writer.close()
+                with contextlib.suppress(Exception):
+                    await writer.wait_closed()
             if not self._closed:
                 self.log.info(
                     "kernel %s: relay stream to the host closed; reopening", self.kernel_id
