@@ -1,13 +1,17 @@
-"""Hibernation where a kernel meets others: two notebooks on one host, a kernel on this
-machine, saved state deleted from a terminal, and what a save left out shown when the
-kernel wakes. Real jupyter_server, real sshd test host, real ipykernels."""
+"""Two notebooks on one host: a kernel hibernated while another runs there (whose agent
+lives on) wakes, also under a server started after a crash (issue 30, point 10). Real
+jupyter_server, real sshd test host, real ipykernels."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from typing import Any
 
+from ..serverprocess import Server
 from .conftest import SSH_KERNEL, Fetch, OpenChannels, StartKernel
-from .test_hibernate import hibernate, provisioner_of, stored
+from .test_hibernate import hibernate, ours, provisioner_of, stored
+from .test_reattach import dirs, http_client, start_server  # noqa: F401 (fixtures)
 
 
 async def test_a_kernel_hibernated_beside_a_running_one_wakes(
@@ -29,3 +33,30 @@ async def test_a_kernel_hibernated_beside_a_running_one_wakes(
         assert not provisioner_of(jp_serverapp, sleeper).hibernation.hibernated
         assert not stored(sleeper)
     assert (await other_kc.execute("y")).result == "3"
+
+
+async def test_a_kernel_hibernated_beside_a_running_one_wakes_under_the_next_server(
+    start_server: Any, http_client: None
+) -> None:
+    first: Server = start_server()
+    await first.ready()
+    sleeper = (await first.api("kernels", method="POST", body={"name": SSH_KERNEL}))["id"]
+    other = (await first.api("kernels", method="POST", body={"name": SSH_KERNEL}))["id"]
+    for kernel_id, code in ((sleeper, "x = 41"), (other, "y = 1")):
+        kc = await first.channels(kernel_id)
+        assert (await kc.execute(code)).status == "ok"
+        await kc.close()
+    assert (await ours(first, "POST", f"hibernate/{sleeper}", {}))["hibernated"]
+    first.process.send_signal(signal.SIGKILL)  # the other kernel, and its agent, run on
+    first.process.wait(60)
+
+    second: Server = start_server()
+    await second.ready()
+    for _ in range(100):
+        if {k["id"] for k in await second.api("kernels")} == {sleeper, other}:
+            break
+        await asyncio.sleep(0.2)
+    kc = await second.channels(sleeper)
+    woken = await kc.execute("x + 1", timeout=60)
+    assert woken.result == "42", (woken, second.log.read_text()[-3000:])
+    await kc.close()
