@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import os
 import time
+from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any, cast
 
@@ -27,6 +28,22 @@ if TYPE_CHECKING:
 #: machine gets besides the kernelspec's env and those the launch set or changed over
 #: this process's environment; see :meth:`KernelLauncher.kernel_env`.
 PASSED_ENV = ("JPY_SESSION_NAME", "LANG", "LANGUAGE", "LC_*")
+
+
+def keep_ports(kernel_manager: Any, ports: Mapping[str, Any]) -> None:
+    """Give the kernel manager back the kernel's ports as a restart begins.
+
+    jupyter_client takes the ports of a kernel's first connection info for random ones,
+    and its restarter, restarting a kernel that died within its first seconds, zeroes
+    them (``newports``) before the start. A client that connects in that moment
+    (JupyterLab reconnecting as the kernel died) connects to port 0 and never hears
+    from the kernel again. Ours stay the same across restarts, so the manager has them
+    again before anything else runs.
+    """
+    for name in PORT_NAMES:
+        port = ports.get(name)
+        if isinstance(port, int) and port > 0 and hasattr(kernel_manager, name):
+            setattr(kernel_manager, name, port)
 
 
 class KernelLauncher:

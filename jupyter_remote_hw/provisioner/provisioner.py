@@ -36,7 +36,7 @@ from ..transport import TransportError
 from .errors import KernelLaunchError
 from .hibernating import KernelHibernation
 from .kernel_end import report_end
-from .launching import KernelLauncher
+from .launching import KernelLauncher, keep_ports
 from .operations import HIBERNATION, RESTART, SHUTDOWN, WAKE, KernelOperations
 from .run_by_others import RunByOthers
 
@@ -295,6 +295,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         Raises:
             KernelLaunchError: 404 for unknown hardware.
         """
+        keep_ports(self.parent, self.local_ports)  # before anything awaits
         self._steps = self.manager.steps(self.target or "?", self.kernel_id)
         try:
             with self._steps.step("resolve hardware"):
