@@ -121,7 +121,6 @@ class KernelRelayClient:
         self._holding = False
         self._asleep = False
         self._heartbeat: HeartbeatEcho | None = None
-        self._notice: str | None = None  # for the next cell (see release())
 
     async def start(self, wanted: dict[str, int] | None = None) -> dict[str, int]:
         """Bind the ports (``wanted`` ones where free) and start relaying.
@@ -179,10 +178,7 @@ class KernelRelayClient:
                 continue
             if not self._holding:
                 self._remember(client)
-            if self._notice is not None and await self._stand_in.note(
-                [(channel, parts)], self._notice
-            ):
-                self._notice = None
+            await self._stand_in.note_pending(channel, parts)
             self._keep(channel, parts)
 
     def _remember(self, client: bytes) -> None:
@@ -429,12 +425,8 @@ class KernelRelayClient:
 
     async def release(self, notice: str | None = None) -> None:
         """Hand the held requests to the kernel in their order, each from its client,
-        and stop holding.
-
-        Args:
-            notice: Shown on stderr in the cell of the first held ``execute_request``
-                (or, when none is held, of the next one a client sends), before the
-                kernel's own output: what the user must know of the wake.
+        and stop holding; ``notice`` is shown in the cell of the first held
+        ``execute_request``, else of the next one (see :meth:`.sleeping.StandIn.note`).
 
         Raises:
             RuntimeError: The relay is asleep (no kernel to hand them to).
@@ -442,7 +434,7 @@ class KernelRelayClient:
         if self._asleep:
             raise RuntimeError(f"kernel {self.kernel_id}: no kernel to release requests to")
         held = self._stand_in.take()
-        self._notice = notice if notice and not await self._stand_in.note(held, notice) else None
+        await self._stand_in.note(held, notice)
         for channel, parts in held:
             self._keep(channel, parts)
         self._holding = False

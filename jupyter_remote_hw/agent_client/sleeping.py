@@ -153,6 +153,8 @@ class StandIn:
         self.held: list[tuple[int, list[bytes], dict[str, Any]]] = []
         #: Called once when a held request should wake the kernel (see :meth:`arm`).
         self.on_wake: Callable[[], None] | None = None
+        #: What to show in the next cell (see :meth:`note`), if anything.
+        self.pending_note: str | None = None
         self._woken = False
 
     def arm(self, on_wake: Callable[[], None] | None) -> None:
@@ -212,20 +214,26 @@ class StandIn:
             ahead.append((channel, parts, dict(header)))
         self.held[:0] = ahead
 
-    async def note(self, requests: list[tuple[int, list[bytes]]], text: str) -> bool:
+    async def note(self, requests: list[tuple[int, list[bytes]]], text: str | None) -> None:
         """Show ``text`` on stderr in the cell of the first ``execute_request`` among
-        ``requests`` (channel, ZMQ parts), as output of that cell; whether there was one."""
+        ``requests`` (channel, ZMQ parts), as output of that cell before the kernel's own;
+        when there is none, in the cell of the next one sent (:meth:`note_pending`)."""
+        self.pending_note = text
         for channel, parts in requests:
-            if channel != CHANNELS.index("shell"):
-                continue
-            try:
-                header = json.loads(parts[parts.index(_DELIMITER) + 2])
-            except (ValueError, IndexError):
-                continue
-            if isinstance(header, dict) and header.get("msg_type") == "execute_request":
-                await self._publish("stream", {"name": "stderr", "text": text}, header)
-                return True
-        return False
+            await self.note_pending(channel, parts)
+
+    async def note_pending(self, channel: int, parts: list[bytes]) -> None:
+        """Show the note waiting for a cell (:meth:`note`) in this request's cell, when it
+        is an ``execute_request``."""
+        if self.pending_note is None or channel != CHANNELS.index("shell"):
+            return
+        try:
+            header = json.loads(parts[parts.index(_DELIMITER) + 2])
+        except (ValueError, IndexError):
+            return
+        if isinstance(header, dict) and header.get("msg_type") == "execute_request":
+            text, self.pending_note = self.pending_note, None
+            await self._publish("stream", {"name": "stderr", "text": text}, header)
 
     def take(self) -> list[tuple[int, list[bytes]]]:
         """Every held request, in arrival order, and hold none any more."""
