@@ -15,6 +15,11 @@ class MachineEndedError(UserError):
     cancelled or preempted): a restart does not take new hardware in its place."""
 
 
+class KernelGoneError(UserError):
+    """A kernel a previous server started is no longer on its host (it ended while no
+    server watched it): there is nothing to take over."""
+
+
 class KernelLaunchError(HTTPError):
     """A :class:`LaunchError` as jupyter_server reports it.
 

@@ -19,7 +19,7 @@ from ..agent_client import AgentError, AgentUnavailableError
 from ..providers.base import PORT_NAMES
 from ..providers.launch_steps import LaunchError, LaunchSteps
 from ..transport import TransportError
-from .errors import KernelLaunchError, MachineEndedError
+from .errors import KernelGoneError, KernelLaunchError, MachineEndedError
 
 if TYPE_CHECKING:
     from .provisioner import RemoteHWProvisioner
@@ -229,17 +229,29 @@ class KernelLauncher:
         return dict(restarted["connection"])
 
     async def find_remote(self) -> dict[str, Any]:
+        """The connection of the kernel a previous server started, which its host still
+        runs.
+
+        Raises:
+            KernelGoneError: The host no longer runs it (it ended while no server
+                watched it): its ledger row is dropped.
+        """
         try:
             status = await self.p.agent_call("kernel_status")
         except AgentError as exc:
-            if exc.kind == "unknown_kernel":
-                self.p.manager.ledger.remove_kernel(self.p.kernel_id)
-            raise
+            if exc.kind != "unknown_kernel":
+                raise
+            self.p.manager.ledger.remove_kernel(self.p.kernel_id)
+            raise KernelGoneError(
+                f"kernel {self.p.kernel_id} is no longer on {self.p.target}: it ended while "
+                "no Jupyter server watched it; start a new kernel"
+            ) from exc
         if not status.get("alive"):
             self.p.manager.ledger.remove_kernel(self.p.kernel_id)
-            raise RuntimeError(
-                f"kernel {self.p.kernel_id} is no longer running on {self.p.target} "
-                f"(exit code {status.get('exit_code')})"
+            raise KernelGoneError(
+                f"kernel {self.p.kernel_id} is no longer running on {self.p.target} (exit "
+                f"code {status.get('exit_code')}): it ended while no Jupyter server watched "
+                "it; start a new kernel"
             )
         state = status.get("execution_state")
         self.p.reattached_state = state if state in ("idle", "busy") else None

@@ -87,3 +87,24 @@ async def test_a_client_connecting_while_the_restarter_restarts_the_kernel_is_an
     await asyncio.sleep(wait)
     ran = await asyncio.wait_for(world.execute(kernel_id, "y = 2"), ANSWER_BOUND)
     assert ran.status in ("ok", "error"), ran
+
+
+async def test_a_kernel_that_died_while_no_server_watched_is_dropped_in_one_line(
+    world: World,
+) -> None:
+    """kill_kernel_process → kill_server: the next server finds the kernel gone from its
+    host, drops it and says so in one line; before, jupyter_client logged the failed
+    takeover with two tracebacks at ERROR."""
+    _, kernel_id = await _notebook(world, "remote-hw-ssh-testhost")
+    ran = await world.execute(kernel_id, _probe())
+    pid = int(ran.stdout.strip().splitlines()[-1].split('"pid": ')[1].rstrip("}"))
+    await world.kill()  # first the server, so that no restarter starts the kernel anew
+    os.kill(pid, signal.SIGKILL)
+    await world.start()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while f"kernel {kernel_id} on ssh-testhost is gone" not in world.log_tail(20000):
+        assert loop.time() < deadline, world.log_tail()
+        await asyncio.sleep(0.5)
+    assert (await world.call("GET", "api/kernels")).body == []
+    assert not world.tracebacks()
