@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..errors import UserError
 from .records import (
     _MACHINE_FIELDS,
     _UPDATABLE,
@@ -92,6 +93,31 @@ SCHEMA_VERSION = 2
 The shares tables are created whenever missing, at any version."""
 
 
+class LedgerClosedError(UserError, sqlite3.ProgrammingError):
+    """The ledger was used after it was closed: the process that holds it is stopping."""
+
+
+class _Connection(sqlite3.Connection):
+    """A connection that, once closed, says so with :class:`LedgerClosedError` instead
+    of sqlite3's bare "Cannot operate on a closed database"."""
+
+    closed = False
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        """Run ``sql``, or raise :class:`LedgerClosedError` when the ledger is closed."""
+        if self.closed:
+            raise LedgerClosedError(
+                "the ledger of kernels and machines is closed: the Jupyter server (or "
+                "the kernel) that uses it is stopping"
+            )
+        return super().execute(sql, parameters)
+
+    def close(self) -> None:
+        """Close the connection; later uses raise :class:`LedgerClosedError`."""
+        self.closed = True
+        super().close()
+
+
 class Ledger(LedgerShares):
     """One SQLite file, private to its user (file 0600; a directory it creates, 0700).
 
@@ -110,7 +136,9 @@ class Ledger(LedgerShares):
         os.chmod(path, 0o600)
         # One connection, used from whichever thread drives the machines (a
         # kernel running %%remote keeps its event loop in a thread of its own).
-        self._db = sqlite3.connect(path, isolation_level=None, timeout=10, check_same_thread=False)
+        self._db = sqlite3.connect(
+            path, isolation_level=None, timeout=10, check_same_thread=False, factory=_Connection
+        )
         self._lock = threading.RLock()
         self._db.execute("PRAGMA journal_mode=WAL")
         with self._transaction():
@@ -408,9 +436,17 @@ class Ledger(LedgerShares):
         ).fetchone()
         return float(rate)
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called: every use now raises
+        :class:`LedgerClosedError`."""
+        return bool(getattr(self._db, "closed", False))
+
     def close(self) -> None:
-        """Close the database."""
-        self._db.close()
+        """Close the database, once a transaction under way (in another thread) has
+        ended; closing it again does nothing."""
+        with self._lock:
+            self._db.close()
 
 
 __all__ = [
@@ -421,6 +457,7 @@ __all__ = [
     "SERVER_OWNER",
     "KernelRecord",
     "Ledger",
+    "LedgerClosedError",
     "MachineEvent",
     "MachineExistsError",
     "MachineRecord",

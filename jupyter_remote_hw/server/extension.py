@@ -35,6 +35,7 @@ from .interrupt import stop_on_interrupt
 from .launch_delete import cancel_launches_on_delete
 from .orphans import reap_orphans
 from .share_actions import ShareActions
+from .stopping import leave_to_server, settle, shut_down
 from .user_errors import install_filter, log_failure
 from .websocket import NoDelayWebsocketConnection
 
@@ -109,6 +110,15 @@ class RemoteHWExtension(ExtensionApp):
         config=True,
         help="Longest wait, in seconds, between tries to reattach kernels whose host could "
         "not be reached when the server started; waits double from 1 s up to this.",
+    )
+
+    stop_timeout = Float(
+        30.0,
+        min=0.0,
+        config=True,
+        help="Longest wait, in seconds, at the server's stop for a kernel being started, "
+        "restarted or shut down at that moment to get there, before the server's kernels "
+        "are shut down. A kernel still in between then is left, named in a warning.",
     )
 
     def _link_jupyter_server_extension(self, serverapp: Any) -> None:
@@ -344,18 +354,59 @@ class RemoteHWExtension(ExtensionApp):
     async def stop_extension(self) -> None:
         """Shut down our kernels, then close every SSH connection and forward.
 
-        jupyter_server stops extensions before it shuts kernels down; ours
-        need their SSH connections for that, so they are shut down here.
+        jupyter_server stops extensions before it shuts kernels down; ours need their
+        SSH connections for that, so they are shut down here. First nothing new
+        starts: the timers stop, launches under way are cancelled, and a kernel being
+        started, restarted or shut down at the signal gets up to ``stop_timeout``
+        seconds to get there (see :mod:`.stopping`).
+
+        Never raises, and leaves jupyter_server only kernels it can shut down: its own
+        stop ends its event loop only when nothing failed, so a failure here would
+        leave a server that serves nothing and never exits.
         """
-        # A launch still under way (a job waiting in a SLURM queue) is cancelled first:
-        # its kernel's shutdown would wait for it, and what it holds must not outlive
-        # this server.
         self.machines.server_stopping = True
+        for what, step in (
+            ("stopping its timers", self._stop_background),
+            ("shutting its kernels down", self._stop_kernels),
+            ("closing its machines", self.machines.close),
+        ):
+            try:
+                await step()
+            except Exception as exc:  # noqa: BLE001 (the next steps run all the same)
+                log_failure(self.log, exc, f"jupyter_remote_hw: {what} failed")
+        MachineManager.clear_instance()
+        restore_sigint = getattr(self, "_restore_sigint", None)
+        if restore_sigint is not None:
+            restore_sigint()
+
+    async def _stop_background(self) -> None:
+        """Stop what starts work by itself: reattaching, idle hibernation, the orphan
+        reaper, cloud upkeep."""
+        retrying = getattr(self, "_retrying", None)
+        if retrying is not None:
+            retrying.cancel()
+            await asyncio.gather(retrying, return_exceptions=True)
+        for name in ("hibernation_timer", "orphan_reaper"):
+            timer = getattr(self, name, None)
+            if timer is not None:
+                timer.stop()
+        upkeep = getattr(self, "upkeep", None)
+        if upkeep is not None:
+            await upkeep.stop()
+
+    async def _stop_kernels(self) -> None:
+        """Cancel launches under way (a job waiting in a SLURM queue: its kernel's
+        shutdown would wait for it, and what it holds must not outlive this server),
+        let kernels between two states settle, shut ours down."""
         cancelled = await self.machines.cancel_launches()
         if cancelled:
             self.log.info("jupyter_remote_hw: cancelled %d launch(es) under way", cancelled)
-        if self.serverapp is not None and getattr(self.serverapp, "kernel_manager", None):
-            kernel_manager = self.serverapp.kernel_manager
+        kernel_manager = getattr(self.serverapp, "kernel_manager", None)
+        if kernel_manager is None:
+            return
+        ours: list[str] = []
+        try:
+            await settle(kernel_manager, self.stop_timeout, self.log)
             ours = [
                 kernel_id
                 for kernel_id in kernel_manager.list_kernel_ids()
@@ -366,36 +417,10 @@ class RemoteHWExtension(ExtensionApp):
             ]
             if ours:
                 self.log.info("jupyter_remote_hw: shutting down %d kernel(s)", len(ours))
-            results = await asyncio.gather(
-                *(
-                    kernel_manager.shutdown_kernel(kernel_id)  # type: ignore[no-untyped-call]
-                    for kernel_id in ours
-                ),
-                return_exceptions=True,
-            )
-            for kernel_id, result in zip(ours, results, strict=True):
-                if isinstance(result, BaseException):
-                    self.log.warning(
-                        "jupyter_remote_hw: kernel %s did not shut down: %s", kernel_id, result
-                    )
-        retrying = getattr(self, "_retrying", None)
-        if retrying is not None:
-            retrying.cancel()
-            await asyncio.gather(retrying, return_exceptions=True)
-        timer = getattr(self, "hibernation_timer", None)
-        if timer is not None:
-            timer.stop()
-        reaper = getattr(self, "orphan_reaper", None)
-        if reaper is not None:
-            reaper.stop()
-        upkeep = getattr(self, "upkeep", None)
-        if upkeep is not None:
-            await upkeep.stop()
-        await self.machines.close()
-        MachineManager.clear_instance()
-        restore_sigint = getattr(self, "_restore_sigint", None)
-        if restore_sigint is not None:
-            restore_sigint()
+            await shut_down(kernel_manager, ours, self.log)
+            await settle(kernel_manager, self.stop_timeout, self.log)
+        finally:
+            leave_to_server(kernel_manager, ours, self.log)
 
 
 def _gateway_configured(serverapp: Any) -> bool:

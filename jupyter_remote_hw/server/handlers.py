@@ -30,10 +30,8 @@ import json
 from typing import Any
 
 from jupyter_server.auth.decorator import authorized, ws_authenticated
-from jupyter_server.base.handlers import APIHandler, JupyterHandler
-from jupyter_server.utils import url_path_join
+from jupyter_server.base.handlers import APIHandler
 from tornado import web, websocket
-from tornado.escape import url_escape
 
 from ..machines.hardware import list_hardware, provider_statuses
 from ..validation import NAME, InvalidInputError, check_identifier, check_json, quote
@@ -42,132 +40,15 @@ from .hardware_events import EventHub
 from .hibernate_after_actions import HibernateAfterActions
 from .hibernation_actions import HibernationActions
 from .host_key_actions import trust_host_key
+from .json_errors import API_PREFIX, JSONErrors, ServerStoppingError
 from .kernel_metrics import KernelMetrics
 from .schemas import ALL_VALUES, CHECKERS, PATH_PARTS
 from .share_actions import ShareActions
-from .user_errors import is_expected, launch_logged, one_line
 
-#: URL prefix of every route.
-API_PREFIX = "/jupyter-remote-hw/api"
 #: Authorization resource of the hardware and machine routes.
 HARDWARE_RESOURCE = "remote_hw"
 #: Authorization resource of the routes that start kernels or read their variables.
 KERNELS_RESOURCE = "kernels"
-
-
-#: The most characters of a request's path quoted in a log line.
-LOGGED_PATH = 200
-
-
-class JSONErrors(JupyterHandler):
-    """Every error answered as JSON ``{"message", ...}``: never an HTML page; 401 for a
-    request without valid credentials (with ``WWW-Authenticate``), 405 with ``Allow``."""
-
-    def allowed_methods(self) -> list[str]:
-        """The HTTP methods this route answers."""
-        return [
-            m.upper()
-            for m in ("get", "post", "delete", "put", "patch")
-            if getattr(type(self), m) is not getattr(web.RequestHandler, m)
-        ]
-
-    def short_path(self) -> str:
-        """The request's path for a log line, cut to :data:`LOGGED_PATH` characters."""
-        path = self.request.path
-        return (
-            path if len(path) <= LOGGED_PATH else f"{path[:LOGGED_PATH]}… ({len(path)} characters)"
-        )
-
-    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
-        """Request errors are answers, not server faults: log them in one line (a failed
-        launch step was logged by its steps already), with the path cut short."""
-        if isinstance(value, HardwareRequestError) or is_expected(value):
-            log = self.log.debug if launch_logged(value) else self.log.warning
-            log(
-                "%s %s: %s",
-                self.request.method,
-                self.short_path(),
-                quote(one_line(str(value)), 500)[1:-1],
-            )
-            return
-        if isinstance(value, web.HTTPError) and value.status_code < 500:
-            self.log.warning(
-                "%s %s: %d %s",
-                self.request.method,
-                self.short_path(),
-                value.status_code,
-                value.log_message or "",
-            )
-            return
-        super().log_exception(typ, value, tb)
-
-    def _handle_request_exception(self, e: BaseException) -> None:
-        if isinstance(e, HardwareRequestError):
-            self.log_exception(type(e), e, e.__traceback__)
-            self.send_error(e.status, exc_info=(type(e), e, e.__traceback__))
-            return
-        super()._handle_request_exception(e)
-
-    def check_xsrf_cookie(self) -> None:
-        """A request without credentials is refused 401 before its XSRF check."""
-        if hasattr(self, "_jupyter_current_user"):  # else too early: prepare checks it
-            self.require_user()
-        super().check_xsrf_cookie()
-
-    def get_login_url(self) -> str:
-        """An API answers 401 to a request without credentials, never a redirect."""
-        self.require_user()
-        return str(super().get_login_url())
-
-    def require_user(self) -> None:
-        """Refuse (401) a request without the server's token or login cookie."""
-        if not self.current_user:
-            raise HardwareRequestError(
-                401,
-                "not authenticated: send the server's token (Authorization: token "
-                "<token>) or its login cookie",
-            )
-
-    def write_error(self, status_code: int, **kwargs: Any) -> None:
-        """Request errors as ``{"message", "field", "step", "hint"}`` with their status;
-        any other error as ``{"message"}``."""
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        if isinstance(exc, HardwareRequestError):
-            body = exc.to_json()
-            status = exc.status
-            host_key = body.get("host_key")
-            if host_key and host_key.get("fingerprint") and not host_key.get("changed"):
-                host_key["trust"] = {
-                    "method": "POST",
-                    "body": {"fingerprint": host_key["fingerprint"]},
-                    "url": url_path_join(
-                        self.base_url,
-                        API_PREFIX,
-                        "hosts",
-                        url_escape(host_key["destination"], plus=False),
-                        "trust",
-                    ),
-                }
-        else:
-            status = status_code
-            reason = (
-                exc.log_message
-                if isinstance(exc, web.HTTPError) and exc.log_message
-                else self._reason
-            )
-            if status == 404:
-                reason = f"no such route {quote(self.request.path)}: see docs/rest-api.yaml"
-            elif status >= 500:
-                reason = "internal error: the server's log has the details"
-            body = {"message": reason}
-        self.clear()
-        self.set_status(status)
-        if status == 401:
-            self.set_header("WWW-Authenticate", "token")
-        if status == 405:
-            self.set_header("Allow", ", ".join(self.allowed_methods()))
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(body))
 
 
 class HardwareAPIHandler(JSONErrors, APIHandler):
@@ -180,11 +61,20 @@ class HardwareAPIHandler(JSONErrors, APIHandler):
         self.actions = actions
         self.shares = shares
 
+    def stopped(self) -> bool:
+        """Whether the server's stop has closed the ledger (and the machines' links)."""
+        return self.actions.machines.ledger.closed
+
     async def prepare(self) -> None:  # type: ignore[override]
-        """Refuse an unauthenticated request (401), then a path part that is not what
-        the route takes (400, naming it), before any handler reads it."""
+        """Refuse an unauthenticated request (401); while the server stops, any request
+        once its ledger is closed, and any but a read before (503); then a path part
+        that is not what the route takes (400, naming it), before any handler reads it."""
         await _maybe_await(super().prepare())
         self.require_user()
+        if self.stopped() or (
+            self.actions.machines.server_stopping and self.request.method != "GET"
+        ):
+            raise ServerStoppingError
         for name, value in self.path_kwargs.items():
             pattern = PATH_PARTS.get(name)
             if pattern is not None:

@@ -5,19 +5,24 @@ shuts its kernels down, also when no terminal is there to confirm a SIGINT."""
 from __future__ import annotations
 
 import asyncio
+import http.client
+import json
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from tornado.httpclient import AsyncHTTPClient
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
 from ..kernelws import KernelChannels
+from ..processes import processes_under
 from ..provisioner.conftest import HARDWARE, LOCAL_KERNEL, SSH_KERNEL, write_config
-from ..serverprocess import start_server
-from ..testhosts import SSHTestHost
+from ..serverprocess import Server, start_server
+from ..testhosts import SSHTestHost, free_port
 
 #: What asyncio and Python print for errors nobody handled.
 NOISE = (
@@ -106,3 +111,122 @@ async def test_server_stops_without_tracebacks(
             break
         await asyncio.sleep(0.1)
     assert not running, f"kernels left running: {running}\n{log[-6000:]}"
+
+
+def poll_during_stop(server: Server, path: str, answers: list[tuple[int, str]]) -> None:
+    """GET ``path`` over one kept-alive connection, as a browser tab does, until the
+    server closes it; record each answer's status and body."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        while True:
+            try:
+                connection.request("GET", path, headers={"Authorization": f"token {server.token}"})
+                response = connection.getresponse()
+                answers.append((response.status, response.read().decode()))
+            except (OSError, http.client.HTTPException):
+                return
+            time.sleep(0.02)
+    finally:
+        connection.close()
+
+
+#: What is under way when SIGTERM comes (each found to hang the server, or worse).
+UNDER_WAY = [
+    # jupyter_client keeps a failed start's id among the kernels starting: the
+    # server's shutdown_all raised "Kernel does not exist" and its loop never stopped.
+    "a failed start",
+    # A restart's kernel is between two states: shutdown_all raised "Exception is not
+    # set", the restart failed on the closed connection, the agent stayed.
+    "a restart",
+    # A client's DELETE of one of the kernels the stop shuts down.
+    "a client's shutdown",
+    # A launch not finished yet.
+    "a launch",
+]
+
+
+@pytest.mark.parametrize("under_way", UNDER_WAY)
+async def test_sigterm_with_work_under_way_stops_and_answers_503(
+    under_way: str, ssh_host: SSHTestHost, short_tmp: Path, http_client: None
+) -> None:
+    """SIGTERM while something happens to a kernel: the server exits within the minute
+    with status 0, nothing is left running, no traceback is logged, and a browser tab
+    polling the machines over its kept-alive connection gets its machines (200) or
+    "the server is stopping" (503, one line), never a 500."""
+    dirs = {name: short_tmp / name for name in ("config", "data", "runtime", "nb")}
+    for path in dirs.values():
+        path.mkdir()
+    remote_root = short_tmp / "r"
+    ssh_config = short_tmp / "ssh_config"
+    ssh_config.write_text(
+        ssh_host.ssh_config.read_text() + ssh_host.config_block("deadhost", Port=free_port())
+    )
+    write_config(
+        dirs["config"] / "jupyter_server_config.json",
+        ssh_config,
+        remote_root,
+        short_tmp / "l",
+        [
+            {
+                "host": ssh_host.alias,
+                "python": sys.executable,
+                "hardware": HARDWARE,
+                "root": str(remote_root),
+            },
+            {"host": "deadhost", "hardware": "Gone GPU"},
+        ],
+    )
+    server = start_server(dirs, short_tmp / "server.log")
+    answers: list[tuple[int, str]] = []
+    poller: asyncio.Future[None] | None = None
+    request: asyncio.Future[Any] | None = None
+    try:
+        await server.ready()
+        kernels = [
+            (await server.api("kernels", method="POST", body={"name": name}))["id"]
+            for name in (SSH_KERNEL, SSH_KERNEL, "python3")
+        ]
+        # Jupyter's own kernel is shut down after ours: the window in which requests
+        # meet our closed ledger.
+        poller = asyncio.ensure_future(
+            asyncio.to_thread(poll_during_stop, server, "/jupyter-remote-hw/api/machines", answers)
+        )
+        if under_way == "a failed start":
+            with pytest.raises(HTTPClientError):
+                await server.api("kernels", method="POST", body={"name": "remote-hw-ssh-deadhost"})
+        elif under_way == "a restart":
+            request = asyncio.ensure_future(
+                server.api("kernels", kernels[0], "restart", method="POST")
+            )
+        elif under_way == "a launch":
+            request = asyncio.ensure_future(
+                server.api("kernels", method="POST", body={"name": SSH_KERNEL})
+            )
+        await asyncio.sleep(0.3)
+        server.process.send_signal(signal.SIGTERM)
+        if under_way == "a client's shutdown":
+            request = asyncio.ensure_future(server.api("kernels", kernels[0], method="DELETE"))
+        returncode = await asyncio.to_thread(server.process.wait, 60)
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+            server.process.wait(10)
+        if poller is not None:
+            await poller
+        if request is not None:
+            await asyncio.gather(request, return_exceptions=True)
+    log = server.log.read_text()
+    assert returncode == 0, log[-6000:]
+    found = [noise for noise in NOISE if noise in log]
+    assert not found, f"{found} in the server's output:\n{log[-6000:]}"
+    assert "[E " not in log, log[-6000:]
+    assert {status for status, _ in answers} <= {200, 503}, f"{answers[-5:]}\n{log[-6000:]}"
+    refused = [json.loads(body) for status, body in answers if status == 503]
+    assert refused, f"no request met the stopping server: {answers[-5:]}"
+    assert {r["message"] for r in refused} == {"the server is stopping: start it again, then retry"}
+    for _ in range(100):
+        left = processes_under(str(short_tmp))
+        if not left:
+            break
+        await asyncio.sleep(0.1)
+    assert not left, f"left running: {left}\n{log[-6000:]}"
