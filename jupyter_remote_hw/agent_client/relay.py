@@ -40,7 +40,7 @@ from ..agent.relay_frames import (
     encode_data,
     read_frame,
 )
-from .sleeping import HeartbeatEcho, StandIn, kernel_info_of
+from .sleeping import HeartbeatEcho, StandIn
 
 StreamOpener = Callable[[], Awaitable[tuple[Any, Any]]]
 """Opens a new byte stream to the host agent's socket: a reader and a writer."""
@@ -191,6 +191,7 @@ class KernelRelayClient:
         """Number a client's request and keep it until the host acknowledges it."""
         self._seq += 1
         self._kept.append((self._seq, channel, parts))
+        self._stand_in.sent(channel, parts)
         self._kept_bytes += sum(len(p) for p in parts)
         if self._kept_bytes >= self.request_limit:
             self._room.clear()
@@ -329,9 +330,7 @@ class KernelRelayClient:
             if frame.seq <= self._received:
                 continue
             if frame.channel in _REPLIES:
-                info = kernel_info_of(frame.parts)
-                if info is not None:
-                    self._stand_in.kernel_info = info
+                self._stand_in.replied(frame.parts)
             await self._sockets[frame.channel].send_multipart(frame.parts)
             self._received = frame.seq
             acks.schedule()
@@ -441,11 +440,12 @@ class KernelRelayClient:
         self._held_clients.clear()
         self._stand_in.arm(None)
 
-    async def refuse_held(self, reason: str, retry: bool = True) -> None:
+    async def refuse_held(self, reason: str, retry: bool = True, dead: bool = False) -> None:
         """The kernel could not be woken: each held ``execute_request`` gets an error
         reply saying ``reason`` (and, with ``retry``, that running the cell again
-        retries); the next request that needs the kernel wakes it again."""
-        await self._stand_in.refuse(reason, retry)
+        retries); the next request that needs the kernel wakes it again. ``dead``: it
+        ended for good, and so do the cells it never answered (:meth:`.sleeping.StandIn.end`)."""
+        await (self._stand_in.end(reason) if dead else self._stand_in.refuse(reason, retry))
 
     async def close(self) -> None:
         """Stop relaying and close the ports (the host's relay keeps what is unsent)."""

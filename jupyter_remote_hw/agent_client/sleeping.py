@@ -20,6 +20,13 @@ Each answer is framed by IOPub ``busy`` and ``idle`` statuses with the request
 as their parent, and signed with the kernel's key, so a client cannot tell it
 from the kernel's own. :class:`HeartbeatEcho` answers heartbeats on the
 kernel's heartbeat port meanwhile.
+
+A kernel whose hardware ended for good (its SLURM job ended) is dead instead
+(:meth:`StandIn.end`): IOPub says ``dead``, and every ``execute_request`` its
+clients sent and the kernel never answered, or send from now on, is answered at
+once with an error saying why and how to get a new kernel. So that the unanswered
+ones are known, the relay tells the stand-in what it sends (:meth:`StandIn.sent`)
+and what the kernel answers (:meth:`StandIn.replied`).
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from ..agent.relay_frames import CHANNELS
 
 _DELIMITER = b"<IDS|MSG>"
 _IOPUB = CHANNELS.index("iopub")
+_SHELL = CHANNELS.index("shell")
 
 #: The ``supported_features`` entry of kernels with subshells (JEP 91).
 SUBSHELLS = "kernel subshells"
@@ -57,6 +65,17 @@ DEFAULT_KERNEL_INFO: dict[str, Any] = {
     "debugger": False,
     "language_info": {"name": "python", "mimetype": "text/x-python", "file_extension": ".py"},
 }
+
+
+def _header(parts: list[bytes], word: bytes) -> dict[str, Any] | None:
+    """The header of a message (ZMQ parts) whose header mentions ``word``, else None
+    (only then is it read)."""
+    try:
+        raw = parts[parts.index(_DELIMITER) + 2]
+        header = json.loads(raw) if word in raw else None
+    except (ValueError, IndexError):
+        return None
+    return header if isinstance(header, dict) else None
 
 
 def kernel_info_of(parts: list[bytes]) -> bytes | None:
@@ -156,6 +175,30 @@ class StandIn:
         #: What to show in the next cell (see :meth:`note`), if anything.
         self.pending_note: str | None = None
         self._woken = False
+        #: Why the kernel is dead (see :meth:`end`); None while it lives or sleeps.
+        self.ended: str | None = None
+        #: The ``execute_request``s sent to the kernel and not answered yet, by msg_id.
+        self._unanswered: dict[str, tuple[int, list[bytes], dict[str, Any]]] = {}
+
+    def sent(self, channel: int, parts: list[bytes]) -> None:
+        """A client's request went to the kernel: an ``execute_request`` is kept until
+        the kernel answers it."""
+        header = _header(parts, b"execute_request") if channel == _SHELL else None
+        if header is not None and header.get("msg_type") == "execute_request":
+            self._unanswered[str(header.get("msg_id"))] = (channel, parts, header)
+
+    def replied(self, parts: list[bytes]) -> None:
+        """The kernel sent a reply (ZMQ parts): an ``execute_reply`` answers its request;
+        a ``kernel_info_reply`` is what a client asking while the kernel is away gets."""
+        info = kernel_info_of(parts)
+        if info is not None:
+            self.kernel_info = info
+            return
+        if _header(parts, b"execute_reply") is None:
+            return
+        with contextlib.suppress(ValueError, IndexError, TypeError, AttributeError):
+            parent = json.loads(parts[parts.index(_DELIMITER) + 3])
+            self._unanswered.pop(str(parent.get("msg_id")), None)
 
     def arm(self, on_wake: Callable[[], None] | None) -> None:
         """Call ``on_wake`` (once) the next time a request needs the kernel."""
@@ -184,6 +227,12 @@ class StandIn:
         answer = _local_content(msg_type, content, kernel_info)
         if answer is not None:
             await self._answer(channel, idents, header, *answer)
+            return
+        if self.ended is not None:
+            if msg_type == "execute_request":
+                await self._refuse_dead(channel, idents, header)
+            else:
+                self.log.debug("kernel %s is dead: %s dropped", self.kernel_id, msg_type)
             return
         self.held.append((channel, parts, header))
         if msg_type in QUIET:
@@ -268,6 +317,37 @@ class StandIn:
             )
         self.held = kept
         self._woken = False
+
+    async def end(self, reason: str) -> None:
+        """The kernel ended for good (its hardware ended): say ``dead`` on IOPub, and
+        answer every ``execute_request`` that it never answered, held or sent to it, and
+        every one to come, with an error saying ``reason`` and how to get a new kernel.
+        Requests that only the kernel could answer are dropped; it never wakes."""
+        self.ended = reason
+        self.arm(None)
+        held = {str(header.get("msg_id")) for _, _, header in self.held}
+        unanswered = [r for msg_id, r in self._unanswered.items() if msg_id not in held]
+        self._unanswered.clear()
+        requests, self.held = unanswered + self.held, []
+        await self._publish("status", {"execution_state": "dead"}, {})
+        for channel, parts, header in requests:
+            if header.get("msg_type") == "execute_request":
+                idents, _ = self.session.feed_identities(parts, copy=True)
+                await self._refuse_dead(channel, idents, header)
+
+    async def _refuse_dead(self, channel: int, idents: list[bytes], parent: dict[str, Any]) -> None:
+        """Answer an ``execute_request`` of a dead kernel with an error, and say ``dead``
+        again with it as parent (Jupyter's listing takes the kernel's state from it)."""
+        text = (
+            f"The kernel is dead: {self.ended}. Its variables are lost: start a new "
+            "kernel to run cells again."
+        )
+        error = {"ename": "KernelDead", "evalue": text, "traceback": [text]}
+        await self._publish("error", error, parent)
+        content = {"status": "error", "execution_count": None, **error}
+        reply = self.session.msg("execute_reply", content, parent=parent)
+        await self.sockets[channel].send_multipart(self.session.serialize(reply, ident=idents))
+        await self._publish("status", {"execution_state": "dead"}, parent)
 
     async def _answer(
         self,

@@ -1,5 +1,9 @@
-"""Saying that a kernel's machine ended under it: in the log, with the kernel in
-jupyter_server's listing, and to the launch listeners (the notebook's notice)."""
+"""A kernel whose machine ended under it (its SLURM job ended, say) is dead in every
+client's eyes: in the log, in jupyter_server's listing (``execution_state: dead``
+and the reason), on IOPub (a ``dead`` status), to every cell sent to it (an error
+reply, from its relay; see :meth:`..agent_client.sleeping.StandIn.end`), and to the
+launch listeners (the notebook's notice). jupyter_client's restarter is stopped: a
+restart would only fail, since the kernel's hardware is gone."""
 
 from __future__ import annotations
 
@@ -9,14 +13,23 @@ if TYPE_CHECKING:
     from .provisioner import RemoteHWProvisioner
 
 
-def report_end(p: RemoteHWProvisioner, reason: str) -> None:
-    """The kernel's machine ended under it: say why, once, where the server shows it."""
+async def report_end(p: RemoteHWProvisioner, reason: str) -> None:
+    """The kernel's machine ended under it: stop its restarter, and say why, once, where
+    its clients and the server show it."""
     parent = p.parent
-    if parent is None or getattr(parent, "reason", None) == reason:
-        return
     p.log.warning("kernel %s died: %s", p.kernel_id, reason)
-    if hasattr(parent, "reason"):
-        parent.reason = reason  # jupyter_server lists it with the kernel
+    if parent is not None:
+        stop_restarter = getattr(parent, "stop_restarter", None)
+        if stop_restarter is not None:
+            stop_restarter()  # it would restart into hardware that is gone
+        if hasattr(parent, "execution_state"):
+            parent.execution_state = "dead"  # jupyter_server lists it so
+        if hasattr(parent, "reason"):
+            parent.reason = reason  # jupyter_server lists it with the kernel
+    relay = p.machine.relay(p.kernel_id) if p.machine is not None else None
+    if relay is not None:
+        await relay.sleep()  # its clients' requests go to its stand-in from now on
+        await relay.refuse_held(reason, dead=True)
     event = {
         "kernel_id": p.kernel_id,
         "target": p.target,

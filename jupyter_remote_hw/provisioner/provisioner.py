@@ -135,6 +135,8 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         self.hibernate_after: float | None = None
         """Seconds idle before the kernel hibernates, as its notebook asked (0: never);
         None: its target's ``hibernate_after``. Kept in the ledger with the kernel."""
+        self.dead: str | None = None
+        """Why the kernel is dead, once its machine ended under it (see :mod:`.kernel_end`)."""
         self.reattached_state: str | None = None
         """The execution state (idle, busy) the host reported for a kernel taken over
         from an earlier server, as of the takeover; None for a kernel started here."""
@@ -202,7 +204,10 @@ class RemoteHWProvisioner(KernelProvisionerBase):
 
         While the host cannot be reached the kernel counts as running, so a
         dropped link never triggers an automatic restart. A hibernated kernel runs
-        (until it is shut down).
+        (until it is shut down). A kernel whose machine ended is dead: the first check
+        that finds it stops the restarter and says so (see :mod:`.kernel_end`), and
+        answers None, so that the restarter that asked does not restart; later ones
+        answer -1.
         """
         if self.operations.running == WAKE:
             return None  # the wake says whether the kernel came up; a restart would drop its state
@@ -212,7 +217,10 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         machine = self.machine
         ended = machine.end_reason() if machine is not None else None
         if ended:
-            report_end(self, ended)
+            if self.dead is None:
+                self.dead = ended
+                await report_end(self, ended)
+                return None  # the restarter that asked is stopped now: it must not restart
             return -1
         if machine is None or not machine.link_up:
             return None
@@ -374,7 +382,8 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             return
         machine = self.machine
         try:
-            await self.agent_call("shutdown_kernel", now=True)
+            if machine is None or not machine.end_reason():  # else it ended with its machine
+                await self.agent_call("shutdown_kernel", now=True)
         except AgentError as exc:
             if exc.kind != "unknown_kernel":
                 self.log.warning(

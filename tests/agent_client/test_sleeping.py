@@ -62,6 +62,8 @@ class SmallKernel:
             message = self.session.deserialize(rest)
             msg_type = message["header"]["msg_type"]
             self.got.append((msg_type, message["content"].get("code", "")))
+            if message["content"].get("code") == "hang":
+                continue  # a cell that never ends
             await self._publish("status", {"execution_state": "busy"}, message["header"])
             reply_type = msg_type.replace("_request", "_reply")
             content: dict[str, Any] = {"status": "ok"}
@@ -413,3 +415,40 @@ async def test_heartbeats_are_echoed_while_asleep(
             assert await ping.recv() == b"ping"
     finally:
         ping.close(linger=0)
+
+
+async def test_a_kernel_whose_hardware_ended_answers_every_cell_with_the_reason(
+    relay: KernelRelayClient,
+    client: Any,
+    hosts: list[Host],
+) -> None:
+    kc = await client()
+    first = kc.execute("x")
+    assert (await replies(kc, [first]))[first]["content"]["status"] == "ok"
+    hanging = kc.execute("hang")  # the kernel got it and never answers
+    for _ in range(50):
+        if "hang" in hosts[0].kernel.executed():
+            break
+        await asyncio.sleep(0.1)
+    reason = "SLURM job 5 ended: TIMEOUT (it reached its time limit)"
+    await relay.sleep()
+    await relay.refuse_held(reason, dead=True)
+    reply = (await replies(kc, [hanging], timeout=5))[hanging]["content"]
+    assert reply["status"] == "error" and reply["ename"] == "KernelDead"
+    assert reason in reply["evalue"] and "start a new kernel" in reply["evalue"]
+    seen = await iopub_of(kc, hanging, until="dead", timeout=5)
+    assert [m["content"]["ename"] for m in seen if m["msg_type"] == "error"] == ["KernelDead"]
+    # A cell sent now is answered at once, and never reaches a kernel; a client that
+    # connects now is told too.
+    later = await client()
+    after = later.execute("y")
+    assert (await replies(later, [after], timeout=5))[after]["content"]["ename"] == "KernelDead"
+    states = [
+        m["content"]["execution_state"]
+        for m in await iopub_of(later, after, until="dead", timeout=5)
+        if m["msg_type"] == "status"
+    ]
+    assert states == ["dead"]  # never idle again: Jupyter's listing keeps it dead
+    info = later.kernel_info()
+    assert (await replies(later, [info], timeout=5))[info]["content"]["status"] == "ok"
+    assert hosts[0].kernel.executed() == ["x", "hang"]

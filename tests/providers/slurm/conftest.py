@@ -225,6 +225,29 @@ async def fill_t4() -> str:
     return job_id
 
 
+async def dead_answers(
+    kc: KernelChannels, msg_ids: list[str], timeout: float
+) -> tuple[bool, dict[str, dict[str, Any]], list[str]]:
+    """Read the websocket until a ``dead`` status came and every one of ``msg_ids`` has its
+    execute_reply: whether it came, the replies' contents, and every status seen."""
+    replies: dict[str, dict[str, Any]] = {}
+    statuses: list[str] = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while "dead" not in statuses or len(replies) < len(msg_ids):
+        async with asyncio.timeout(max(0.1, deadline - loop.time())):
+            raw = await kc.ws.read_message()
+        assert raw is not None, "the kernel websocket closed"
+        message = json.loads(raw)
+        kind = message["header"]["msg_type"]
+        if kind == "status":
+            statuses.append(message["content"]["execution_state"])
+        parent = message.get("parent_header", {}).get("msg_id")
+        if kind == "execute_reply" and parent in msg_ids:
+            replies[parent] = message["content"]
+    return "dead" in statuses, replies, statuses
+
+
 def job_state(job_id: str) -> str:
     """The job's SLURM state (empty once SLURM forgot it)."""
     return slurm("squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T").stdout.strip()
@@ -234,6 +257,7 @@ __all__ = [
     "CLUSTER",
     "FILLER",
     "cluster_entry",
+    "dead_answers",
     "fill_t4",
     "json",
     "our_jobs",

@@ -28,6 +28,7 @@ from .conftest import (
     FILLER,
     SLURM_CONF,
     cluster_entry,
+    dead_answers,
     fill_t4,
     job_state,
     server_config,
@@ -83,13 +84,20 @@ async def test_time_limit_kills_the_kernel_with_slurms_reason(
     assert notices[0]["detail"].endswith(
         " s (its time limit): save your work; the kernel ends with it"
     )
-    # The automatic restart does not take a new allocation: it fails with the reason.
-    for _ in range(50):
-        refused = [e for e in events if e["step"] == "restart kernel" and e["state"] == "failed"]
-        if refused:
-            break
-        await asyncio.sleep(0.2)
-    assert refused and refused[0]["detail"].startswith(f"SLURM job {job_id} ended: TIMEOUT")
+    # The kernel is dead in every client's eyes: its websocket said so, a cell gets an
+    # error with the reason at once, Jupyter lists it dead with the reason, and
+    # jupyter_client's restarter does not restart it (into a new allocation or not).
+    sent = time.monotonic()
+    msg_id = await kc.send("execute_request", {"code": "x = 1", "silent": False})
+    dead, replies, statuses = await dead_answers(kc, [msg_id], timeout=5)
+    assert dead and "restarting" not in statuses and time.monotonic() - sent < 5
+    assert replies[msg_id]["ename"] == "KernelDead"
+    assert death["detail"] in replies[msg_id]["evalue"]
+    model = await kernels.model(kernel_id)
+    assert model["execution_state"] == "dead" and model["reason"] == death["detail"]
+    await asyncio.sleep(7)  # two of the restarter's checks
+    assert not [e for e in events if e["step"] == "restart kernel"]
+    assert (await kernels.model(kernel_id))["execution_state"] == "dead"
     submitted = [e for e in events if e["step"] == "submit job" and e["state"] == "done"]
     assert len(submitted) == 1  # no second job was submitted
     record = manager.ledger.find_machine(job_id)

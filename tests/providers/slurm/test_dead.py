@@ -1,0 +1,94 @@
+"""A kernel whose SLURM job ended under it is dead in every client's eyes, at once."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from jupyter_remote_hw.machines import MachineManager
+
+from ...testhosts import SSHTestHost
+from .conftest import CLUSTER, cluster_entry, dead_answers, job_state, server_config, slurm
+
+A100 = "remote-hw-slurm-dev-gpu-a100"
+
+
+@pytest.fixture
+def jp_server_config(login_host: SSHTestHost, short_tmp: Path, clean_queue: None) -> dict[str, Any]:
+    return server_config(
+        login_host.ssh_config,
+        short_tmp,
+        {CLUSTER: cluster_entry(login_host.alias, short_tmp / "c")},
+    )
+
+
+def cell(code: str) -> dict[str, Any]:
+    return {
+        "code": code,
+        "silent": False,
+        "store_history": False,
+        "user_expressions": {},
+        "allow_stdin": False,
+        "stop_on_error": False,
+    }
+
+
+async def test_a_job_cancelled_from_outside_leaves_a_dead_kernel_that_answers_every_cell(
+    kernels: Any, manager: MachineManager, jp_fetch: Any
+) -> None:
+    events: list[dict[str, Any]] = []
+    manager.launch_listeners.append(events.append)
+    kernel_id = await kernels.start(A100)
+    kc = await kernels.channels(kernel_id)
+    ran = await kc.execute("import os; print(os.environ['SLURM_JOB_ID'])")
+    job_id = ran.stdout.strip()
+    # One cell runs, one waits behind it; then the job is cancelled, not through us.
+    running = await kc.send(
+        "execute_request", cell("print('on', flush=True); import time; time.sleep(600)")
+    )
+    queued = await kc.send("execute_request", cell("x = 1"))
+    await kc.wait_printed(running, "on")
+    assert slurm("scancel", job_id).returncode == 0
+    began = time.monotonic()
+    dead, replies, statuses = await dead_answers(kc, [running, queued], timeout=30)
+    assert dead and "restarting" not in statuses
+    for msg_id in (running, queued):
+        reply = replies[msg_id]
+        assert reply["status"] == "error" and reply["ename"] == "KernelDead", reply
+        assert f"SLURM job {job_id} ended: CANCELLED" in reply["evalue"]
+        assert "start a new kernel" in reply["evalue"]
+    # A cell sent now is answered at once.
+    sent = time.monotonic()
+    after = await kc.send("execute_request", cell("x = 2"))
+    _, replies, _ = await dead_answers(kc, [after], timeout=5)
+    assert replies[after]["ename"] == "KernelDead" and time.monotonic() - sent < 5
+    # Jupyter's listing says dead, with the reason.
+    model = await kernels.model(kernel_id)
+    assert model["execution_state"] == "dead", model
+    assert model["reason"].startswith(f"SLURM job {job_id} ended: CANCELLED"), model
+    # The restarter does not restart it into a new job: it stays dead.
+    await asyncio.sleep(max(0.0, 8 - (time.monotonic() - began)))
+    assert not [e for e in events if e["step"] == "restart kernel"]
+    assert len([e for e in events if e["step"] == "submit job" and e["state"] == "done"]) == 1
+    assert (await kernels.model(kernel_id))["execution_state"] == "dead"
+    assert job_state(job_id) in ("CANCELLED", "")
+    # A restart asked for by the user fails at once with the reason, and the kernel
+    # stays dead; jupyter_server answers any failed restart with a 500.
+    asked = time.monotonic()
+    try:
+        await jp_fetch("api", "kernels", kernel_id, "restart", method="POST", body="{}")
+    except HTTPClientError as exc:
+        assert exc.code == 500
+    else:
+        raise AssertionError("the restart of a dead kernel succeeded")
+    assert time.monotonic() - asked < 10
+    refused = [e for e in events if e["step"] == "restart kernel" and e["state"] == "failed"]
+    assert refused and "start a new kernel" in refused[0]["detail"]
+    assert (await kernels.model(kernel_id))["execution_state"] == "dead"
+    await kc.close()
+    await kernels.stop(kernel_id)
