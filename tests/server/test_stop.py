@@ -11,12 +11,16 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+
+from jupyter_remote_hw.server.extension import MACHINES_SETTING
+from jupyter_remote_hw.server.json_errors import STOPPING
 
 from ..kernelws import KernelChannels
 from ..processes import processes_under
@@ -230,3 +234,47 @@ async def test_sigterm_with_work_under_way_stops_and_answers_503(
             break
         await asyncio.sleep(0.1)
     assert not left, f"left running: {left}\n{log[-6000:]}"
+
+
+#: Every route of the hardware API, with a body it would take.
+ROUTES: list[tuple[str, tuple[str, ...], dict[str, Any] | None]] = [
+    ("GET", ("hardware",), None),
+    ("GET", ("machines",), None),
+    ("POST", ("machines", "ssh-testhost", "stop"), {}),
+    ("POST", ("launch",), {"hardware": "local"}),
+    ("DELETE", ("launch", str(uuid.uuid4())), None),
+    ("GET", ("variables", str(uuid.uuid4())), None),
+    ("POST", ("switch", str(uuid.uuid4())), {"hardware": "local"}),
+    ("GET", ("usage", str(uuid.uuid4())), None),
+    ("POST", ("hibernate", str(uuid.uuid4())), {}),
+    ("POST", ("wake", str(uuid.uuid4())), {}),
+    ("PUT", ("hibernate-after", str(uuid.uuid4())), {"seconds": 0}),
+    ("GET", ("shares",), None),
+    ("DELETE", ("shares", "s1"), None),
+    ("POST", ("join",), {"share_file": "{}"}),
+    ("POST", ("hosts", "testhost", "trust"), {"fingerprint": "SHA256:x"}),
+]
+
+
+async def test_every_route_answers_503_once_the_ledger_is_closed(
+    jp_fetch: Any, jp_serverapp: Any
+) -> None:
+    """What the stop leaves behind: a request that comes on a kept-alive connection
+    after the ledger closed answers 503 with one line, never 500 'closed database';
+    and the server's own stop copes with the ledger closed before it."""
+    machines = jp_serverapp.web_app.settings[MACHINES_SETTING]
+    assert json.loads((await jp_fetch("jupyter-remote-hw", "api", "machines")).body)
+    machines.ledger.close()
+    for method, path, body in ROUTES:
+        with pytest.raises(HTTPClientError) as refused:
+            await jp_fetch(
+                "jupyter-remote-hw",
+                "api",
+                *path,
+                method=method,
+                body=None if body is None else json.dumps(body),
+                allow_nonstandard_methods=True,
+            )
+        response = refused.value.response
+        assert response is not None
+        assert (response.code, json.loads(response.body)["message"]) == (503, STOPPING), path
