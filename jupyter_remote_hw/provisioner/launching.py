@@ -9,6 +9,7 @@ import contextlib
 import os
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any, cast
 
@@ -44,6 +45,21 @@ def keep_ports(kernel_manager: Any, ports: Mapping[str, Any]) -> None:
         port = ports.get(name)
         if isinstance(port, int) and port > 0 and hasattr(kernel_manager, name):
             setattr(kernel_manager, name, port)
+
+
+def listable(kernel_manager: Any) -> None:
+    """Give a kernel that Jupyter is about to list its time of last activity.
+
+    jupyter_server lists a kernel as soon as its start returns, and sets its activity
+    only after that; a listing in between (``GET /api/kernels`` while a restarted server
+    takes its kernels over, or while a notebook starts one) failed with a 500 on the
+    missing time.
+    """
+    has_trait = getattr(kernel_manager, "has_trait", None)
+    if has_trait is None or not has_trait("last_activity"):
+        return
+    if not kernel_manager.trait_has_value("last_activity"):
+        kernel_manager.last_activity = datetime.now(UTC)
 
 
 class KernelLauncher:

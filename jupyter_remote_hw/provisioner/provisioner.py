@@ -36,7 +36,7 @@ from ..transport import TransportError
 from .errors import KernelLaunchError
 from .hibernating import KernelHibernation
 from .kernel_end import report_end
-from .launching import KernelLauncher, keep_ports
+from .launching import KernelLauncher, keep_ports, listable
 from .operations import HIBERNATION, RESTART, SHUTDOWN, WAKE, KernelOperations
 from .run_by_others import RunByOthers
 
@@ -304,6 +304,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             KernelLaunchError: 404 for unknown hardware.
         """
         keep_ports(self.parent, self.local_ports)  # before anything awaits
+        listable(self.parent)
         self._steps = self.manager.steps(self.target or "?", self.kernel_id)
         try:
             with self._steps.step("resolve hardware"):

@@ -108,3 +108,21 @@ async def test_a_kernel_that_died_while_no_server_watched_is_dropped_in_one_line
         await asyncio.sleep(0.5)
     assert (await world.call("GET", "api/kernels")).body == []
     assert not world.tracebacks()
+
+
+async def test_listing_kernels_while_the_server_takes_them_over_never_fails(world: World) -> None:
+    """kill_server → kill_server, with a client listing kernels all the while: each
+    listing answers; before, one that came as a kernel was being taken over (listed
+    before jupyter_server had set its activity) was a 500."""
+    _, local = await _notebook(world, "remote-hw-local")
+    for _ in range(2):
+        await world.kill()
+        await world.start()
+        listed: set[str] = set()
+        for _ in range(2000):
+            listed = {k["id"] for k in (await world.call("GET", "api/kernels")).body}
+            if local in listed:
+                break
+            await asyncio.sleep(0.005)
+        assert local in listed, world.log_tail()
+    assert not world.tracebacks()
