@@ -189,7 +189,10 @@ def test_unknown_key_is_refused_and_named() -> None:
     message = str(err.value)
     assert "'gpu-a'" in message
     assert "['gpu', 'label']" in message
-    assert "['authorized_keys', 'hardware', 'host', 'name', 'python', 'root', 'workdir']" in message
+    assert (
+        "['authorized_keys', 'hardware', 'hibernate_after', 'host', 'name', 'python', 'root', "
+        "'workdir']" in message
+    )
 
 
 def test_invalid_hosts_refused_on_assignment_too() -> None:
