@@ -56,7 +56,7 @@ from ..serverprocess import Server, start_server
 from ..testhosts import SSHTestHost
 
 #: Seconds of random sequences in one run, about (CI's budget); a soak sets more.
-BUDGET = float(os.environ.get("JRHW_LIFECYCLE_SECONDS", "150"))
+BUDGET = float(os.environ.get("JRHW_LIFECYCLE_SECONDS", "60"))
 #: Sequences in one run: one takes about a minute on two cores. Hypothesis makes its
 #: first sequence the simplest it can, the others at random.
 EXAMPLES = max(2, int(BUDGET // 60) + 1)
