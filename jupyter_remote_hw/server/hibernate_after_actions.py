@@ -71,3 +71,6 @@ class HibernateAfterActions:
             "hibernate_after": hibernate_after_of(provisioner, providers),
             "target_seconds": target_hibernate_after(provisioner, providers),
         }
+
+
+__all__ = ["HibernateAfterActions"]
