@@ -57,13 +57,32 @@ async def left_on_host(kernel_id: str, timeout: float = 15.0) -> list[str]:
     return found
 
 
-async def test_a_switch_and_a_second_hibernation_during_a_save_are_refused(
-    jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
-) -> None:
+async def kernel_with(
+    sessions: Any, channels: OpenChannels, code: str
+) -> tuple[dict[str, Any], str, Any]:
+    """A notebook session on the SSH target whose kernel ran ``code``: the session, its
+    kernel's id and channels."""
     session = await sessions(SSH_KERNEL)
     kernel_id = session["kernel"]["id"]
     kc = await channels(kernel_id)
-    assert (await kc.execute(BIG)).status == "ok"
+    assert (await kc.execute(code)).status == "ok"
+    return session, kernel_id, kc
+
+
+async def hibernated_kernel(
+    jp_fetch: Fetch, sessions: Any, channels: OpenChannels, code: str
+) -> tuple[str, Any]:
+    """A kernel on the SSH target that ran ``code``, then hibernated: its id and
+    channels."""
+    _, kernel_id, kc = await kernel_with(sessions, channels, code)
+    assert (await post(jp_fetch, "hibernate", kernel_id))["hibernated"] is True
+    return kernel_id, kc
+
+
+async def test_a_switch_and_a_second_hibernation_during_a_save_are_refused(
+    jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
+) -> None:
+    session, kernel_id, kc = await kernel_with(sessions, channels, BIG)
     provisioner = provisioner_of(jp_serverapp, kernel_id)
 
     saving = asyncio.ensure_future(post(jp_fetch, "hibernate", kernel_id))
@@ -84,10 +103,7 @@ async def test_a_switch_and_a_second_hibernation_during_a_save_are_refused(
 async def test_a_hibernation_during_a_switch_is_refused(
     jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
 ) -> None:
-    session = await sessions(SSH_KERNEL)
-    kernel_id = session["kernel"]["id"]
-    kc = await channels(kernel_id)
-    assert (await kc.execute("x = 42")).status == "ok"
+    session, kernel_id, _ = await kernel_with(sessions, channels, "x = 42")
     provisioner = provisioner_of(jp_serverapp, kernel_id)
 
     switching = asyncio.ensure_future(
@@ -104,10 +120,7 @@ async def test_a_hibernation_during_a_switch_is_refused(
 async def test_a_shutdown_during_a_save_ends_the_save_and_the_kernel(
     jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
 ) -> None:
-    session = await sessions(SSH_KERNEL)
-    kernel_id = session["kernel"]["id"]
-    kc = await channels(kernel_id)
-    assert (await kc.execute(BIG)).status == "ok"
+    _, kernel_id, _ = await kernel_with(sessions, channels, BIG)
     provisioner = provisioner_of(jp_serverapp, kernel_id)
 
     saving = asyncio.ensure_future(
@@ -132,11 +145,7 @@ async def hibernated_with_a_waking_cell(
 ) -> tuple[str, Any, asyncio.Future[Any]]:
     """A kernel that hibernated with :data:`BIG`, and a cell waking it that has reached
     launch step ``step``; its id, channels and the cell's future."""
-    session = await sessions(SSH_KERNEL)
-    kernel_id = session["kernel"]["id"]
-    kc = await channels(kernel_id)
-    assert (await kc.execute(BIG)).status == "ok"
-    assert (await post(jp_fetch, "hibernate", kernel_id))["hibernated"] is True
+    kernel_id, kc = await hibernated_kernel(jp_fetch, sessions, channels, BIG)
     events: list[dict[str, Any]] = []
     manager = MachineManager.instance()
     manager.launch_listeners.append(events.append)
@@ -196,11 +205,7 @@ async def test_a_restart_during_a_wakes_start_leaves_nothing_behind(
 async def test_a_failed_wake_says_why_in_plain_sentences(
     jp_fetch: Fetch, sessions: Any, channels: OpenChannels, tmp_path: Any
 ) -> None:
-    session = await sessions(SSH_KERNEL)
-    kernel_id = session["kernel"]["id"]
-    kc = await channels(kernel_id)
-    assert (await kc.execute("x = 42")).status == "ok"
-    assert (await post(jp_fetch, "hibernate", kernel_id))["hibernated"] is True
+    kernel_id, _ = await hibernated_kernel(jp_fetch, sessions, channels, "x = 42")
     entry = MachineManager.instance().hibernation_store.entry_path(kernel_id)
     part = next(entry.glob("var-*.bin"))
     part.rename(tmp_path / part.name)  # the state is broken: the wake fails
@@ -219,11 +224,7 @@ async def test_a_kernel_left_on_the_host_by_a_cut_off_wake_does_not_block_the_ne
     # A wake cut off (its server killed, its link cut) leaves a kernel under the
     # hibernated kernel's id on the host's agent; the next wake replaces it instead of
     # failing with "already exists" forever, and the shutdown leaves nothing behind.
-    session = await sessions(SSH_KERNEL)
-    kernel_id = session["kernel"]["id"]
-    kc = await channels(kernel_id)
-    assert (await kc.execute("x = 42")).status == "ok"
-    assert (await post(jp_fetch, "hibernate", kernel_id))["hibernated"] is True
+    kernel_id, kc = await hibernated_kernel(jp_fetch, sessions, channels, "x = 42")
     manager = MachineManager.instance()
 
     async def leave_a_kernel() -> int:
