@@ -68,6 +68,9 @@ class LocalForward:
             writer.close()
             self._pipes.discard(task)
 
+    def expect_drops(self) -> None:
+        """Nothing to do: a failed connection here is logged at debug level only."""
+
     async def close(self) -> None:
         """Stop listening and end the connections it forwards."""
         if self._server is not None:

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from traitlets import Bool, Unicode
 
-from ...agent.connection import channel_path
 from ...agent.hardware import (
     NVIDIA_QUERY,
     NVIDIA_SMI_TIMEOUT,
@@ -21,9 +20,9 @@ from ...agent.hardware import (
     parse_gpu_csv,
 )
 from ...agent_client import AgentClient, Progress, start_local_agent
-from ...agent_client.relay import KernelRelayClient
 from ...transfer.client import open_local_stream
 from ..base import Machine, Provider
+from ..relayed import Forward, RelayedMachine, Where
 from ..target import Target, gib_label
 from .forward import LocalForward
 
@@ -56,7 +55,7 @@ def detect_hardware() -> str:
     return f"{cpus} CPU" + ("" if cpus == 1 else "s")
 
 
-class LocalMachine(Machine):
+class LocalMachine(RelayedMachine):
     """This machine, through an agent running as a local daemon.
 
     A kernel's shell, control, stdin and IOPub ports here are its relay's
@@ -76,11 +75,8 @@ class LocalMachine(Machine):
         idle_exit: float,
         relay_buffer: int = 256 * 1024 * 1024,
     ) -> None:
-        super().__init__(target, log, idle_exit)
+        super().__init__(target, log, idle_exit, relay_buffer)
         self.state_dir = state_dir
-        self.relay_buffer = relay_buffer
-        self._relays: dict[str, KernelRelayClient] = {}
-        self._heartbeats: dict[str, LocalForward] = {}
 
     @property
     def link_up(self) -> bool:
@@ -98,62 +94,13 @@ class LocalMachine(Machine):
             raise RuntimeError("the agent's socket is not known")
         return await open_local_stream(client.socket)
 
-    async def expose(
-        self, kernel_id: str, connection: dict[str, Any], local_ports: dict[str, int] | None = None
-    ) -> dict[str, Any]:
-        wanted = dict(local_ports or {})
-        relay = self._relays.get(kernel_id)
-        if relay is None:
-            relay = KernelRelayClient(
-                kernel_id, connection, self._open_agent_stream, self.log, self.relay_buffer
-            )
-            await relay.start(wanted)
-            self._relays[kernel_id] = relay
-        elif relay.asleep:
-            # A kernel woken from hibernation: its relay kept the ports meanwhile.
-            await relay.wake(self._open_agent_stream)
-        hb_path = channel_path(connection, "hb_port")
-        where: int | str = hb_path if hb_path is not None else int(connection["hb_port"])
-        hb = self._heartbeats.get(kernel_id)
-        if hb is None or not hb.active or hb.where != where:
-            port = hb.local_port if hb is not None else wanted.get("hb_port", 0)
-            if hb is not None:
-                await hb.close()
-            hb = LocalForward(where, self.log)
-            await hb.start(port)
-            self._heartbeats[kernel_id] = hb
-        local = dict(connection)
-        local["ip"] = "127.0.0.1"
-        local["transport"] = "tcp"
-        local.update(relay.ports)
-        local["hb_port"] = hb.local_port
-        return local
-
-    async def unexpose(self, kernel_id: str) -> None:
-        relay = await self.detach(kernel_id)
-        if relay is not None:
-            await relay.close()
-
-    def relay(self, kernel_id: str) -> KernelRelayClient | None:
-        return self._relays.get(kernel_id)
-
-    async def detach(self, kernel_id: str) -> KernelRelayClient | None:
-        relay = self._relays.pop(kernel_id, None)
-        hb = self._heartbeats.pop(kernel_id, None)
-        if hb is not None:
-            await hb.close()
-        return relay
-
-    def adopt(self, kernel_id: str, relay: KernelRelayClient) -> None:
-        self._relays[kernel_id] = relay
+    async def _forward_heartbeat(self, where: Where, local_port: int) -> Forward:
+        forward = LocalForward(where, self.log)
+        await forward.start(local_port)
+        return forward
 
     async def open_stream(self, where: int | str) -> tuple[Any, Any]:
         return await open_local_stream(where)
-
-    async def close(self) -> None:
-        for kernel_id in set(self._relays) | set(self._heartbeats):
-            await self.unexpose(kernel_id)
-        await super().close()
 
 
 class LocalProvider(Provider):

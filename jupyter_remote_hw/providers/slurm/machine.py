@@ -388,7 +388,7 @@ class SLURMMachine(SSHMachine):
     async def unexpose(self, kernel_id: str) -> None:
         """Stop relaying a kernel; once the allocation runs none, end the job."""
         await super().unexpose(kernel_id)
-        if not self._closing and not self._relays and not self._forwards:
+        if not self._closing and not self.exposed:
             await self.release("its last kernel was shut down")
 
     async def close(self) -> None:

@@ -10,12 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from traitlets import Bool, Dict, Instance, List, TraitError, Unicode, validate
 
-from ...agent.connection import channel_path
 from ...agent_client import AgentClient, Progress, start_ssh_agent
-from ...agent_client.relay import KernelRelayClient
 from ...transport import LocalForward, SSHConnection, TransportManager
 from ...transport.state import ConnectionState
 from ..base import Machine, Provider
+from ..relayed import Forward, RelayedMachine, Where
 from ..target import Target, gib_label, slug
 from .config import host_aliases
 
@@ -37,7 +36,7 @@ _HOST_KEYS = {
 }
 
 
-class SSHMachine(Machine):
+class SSHMachine(RelayedMachine):
     """A host reached over its one shared SSH connection.
 
     The agent's socket is reached through the connection. A kernel's shell,
@@ -59,12 +58,9 @@ class SSHMachine(Machine):
         idle_exit: float,
         relay_buffer: int = 256 * 1024 * 1024,
     ) -> None:
-        super().__init__(target, log, idle_exit)
+        super().__init__(target, log, idle_exit, relay_buffer)
         self.transport = transport
         self.conn = conn
-        self.relay_buffer = relay_buffer
-        self._forwards: dict[str, dict[str, LocalForward]] = {}
-        self._relays: dict[str, KernelRelayClient] = {}
         self._spare: asyncio.Future[tuple[Any, Any]] | None = None
         self._closing = False
 
@@ -78,43 +74,11 @@ class SSHMachine(Machine):
             self.conn = await self.transport.connect(self.target.host)
         return self.conn
 
-    async def expose(
-        self, kernel_id: str, connection: dict[str, Any], local_ports: dict[str, int] | None = None
-    ) -> dict[str, Any]:
+    async def _forward_heartbeat(self, where: Where, local_port: int) -> Forward:
         conn = await self._connection()
-        wanted = dict(local_ports or {})
-        relay = self._relays.get(kernel_id)
-        if relay is None:
-            # Clients may send at once: the relay keeps what they send until
-            # its stream to the host is open.
-            relay = KernelRelayClient(
-                kernel_id, connection, self._open_agent_stream, self.log, self.relay_buffer
-            )
-            await relay.start(wanted)
-            self._relays[kernel_id] = relay
-        elif relay.asleep:
-            # A kernel woken from hibernation: its relay kept the ports meanwhile.
-            await relay.wake(self._open_agent_stream)
-        old = self._forwards.get(kernel_id, {})
-        hb = old.get("hb_port")
-        hb_path = channel_path(connection, "hb_port")
-        hb_port = 0 if hb_path is not None else int(connection["hb_port"])
-        if hb is None or not hb.active or (hb.remote_port, hb.remote_path) != (hb_port, hb_path):
-            if hb is not None:
-                await hb.close()
-            hb = await self._forward(
-                conn,
-                hb_port,
-                hb_path,
-                hb.local_port if hb is not None else wanted.get("hb_port", 0),
-            )
-            self._forwards[kernel_id] = {"hb_port": hb}
-        local = dict(connection)
-        local["ip"] = "127.0.0.1"
-        local["transport"] = "tcp"
-        local.update(relay.ports)
-        local["hb_port"] = hb.local_port
-        return local
+        if isinstance(where, str):
+            return await self._forward(conn, 0, where, local_port)
+        return await self._forward(conn, where, None, local_port)
 
     async def _start_agent(self, progress: Progress | None) -> AgentClient:
         client = await start_ssh_agent(
@@ -187,34 +151,11 @@ class SSHMachine(Machine):
             return await conn.open_unix_connection(where)
         return await conn.open_connection("127.0.0.1", where)
 
-    def expect_drops(self, kernel_id: str) -> None:
-        for fwd in self._forwards.get(kernel_id, {}).values():
-            fwd.expect_drops()
-
-    async def unexpose(self, kernel_id: str) -> None:
-        relay = await self.detach(kernel_id)
-        if relay is not None:
-            await relay.close()
-
-    def relay(self, kernel_id: str) -> KernelRelayClient | None:
-        return self._relays.get(kernel_id)
-
-    async def detach(self, kernel_id: str) -> KernelRelayClient | None:
-        relay = self._relays.pop(kernel_id, None)
-        for fwd in self._forwards.pop(kernel_id, {}).values():
-            await fwd.close()
-        return relay
-
-    def adopt(self, kernel_id: str, relay: KernelRelayClient) -> None:
-        self._relays[kernel_id] = relay
-
     async def close(self) -> None:
         self._closing = True
         stream = await self._take_spare()
         if stream is not None:
             stream[1].close()
-        for kernel_id in set(self._forwards) | set(self._relays):
-            await self.unexpose(kernel_id)
         await super().close()
 
 
