@@ -104,9 +104,11 @@ test('a hibernated kernel says so at $0/h and wakes on the next cell with its va
   await page.notebook.setCell(0, 'code', 'print(x + 1)');
   await page.notebook.selectCells(0);
   await page.keyboard.press('Control+Enter');
-  await expect(page.locator('.jp-Cell .jp-OutputArea-output').first()).toHaveText('42', {
-    timeout: 120000
-  });
+  const outputs = page.locator('.jp-Cell').first().locator('.jp-OutputArea-output');
+  await expect(outputs.last()).toHaveText('42', { timeout: 120000 });
+  // Before its output, the cell that woke the kernel says what the save left out.
+  await expect(outputs.first()).toContainText('This kernel woke from hibernation');
+  await expect(outputs.first()).toContainText('handle (_io.TextIOWrapper): it is an open file');
   await expect(item).toHaveText('Test GPU 24 GiB · testhost', { timeout: 30000 });
   await expect(status).toContainText('ssh-testhost running', { timeout: 30000 });
   const after = await (await page.request.get('/api/sessions')).json();
