@@ -27,7 +27,7 @@ from ..provisioner.conftest import (  # noqa: F401 (fixtures)
     write_config,
 )
 from ..testhosts import SSHTestHost
-from .test_hibernation_timer import hibernated, listed_after
+from .test_hibernation_timer import hibernated, listed_after, timers_running, until_hibernated
 
 #: The kernelspec of the same host under a second entry, without a time of its own.
 NEVER_KERNEL = "remote-hw-ssh-never"
@@ -51,15 +51,9 @@ def jp_server_config(
 
 @pytest.fixture(autouse=True)
 async def timer(jp_serverapp: Any) -> AsyncIterator[None]:
-    """The extension started as the server starts it (its timers), stopped afterwards."""
-    pkg = jp_serverapp.extension_manager.extensions["jupyter_remote_hw"]
-    app = pkg.extension_points["jupyter_remote_hw"].app
-    await app._start_jupyter_server_extension(jp_serverapp)
-    yield
-    app.hibernation_timer.stop()
-    if app.orphan_reaper is not None:
-        app.orphan_reaper.stop()
-    await app.upkeep.stop()
+    """The extension's timers running for the whole test."""
+    async with timers_running(jp_serverapp):
+        yield
 
 
 async def test_a_host_entry_sets_its_own_hibernate_time(
@@ -70,11 +64,7 @@ async def test_a_host_entry_sets_its_own_hibernate_time(
         assert (await (await channels(kernel_id)).execute("x = 7")).status == "ok"
     assert await listed_after(jp_fetch, timed) == {"seconds": 1.5, "source": "target"}
     assert await listed_after(jp_fetch, never) == {"seconds": 0.0, "source": "target"}
-    loop = asyncio.get_running_loop()
-    began = loop.time()
-    while not hibernated(jp_serverapp, timed):
-        assert loop.time() - began < 30, "the kernel of the timed host did not hibernate"
-        await asyncio.sleep(0.1)
+    await until_hibernated(jp_serverapp, timed, "the kernel of the timed host did not hibernate")
     await asyncio.sleep(1.0)  # past the time, several checks
     assert not hibernated(jp_serverapp, never)
 

@@ -8,6 +8,7 @@ over its target's, both ways, and holds across a wake."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -65,24 +66,42 @@ def jp_server_config(
     )
 
 
+@contextlib.asynccontextmanager
+async def timers_running(serverapp: Any) -> AsyncIterator[Any]:
+    """The extension started as the server starts it (its timers), and stopped as the
+    server's stop stops them; the extension."""
+    pkg = serverapp.extension_manager.extensions["jupyter_remote_hw"]
+    app = pkg.extension_points["jupyter_remote_hw"].app
+    await app._start_jupyter_server_extension(serverapp)
+    try:
+        yield app
+    finally:
+        await app._stop_background()
+
+
 @pytest.fixture(autouse=True)
 async def timer(jp_serverapp: Any) -> AsyncIterator[None]:
-    """The extension started as the server starts it (its timers), stopped afterwards."""
-    pkg = jp_serverapp.extension_manager.extensions["jupyter_remote_hw"]
-    app = pkg.extension_points["jupyter_remote_hw"].app
-    await app._start_jupyter_server_extension(jp_serverapp)
-    assert app.hibernation_timer.is_running() and app.hibernation_timer.callback_time == 300
-    yield
-    app.hibernation_timer.stop()
-    if app.orphan_reaper is not None:
-        app.orphan_reaper.stop()
-    await app.upkeep.stop()
+    """The extension's timers running for the whole test."""
+    async with timers_running(jp_serverapp) as app:
+        assert app.hibernation_timer.is_running() and app.hibernation_timer.callback_time == 300
+        yield
 
 
 def hibernated(serverapp: Any, kernel_id: str) -> bool:
     provisioner = serverapp.kernel_manager.get_kernel(kernel_id).provisioner
     assert isinstance(provisioner, RemoteHWProvisioner)
     return provisioner.hibernation.hibernated
+
+
+async def until_hibernated(serverapp: Any, kernel_id: str, why_not: str) -> float:
+    """Wait up to 30 s for the kernel to hibernate (failing with ``why_not``); the
+    seconds it took."""
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    while not hibernated(serverapp, kernel_id):
+        assert loop.time() - began < 30, why_not
+        await asyncio.sleep(0.1)
+    return loop.time() - began
 
 
 async def test_an_idle_kernel_hibernates_by_itself_and_wakes_on_the_next_cell(
@@ -96,12 +115,7 @@ async def test_an_idle_kernel_hibernates_by_itself_and_wakes_on_the_next_cell(
     # A cell that runs longer than the hibernate time is activity: no hibernation.
     ran = await kc.execute("import time, numpy as np\nx = np.arange(10.0)\ntime.sleep(2.5)")
     assert ran.status == "ok" and not hibernated(jp_serverapp, kernel_id)
-    loop = asyncio.get_running_loop()
-    began = loop.time()
-    while not hibernated(jp_serverapp, kernel_id):
-        assert loop.time() - began < 30, "the idle kernel did not hibernate"
-        await asyncio.sleep(0.1)
-    waited = loop.time() - began
+    waited = await until_hibernated(jp_serverapp, kernel_id, "the idle kernel did not hibernate")
     assert waited >= 1.0, waited  # not before its time
     machines = json.loads((await jp_fetch(*API, "machines")).body)["machines"]
     [row] = [k for m in machines for k in m["kernels"] if k["id"] == kernel_id]
@@ -168,11 +182,9 @@ async def test_a_notebook_time_shorter_than_its_targets_hibernates_it_and_outliv
         "target_seconds": 3600.0,
     }
     assert await listed_after(jp_fetch, kernel_id) == {"seconds": 1.0, "source": "notebook"}
-    loop = asyncio.get_running_loop()
-    began = loop.time()
-    while not hibernated(jp_serverapp, kernel_id):
-        assert loop.time() - began < 30, "the kernel did not hibernate after its notebook's time"
-        await asyncio.sleep(0.1)
+    await until_hibernated(
+        jp_serverapp, kernel_id, "the kernel did not hibernate after its notebook's time"
+    )
     ran = await kc.execute("print(x + 1)", timeout=120)
     assert ran.status == "ok" and ran.stdout.strip() == "42", ran
     # Woken, it keeps its notebook's time, and so does its ledger row (for a later server).
@@ -197,8 +209,6 @@ async def test_a_notebook_time_of_0_keeps_it_awake_past_its_targets_until_given_
     # null: the target's time again, and it hibernates.
     answer = await set_after(jp_fetch, kernel_id, None)
     assert answer["hibernate_after"] == {"seconds": 1.5, "source": "target"}
-    loop = asyncio.get_running_loop()
-    began = loop.time()
-    while not hibernated(jp_serverapp, kernel_id):
-        assert loop.time() - began < 30, "back on its target's time, it did not hibernate"
-        await asyncio.sleep(0.1)
+    await until_hibernated(
+        jp_serverapp, kernel_id, "back on its target's time, it did not hibernate"
+    )
