@@ -95,8 +95,7 @@ class AgentOperations:
             # off before it was confirmed left behind (a wake whose server died, or
             # whose link was cut).
             log.warning("kernel %s: replacing the kernel left running under its id", kernel_id)
-            await self._shutdown_kernel({"kernel_id": kernel_id, "now": True})
-            await self.relays.drop(str(kernel_id))
+            await self._shutdown_kernel({"kernel_id": kernel_id, "now": True})  # relay too
         return await self.kernels.start(
             kernel_id=kernel_id,
             argv=arg_str_list(args, op, "argv"),
