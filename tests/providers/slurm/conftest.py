@@ -19,12 +19,14 @@ from tornado.httpclient import HTTPClientError
 
 from jupyter_remote_hw.ledger import Ledger
 from jupyter_remote_hw.machines import MachineManager
-from jupyter_remote_hw.providers.slurm import SLURMProvider
+from jupyter_remote_hw.providers.launch_steps import LaunchSteps
+from jupyter_remote_hw.providers.slurm import SLURMMachine, SLURMProvider
 from jupyter_remote_hw.transport import TransportManager
 
 from ...conftest import TEST_TRANSPORT
 from ...kernelws import KernelChannels
 from ...serverloop import jp_asyncio_loop  # noqa: F401 (fixture)
+from ...serverprocess import Server
 from ...testhosts import SSHTestHost, free_port, is_root, loopback_host
 
 #: The dev cluster's scripts, beside the checkout.
@@ -32,6 +34,9 @@ SLURM_DEV = Path(__file__).resolve().parents[3].parent / "shared" / "slurm"
 STATE = Path(os.environ.get("SLURM_DEV_DIR", "/tmp/slurm-dev"))
 SLURM_CONF = str(STATE / "etc" / "slurm.conf")
 CLUSTER = "dev"
+#: The dev cluster's A100 target, and the kernelspec that launches a kernel on it.
+A100_NAME = "slurm-dev-gpu-a100"
+A100 = f"remote-hw-{A100_NAME}"
 #: Name of the jobs this session submits itself (to fill a node).
 FILLER = f"jrhw-test-filler-{secrets.token_hex(4)}"
 #: The cluster roots this session configured: the provider's jobs work below them.
@@ -134,6 +139,17 @@ def server_config(
     return config
 
 
+def dev_config(login_host: SSHTestHost, state: Path, **extra: Any) -> dict[str, Any]:
+    """A Jupyter server's config offering the dev cluster alone, with its root under
+    ``state``."""
+    return server_config(
+        login_host.ssh_config,
+        state,
+        {CLUSTER: cluster_entry(login_host.alias, state / "c")},
+        **extra,
+    )
+
+
 @pytest.fixture
 async def manager(jp_serverapp: Any) -> MachineManager:
     """The server's machine manager, with the cluster's partitions read."""
@@ -210,6 +226,39 @@ async def make(login_host: SSHTestHost, short_tmp: Path, clean_queue: None) -> A
         provider.ledger.close()
 
 
+async def open_target(provider: SLURMProvider, name: str = A100_NAME) -> SLURMMachine:
+    """A machine of target ``name`` from ``provider``, its partitions read first: its job
+    submitted and running, with no agent yet."""
+    await provider.refresh()
+    target = next(t for t in provider.targets() if t.name == name)
+    machine = await provider.open_machine(target, LaunchSteps(target.name, "k", provider.log))
+    assert isinstance(machine, SLURMMachine)
+    return machine
+
+
+async def run_on_a100(server: Server, code: str) -> tuple[str, str]:
+    """Start a kernel on the A100 target through ``server``'s API and run ``code`` in it:
+    the kernel's id and what the cell printed."""
+    kernel_id = str((await server.api("kernels", method="POST", body={"name": A100}))["id"])
+    kc = await server.channels(kernel_id)
+    ran = await kc.execute(code)
+    await kc.close()
+    return kernel_id, str(ran.stdout)
+
+
+async def queued_launch(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The launch event that says a job waits in the queue for resources, once one of
+    ``events`` does (within 30 s)."""
+    pending = None
+    for _ in range(150):
+        pending = next((e for e in events if "(Resources)" in (e["detail"] or "")), None)
+        if pending is not None:
+            break
+        await asyncio.sleep(0.2)
+    assert pending is not None, [e["detail"] for e in events]
+    return pending
+
+
 async def fill_t4() -> str:
     """Take the cluster's one T4 with a job of this session's; its id once it runs."""
     filled = slurm(
@@ -254,13 +303,19 @@ def job_state(job_id: str) -> str:
 
 
 __all__ = [
+    "A100",
+    "A100_NAME",
     "CLUSTER",
     "FILLER",
     "cluster_entry",
     "dead_answers",
+    "dev_config",
     "fill_t4",
     "json",
+    "open_target",
     "our_jobs",
+    "queued_launch",
+    "run_on_a100",
     "server_config",
     "slurm",
 ]

@@ -9,21 +9,17 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_remote_hw.ledger import Ledger
-from jupyter_remote_hw.providers.launch_steps import LaunchSteps
-from jupyter_remote_hw.providers.slurm import SLURMMachine, SLURMProvider
+from jupyter_remote_hw.providers.slurm import SLURMProvider
 from jupyter_remote_hw.transport import TransportManager
 
 from ...conftest import TEST_TRANSPORT
 from ...testhosts import SSHTestHost, free_port
-from .conftest import cluster_entry, job_state, slurm
+from .conftest import cluster_entry, job_state, open_target, slurm
 
 
 async def test_a_job_that_ended_unwatched_is_not_offered_to_share(make: Any) -> None:
     provider = make()
-    await provider.refresh()
-    target = next(t for t in provider.targets() if t.name == "slurm-dev-gpu-a100")
-    machine = await provider.open_machine(target, LaunchSteps(target.name, "k", provider.log))
-    assert isinstance(machine, SLURMMachine)
+    machine = await open_target(provider)
     job_id = machine.allocation.job_id
     await machine.close()  # as when its server stops: the job runs on, unwatched
     await provider.refresh()

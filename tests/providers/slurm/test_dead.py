@@ -13,18 +13,12 @@ from tornado.httpclient import HTTPClientError
 from jupyter_remote_hw.machines import MachineManager
 
 from ...testhosts import SSHTestHost
-from .conftest import CLUSTER, cluster_entry, dead_answers, job_state, server_config, slurm
-
-A100 = "remote-hw-slurm-dev-gpu-a100"
+from .conftest import A100, dead_answers, dev_config, job_state, slurm
 
 
 @pytest.fixture
 def jp_server_config(login_host: SSHTestHost, short_tmp: Path, clean_queue: None) -> dict[str, Any]:
-    return server_config(
-        login_host.ssh_config,
-        short_tmp,
-        {CLUSTER: cluster_entry(login_host.alias, short_tmp / "c")},
-    )
+    return dev_config(login_host, short_tmp)
 
 
 def cell(code: str) -> dict[str, Any]:

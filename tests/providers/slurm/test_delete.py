@@ -13,16 +13,12 @@ import pytest
 from jupyter_remote_hw.machines import MachineManager
 
 from ...testhosts import SSHTestHost
-from .conftest import CLUSTER, cluster_entry, fill_t4, job_state, server_config
+from .conftest import dev_config, fill_t4, job_state, queued_launch
 
 
 @pytest.fixture
 def jp_server_config(login_host: SSHTestHost, short_tmp: Path, clean_queue: None) -> dict[str, Any]:
-    return server_config(
-        login_host.ssh_config,
-        short_tmp,
-        {CLUSTER: cluster_entry(login_host.alias, short_tmp / "c")},
-    )
+    return dev_config(login_host, short_tmp)
 
 
 async def start(jp_fetch: Any, kernel_name: str) -> tuple[int, str]:
@@ -39,13 +35,7 @@ async def test_deleting_a_kernel_whose_job_waits_in_the_queue_cancels_the_job(
     events: list[dict[str, Any]] = []
     manager.launch_listeners.append(events.append)
     started = asyncio.ensure_future(start(jp_fetch, "remote-hw-slurm-dev-gpu-t4"))
-    pending = None
-    for _ in range(150):
-        pending = next((e for e in events if "(Resources)" in (e["detail"] or "")), None)
-        if pending is not None:
-            break
-        await asyncio.sleep(0.2)
-    assert pending is not None, [e["detail"] for e in events]
+    pending = await queued_launch(events)
     job_id = pending["detail"].split("job ")[1].split()[0]
     assert job_state(job_id) == "PENDING"
     # Jupyter's own route, as every client stops a kernel.

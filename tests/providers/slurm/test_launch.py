@@ -17,27 +17,22 @@ from jupyter_remote_hw.providers.slurm import SLURMProvider
 
 from ...testhosts import SSHTestHost
 from .conftest import (
-    CLUSTER,
-    cluster_entry,
+    A100,
+    A100_NAME,
+    dev_config,
     fill_t4,
     job_state,
     our_jobs,
-    server_config,
+    queued_launch,
     slurm,
 )
 
-A100 = "remote-hw-slurm-dev-gpu-a100"
 T4 = "remote-hw-slurm-dev-gpu-t4"
-A100_NAME = "slurm-dev-gpu-a100"
 
 
 @pytest.fixture
 def jp_server_config(login_host: SSHTestHost, short_tmp: Path, clean_queue: None) -> dict[str, Any]:
-    return server_config(
-        login_host.ssh_config,
-        short_tmp,
-        {CLUSTER: cluster_entry(login_host.alias, short_tmp / "c")},
-    )
+    return dev_config(login_host, short_tmp)
 
 
 async def test_kernel_runs_in_the_allocation_and_shutdown_ends_the_job(
@@ -147,13 +142,7 @@ async def test_the_user_cancels_a_pending_launch_through_the_api(
             raise_error=False,
         )
     )
-    pending = None
-    for _ in range(150):
-        pending = next((e for e in events if "(Resources)" in (e["detail"] or "")), None)
-        if pending is not None:
-            break
-        await asyncio.sleep(0.2)
-    assert pending is not None, [e["detail"] for e in events]
+    pending = await queued_launch(events)
     job_id = pending["detail"].split("job ")[1].split()[0]
     cancelled = await jp_fetch(
         "jupyter-remote-hw", "api", "launch", pending["kernel_id"], method="DELETE"

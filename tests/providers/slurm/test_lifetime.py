@@ -16,21 +16,23 @@ from typing import Any
 import pytest
 from tornado.httpclient import AsyncHTTPClient
 
-from jupyter_remote_hw.providers.launch_steps import LaunchSteps
-from jupyter_remote_hw.providers.slurm import SLURMMachine
 from jupyter_remote_hw.providers.slurm.submission import HOLDER_SCRIPT
 
 from ...serverprocess import Server
 from ...serverprocess import start_server as start_server_process
 from ...testhosts import SSHTestHost
 from .conftest import (
+    A100_NAME,
     CLUSTER,
     FILLER,
     SLURM_CONF,
     cluster_entry,
     dead_answers,
+    dev_config,
     fill_t4,
     job_state,
+    open_target,
+    run_on_a100,
     server_config,
     slurm,
 )
@@ -109,10 +111,7 @@ async def test_time_limit_kills_the_kernel_with_slurms_reason(
 
 async def test_reap_asks_the_agent_in_the_job_whether_its_kernel_lives(make: Any) -> None:
     provider = make()
-    await provider.refresh()
-    target = next(t for t in provider.targets() if t.name == "slurm-dev-gpu-a100")
-    machine = await provider.open_machine(target, LaunchSteps(target.name, "k", provider.log))
-    assert isinstance(machine, SLURMMachine)
+    machine = await open_target(provider)
     held = machine.allocation.job_id
     try:
         client = await machine.agent()
@@ -129,7 +128,7 @@ async def test_reap_asks_the_agent_in_the_job_whether_its_kernel_lives(make: Any
             "sbatch", "--parsable", "-J", FILLER, "-p", "gpu", "-t", "5", "-w", "gpu1",
             "-o", "/dev/null", "--wrap", "sleep 300",
         ).stdout.strip()  # fmt: skip
-        cancelled, unknown = await provider.reap({target.name})
+        cancelled, unknown = await provider.reap({A100_NAME})
         assert cancelled == [] and stray in unknown
         assert job_state(held) == "RUNNING" and job_state(other) in ("RUNNING", "PENDING")
         assert job_state(stray) in ("RUNNING", "PENDING")
@@ -142,9 +141,9 @@ async def test_reap_asks_the_agent_in_the_job_whether_its_kernel_lives(make: Any
             int(k["pid"]) for k in (await client.call("list_kernels"))["kernels"]
         )
         os.kill(pid, signal.SIGKILL)
-        assert await provider.reap({target.name}, dry_run=True) == ([held], unknown)
+        assert await provider.reap({A100_NAME}, dry_run=True) == ([held], unknown)
         assert job_state(held) == "RUNNING"
-        assert (await provider.reap({target.name}))[0] == [held]
+        assert (await provider.reap({A100_NAME}))[0] == [held]
         assert job_state(held) in ("CANCELLED", "COMPLETING")
         assert provider.ledger is not None
         record = provider.ledger.find_machine(held)
@@ -162,11 +161,7 @@ def server_dirs(short_tmp: Path, login_host: SSHTestHost) -> dict[str, Path]:
     made = {name: short_tmp / name for name in ("config", "data", "runtime", "nb")}
     for path in made.values():
         path.mkdir()
-    config = server_config(
-        login_host.ssh_config,
-        short_tmp,
-        {CLUSTER: cluster_entry(login_host.alias, short_tmp / "c")},
-    )
+    config = dev_config(login_host, short_tmp)
     (made["config"] / "jupyter_server_config.json").write_text(json.dumps(config))
     return made
 
@@ -194,13 +189,10 @@ async def servers(
 async def test_a_restarted_server_reattaches_the_kernel_in_its_running_job(servers: Any) -> None:
     first: Server = servers()
     await first.ready()
-    kernel_id = (
-        await first.api("kernels", method="POST", body={"name": "remote-hw-slurm-dev-gpu-a100"})
-    )["id"]
-    kc = await first.channels(kernel_id)
-    ran = await kc.execute("import os; x = 42; print(os.environ['SLURM_JOB_ID'])")
-    job_id = ran.stdout.strip()
-    await kc.close()
+    kernel_id, printed = await run_on_a100(
+        first, "import os; x = 42; print(os.environ['SLURM_JOB_ID'])"
+    )
+    job_id = printed.strip()
     first.process.send_signal(signal.SIGKILL)
     first.process.wait(10)
     assert job_state(job_id) == "RUNNING"
@@ -224,10 +216,7 @@ async def test_a_restarted_server_reattaches_the_kernel_in_its_running_job(serve
 
 async def test_idle_stop_of_a_cluster_cancels_its_job_and_says_so(make: Any) -> None:
     provider = make(idle_stop=2)
-    await provider.refresh()
-    target = next(t for t in provider.targets() if t.name == "slurm-dev-gpu-t4")
-    machine = await provider.open_machine(target, LaunchSteps(target.name, "k", provider.log))
-    assert isinstance(machine, SLURMMachine)
+    machine = await open_target(provider, "slurm-dev-gpu-t4")
     try:
         job_id = machine.allocation.job_id
         client = await machine.agent()
@@ -246,10 +235,8 @@ async def test_idle_stop_of_a_cluster_cancels_its_job_and_says_so(make: Any) -> 
 
 async def test_terminate_cancels_the_allocation(make: Any) -> None:
     provider = make()
-    await provider.refresh()
-    target = next(t for t in provider.targets() if t.name == "slurm-dev-gpu-a100")
-    machine = await provider.open_machine(target, LaunchSteps(target.name, "k", provider.log))
-    assert isinstance(machine, SLURMMachine) and provider.ledger is not None
+    machine = await open_target(provider)
+    assert provider.ledger is not None
     try:
         job_id = machine.allocation.job_id
         record = provider.ledger.get_machine(machine.allocation.machine_id)

@@ -24,17 +24,14 @@ from jupyter_remote_hw.providers.slurm.submission import submit
 from ...cli.conftest import no_credentials  # noqa: F401 (fixture)
 from ...serverprocess import Server, start_server
 from ...testhosts import SSHTestHost
-from .conftest import CLUSTER, cluster_entry, job_state, server_config
+from .conftest import dev_config, job_state, run_on_a100
 
 
 @pytest.fixture
 def config_file(short_tmp: Path, login_host: SSHTestHost, clean_queue: None) -> Path:
     """A SLURM-only configuration, for the server and the CLI alike."""
-    config = server_config(
-        login_host.ssh_config,
-        short_tmp,
-        {CLUSTER: cluster_entry(login_host.alias, short_tmp / "c")},
-        MachineManager={"ledger_path": str(short_tmp / "ledger.sqlite3")},
+    config = dev_config(
+        login_host, short_tmp, MachineManager={"ledger_path": str(short_tmp / "ledger.sqlite3")}
     )
     (short_tmp / "config").mkdir()
     path = short_tmp / "config" / "jupyter_server_config.json"
@@ -68,13 +65,10 @@ async def test_reap_ends_the_job_whose_kernel_was_killed_with_its_server(
     server: Server, config_file: Path
 ) -> None:
     await server.ready()
-    kernel_id = (
-        await server.api("kernels", method="POST", body={"name": "remote-hw-slurm-dev-gpu-a100"})
-    )["id"]
-    kc = await server.channels(kernel_id)
-    ran = await kc.execute("import os; print(os.getpid(), os.environ['SLURM_JOB_ID'])")
-    pid, job_id = ran.stdout.split()
-    await kc.close()
+    _, printed = await run_on_a100(
+        server, "import os; print(os.getpid(), os.environ['SLURM_JOB_ID'])"
+    )
+    pid, job_id = printed.split()
     # While the kernel lives, reap leaves its job, also with its server gone.
     server.process.send_signal(signal.SIGKILL)
     await asyncio.to_thread(server.process.wait, 10)
