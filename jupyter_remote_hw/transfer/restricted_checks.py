@@ -133,34 +133,53 @@ class Checks:
     def __init__(self, extra: Callable[[Any], bool]) -> None:
         self._extra = extra
         self._fresh: set[int] = set()
-        self._named: dict[int, Any] = {}  # what the pickle named (kept, so ids stay theirs)
+        # What the pickle named, by id (kept, so ids stay theirs), with what calling it
+        # runs: the check of its arguments, decided once when it is named.
+        self._named: dict[int, tuple[Any, Callable[..., Any]]] = {}
         self._keep: list[Any] = []  # keeps fresh arrays alive, so their ids stay theirs
 
     def named(self, found: Any) -> Any:
         """``found``, which the loader allowed by name: the only things it may call."""
-        self._named[id(found)] = found
+        self._named[id(found)] = (found, self._checked_call(found))
         return found
 
-    def _callable(self, func: Any) -> None:
-        if id(func) not in self._named:
+    def _callable(self, func: Any) -> Callable[..., Any]:
+        named = self._named.get(id(func))
+        if named is None:
             raise refuse(func, " (called without being named: only named types are called)")
+        return named[1]
 
     # ------------------------------------------------------------------ calls
 
     def call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> Any:
         """``func(*args, **kwargs)`` for a function or class the loader allowed, checked."""
-        self._callable(func)
-        kwargs = kwargs or {}
+        return self._callable(func)(*args, **(kwargs or {}))
+
+    def _checked_call(self, func: Any) -> Callable[..., Any]:
+        """What calling ``func`` runs: ``func`` itself, or its check (numpy's module that
+        holds ``func`` is imported by the time the pickle names it)."""
+        plain: Callable[..., Any] = func
+        if func is bytes or func is bytearray:
+
+            def of_no_size(*args: Any, **kwargs: Any) -> Any:
+                if any(isinstance(a, int) for a in args):
+                    raise refuse(func, " (of a size)")
+                return func(*args, **kwargs)
+
+            return of_no_size
         np = _numpy()
-        if func in (bytes, bytearray) and any(isinstance(a, int) for a in args):
-            raise refuse(func, " (of a size)")
-        if np is not None:
-            check = self._numpy_calls(np).get(id(func))
-            if check is not None:
-                return check(*args, **kwargs)
-            if isinstance(func, type) and issubclass(func, np.ndarray):
+        if np is None:
+            return plain
+        check = self._numpy_calls(np).get(id(func))
+        if check is not None:
+            return check
+        if isinstance(func, type) and issubclass(func, np.ndarray):
+
+            def directly(*args: Any, **kwargs: Any) -> Any:
                 raise refuse(func, " (called directly: arrays come only as numpy pickles them)")
-        return func(*args, **kwargs)
+
+            return directly
+        return plain
 
     def new(self, cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> Any:
         """``cls.__new__(cls, *args, **kwargs)`` (``NEWOBJ``), checked as a call of ``cls``."""
