@@ -27,6 +27,7 @@ from typing import Any
 from ..transfer import TransferError
 from ..transfer.client import TransferClient
 from ..transfer.devices import MIXED
+from ..transfer.errors import RefusedVariableError
 from ..transfer.restricted import restriction
 from ..transfer.variables import Kernels, answering, kernel_manager_of, transfer_client
 from .errors import EntryNotFoundError, HibernationError, RestoreError
@@ -179,8 +180,8 @@ async def _refused_left_out(
     while True:
         try:
             return await assign(remaining)
-        except TransferError as exc:
-            if exc.name not in remaining or f"refused to rebuild {exc.name!r}" not in str(exc):
+        except RefusedVariableError as exc:
+            if exc.name not in remaining:
                 raise
             remaining.remove(exc.name)
             summary.left_out.append({"name": exc.name, "reason": str(exc)})

@@ -15,6 +15,12 @@ class TransferError(Exception):
         self.name = name
 
 
+class RefusedVariableError(TransferError):
+    """The restricted loader refused to rebuild a variable: its pickle calls something
+    not allowed from a kernel that someone else can run code in (see
+    :mod:`.restricted`). Nothing was assigned."""
+
+
 class NotSerializableError(TransferError):
     """A variable cannot be serialized (an open file, a generator, a lock ...).
 

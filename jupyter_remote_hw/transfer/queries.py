@@ -7,7 +7,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from . import protocol
-from .errors import NoTransferHandlerError, TransferError
+from .errors import NoTransferHandlerError, RefusedVariableError, TransferError
 from .kernel_link import KernelLink
 
 if TYPE_CHECKING:
@@ -17,7 +17,10 @@ if TYPE_CHECKING:
 def _check(reply: dict[str, Any], action: str) -> dict[str, Any]:
     content: dict[str, Any] = reply["content"]
     if content.get("status") != "ok":
-        raise TransferError(f"{action}: {content.get('evalue', 'failed')}", content.get("name"))
+        kind = RefusedVariableError if content.get("ename") == "RefusedVariableError" else None
+        raise (kind or TransferError)(
+            f"{action}: {content.get('evalue', 'failed')}", content.get("name")
+        )
     return content
 
 
@@ -36,17 +39,22 @@ class KernelQueries:
         """Set (see :func:`.restricted.restriction`) when what this kernel is sent comes from
         a kernel that someone else can run code in: it is then rebuilt here by the
         restricted loader, never by plain pickle."""
+        self._hello: dict[str, Any] | None = None  # the kernel's last answer to hello
 
     async def _rebuilding(self) -> dict[str, Any]:
         """What a request that has the kernel rebuild variables adds: ``restricted``, once
         the kernel said it has the restricted loader.
+
+        Asks only when this client has not had its answer yet (a transfer makes sure the
+        kernel answers first, see ``variables.answering``).
 
         Raises:
             TransferError: It has not (an older version there); nothing was sent.
         """
         if self.restricted is None:
             return {}
-        if not (await self.hello()).get("restricted"):
+        hello = self._hello if self._hello is not None else await self.hello()
+        if not hello.get("restricted"):
             raise TransferError(
                 f"the kernel on {self.where} cannot rebuild variables from a kernel that "
                 "someone else can run code in without running their code (its "
@@ -81,7 +89,8 @@ class KernelQueries:
                 f"the kernel on {self.where} does not answer transfer requests; run "
                 "%load_ext jupyter_remote_hw in it"
             )
-        return _check(reply, "hello")
+        self._hello = _check(reply, "hello")
+        return self._hello
 
     async def variables(self) -> list[dict[str, Any]]:
         """The kernel's variables: name, type, nbytes."""

@@ -54,7 +54,7 @@ from traitlets import List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
 from .allowlist import ALLOWED, ALLOWED_ATTRIBUTES
-from .errors import TransferError
+from .errors import RefusedVariableError
 from .pickling import Pickled, rebuild_error
 from .restricted_checks import DICTS, LISTS, SETS, Checks, RefusedGlobalError, container_of
 
@@ -394,9 +394,9 @@ def load_variables_restricted(
         allowed_types: Extra ``module.Qualname`` entries from the setting.
 
     Raises:
-        TransferError: A variable's pickle names something not allowed (the
-            message names the variable, what it names, and the setting), or
-            it could not be rebuilt here.
+        RefusedVariableError: A variable's pickle names something not allowed (the
+            message names the variable, what it names, and the setting).
+        TransferError: It could not be rebuilt here.
     """
     extra = tuple(allowed_types)
     values: dict[str, Any] = {}
@@ -407,7 +407,7 @@ def load_variables_restricted(
         try:
             values[item.name] = unpickler.load()
         except RefusedGlobalError as exc:
-            raise TransferError(_refusal(item, source, exc, extra), item.name) from None
+            raise RefusedVariableError(_refusal(item, source, exc, extra), item.name) from None
         except Exception as exc:
             raise rebuild_error(item, exc) from exc
     return values
