@@ -33,7 +33,9 @@ async def reap_slurm(
     if not isinstance(provider, SLURMProvider) or not provider.clusters:
         return []
     live = {record.target for record in manager.ledger.kernels()}
-    doomed, unknown = await provider.reap(live, dry_run=True)
+    # With ``yes`` nothing is asked: one look at the cluster cancels at once. Otherwise
+    # the jobs are looked at again once confirmed (a kernel may have come meanwhile).
+    doomed, unknown = await provider.reap(live, dry_run=not yes)
     if unknown:
         say(
             f"left running: SLURM jobs {', '.join(unknown)}: tagged as yours, but not "
@@ -43,6 +45,9 @@ async def reap_slurm(
     if not doomed:
         say("nothing to reap on SLURM: no job of this ledger is left without a live kernel")
         return []
+    if yes:
+        say(f"cancelled SLURM jobs {', '.join(doomed)}")
+        return doomed
     if not confirm(
         f"Cancel SLURM jobs {', '.join(doomed)} (no kernel lives in them, asked on the cluster)?",
         yes,
