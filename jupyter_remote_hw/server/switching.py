@@ -20,10 +20,8 @@ from ..transfer import TransferError
 from ..transfer.client import TransferClient
 from ..transfer.variables import (
     BusyKernelError,
-    answering,
     kernel_namespace,
-    rebuilt_as_from,
-    transfer_client,
+    source_and_destination,
     user_names,
 )
 
@@ -143,13 +141,10 @@ async def carry(
     if not names:
         return result
     try:
-        async with (
-            transfer_client(kernel_manager, source_id) as source,
-            transfer_client(kernel_manager, destination_id) as destination,
+        async with source_and_destination(kernel_manager, source_id, destination_id) as (
+            source,
+            destination,
         ):
-            await answering(source)
-            await answering(destination)
-            await rebuilt_as_from(kernel_manager, source_id, destination)
             listing = await source.namespace()
             modules = {m["name"]: m for m in user_names(listing["modules"])}
             wanted = (

@@ -128,7 +128,7 @@ async def others_could_run_code(kernel_manager: Kernels, kernel_id: str) -> bool
     return True if ask is None else bool(await ask())
 
 
-async def rebuilt_as_from(
+async def _rebuilt_as_from(
     kernel_manager: Kernels, kernel_id: str, destination: TransferClient
 ) -> TransferClient:
     """``destination``, set to rebuild what comes from kernel ``kernel_id`` with the
@@ -141,6 +141,29 @@ async def rebuilt_as_from(
             SharedKernelPulls(parent=manager).allowed_types,
         )
     return destination
+
+
+@contextlib.asynccontextmanager
+async def source_and_destination(
+    kernel_manager: MultiKernelManager, source_id: str, destination_id: str
+) -> AsyncIterator[tuple[TransferClient, TransferClient]]:
+    """Transfer clients of two of the server's kernels, both answering, for variables
+    that go from one to the other: the one way they do (a copy, a switch's carry), so
+    the destination rebuilds them with the restricted loader whenever someone else can
+    run code in the source.
+
+    Raises:
+        KeyError: No kernel with one of the ids.
+        TransferError: A kernel does not answer transfer requests.
+    """
+    async with (
+        transfer_client(kernel_manager, source_id) as source,
+        transfer_client(kernel_manager, destination_id) as destination,
+    ):
+        await answering(source)
+        await answering(destination)
+        await _rebuilt_as_from(kernel_manager, source_id, destination)
+        yield source, destination
 
 
 async def answering(client: TransferClient, timeout: float = 10.0) -> dict[str, Any]:
@@ -265,11 +288,8 @@ async def copy_variables(
             is missing or cannot be serialized (named), or the copy failed;
             nothing was assigned in the destination.
     """
-    async with (
-        transfer_client(kernel_manager, source_id) as source,
-        transfer_client(kernel_manager, destination_id) as destination,
+    async with source_and_destination(kernel_manager, source_id, destination_id) as (
+        source,
+        destination,
     ):
-        await answering(source)
-        await answering(destination)
-        await rebuilt_as_from(kernel_manager, source_id, destination)
         return await source.copy_to(destination, names, device, progress)
