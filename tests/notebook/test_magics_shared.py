@@ -74,7 +74,7 @@ def test_a_shared_kernel_cannot_run_code_or_javascript_in_the_owners_notebook(
     # The planted object is refused, naming it, what it calls and the setting; nothing ran.
     for cell in (nb.cells[4], nb.cells[5]):
         error = error_of(cell)
-        assert error.ename == "TransferError"
+        assert error.ename == "RefusedVariableError"
         assert "refused to rebuild 'evil' (__main__.Planted)" in error.evalue
         assert "its pickle calls posix.system," in error.evalue and SETTING in error.evalue
     assert not marker.exists()
