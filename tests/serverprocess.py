@@ -45,6 +45,22 @@ class Server:
             os.close(self.terminal)
             self.terminal = None
 
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the server as a service manager does (SIGTERM), and kill it if it has
+        not exited within ``timeout`` seconds."""
+        self.process.terminate()
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def kill(self) -> None:
+        """Kill the server if it still runs."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
@@ -82,6 +98,46 @@ class Server:
                 if loop.time() > deadline:
                     raise
                 await asyncio.sleep(0.2)
+
+
+def server_dirs(root: Path) -> dict[str, Path]:
+    """A server's ``config``, ``data``, ``runtime`` and ``nb`` (root) directories, made
+    under ``root``."""
+    dirs = {name: root / name for name in ("config", "data", "runtime", "nb")}
+    for path in dirs.values():
+        path.mkdir()
+    return dirs
+
+
+def write_ssh_host_config(
+    config_dir: Path,
+    ssh_host: SSHTestHost,
+    state: Path,
+    *,
+    ssh_config: Path | None = None,
+    more_hosts: Sequence[dict[str, Any]] = (),
+) -> None:
+    """A ``jupyter_server_config.json`` in ``config_dir`` offering the SSH test host,
+    its remote root ``state/r`` and local root ``state/l``, then ``more_hosts``; the
+    test host's SSH config unless ``ssh_config`` is given."""
+    from .provisioner.conftest import HARDWARE, write_config
+
+    remote_root = state / "r"
+    write_config(
+        config_dir / "jupyter_server_config.json",
+        ssh_config or ssh_host.ssh_config,
+        remote_root,
+        state / "l",
+        [
+            {
+                "host": ssh_host.alias,
+                "python": sys.executable,
+                "hardware": HARDWARE,
+                "root": str(remote_root),
+            },
+            *more_hosts,
+        ],
+    )
 
 
 def start_server(
@@ -140,26 +196,8 @@ async def ssh_host_server(
     """A Jupyter server process offering the SSH test host, its notebooks in
     ``state/nb``; this process shares its Jupyter config, data and runtime directories
     (so that the CLI finds it). Stopped afterwards."""
-    from .provisioner.conftest import HARDWARE, write_config
-
-    dirs = {name: state / name for name in ("config", "data", "runtime", "nb")}
-    for path in dirs.values():
-        path.mkdir()
-    remote_root = state / "r"
-    write_config(
-        dirs["config"] / "jupyter_server_config.json",
-        ssh_host.ssh_config,
-        remote_root,
-        state / "l",
-        [
-            {
-                "host": ssh_host.alias,
-                "python": sys.executable,
-                "hardware": HARDWARE,
-                "root": str(remote_root),
-            }
-        ],
-    )
+    dirs = server_dirs(state)
+    write_ssh_host_config(dirs["config"], ssh_host, state)
     for name, key in (("config", "CONFIG"), ("data", "DATA"), ("runtime", "RUNTIME")):
         monkeypatch.setenv(f"JUPYTER_{key}_DIR", str(dirs[name]))
     server = start_server(dirs, state / "server.log")

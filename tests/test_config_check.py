@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from jupyter_remote_hw.config_check import (
 )
 from jupyter_remote_hw.ledger.budget import BudgetGuard
 
-from .serverprocess import start_server
+from .serverprocess import server_dirs, start_server
 
 
 @pytest.fixture
@@ -154,9 +155,9 @@ def test_a_budget_cannot_be_set_to_no_limit_by_nan_or_a_negative() -> None:
     assert BudgetGuard(max_total=0).max_total == 0.0
 
 
-def _server_exit(dirs: dict[str, Path], log: Path) -> tuple[int, str]:
+def _server_exit(dirs: dict[str, Path], log: Path, args: Sequence[str] = ()) -> tuple[int, str]:
     """Start a server that is expected to refuse to start; its exit code and its log."""
-    server = start_server(dirs, log)
+    server = start_server(dirs, log, args=args)
     try:
         code = server.process.wait(timeout=60)
     finally:
@@ -167,9 +168,7 @@ def _server_exit(dirs: dict[str, Path], log: Path) -> tuple[int, str]:
 
 
 async def test_the_server_refuses_to_start_with_a_bad_setting(tmp_path: Path) -> None:
-    dirs = {name: tmp_path / name for name in ("config", "data", "runtime", "nb")}
-    for directory in dirs.values():
-        directory.mkdir()
+    dirs = server_dirs(tmp_path)
     config = dirs["config"] / "jupyter_server_config.py"
     config.write_text(
         "c.ServerApp.jpserver_extensions = {'jupyter_remote_hw': True}\n"
@@ -270,9 +269,7 @@ def test_numbers_given_on_the_command_line_are_numbers() -> None:
 
 
 async def test_the_server_starts_with_numbers_on_its_command_line(tmp_path: Path) -> None:
-    dirs = {name: tmp_path / name for name in ("config", "data", "runtime", "nb")}
-    for directory in dirs.values():
-        directory.mkdir()
+    dirs = server_dirs(tmp_path)
     (dirs["config"] / "jupyter_server_config.py").write_text(
         "c.ServerApp.jpserver_extensions = {'jupyter_remote_hw': True}\n"
         "c.SSHProvider.include_ssh_config = False\n"
@@ -286,19 +283,8 @@ async def test_the_server_starts_with_numbers_on_its_command_line(tmp_path: Path
         await server.ready()
         assert "is refused" not in server.log.read_text()
     finally:
-        server.process.terminate()
-        try:
-            server.process.wait(30)
-        except subprocess.TimeoutExpired:
-            server.process.kill()
-            server.process.wait()
-    refused = start_server(dirs, tmp_path / "refused.log", args=["--BudgetGuard.max_total=lots"])
-    try:
-        assert refused.process.wait(timeout=60) == 1
-    finally:
-        if refused.process.poll() is None:
-            refused.process.kill()
-            refused.process.wait()
-    said = (tmp_path / "refused.log").read_text()
+        server.stop()
+    code, said = _server_exit(dirs, tmp_path / "refused.log", args=["--BudgetGuard.max_total=lots"])
+    assert code == 1, said
     assert "c.BudgetGuard.max_total = 'lots' is refused" in said, said
     assert "Traceback" not in said

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ..kernelws import KernelChannels
 from ..provisioner.conftest import (  # noqa: F401 (fixtures)
+    HARDWARE,
     channels,
     hosts,
     jp_server_config,
@@ -18,6 +21,7 @@ from ..provisioner.conftest import (  # noqa: F401 (fixtures)
     start_kernel,
 )
 from ..serverloop import jp_asyncio_loop  # noqa: F401 (fixture)
+from ..testhosts import SSHTestHost
 from .apiclient import Events, Fetch
 
 
@@ -27,6 +31,18 @@ async def events(jp_ws_fetch: Fetch) -> Any:
     ws = await jp_ws_fetch("jupyter-remote-hw", "api", "events")
     yield Events(ws)
     await KernelChannels(ws).close()  # and wait until the server closed it too
+
+
+def sharing_host(ssh_host: SSHTestHost, remote_root: Path) -> dict[str, Any]:
+    """The test host as the server offers it, its share key lines going to the file its
+    sshd reads (a ``hosts`` entry of the sharing tests)."""
+    return {
+        "host": ssh_host.alias,
+        "python": sys.executable,
+        "hardware": HARDWARE,
+        "root": str(remote_root),
+        "authorized_keys": str(ssh_host.authorized_keys),
+    }
 
 
 async def new_session(

@@ -20,7 +20,7 @@ from typing import Any
 import asyncssh
 import pytest
 
-from ..serverprocess import REPO, Server, start_server
+from ..serverprocess import REPO, Server, server_dirs, start_server
 
 API = "/jupyter-remote-hw/api"
 CONTRACT = REPO / "docs" / "rest-api.yaml"
@@ -63,9 +63,7 @@ class Answer:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A jupyter_server process with the extension, local hardware only."""
     root = tmp_path_factory.mktemp("api")
-    dirs = {name: root / name for name in ("config", "data", "runtime", "nb")}
-    for path in dirs.values():
-        path.mkdir()
+    dirs = server_dirs(root)
     (dirs["config"] / "jupyter_server_config.json").write_text(
         json.dumps(
             {
@@ -91,12 +89,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                 time.sleep(0.2)
         yield server
     finally:
-        server.process.terminate()
-        try:
-            server.process.wait(30)
-        except subprocess.TimeoutExpired:
-            server.process.kill()
-            server.process.wait()
+        server.stop()
 
 
 def call(

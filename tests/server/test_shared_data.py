@@ -23,7 +23,7 @@ from jupyter_remote_hw.provisioner import RemoteHWProvisioner
 from ..provisioner.conftest import HARDWARE, SSH_KERNEL, OpenChannels
 from ..testhosts import SSHTestHost
 from .apiclient import API, Fetch, get, post
-from .conftest import new_session
+from .conftest import new_session, sharing_host
 from .test_shares import join, share, shares, teammate_key  # noqa: F401 (fixtures)
 
 #: The second target: the same SSH test host under another name, with its own agent.
@@ -45,13 +45,7 @@ def hosts(ssh_host: SSHTestHost, remote_root: Path) -> list[dict[str, Any]]:
     """The test host, its share key lines going to the file its sshd reads, and the same
     host again as ``ssh-other``."""
     return [
-        {
-            "host": ssh_host.alias,
-            "python": sys.executable,
-            "hardware": HARDWARE,
-            "root": str(remote_root),
-            "authorized_keys": str(ssh_host.authorized_keys),
-        },
+        sharing_host(ssh_host, remote_root),
         {
             "host": ssh_host.alias,
             "name": "other",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,23 +14,16 @@ from typing import Any
 import pytest
 
 from ..kernelws import KernelChannels
-from ..provisioner.conftest import HARDWARE, LOCAL_KERNEL, SSH_KERNEL, OpenChannels, StartKernel
+from ..provisioner.conftest import LOCAL_KERNEL, SSH_KERNEL, OpenChannels, StartKernel
 from ..testhosts import SSHTestHost, keygen
 from .apiclient import API, Fetch, failure, get
+from .conftest import sharing_host
 
 
 @pytest.fixture
 def hosts(ssh_host: SSHTestHost, remote_root: Path) -> list[dict[str, Any]]:
     """The test host, with share key lines going to the file its sshd reads."""
-    return [
-        {
-            "host": ssh_host.alias,
-            "python": sys.executable,
-            "hardware": HARDWARE,
-            "root": str(remote_root),
-            "authorized_keys": str(ssh_host.authorized_keys),
-        }
-    ]
+    return [sharing_host(ssh_host, remote_root)]
 
 
 @pytest.fixture

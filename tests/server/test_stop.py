@@ -9,7 +9,6 @@ import http.client
 import json
 import os
 import signal
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -24,8 +23,8 @@ from jupyter_remote_hw.server.json_errors import STOPPING
 
 from ..kernelws import KernelChannels
 from ..processes import processes_under
-from ..provisioner.conftest import HARDWARE, LOCAL_KERNEL, SSH_KERNEL, write_config
-from ..serverprocess import Server, start_server
+from ..provisioner.conftest import LOCAL_KERNEL, SSH_KERNEL
+from ..serverprocess import Server, server_dirs, start_server, write_ssh_host_config
 from ..testhosts import SSHTestHost, free_port
 
 #: What asyncio and Python print for errors nobody handled.
@@ -53,24 +52,8 @@ async def test_server_stops_without_tracebacks(
     short_tmp: Path,
     http_client: None,
 ) -> None:
-    dirs = {name: short_tmp / name for name in ("config", "data", "runtime", "nb")}
-    for path in dirs.values():
-        path.mkdir()
-    remote_root = short_tmp / "r"
-    write_config(
-        dirs["config"] / "jupyter_server_config.json",
-        ssh_host.ssh_config,
-        remote_root,
-        short_tmp / "l",
-        [
-            {
-                "host": ssh_host.alias,
-                "python": sys.executable,
-                "hardware": HARDWARE,
-                "root": str(remote_root),
-            }
-        ],
-    )
+    dirs = server_dirs(short_tmp)
+    write_ssh_host_config(dirs["config"], ssh_host, short_tmp)
     server = start_server(dirs, short_tmp / "server.log", terminal=stop == "ctrl-c twice")
     sockets: list[KernelChannels] = []
     pids: list[int] = []
@@ -99,9 +82,7 @@ async def test_server_stops_without_tracebacks(
             async with asyncio.timeout(10):
                 while await kc.ws.read_message() is not None:
                     pass
-        if server.process.poll() is None:
-            server.process.kill()
-            server.process.wait(10)
+        server.kill()
         server.close_terminal()
     log = server.log.read_text()
     assert returncode == 0, log[-6000:]
@@ -157,28 +138,17 @@ async def test_sigterm_with_work_under_way_stops_and_answers_503(
     with status 0, nothing is left running, no traceback is logged, and a browser tab
     polling the machines over its kept-alive connection gets its machines (200) or
     "the server is stopping" (503, one line), never a 500."""
-    dirs = {name: short_tmp / name for name in ("config", "data", "runtime", "nb")}
-    for path in dirs.values():
-        path.mkdir()
-    remote_root = short_tmp / "r"
+    dirs = server_dirs(short_tmp)
     ssh_config = short_tmp / "ssh_config"
     ssh_config.write_text(
         ssh_host.ssh_config.read_text() + ssh_host.config_block("deadhost", Port=free_port())
     )
-    write_config(
-        dirs["config"] / "jupyter_server_config.json",
-        ssh_config,
-        remote_root,
-        short_tmp / "l",
-        [
-            {
-                "host": ssh_host.alias,
-                "python": sys.executable,
-                "hardware": HARDWARE,
-                "root": str(remote_root),
-            },
-            {"host": "deadhost", "hardware": "Gone GPU"},
-        ],
+    write_ssh_host_config(
+        dirs["config"],
+        ssh_host,
+        short_tmp,
+        ssh_config=ssh_config,
+        more_hosts=[{"host": "deadhost", "hardware": "Gone GPU"}],
     )
     server = start_server(dirs, short_tmp / "server.log")
     answers: list[tuple[int, str]] = []
@@ -212,9 +182,7 @@ async def test_sigterm_with_work_under_way_stops_and_answers_503(
             request = asyncio.ensure_future(server.api("kernels", kernels[0], method="DELETE"))
         returncode = await asyncio.to_thread(server.process.wait, 60)
     finally:
-        if server.process.poll() is None:
-            server.process.kill()
-            server.process.wait(10)
+        server.kill()
         if poller is not None:
             await poller
         if request is not None:
