@@ -126,6 +126,28 @@ def live_names(provider: SLURMProvider) -> set[str]:
     }
 
 
+def record_ended(
+    provider: SLURMProvider, pick: Callable[[MachineRecord], bool], why: str
+) -> list[str]:
+    """Record as ended (``SLURM job <id> ended: <why>``) the allocations of the ledger
+    that are still live there and that ``pick`` picks, so that none is offered to share.
+
+    Returns:
+        Their job ids.
+    """
+    if provider.ledger is None:
+        return []
+    ended = []
+    for record in provider.ledger.machines(provider=provider.name):
+        if record.state in FINAL_STATES or not record.resource_id or not pick(record):
+            continue
+        detail = f"SLURM job {record.resource_id} ended: {why}"
+        with contextlib.suppress(KeyError):
+            provider.ledger.set_machine_state(record.machine_id, "terminated", detail)
+        ended.append(record.resource_id)
+    return ended
+
+
 def forget_ended(
     provider: SLURMProvider, cluster: str, live: set[str], asked_at: float
 ) -> list[str]:
@@ -143,21 +165,15 @@ def forget_ended(
     Returns:
         The job ids recorded as ended.
     """
-    if provider.ledger is None:
-        return []
-    ended = []
-    for record in provider.ledger.machines(provider=provider.name):
-        if record.state in FINAL_STATES or not record.resource_id:
-            continue
-        if str(record.info.get("cluster") or record.region) != cluster:
-            continue
-        if record.resource_id in live or record.updated >= asked_at:
-            continue
-        detail = f"SLURM job {record.resource_id} ended: SLURM no longer lists it"
-        with contextlib.suppress(KeyError):
-            provider.ledger.set_machine_state(record.machine_id, "terminated", detail)
-        ended.append(record.resource_id)
-    return ended
+    return record_ended(
+        provider,
+        lambda record: (
+            str(record.info.get("cluster") or record.region) == cluster
+            and record.resource_id not in live
+            and record.updated < asked_at
+        ),
+        "SLURM no longer lists it",
+    )
 
 
 def shared_targets(provider: SLURMProvider, bases: dict[str, Target]) -> list[Target]:
@@ -231,6 +247,7 @@ __all__ = [
     "live_names",
     "machine_name",
     "place",
+    "record_ended",
     "running",
     "share_name",
     "shared_targets",

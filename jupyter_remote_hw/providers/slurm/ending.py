@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ...ledger.store import FINAL_STATES as LEDGER_FINAL
 from ...ledger.store import MachineRecord
 from ...transport import TransportError
+from .allocations import record_ended
 from .errors import SLURMError
 from .liveness import live_kernels
 from .queue import JobState, SlurmShell
@@ -45,16 +46,10 @@ async def end_after_hibernation(provider: SLURMProvider, target: Target) -> str 
     still runs is cancelled by ``reap``). What was done, for people; None when the
     ledger has no live job of ``target``.
     """
-    assert provider.ledger is not None
-    ended = []
-    for record in provider.ledger.machines(provider=provider.name):
-        if record.name != target.name or record.state in LEDGER_FINAL or not record.resource_id:
-            continue
-        detail = f"SLURM job {record.resource_id} ended: its last kernel hibernated"
-        with contextlib.suppress(KeyError):
-            provider.ledger.set_machine_state(record.machine_id, "terminated", detail)
-        ended.append(f"SLURM job {record.resource_id} ends with its agent")
-    return "; ".join(ended) or None
+    ended = record_ended(
+        provider, lambda record: record.name == target.name, "its last kernel hibernated"
+    )
+    return "; ".join(f"SLURM job {job_id} ends with its agent" for job_id in ended) or None
 
 
 async def reap_jobs(

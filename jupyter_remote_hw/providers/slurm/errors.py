@@ -24,7 +24,7 @@ class SLURMError(UserError):
         self.cluster = cluster
 
 
-class SLURMRefusedError(SLURMError, UserError):
+class SLURMRefusedError(SLURMError):
     """SLURM refused a request as the cluster's settings make it (an unknown partition,
     more GPUs than a node has, a time over the partition's limit): the user's to fix.
 

@@ -44,7 +44,7 @@ from .ending import end_after_hibernation, reap_jobs, terminate_job
 from .errors import LoginUnreachableError, SLURMError
 from .hibernated import HibernatedOnCluster
 from .machine import SLURMMachine
-from .queue import SlurmShell
+from .queue import OURS_COMMAND, SlurmShell, parse_ours
 from .reach import cluster_of, notify_kernels, unreachable, unreached_target
 from .settings import CLUSTER_KEYS, check_clusters
 from .submission import live_allocation, submit
@@ -190,11 +190,14 @@ class SLURMProvider(HibernatedOnCluster, Provider):
             try:
                 conn = await self._connect(name, transport)
                 shell = self.shell(name, conn)
-                text = await shell.checked(SINFO_COMMAND, "sinfo")
-                if transport is None:  # on the ledger's own thread: note ended jobs
+                if transport is None:  # on the ledger's own thread: note ended jobs too
                     asked_at = time.time()
-                    live = {state.job_id for state, _ in await shell.ours()}
+                    both = f"{SINFO_COMMAND} && echo @@ && {OURS_COMMAND}"
+                    text, _, ours = (await shell.checked(both, "sinfo or squeue")).partition("@@\n")
+                    live = {state.job_id for state, _ in parse_ours(ours)}
                     forget_ended(self, name, live, asked_at)
+                else:
+                    text = await shell.checked(SINFO_COMMAND, "sinfo")
             except (TransportError, SLURMError, OSError) as exc:
                 self._errors[name] = str(exc)
                 self.log.warning("%s", exc)

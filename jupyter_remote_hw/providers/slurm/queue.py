@@ -144,6 +144,24 @@ def parse_duration(text: str) -> float | None:
     return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
 
 
+#: squeue: this user's live jobs with their comments (see :func:`parse_ours`).
+OURS_COMMAND = f"squeue -h --me -o '{_JOB_FORMAT}|%k'"
+
+
+def parse_ours(text: str) -> list[tuple[JobState, str]]:
+    """The jobs in :data:`OURS_COMMAND`'s output whose comment carries our tag, with that
+    comment; a job ``COMPLETING`` is ending already, and not among them."""
+    found = []
+    for line in text.splitlines():
+        fields = line.split("|")
+        if len(fields) < 11 or not fields[10].startswith(COMMENT_TAG):
+            continue
+        state = parse_job("|".join(fields[:10]))
+        if state is not None and state.state != "COMPLETING" and not state.ended:
+            found.append((state, fields[10]))
+    return found
+
+
 class SlurmShell:
     """Runs SLURM's commands on a cluster's login node.
 
@@ -235,16 +253,7 @@ class SlurmShell:
         Raises:
             SLURMError: squeue failed (so no job is taken for ended).
         """
-        text = await self.checked(f"squeue -h --me -o '{_JOB_FORMAT}|%k'", "squeue")
-        found = []
-        for line in text.splitlines():
-            fields = line.split("|")
-            if len(fields) < 11 or not fields[10].startswith(COMMENT_TAG):
-                continue
-            state = parse_job("|".join(fields[:10]))
-            if state is not None and state.state != "COMPLETING" and not state.ended:
-                found.append((state, fields[10]))
-        return found
+        return parse_ours(await self.checked(OURS_COMMAND, "squeue"))
 
 
 def parse_job(line: str) -> JobState | None:
@@ -266,4 +275,13 @@ def parse_job(line: str) -> JobState | None:
     )
 
 
-__all__ = ["COMMENT_TAG", "FINAL_STATES", "JobState", "SlurmShell", "parse_duration", "parse_job"]
+__all__ = [
+    "COMMENT_TAG",
+    "FINAL_STATES",
+    "OURS_COMMAND",
+    "JobState",
+    "SlurmShell",
+    "parse_duration",
+    "parse_job",
+    "parse_ours",
+]
