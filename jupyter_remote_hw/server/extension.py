@@ -367,6 +367,7 @@ class RemoteHWExtension(ExtensionApp):
         self.machines.server_stopping = True
         for what, step in (
             ("stopping its timers", self._stop_background),
+            ("cancelling its launches", self._cancel_launches),
             ("shutting its kernels down", self._stop_kernels),
             ("closing its machines", self.machines.close),
         ):
@@ -394,13 +395,16 @@ class RemoteHWExtension(ExtensionApp):
         if upkeep is not None:
             await upkeep.stop()
 
-    async def _stop_kernels(self) -> None:
+    async def _cancel_launches(self) -> None:
         """Cancel launches under way (a job waiting in a SLURM queue: its kernel's
-        shutdown would wait for it, and what it holds must not outlive this server),
-        let kernels between two states settle, shut ours down."""
+        shutdown would wait for it, and what it holds must not outlive this server)."""
         cancelled = await self.machines.cancel_launches()
         if cancelled:
             self.log.info("jupyter_remote_hw: cancelled %d launch(es) under way", cancelled)
+
+    async def _stop_kernels(self) -> None:
+        """Let kernels between two states settle, shut ours down, and leave
+        jupyter_server only kernels it can shut down."""
         kernel_manager = getattr(self.serverapp, "kernel_manager", None)
         if kernel_manager is None:
             return
