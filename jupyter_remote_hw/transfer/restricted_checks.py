@@ -132,11 +132,11 @@ class Checks:
 
     def __init__(self, extra: Callable[[Any], bool]) -> None:
         self._extra = extra
-        self._fresh: set[int] = set()
+        # Arrays just made empty, awaiting their one state, by id (kept, so ids stay theirs).
+        self._fresh: dict[int, Any] = {}
         # What the pickle named, by id (kept, so ids stay theirs), with what calling it
         # runs: the check of its arguments, decided once when it is named.
         self._named: dict[int, tuple[Any, Callable[..., Any]]] = {}
-        self._keep: list[Any] = []  # keeps fresh arrays alive, so their ids stay theirs
 
     def named(self, found: Any) -> Any:
         """``found``, which the loader allowed by name: the only things it may call."""
@@ -216,8 +216,7 @@ class Checks:
         return _plain_dtype(np.dtype(obj, align, True), objects=True)
 
     def _fresh_array(self, array: Any) -> Any:
-        self._fresh.add(id(array))
-        self._keep.append(array)
+        self._fresh[id(array)] = array
         return array
 
     def _reconstruct(self, subtype: Any, shape: Any, typecode: Any) -> Any:
@@ -281,9 +280,8 @@ class Checks:
         raise refuse(target, " (setting its state: not a state this loader checks)")
 
     def _array_state(self, np: Any, target: Any, state: Any) -> Any:
-        if id(target) not in self._fresh:
+        if self._fresh.pop(id(target), None) is not target:
             raise refuse(target, " (setting the state of an array not just made empty)")
-        self._fresh.discard(id(target))
         masked = isinstance(target, np.ma.MaskedArray)
         if not isinstance(state, tuple) or len(state) != (7 if masked else 5):
             raise refuse(target, " (a state not of the form numpy pickles)")
