@@ -212,28 +212,14 @@ test('share a kernel as collaborator, join it, see each other, revoke', async ({
   await expect(listed).toHaveCount(0, { timeout: 30000 });
   await expect(panel.locator('.jp-RemoteHW-shareList')).toContainText('No active shares');
 
-  // The teammate's kernel is cut off: its connection drops at once (JupyterLab says
-  // the kernel died), and JupyterLab's attempt to bring it back is refused by the host.
-  const died = page.locator(DIALOG, { hasText: `The kernel for ${joined} appears to have died` });
-  await expect(died).toBeVisible({ timeout: 30000 });
-  console.log(`revoke to "kernel died" in the teammate's notebook: ${Date.now() - revokedAt} ms`);
-  const refused = page.locator(DIALOG, { hasText: 'Error Starting Kernel' });
-  await expect(async () => {
-    if (await died.isVisible()) {
-      await died.locator('.jp-Dialog-button.jp-mod-accept').click({ timeout: 2000 });
-    }
-    await expect(refused).toContainText(`refused your key: the share ${shareId} was revoked`, {
-      timeout: 1000
-    });
-  }).toPass({ timeout: 150000 });
-  console.log(`revoke to "refused your key" in the teammate's notebook: ${Date.now() - revokedAt} ms`);
-  await refused.screenshot({ path: info.outputPath('teammate-refused.png') });
-  await refused.locator('.jp-Dialog-button.jp-mod-accept').click();
-  await expect(died).toHaveCount(0);
+  // The teammate's kernel is cut off at once: the server reads it as dead and drops it
+  // (no restart is tried against a key line that is gone), and JupyterLab says so.
   await page.notebook.activate(joined);
   await expect(
     page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator')
-  ).toHaveAttribute('data-status', /disconnected|dead/);
+  ).toHaveAttribute('data-status', /disconnected|dead/, { timeout: 30000 });
+  console.log(`revoke to a dead kernel in the teammate's notebook: ${Date.now() - revokedAt} ms`);
+  await page.screenshot({ path: info.outputPath('teammate-revoked.png') });
 
   // The owner's kernel runs on, with both variables.
   await page.notebook.activate('owner.ipynb');
