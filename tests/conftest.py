@@ -8,6 +8,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,36 @@ from .processes import kill_processes_mentioning
 from .testhosts import NetnsTestHost, SSHTestHost, is_root, loopback_host, netns_host
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+#: Tests that share one resource, by the start of their node ids: parallel test workers
+#: (tests/run.sh) run each group on one worker, one test after another. The SLURM tests
+#: share one cluster and fill its nodes on purpose.
+SERIAL_GROUPS = {"tests/providers/slurm/": "slurm"}
+
+
+def _group(nodeid: str) -> str | None:
+    return next((name for start, name in SERIAL_GROUPS.items() if nodeid.startswith(start)), None)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The grouped tests first, so that the longest unit of work starts while the other
+    tests spread over the other workers."""
+    items.sort(key=lambda item: _group(item.nodeid) is None)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``--dist load``: each test goes to the next free worker, but each group of
+    :data:`SERIAL_GROUPS` goes to one worker as a whole."""
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupedScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(nodeid) or nodeid
+
+    return GroupedScheduling(config, log)
 
 
 class _Collect(logging.Handler):

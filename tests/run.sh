@@ -7,6 +7,8 @@
 # declared ranges allow, as a user installing today would get them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+started=$SECONDS
+trap 'echo "tests/run.sh: $((SECONDS - started)) s wall time"' EXIT
 venv=${JRHW_TEST_VENV:-$(pwd)/.venv-test}
 python=${JRHW_PYTHON:-/usr/bin/python3}
 
@@ -32,7 +34,10 @@ python -m pip list --disable-pip-version-check 2>/dev/null | grep -E -i \
 # Static checks: lint, formatting, and full type hints in the package (as the pre-commit
 # hooks run them).
 bash tests/lint.sh ruff format mypy
-python -m pytest "$@"
+# Parallel workers (JRHW_TEST_WORKERS, 2 by default): most tests wait on kernels, hosts
+# and clusters rather than compute. Tests that share one resource share a group and run
+# on one worker (SERIAL_GROUPS in tests/conftest.py: the SLURM tests, one cluster).
+python -m pytest -n "${JRHW_TEST_WORKERS:-2}" --dist load --durations=20 "$@"
 # The front end: lint and formatting, unit tests (jest), then UI tests in a real
 # JupyterLab in Debian's Chromium.
 [ -d node_modules/eslint ] || npm ci --no-audit --no-fund --loglevel=error
