@@ -28,6 +28,7 @@ from ..ledger.store import FINAL_STATES
 from ..machines.manager import MachineManager
 from ..machines.view import OWNED_PROVIDERS, MachineView
 from ..providers import Target
+from ..sharing.roles import kernels_run_by_others
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,11 @@ async def machine_models(
     listings = [a for a in answers if a is not None]
     answering = [s for s, a in zip(servers, answers, strict=True) if a is not None]
     recorded = [r.target for r in manager.ledger.kernels()]
-    view = MachineView(manager.known_targets(recorded), manager.ledger)
+    view = MachineView(
+        manager.known_targets(recorded),
+        manager.ledger,
+        run_by_others=kernels_run_by_others(manager.ledger.shares(include_revoked=True)),
+    )
     models = merge(listings) if listings else view.models()
     if include_ended:
         live = {m["name"] for m in models}
@@ -218,7 +223,7 @@ def render_rows(models: list[dict[str, Any]], money: Any, duration: Any) -> list
                     f"└ {kernel_title(k)}",
                     "",
                     m["hardware"],
-                    k["state"],
+                    k["state"] + (" · others can run code" if k.get("run_by_others") else ""),
                     "",
                     money(k.get("cost_so_far")),
                     duration(uptime) if uptime is not None else "-",

@@ -114,6 +114,9 @@ class MachineView:
         kernels: This process's own kernels (a server's); the ledger adds the others.
         now: The time the view is of (epoch seconds).
         down_since: Since when each machine's link is down (epoch seconds), by name.
+        run_by_others: Kernels that someone else can run code in, or could at some time
+            in their life (shared with a role that runs code, or marked so), by id; the
+            ledger's kernel records add those marked there.
     """
 
     targets: dict[str, Target]
@@ -122,6 +125,7 @@ class MachineView:
     kernels: list[KernelFacts] = field(default_factory=list)
     now: float = field(default_factory=time.time)
     down_since: dict[str, float] = field(default_factory=dict)
+    run_by_others: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self._recorded = {r.kernel_id: r for r in self.ledger.kernels()}
@@ -270,6 +274,8 @@ class MachineView:
             "state": "hibernated" if hibernated is not None else state,
             "hibernated": hibernated,
             "hibernate_after": facts.hibernate_after,
+            "run_by_others": facts.id in self.run_by_others
+            or (record is not None and record.info.get("run_by_others") is True),
             "started": started,
             "uptime_seconds": None if uptime is None else round(uptime, 1),
             "cost_so_far": (

@@ -19,6 +19,7 @@ from ..machines.manager import MachineManager
 from ..machines.view import KernelFacts, MachineView, link_states, owned_hardware_note
 from ..providers import KERNEL_NAME_PREFIX, Target, UnknownHardwareError
 from ..providers.launch_steps import LaunchError
+from ..sharing.roles import kernels_run_by_others
 from .hardware_events import EventHub
 from .hibernate_times import kernel_hibernate_after
 from .request_errors import HardwareRequestError
@@ -130,11 +131,15 @@ class HardwareActions(SessionSwitching):
         (with the targets of machines named in ``also``, listed now or not)."""
         paths = paths or {}
         kernels = []
+        run_by_others = kernels_run_by_others(self.machines.ledger.shares(include_revoked=True))
         for kernel_id in self.kernel_manager.list_kernel_ids():
             target = self.kernel_target(kernel_id)
             if target is None:
                 continue
             kernel = self.kernel_manager.get_kernel(kernel_id)
+            mark = getattr(getattr(kernel, "provisioner", None), "run_by_others", None)
+            if getattr(mark, "marked", False) is True:
+                run_by_others.add(kernel_id)
             kernels.append(
                 KernelFacts(
                     kernel_id,
@@ -163,6 +168,7 @@ class HardwareActions(SessionSwitching):
             links,
             kernels,
             down_since=dict(self.machines.link_down_since),
+            run_by_others=run_by_others,
         )
 
     def machine_model(self, name: str, target: Target | None = None) -> dict[str, Any]:

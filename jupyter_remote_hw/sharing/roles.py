@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ..errors import UserError
 from ..providers.base import PORT_NAMES
 from ..validation import quote
+
+if TYPE_CHECKING:
+    from ..ledger.records import ShareRecord
 
 VIEWER = "viewer"
 """Watches the kernel's outputs as they happen; runs nothing."""
@@ -18,6 +23,18 @@ ROLE_CHANNELS: dict[str, tuple[str, ...]] = {
     COLLABORATOR: PORT_NAMES,
 }
 """The kernel channels (connection-file port names) a role may reach."""
+
+
+def runs_code(role: str) -> bool:
+    """Whether a share of ``role`` lets its holder run code in the kernel."""
+    return "shell_port" in ROLE_CHANNELS.get(role, ())
+
+
+def kernels_run_by_others(shares: Iterable[ShareRecord]) -> set[str]:
+    """The ids of the kernels that ``shares`` (ended ones too: what was run stays run)
+    let someone else run code in."""
+    return {share.kernel_id for share in shares if runs_code(share.role)}
+
 
 CHANNEL_PURPOSE: dict[str, str] = {
     "shell_port": "requests: execute, complete, inspect (signed with the kernel's key)",

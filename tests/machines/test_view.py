@@ -89,10 +89,27 @@ def test_a_servers_kernel_has_its_notebook_uptime_and_state(ledger: Ledger) -> N
         "state": "busy",
         "hibernate_after": {"seconds": 0.0, "source": "target"},
         "hibernated": None,
+        "run_by_others": False,
         "started": started,
         "uptime_seconds": 125.0,
         "cost_so_far": 0.0,
     }
+
+
+def test_a_kernel_others_can_run_code_in_is_marked_by_the_server_or_its_record(
+    ledger: Ledger,
+) -> None:
+    ledger.put_kernel("k-1", "remote-hw-local", "local", {})
+    ledger.put_kernel("k-2", "remote-hw-local", "local", {"run_by_others": True})
+    ledger.put_kernel("k-3", "remote-hw-local", "local", {})
+
+    def marks(run_by_others: set[str]) -> dict[str, bool]:
+        view = MachineView({"local": LOCAL}, ledger, run_by_others=run_by_others)
+        [machine] = view.models()
+        return {k["id"]: k["run_by_others"] for k in machine["kernels"]}
+
+    assert marks(set()) == {"k-1": False, "k-2": True, "k-3": False}
+    assert marks({"k-3"}) == {"k-1": False, "k-2": True, "k-3": True}
 
 
 def test_a_hibernated_kernel_shows_its_stored_state_and_leaves_its_machine_idle(

@@ -345,3 +345,28 @@ async def test_bad_join_requests_say_what_is_wrong_and_leave_nothing(
     # A failed join leaves no kernel and no kernelspec behind.
     assert set(jp_serverapp.kernel_manager.list_kernel_ids()) == kernels_before
     assert set(jp_serverapp.kernel_spec_manager.find_kernel_specs()) == specs_before
+
+
+async def test_the_listing_marks_a_kernel_that_someone_else_can_run_code_in(
+    jp_fetch: Fetch,
+    start_kernel: StartKernel,
+    shares: list[str],
+    teammate_key: Path,
+) -> None:
+    """Panel and CLI read the mark from the machines listing: not for a viewer's share,
+    from a collaborator's share on, and still once that share is revoked."""
+    owner_id = await start_kernel(SSH_KERNEL)
+
+    async def marked() -> bool:
+        machines = (await get(jp_fetch, "machines"))["machines"]
+        (kernel,) = [k for m in machines for k in m["kernels"] if k["id"] == owner_id]
+        return bool(kernel["run_by_others"])
+
+    assert await marked() is False
+    viewer = await share(jp_fetch, shares, owner_id, teammate_key, "viewer", "30m")
+    assert await marked() is False
+    await jp_fetch(*API, "shares", viewer["share"]["share_id"], method="DELETE")
+    granted = await share(jp_fetch, shares, owner_id, teammate_key, "collaborator")
+    assert await marked() is True
+    await jp_fetch(*API, "shares", granted["share"]["share_id"], method="DELETE")
+    assert await marked() is True  # what was run there stays run
