@@ -27,7 +27,20 @@ export interface IMachineKernel {
   hibernated?: IHibernatedState | null;
   /** How long it may stay idle before it hibernates, and whose time that is. */
   hibernate_after?: { seconds: number; source: 'target' | 'notebook' } | null;
+  /**
+   * Whether someone else can run code in it, or could at some time in its life (a share
+   * as collaborator): what comes from it to this side is rebuilt by the restricted loader.
+   */
+  run_by_others?: boolean;
 }
+
+/** The note under a kernel that someone else can run code in, and its tooltip. */
+export const RUN_BY_OTHERS = {
+  text: 'Others can run code here',
+  title:
+    'Shared as collaborator (now or before): variables that come from this kernel are ' +
+    'rebuilt only as plain data (c.SharedKernelPulls.allowed_types), never by running code'
+};
 
 /** A hibernated kernel's saved state, as the machines listing says it. */
 export interface IHibernatedState {
@@ -169,6 +182,13 @@ export function kernelRow(
   };
   tick(fetched);
   ticks.set(row, tick);
+  if (kernel.run_by_others) {
+    const note = document.createElement('div');
+    note.className = 'jp-RemoteHW-runByOthers';
+    note.textContent = RUN_BY_OTHERS.text;
+    note.title = RUN_BY_OTHERS.title;
+    row.appendChild(note);
+  }
   if (wake && kernel.state === 'hibernated' && !kernel.hibernated?.waking) {
     const button = document.createElement('button');
     button.className = 'jp-mod-styled jp-RemoteHW-wakeKernel';

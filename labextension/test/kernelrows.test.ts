@@ -82,6 +82,15 @@ describe('kernel rows', () => {
     );
   });
 
+  it('say when someone else can run code in the kernel, and only then', () => {
+    const plain = kernelRow(kernel, machine(), 10000, null);
+    expect(plain.querySelector('.jp-RemoteHW-runByOthers')).toBeNull();
+    const shared = kernelRow({ ...kernel, run_by_others: true }, machine(), 10000, null);
+    const note = shared.querySelector<HTMLElement>('.jp-RemoteHW-runByOthers')!;
+    expect(note.textContent).toBe('Others can run code here');
+    expect(note.title).toContain('rebuilt only as plain data');
+  });
+
   it("open the kernel's notebook from its title, when it has one", () => {
     const opened: string[] = [];
     const row = kernelRow(kernel, machine(), 10000, null, path => opened.push(path));

@@ -165,6 +165,11 @@ test('share a kernel as collaborator, join it, see each other, revoke', async ({
   await expect(listed).toContainText('ada@laptop · collaborator');
   await expect(listed).toContainText('on ssh-testhost');
   await expect(listed).toContainText('not joined yet');
+  // From the share on, the owner's kernel says that someone else can run code in it.
+  await expect(panel.locator('.jp-RemoteHW-kernel .jp-RemoteHW-runByOthers')).toHaveText(
+    'Others can run code here',
+    { timeout: 30000 }
+  );
 
   // The teammate joins: a new notebook opens on the attached kernel.
   await joinFromPalette(page, file.saved, 'join-dialog.png');
