@@ -2,8 +2,9 @@
 client's eyes: in the log, in jupyter_server's listing (``execution_state: dead``
 and the reason), on IOPub (a ``dead`` status), to every cell sent to it (an error
 reply, from its relay; see :meth:`..agent_client.sleeping.StandIn.end`), and to the
-launch listeners (the notebook's notice). jupyter_client's restarter is stopped: a
-restart would only fail, since the kernel's hardware is gone."""
+launch listeners (the notebook's notice). jupyter_client's restarter is stopped, and a
+restart asked for is refused with the reason (see :func:`restart_refusal`), since the
+kernel's hardware is gone."""
 
 from __future__ import annotations
 
@@ -30,13 +31,28 @@ async def report_end(p: RemoteHWProvisioner, reason: str) -> None:
     if relay is not None:
         await relay.sleep()  # its clients' requests go to its stand-in from now on
         await relay.refuse_held(reason, dead=True)
+    tell_failed(p, "kernel died", reason)
+
+
+def restart_refusal(p: RemoteHWProvisioner) -> str | None:
+    """Why the kernel cannot be restarted: its machine ended under it, and a restart does
+    not quietly take new hardware (a new allocation) in its place. None when it can be
+    restarted."""
+    ended = p.dead or (p.machine.end_reason() if p.machine is not None else None)
+    if not ended:
+        return None
+    return f"{ended}; start a new kernel to run on {p.target} again"
+
+
+def tell_failed(p: RemoteHWProvisioner, step: str, detail: str) -> None:
+    """Tell the launch listeners (the notebook's notice) that ``step`` failed."""
     event = {
         "kernel_id": p.kernel_id,
         "target": p.target,
-        "step": "kernel died",
+        "step": step,
         "state": "failed",
         "seconds": None,
-        "detail": reason,
+        "detail": detail,
     }
     for listener in list(p.manager.launch_listeners):
         try:
@@ -45,4 +61,4 @@ async def report_end(p: RemoteHWProvisioner, reason: str) -> None:
             p.log.exception("a launch listener failed on %s", event)
 
 
-__all__ = ["report_end"]
+__all__ = ["report_end", "restart_refusal", "tell_failed"]

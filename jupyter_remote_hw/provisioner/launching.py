@@ -21,6 +21,7 @@ from ..providers.base import PORT_NAMES
 from ..providers.launch_steps import LaunchError, LaunchSteps
 from ..transport import TransportError
 from .errors import KernelGoneError, KernelLaunchError, MachineEndedError
+from .kernel_end import restart_refusal
 
 if TYPE_CHECKING:
     from .provisioner import RemoteHWProvisioner
@@ -156,13 +157,10 @@ class KernelLauncher:
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(connection_file)
         target = self.p.resolved_target()
-        ended = self.p.machine.end_reason() if self.p.machine is not None else None
-        if ended and self.p.host_connection is not None:
-            # A restart does not quietly take new hardware (a new allocation) in its place.
+        refused = restart_refusal(self.p) if self.p.host_connection is not None else None
+        if refused:
             with steps.step("restart kernel"):
-                raise MachineEndedError(
-                    f"{ended}; start a new kernel to run on {target.name} again"
-                )
+                raise MachineEndedError(refused)
         self.p.machine = await self.p.manager.machine(target, steps)
         if relay is not None:
             with steps.step("start kernel"):
