@@ -26,6 +26,7 @@ from ..providers.aws.upkeep import CloudUpkeep
 from ..provisioner import RemoteHWProvisioner
 from ..provisioner.kernelspecs import RemoteHWKernelSpecManager
 from ..transport import TransportManager
+from .ended_restart import KERNEL_ACTION_ROUTE, EndedKernelActionHandler
 from .handlers import api_handlers
 from .hardware_actions import HardwareActions
 from .hardware_events import EventHub
@@ -231,6 +232,9 @@ class RemoteHWExtension(ExtensionApp):
             self.log,
             self.hibernate_policy,
         )
+        # Jupyter's own kernel action route first, so that the restart of a kernel whose
+        # machine ended answers 409 with the reason instead of a bare 500.
+        self.handlers.append((KERNEL_ACTION_ROUTE, EndedKernelActionHandler))
         self.handlers.extend(
             api_handlers(
                 actions,

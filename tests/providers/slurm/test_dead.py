@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,7 @@ def cell(code: str) -> dict[str, Any]:
 
 
 async def test_a_job_cancelled_from_outside_leaves_a_dead_kernel_that_answers_every_cell(
-    kernels: Any, manager: MachineManager, jp_fetch: Any
+    kernels: Any, manager: MachineManager, jp_fetch: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     events: list[dict[str, Any]] = []
     manager.launch_listeners.append(events.append)
@@ -71,16 +73,19 @@ async def test_a_job_cancelled_from_outside_leaves_a_dead_kernel_that_answers_ev
     assert len([e for e in events if e["step"] == "submit job" and e["state"] == "done"]) == 1
     assert (await kernels.model(kernel_id))["execution_state"] == "dead"
     assert job_state(job_id) in ("CANCELLED", "")
-    # A restart asked for by the user fails at once with the reason, and the kernel
-    # stays dead; jupyter_server answers any failed restart with a 500.
+    # A restart asked for by the user is refused at once: a 409 that says why and what
+    # to do, in one line, logged without a traceback; the kernel stays dead.
     asked = time.monotonic()
-    try:
+    caplog.clear()
+    with pytest.raises(HTTPClientError) as refusal:
         await jp_fetch("api", "kernels", kernel_id, "restart", method="POST", body="{}")
-    except HTTPClientError as exc:
-        assert exc.code == 500
-    else:
-        raise AssertionError("the restart of a dead kernel succeeded")
+    assert refusal.value.code == 409
+    assert refusal.value.response is not None
+    message = json.loads(refusal.value.response.body)["message"]
+    assert message.startswith(f"SLURM job {job_id} ended: CANCELLED") and "\n" not in message
+    assert message.endswith("start a new kernel to run on slurm-dev-gpu-a100 again")
     assert time.monotonic() - asked < 10
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
     refused = [e for e in events if e["step"] == "restart kernel" and e["state"] == "failed"]
     assert refused and "start a new kernel" in refused[0]["detail"]
     assert (await kernels.model(kernel_id))["execution_state"] == "dead"

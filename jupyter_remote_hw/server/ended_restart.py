@@ -1,0 +1,51 @@
+"""``POST /api/kernels/<id>/restart`` of a kernel whose machine ended under it (its SLURM
+job was cancelled or reached its time limit) answers 409 with the reason and what to do,
+in one line.
+
+jupyter_server answers every failed restart with a bare 500 ("Exception restarting
+kernel"), and jupyter_client logs the failure with a traceback, though nothing is
+wrong but the request: the kernel's hardware is gone, and a restart does not quietly
+take new hardware in its place. So Jupyter's own kernel action route is served here
+first (an extension's routes come before the server's own); a restart that can be
+done, and every other action, go on to jupyter_server's handler unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.services.kernels.handlers import KernelActionHandler
+from tornado import web
+
+from ..provisioner import RemoteHWProvisioner
+from ..provisioner.kernel_end import restart_refusal, tell_failed
+from .user_errors import one_line
+
+#: Jupyter's kernel action route (without the base URL), as jupyter_server spells it.
+KERNEL_ACTION_ROUTE = (
+    r"/api/kernels/(?P<kernel_id>\w+-\w+-\w+-\w+-\w+)/(?P<action>restart|interrupt)"
+)
+
+
+class EndedKernelActionHandler(KernelActionHandler):
+    """Jupyter's kernel action handler, refusing the restart of a kernel whose machine
+    ended with a 409 that says why."""
+
+    @web.authenticated
+    @authorized
+    async def post(self, kernel_id: str, action: str) -> None:
+        """Refuse the restart of a kernel whose machine ended; else as jupyter_server."""
+        if action == "restart" and kernel_id in self.kernel_manager:
+            provisioner: Any = getattr(
+                self.kernel_manager.get_kernel(kernel_id), "provisioner", None
+            )
+            if isinstance(provisioner, RemoteHWProvisioner):
+                refused = restart_refusal(provisioner)
+                if refused:
+                    tell_failed(provisioner, "restart kernel", refused)
+                    raise web.HTTPError(409, one_line(refused))
+        await super().post(kernel_id, action)  # type: ignore[misc]
+
+
+__all__ = ["KERNEL_ACTION_ROUTE", "EndedKernelActionHandler"]
