@@ -19,6 +19,7 @@ from ..machines.manager import MachineManager
 from ..machines.view import KernelFacts, MachineView, link_states, owned_hardware_note
 from ..providers import KERNEL_NAME_PREFIX, Target, UnknownHardwareError
 from ..providers.launch_steps import LaunchError
+from ..provisioner import RemoteHWProvisioner
 from ..sharing.roles import kernels_run_by_others
 from .hardware_events import EventHub
 from .hibernate_times import kernel_hibernate_after
@@ -137,8 +138,8 @@ class HardwareActions(SessionSwitching):
             if target is None:
                 continue
             kernel = self.kernel_manager.get_kernel(kernel_id)
-            mark = getattr(getattr(kernel, "provisioner", None), "run_by_others", None)
-            if getattr(mark, "marked", False) is True:
+            provisioner = getattr(kernel, "provisioner", None)
+            if isinstance(provisioner, RemoteHWProvisioner) and provisioner.run_by_others.marked:
                 run_by_others.add(kernel_id)
             kernels.append(
                 KernelFacts(

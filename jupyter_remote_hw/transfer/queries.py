@@ -17,10 +17,12 @@ if TYPE_CHECKING:
 def _check(reply: dict[str, Any], action: str) -> dict[str, Any]:
     content: dict[str, Any] = reply["content"]
     if content.get("status") != "ok":
-        kind = RefusedVariableError if content.get("ename") == "RefusedVariableError" else None
-        raise (kind or TransferError)(
-            f"{action}: {content.get('evalue', 'failed')}", content.get("name")
+        kind = (
+            RefusedVariableError
+            if content.get("ename") == "RefusedVariableError"
+            else TransferError
         )
+        raise kind(f"{action}: {content.get('evalue', 'failed')}", content.get("name"))
     return content
 
 
