@@ -37,7 +37,10 @@ async def report_end(p: RemoteHWProvisioner, reason: str) -> None:
 def restart_refusal(p: RemoteHWProvisioner) -> str | None:
     """Why the kernel cannot be restarted: its machine ended under it, and a restart does
     not quietly take new hardware (a new allocation) in its place. None when it can be
-    restarted."""
+    restarted, as when nothing runs that a restart would replace (a hibernated kernel,
+    whose job ended with it, starts afresh where it wakes)."""
+    if p.host_connection is None:
+        return None
     ended = p.dead or (p.machine.end_reason() if p.machine is not None else None)
     if not ended:
         return None

@@ -157,7 +157,7 @@ class KernelLauncher:
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(connection_file)
         target = self.p.resolved_target()
-        refused = restart_refusal(self.p) if self.p.host_connection is not None else None
+        refused = restart_refusal(self.p)
         if refused:
             with steps.step("restart kernel"):
                 raise MachineEndedError(refused)
