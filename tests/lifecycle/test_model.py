@@ -28,7 +28,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -48,12 +48,13 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from tornado.websocket import WebSocketClosedError
 
 from ..kernelws import Execution, KernelChannels
 from ..processes import kill_processes_mentioning
-from ..provisioner.conftest import HARDWARE, LOCAL_KERNEL, SSH_KERNEL, write_config
+from ..provisioner.conftest import HARDWARE, write_config
 from ..serverprocess import Server, start_server
-from ..testhosts import SSHTestHost
+from ..testhosts import NetnsLink, SSHTestHost, is_root, keygen
 
 #: Seconds of random sequences in one run, about (CI's budget); a soak sets more.
 BUDGET = float(os.environ.get("JRHW_LIFECYCLE_SECONDS", "60"))
@@ -64,14 +65,22 @@ EXAMPLES = max(2, int(BUDGET // 60) + 1)
 STEPS = int(os.environ.get("JRHW_LIFECYCLE_STEPS", "10"))
 #: Seconds within which any cell gets its reply, a wake included, on a loaded 2-core box.
 ANSWER_BOUND = 120.0
-#: The kernels (the targets) a notebook can start on.
-KERNELS = {"local": LOCAL_KERNEL, "ssh": SSH_KERNEL}
+#: Where a notebook's kernel can run: the ``local`` target, the SSH test host, or a
+#: SLURM cluster where the test has one (else the SSH host stands in for it).
+WHERE = ("local", "ssh", "slurm")
+#: Seconds within which a cell sent to a kernel whose job ended gets its error.
+ENDED_BOUND = 15.0
 #: Variable names the sequences set.
 NAMES = ("a", "b")
 #: How many notebooks run at once at most.
 MAX_NOTEBOOKS = 2
 #: How many times one sequence kills the server at most.
 MAX_KILLS = 2
+#: Seconds a cut of the SSH host's link lasts: shorter than the keepalive's verdict,
+#: about as long, and long enough that the link is dropped and dialled again.
+CUTS = (2.0, 8.0, 25.0)
+#: The operations that can arrive while another one is under way.
+SECONDS = ("cell", "restart", "interrupt", "shutdown", "hibernate", "switch", "cut")
 DEBUG_ARGS = ["--ServerApp.log_level=DEBUG"] if os.environ.get("JRHW_DEBUG") else []
 
 
@@ -92,6 +101,22 @@ class Notebook:
     hibernated: bool = False
     #: Whether its process was killed from outside since it last answered.
     killed: bool = False
+    #: The SLURM job it last ran in; whether that job was ended from outside.
+    job: str | None = None
+    ended: bool = False
+
+
+@dataclass
+class Teammate:
+    """A teammate's kernel joined to a share of a notebook's kernel."""
+
+    owner: Notebook
+    #: The owner's kernel when it was shared (a switch gives the notebook another).
+    shared_kernel: str
+    share_id: str
+    kernel_id: str
+    role: str
+    revoked: bool = False
 
 
 @dataclass
@@ -102,19 +127,51 @@ class Answer:
     body: Any
 
 
+@dataclass
+class Cluster:
+    """A SLURM cluster the sequences can start kernels on and end jobs of."""
+
+    #: The target of its kernels, and the ``SLURMProvider`` settings that offer it.
+    target: str
+    settings: dict[str, Any]
+    #: The ssh config that reaches its login node.
+    ssh_config: Path
+    #: Ends a job from outside, as its time limit or an administrator does.
+    end_job: Callable[[str], None]
+    #: The ids of jobs of ours that are still queued or running.
+    jobs: Callable[[], list[str]]
+
+
 class World:
     """The real parts one sequence runs against: a server process, its directories,
     the SSH test host; the server is started again after a kill."""
 
-    def __init__(self, root: Path, host: SSHTestHost) -> None:
+    def __init__(self, root: Path, host: SSHTestHost, cluster: Cluster | None = None) -> None:
         self.root = root
         self.dirs = {name: root / name for name in ("config", "data", "runtime", "nb")}
         for path in self.dirs.values():
             path.mkdir(parents=True, exist_ok=True)
         self.remote_root = root / "r"
+        self.ssh_target = f"ssh-{host.alias}"
+        self.targets = {"local": "local", "ssh": self.ssh_target}
+        self.cluster = cluster
+        ssh_config = host.ssh_config
+        extra: dict[str, Any] = {}
+        if cluster is not None:
+            self.targets["slurm"] = cluster.target
+            ssh_config = root / "ssh_config"
+            ssh_config.write_text(host.ssh_config.read_text() + cluster.ssh_config.read_text())
+            extra["SLURMProvider"] = cluster.settings
+        #: Where a notebook's kernel can run, in the order a switch goes round them.
+        self.where = tuple(self.targets)
+        self.kernels = {where: f"remote-hw-{target}" for where, target in self.targets.items()}
+        #: The SSH host's link, where it can be cut (a host in a network namespace).
+        self.link: NetnsLink | None = getattr(host, "link", None)
+        self.teammate_key = keygen(root / "teammate", comment="ada@laptop")
+        self.authorized_keys = host.authorized_keys
         write_config(
             self.dirs["config"] / "jupyter_server_config.json",
-            host.ssh_config,
+            ssh_config,
             self.remote_root,
             root / "l",
             [
@@ -123,8 +180,10 @@ class World:
                     "python": sys.executable,
                     "hardware": HARDWARE,
                     "root": str(self.remote_root),
+                    "authorized_keys": str(host.authorized_keys),
                 }
             ],
+            **extra,
         )
         self.servers: list[Server] = []
         self.logs_read: dict[Path, int] = {}
@@ -180,11 +239,15 @@ class World:
         return Answer(response.code, json.loads(response.body) if response.body else None)
 
     async def execute(self, kernel_id: str, code: str) -> Execution:
-        """Run one cell through the kernel's websocket; no reply within the bound breaks."""
+        """Run one cell through the kernel's websocket; no reply within the bound breaks.
+        A websocket the server refuses or closes (a kernel that ended) is an answer too,
+        as a client shows it: an :class:`Execution` whose ``status`` is ``closed``."""
         try:
             kc: KernelChannels = await asyncio.wait_for(
                 self.server.channels(kernel_id), ANSWER_BOUND
             )
+        except (HTTPClientError, WebSocketClosedError, ConnectionError) as error:
+            return Execution(status="closed", ename=f"websocket: {error}")
         except TimeoutError as error:
             raise Broken(
                 f"kernel {kernel_id} did not answer kernel_info in time; the server's log "
@@ -192,10 +255,22 @@ class World:
             ) from error
         try:
             return await kc.execute(code, timeout=ANSWER_BOUND)
+        except (WebSocketClosedError, ConnectionError) as error:
+            return Execution(status="closed", ename=f"websocket: {error}")
         except TimeoutError as error:
             raise Broken(f"no reply to a cell within {ANSWER_BOUND} s: {code!r}") from error
         finally:
             await kc.close()
+
+    def share_lines(self) -> list[str]:
+        """The share key lines in the file the SSH host's sshd reads."""
+        if not self.authorized_keys.exists():
+            return []
+        return [
+            line
+            for line in self.authorized_keys.read_text().splitlines()
+            if "jupyter-remote-hw-share:" in line
+        ]
 
     def log_tail(self, characters: int = 4000) -> str:
         """The end of the newest server's log."""
@@ -217,11 +292,12 @@ class World:
 
 
 def _probe(names: tuple[str, ...] = NAMES) -> str:
-    """A cell printing the variables as JSON (absent names left out) and the pid."""
+    """A cell printing the variables as JSON (absent names left out), the pid and the
+    SLURM job it runs in, if any."""
     return (
         "import json as _j, os as _o\n"
         f"print(_j.dumps({{'vars': {{n: globals()[n] for n in {list(names)!r} "
-        "if n in globals()}, 'pid': _o.getpid()}))"
+        "if n in globals()}, 'pid': _o.getpid(), 'job': _o.environ.get('SLURM_JOB_ID')}))"
     )
 
 
@@ -252,19 +328,25 @@ def logged(method: Any) -> Any:
 
 
 class Lifecycle(RuleBasedStateMachine):
-    """The model: notebooks with their kernels' variables; rules are what users and
-    the world do; invariants hold after every step."""
+    """The model: notebooks with their kernels' variables, and teammates joined to
+    shares of them; rules are what users and the world do; invariants hold after
+    every step."""
 
     world: World
     #: The first failure of a run and the steps that led to it.
-    failures: list[tuple[list[str], BaseException]]
+    failures: ClassVar[list[tuple[list[str], BaseException]]]
 
     notebooks = Bundle("notebooks")
+    teammates = Bundle("teammates")
 
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.open: dict[str, Notebook] = {}
+        #: Teammates' kernels this server holds, by kernel id.
+        self.joined: dict[str, Teammate] = {}
+        #: Shares made, by id, and whether each was revoked.
+        self.shares: dict[str, bool] = {}
         self.count = 0
         self.steps: list[str] = []
         self.last_pid = 0
@@ -275,7 +357,7 @@ class Lifecycle(RuleBasedStateMachine):
 
     # -- set-up and teardown ------------------------------------------------------------
 
-    @initialize(target=notebooks, where=st.sampled_from(sorted(KERNELS)))
+    @initialize(target=notebooks, where=st.sampled_from(WHERE))
     @logged
     def server_up(self, where: str) -> Notebook:
         """The server starts with a first notebook open (a sequence with none tests
@@ -294,12 +376,22 @@ class Lifecycle(RuleBasedStateMachine):
             raise
         finally:
             print("sequence: " + " → ".join(self.steps), flush=True)
+            if self.world.link is not None:
+                self.world.link.restore()
             self.run(self.world.stop())
             self.run(_close_http_client())
             self.loop.close()
             kill_processes_mentioning(str(self.world.root))
 
     async def _teardown(self) -> None:
+        for share_id, revoked in self.shares.items():
+            if not revoked:
+                answer = await self.world.call("DELETE", f"jupyter-remote-hw/api/shares/{share_id}")
+                assert answer.code in (200, 404, 409), answer
+        for kernel_id in list(self.joined):
+            answer = await self.world.call("DELETE", f"api/kernels/{kernel_id}")
+            assert answer.code in (204, 404), answer
+            self.joined.pop(kernel_id)
         for notebook in list(self.open.values()):
             answer = await self.world.call("DELETE", f"api/sessions/{notebook.session_id}")
             assert answer.code == 204, (notebook, answer)
@@ -313,6 +405,11 @@ class Lifecycle(RuleBasedStateMachine):
         assert not alive, f"kernel processes left running: {sorted(alive)}"
         saved = [str(p) for p in self.world.root.glob("**/hibernated/*") if p.is_dir()]
         assert not saved, f"saved state left after shutdown: {saved}"
+        lines = self.world.share_lines()
+        assert not lines, f"share key lines left on the host: {lines}"
+        if self.world.cluster is not None:
+            jobs = self.world.cluster.jobs()
+            assert not jobs, f"SLURM jobs left queued or running: {jobs}"
         assert not self.world.tracebacks()
 
     def _alive(self) -> set[int]:
@@ -321,19 +418,20 @@ class Lifecycle(RuleBasedStateMachine):
     # -- what users do --------------------------------------------------------------------
 
     @precondition(lambda self: len(self.open) < MAX_NOTEBOOKS)
-    @rule(target=notebooks, where=st.sampled_from(sorted(KERNELS)))
+    @rule(target=notebooks, where=st.sampled_from(WHERE))
     @logged
     def start_notebook(self, where: str) -> Notebook:
         return self._start(where)
 
     def _start(self, where: str) -> Notebook:
+        where = self._where(where)
         self.count += 1
         path = f"nb-{self.count}.ipynb"
         answer = self.run(
             self.world.call(
                 "POST",
                 "api/sessions",
-                {"path": path, "type": "notebook", "kernel": {"name": KERNELS[where]}},
+                {"path": path, "type": "notebook", "kernel": {"name": self.world.kernels[where]}},
             )
         )
         assert answer.code == 201, answer
@@ -342,6 +440,14 @@ class Lifecycle(RuleBasedStateMachine):
         self._check(notebook)
         return notebook
 
+    def _where(self, where: str) -> str:
+        return where if where in self.world.targets else "ssh"
+
+    def _next(self, notebook: Notebook) -> str:
+        """Where a switch takes the notebook: the next target round."""
+        order = self.world.where
+        return order[(order.index(notebook.target) + 1) % len(order)]
+
     @rule(notebook=notebooks, name=st.sampled_from(NAMES), value=st.integers(0, 10**6))
     @logged
     def assign(self, notebook: Notebook, name: str, value: int) -> None:
@@ -349,7 +455,7 @@ class Lifecycle(RuleBasedStateMachine):
             return
         ran = self.run(self.world.execute(notebook.kernel_id, f"{name} = {value}"))
         if notebook.killed:
-            self._after_kill(notebook, ran)
+            self.run(self._after_kill(notebook, ran))
             return
         assert ran.status == "ok", ran
         notebook.hibernated = False
@@ -367,9 +473,7 @@ class Lifecycle(RuleBasedStateMachine):
     def hibernate(self, notebook: Notebook) -> None:
         if not self._live(notebook):
             return
-        answer = self.run(
-            self.world.call("POST", f"jupyter-remote-hw/api/hibernate/{notebook.kernel_id}", {})
-        )
+        answer = self.run(self._operation(notebook, "hibernate"))
         if answer.code == 200:
             notebook.hibernated = True
         else:
@@ -393,7 +497,7 @@ class Lifecycle(RuleBasedStateMachine):
     def restart(self, notebook: Notebook) -> None:
         if not self._live(notebook):
             return
-        answer = self.run(self.world.call("POST", f"api/kernels/{notebook.kernel_id}/restart"))
+        answer = self.run(self._operation(notebook, "restart"))
         if answer.code == 200:
             notebook.variables = {}
             notebook.hibernated = False
@@ -407,46 +511,123 @@ class Lifecycle(RuleBasedStateMachine):
     def interrupt(self, notebook: Notebook) -> None:
         if not self._live(notebook):
             return
-        answer = self.run(self.world.call("POST", f"api/kernels/{notebook.kernel_id}/interrupt"))
+        answer = self.run(self._operation(notebook, "interrupt"))
         assert answer.code in (204, 409), answer
 
-    @rule(target=notebooks, notebook=consumes(notebooks), where=st.sampled_from(sorted(KERNELS)))
+    @rule(notebook=notebooks)
     @logged
-    def switch(self, notebook: Notebook, where: str) -> Any:
+    def switch(self, notebook: Notebook) -> None:
+        """Switch the notebook to the other target, carrying every variable."""
         if not self._live(notebook):
-            return multiple()
-        target = "local" if where == "local" else "ssh-testhost"
-        answer = self.run(
-            self.world.call(
-                "POST",
-                f"jupyter-remote-hw/api/switch/{notebook.session_id}",
-                {"hardware": target, "carry": "all"},
-            )
-        )
+            return
+        answer = self.run(self._operation(notebook, "switch"))
         if answer.code != 200:
             assert answer.code in (400, 409, 502), answer
-            return notebook
-        self.open.pop(notebook.kernel_id)
-        moved = Notebook(
-            notebook.path,
-            notebook.session_id,
-            answer.body["kernel_id"],
-            where,
-            dict(notebook.variables) if notebook.variables is not None else None,
-        )
+            return
         assert not answer.body.get("not_carried"), answer
-        self.open[moved.kernel_id] = moved
-        self._check(moved)
-        return moved
+        self._moved(notebook, answer.body["kernel_id"], self._next(notebook))
+        self._check(notebook)
 
     @rule(notebook=consumes(notebooks))
     @logged
     def shut_down(self, notebook: Notebook) -> None:
         if not self._live(notebook):
             return
-        answer = self.run(self.world.call("DELETE", f"api/sessions/{notebook.session_id}"))
+        answer = self.run(self._operation(notebook, "shutdown"))
         assert answer.code == 204, answer
-        self.open.pop(notebook.kernel_id)
+        self._closed(notebook)
+
+    # -- what teammates do ----------------------------------------------------------------
+
+    @precondition(lambda self: len(self.joined) < MAX_NOTEBOOKS)
+    @rule(target=teammates, notebook=notebooks, role=st.sampled_from(["collaborator", "viewer"]))
+    @logged
+    def share_and_join(self, notebook: Notebook, role: str) -> Any:
+        """The owner shares the kernel with a teammate's key; the teammate joins it."""
+        if not self._live(notebook) or notebook.target != "ssh" or notebook.killed:
+            return multiple()
+        public_key = self.world.teammate_key.with_suffix(".pub").read_text()
+        answer = self.run(
+            self.world.call(
+                "POST",
+                "jupyter-remote-hw/api/shares",
+                {"kernel": notebook.kernel_id, "public_key": public_key, "role": role},
+            )
+        )
+        if answer.code != 201:
+            # Hibernated, or the key still holds a live share.
+            assert answer.code == 409, answer
+            return multiple()
+        share_id = answer.body["share"]["share_id"]
+        self.shares[share_id] = False
+        joined = self.run(
+            self.world.call(
+                "POST",
+                "jupyter-remote-hw/api/join",
+                {
+                    "share_file": answer.body["share_file"],
+                    "identity": str(self.world.teammate_key),
+                },
+            )
+        )
+        assert joined.code == 201, joined
+        assert joined.body["can_execute"] is (role == "collaborator"), joined
+        teammate = Teammate(notebook, notebook.kernel_id, share_id, joined.body["kernel_id"], role)
+        self.joined[teammate.kernel_id] = teammate
+        return teammate
+
+    @rule(teammate=teammates, name=st.sampled_from(NAMES), value=st.integers(0, 10**6))
+    @logged
+    def teammate_cell(self, teammate: Teammate, name: str, value: int) -> None:
+        """The teammate runs a cell that sets a variable and shows them all: a viewer is
+        refused; a collaborator runs it in the owner's kernel, or, once the share has
+        ended, gets an error that says so."""
+        if teammate.kernel_id not in self.joined:
+            return
+        ran = self.run(self.world.execute(teammate.kernel_id, f"{name} = {value}\n" + _probe()))
+        if ran.status != "ok":
+            assert ran.ename, f"a teammate's cell failed without saying why: {ran}"
+            owner = teammate.owner
+            if teammate.role == "collaborator" and not teammate.revoked and self._shared(teammate):
+                # The share runs on; only a kernel that is not running refuses.
+                assert owner.hibernated or owner.killed, f"a collaborator was refused: {ran}"
+            return
+        assert teammate.role == "collaborator", f"a viewer ran code: {ran}"
+        assert not teammate.revoked, f"a revoked share ran code: {ran}"
+        owner = teammate.owner
+        assert self._shared(teammate), f"a cell ran in a kernel the share no longer names: {ran}"
+        seen = dict(json.loads(ran.stdout.strip().splitlines()[-1])["vars"])
+        if owner.variables is not None and not owner.killed:
+            expected = {**owner.variables, name: value}
+            assert seen == expected, f"the teammate sees {seen}, the owner holds {expected}"
+        owner.variables = seen
+        owner.hibernated = False
+
+    @rule(teammate=teammates)
+    @logged
+    def revoke(self, teammate: Teammate) -> None:
+        """The owner revokes the share: the teammate is cut off, the owner's kernel runs on."""
+        if self.shares.get(teammate.share_id, True):
+            return
+        answer = self.run(
+            self.world.call("DELETE", f"jupyter-remote-hw/api/shares/{teammate.share_id}")
+        )
+        assert answer.code in (200, 502), answer
+        if answer.code == 200:
+            self.shares[teammate.share_id] = True
+            teammate.revoked = True
+
+    @rule(teammate=consumes(teammates))
+    @logged
+    def leave(self, teammate: Teammate) -> None:
+        """The teammate shuts their kernel down; the owner's runs on."""
+        if teammate.kernel_id not in self.joined:
+            return
+        answer = self.run(self.world.call("DELETE", f"api/kernels/{teammate.kernel_id}"))
+        assert answer.code == 204, answer
+        self.joined.pop(teammate.kernel_id)
+        if self._live(teammate.owner) and not teammate.owner.killed:
+            self._check(teammate.owner)
 
     # -- what the world does --------------------------------------------------------------
 
@@ -454,11 +635,100 @@ class Lifecycle(RuleBasedStateMachine):
     @logged
     def kill_kernel_process(self, notebook: Notebook) -> None:
         """The kernel's process ends from outside (OOM killer, a user's ``kill``)."""
-        if not self._live(notebook) or notebook.hibernated or notebook.killed:
+        if (
+            not self._live(notebook)
+            or notebook.hibernated
+            or notebook.killed
+            or notebook.target == "slurm"
+        ):
             return
         pid = self._check(notebook)
         os.kill(pid, signal.SIGKILL)
         notebook.killed = True
+
+    @precondition(lambda self: self.world.link is not None)
+    @rule(
+        notebook=notebooks,
+        seconds=st.sampled_from(CUTS),
+        cell=st.booleans(),
+    )
+    @logged
+    def cut_link(self, notebook: Notebook, seconds: float, cell: bool) -> None:
+        """The SSH host's link is cut for a while, with a cell sent during the cut or not:
+        the cell is answered once the link is back, and nothing is lost."""
+        if not self._live(notebook) or notebook.target != "ssh" or notebook.killed:
+            return
+        self.run(self._cut_with_cell(notebook, seconds, cell))
+
+    async def _cut_with_cell(self, notebook: Notebook, seconds: float, cell: bool) -> None:
+        cut = asyncio.ensure_future(self._cut(seconds))
+        await asyncio.sleep(min(1.0, seconds / 2))
+        if cell:
+            seen = await self._observe(notebook)
+            if notebook.variables is not None:
+                assert seen == notebook.variables, (seen, notebook.variables)
+        await cut
+        seen = await self._observe(notebook)
+        if notebook.variables is not None:
+            assert seen == notebook.variables, (seen, notebook.variables)
+        notebook.variables = seen
+        notebook.hibernated = False
+
+    async def _cut(self, seconds: float) -> None:
+        link = self.world.link
+        assert link is not None
+        link.cut()
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            link.restore()
+
+    @precondition(lambda self: self.world.cluster is not None)
+    @rule(notebook=notebooks)
+    @logged
+    def end_job(self, notebook: Notebook) -> None:
+        """The kernel's SLURM job ends from outside (its time limit, ``scancel``, a node
+        lost): the kernel is dead in every client's eyes."""
+        cluster = self.world.cluster
+        if not self._live(notebook) or notebook.target != "slurm" or notebook.hibernated:
+            return
+        if notebook.killed or notebook.job is None:
+            return
+        assert cluster is not None
+        cluster.end_job(notebook.job)
+        notebook.ended = True
+
+    @rule(
+        notebook=notebooks,
+        kind=st.sampled_from(["cell", "restart", "interrupt", "hibernate", "switch", "shutdown"]),
+    )
+    @logged
+    def after_job_ended(self, notebook: Notebook, kind: str) -> None:
+        """What a user does with a notebook whose job ended: a cell is answered at once
+        with an error that says so, a restart or a hibernation is refused saying why,
+        a switch starts afresh or is refused, a shutdown ends it."""
+        if not self._open(notebook) or not notebook.ended:
+            return
+        began = time.monotonic()
+        done = self.run(self._operation(notebook, kind))
+        took = time.monotonic() - began
+        if kind == "cell":
+            assert done.status == "error" and done.ename == "KernelDead", done
+            assert took < ENDED_BOUND, f"the cell's error came after {took:.1f} s"
+        elif kind in ("restart", "hibernate"):
+            assert done.code == 409, done
+        elif kind == "interrupt":
+            assert done.code in (204, 409), done
+        elif kind == "switch":
+            assert done.code in (200, 409), done
+            if done.code == 200:
+                self._moved(notebook, done.body["kernel_id"], self._next(notebook))
+                notebook.ended = False
+                notebook.variables = None
+                self._check(notebook)
+        else:
+            assert done.code == 204, done
+            self._closed(notebook)
 
     @precondition(lambda self: bool(self.open) and self.kills < MAX_KILLS)
     @rule()
@@ -472,11 +742,15 @@ class Lifecycle(RuleBasedStateMachine):
         self.run(self.world.start())
         listed = self._wait_listed()
         for notebook in list(self.open.values()):
-            if notebook.killed and notebook.kernel_id not in listed:
+            if (notebook.killed or notebook.ended) and notebook.kernel_id not in listed:
                 # Its process died while no server watched it: the new server finds
                 # nothing to take over, and the notebook starts a new kernel.
-                self.open.pop(notebook.kernel_id)
-                notebook.session_id = ""
+                self._closed(notebook)
+        for kernel_id in list(self.joined):
+            if kernel_id not in listed:
+                # A teammate's kernel lived in the server that died; reopening the
+                # notebook is joining again.
+                self.joined.pop(kernel_id)
         assert set(self.open) <= listed, (sorted(self.open), sorted(listed))
         for notebook in self.open.values():
             answer = self.run(
@@ -494,14 +768,14 @@ class Lifecycle(RuleBasedStateMachine):
             assert answer.body["kernel"]["id"] == notebook.kernel_id, answer
             notebook.session_id = answer.body["id"]
         for notebook in list(self.open.values()):
-            if not notebook.killed:
+            if not notebook.killed and not notebook.ended:
                 self._check(notebook)
 
     # -- two at once ----------------------------------------------------------------------
 
     @rule(
         notebook=notebooks,
-        second=st.sampled_from(["cell", "restart", "shutdown", "hibernate", "switch"]),
+        second=st.sampled_from(SECONDS),
         delay=st.sampled_from([0.0, 0.3, 1.0]),
     )
     @logged
@@ -509,12 +783,11 @@ class Lifecycle(RuleBasedStateMachine):
         """Another operation arrives while the kernel's state is being saved."""
         if not self._live(notebook) or notebook.hibernated or notebook.killed:
             return
-        first = self.world.call("POST", f"jupyter-remote-hw/api/hibernate/{notebook.kernel_id}", {})
-        self.run(self._both(notebook, first, second, delay))
+        self.run(self._both(notebook, "hibernate", second, delay))
 
     @rule(
         notebook=notebooks,
-        second=st.sampled_from(["restart", "shutdown", "hibernate", "switch"]),
+        second=st.sampled_from([s for s in SECONDS if s != "cell"]),
         delay=st.sampled_from([0.0, 0.5, 1.5]),
     )
     @logged
@@ -522,55 +795,83 @@ class Lifecycle(RuleBasedStateMachine):
         """Another operation arrives while a cell wakes the kernel."""
         if not self._live(notebook) or not notebook.hibernated:
             return
-        first = self.world.execute(notebook.kernel_id, "None")
-        self.run(self._both(notebook, first, second, delay))
+        self.run(self._both(notebook, "cell", second, delay))
 
-    async def _both(self, notebook: Notebook, first: Any, second: str, delay: float) -> None:
-        began = asyncio.ensure_future(first)
-        await asyncio.sleep(delay)
-        other: Any
-        if second == "cell":
-            other = self.world.execute(notebook.kernel_id, "None")
-        elif second == "restart":
-            other = self.world.call("POST", f"api/kernels/{notebook.kernel_id}/restart")
-        elif second == "shutdown":
-            other = self.world.call("DELETE", f"api/sessions/{notebook.session_id}")
-        elif second == "hibernate":
-            other = self.world.call(
-                "POST", f"jupyter-remote-hw/api/hibernate/{notebook.kernel_id}", {}
-            )
-        else:
-            target = "ssh-testhost" if notebook.target == "local" else "local"
-            other = self.world.call(
+    @rule(
+        notebook=notebooks,
+        second=st.sampled_from(SECONDS),
+        delay=st.sampled_from([0.0, 0.5, 1.5]),
+    )
+    @logged
+    def during_switch(self, notebook: Notebook, second: str, delay: float) -> None:
+        """Another operation arrives while the notebook switches hardware."""
+        if not self._live(notebook) or notebook.killed:
+            return
+        self.run(self._both(notebook, "switch", second, delay))
+
+    def _operation(self, notebook: Notebook, kind: str) -> Any:
+        """What a user (or the world) does to a notebook's kernel, not yet awaited."""
+        kernel = f"api/kernels/{notebook.kernel_id}"
+        ours = "jupyter-remote-hw/api"
+        if kind == "cell":
+            return self.world.execute(notebook.kernel_id, "None")
+        if kind == "restart":
+            return self.world.call("POST", f"{kernel}/restart")
+        if kind == "interrupt":
+            return self.world.call("POST", f"{kernel}/interrupt")
+        if kind == "shutdown":
+            return self.world.call("DELETE", f"api/sessions/{notebook.session_id}")
+        if kind == "hibernate":
+            return self.world.call("POST", f"{ours}/hibernate/{notebook.kernel_id}", {})
+        if kind == "switch":
+            return self.world.call(
                 "POST",
-                f"jupyter-remote-hw/api/switch/{notebook.session_id}",
-                {"hardware": target, "carry": "all"},
+                f"{ours}/switch/{notebook.session_id}",
+                {"hardware": self.world.targets[self._next(notebook)], "carry": "all"},
             )
+        if kind == "cut":
+            if self.world.link is None or notebook.target != "ssh":
+                return asyncio.sleep(0)
+            return self._cut(CUTS[1])
+        raise ValueError(kind)
+
+    async def _both(self, notebook: Notebook, first: str, second: str, delay: float) -> None:
+        began = asyncio.ensure_future(self._operation(notebook, first))
+        await asyncio.sleep(delay)
+        other = self._operation(notebook, second)
         results = await asyncio.gather(began, other, return_exceptions=True)
         for result in results:
             if isinstance(result, BaseException):
                 raise result
-        done = results[1]
         before = dict(notebook.variables) if notebook.variables is not None else None
-        if second == "shutdown":
-            assert isinstance(done, Answer) and done.code == 204, done
-            self.open.pop(notebook.kernel_id)
-            notebook.session_id = ""
+        for kind, done in zip((first, second), results, strict=True):
+            if kind == "shutdown":
+                assert isinstance(done, Answer) and done.code == 204, done
+            if kind == "switch" and isinstance(done, Answer) and done.code == 200:
+                # What was carried is all of it, or the switch said what was not.
+                assert not done.body.get("not_carried"), done
+        if "shutdown" in (first, second):
+            self._closed(notebook)
+            await self._nothing_else_listed()
             return
-        if second == "switch" and isinstance(done, Answer) and done.code == 200:
-            self.open.pop(notebook.kernel_id)
-            notebook.kernel_id = done.body["kernel_id"]
-            notebook.target = "local" if notebook.target == "ssh" else "ssh"
-            self.open[notebook.kernel_id] = notebook
-            # What was carried is all of it, or the switch said what was not.
-            assert not done.body.get("not_carried"), done
+        # The session names the kernel the notebook has now (after a switch, the new one).
+        session = await self.world.call("GET", f"api/sessions/{notebook.session_id}")
+        assert session.code == 200, session
+        kernel = session.body["kernel"]
+        if kernel["id"] != notebook.kernel_id:
+            assert "switch" in (first, second), session
+            (where,) = [w for w, name in self.world.kernels.items() if name == kernel["name"]]
+            self._moved(notebook, kernel["id"], where)
+        await self._nothing_else_listed()
         # A restart may come before or after the other operation: the variables are
         # the model's or none; nothing else (a half-restored namespace) is allowed.
         seen = await self._observe(notebook)
         allowed = [before] if before is not None else [seen]
-        if second == "restart":
+        if "restart" in (first, second):
             allowed.append({})
-        assert seen in allowed, f"variables {seen} after {second}; expected one of {allowed}"
+        assert seen in allowed, (
+            f"variables {seen} after {first} and {second}; expected one of {allowed}"
+        )
         notebook.variables = seen
         notebook.hibernated = False
 
@@ -586,7 +887,35 @@ class Lifecycle(RuleBasedStateMachine):
     # -- helpers --------------------------------------------------------------------------
 
     def _live(self, notebook: Notebook) -> bool:
+        """Whether the notebook is open with a kernel that runs (or sleeps)."""
+        return self._open(notebook) and not notebook.ended
+
+    def _open(self, notebook: Notebook) -> bool:
         return notebook.kernel_id in self.open and bool(notebook.session_id)
+
+    def _shared(self, teammate: Teammate) -> bool:
+        """Whether the teammate's share still names the owner's running kernel."""
+        owner = teammate.owner
+        return self._live(owner) and owner.kernel_id == teammate.shared_kernel
+
+    def _moved(self, notebook: Notebook, kernel_id: str, where: str) -> None:
+        """The notebook switched to ``kernel_id`` on ``where``, variables and all."""
+        self.open.pop(notebook.kernel_id, None)
+        notebook.kernel_id = kernel_id
+        notebook.target = where
+        notebook.hibernated = False
+        self.open[kernel_id] = notebook
+
+    def _closed(self, notebook: Notebook) -> None:
+        self.open.pop(notebook.kernel_id, None)
+        notebook.session_id = ""
+
+    async def _nothing_else_listed(self) -> None:
+        """Every kernel the server lists is one the model knows of: an operation cut off
+        by another left nothing running."""
+        listed = {k["id"] for k in (await self.world.call("GET", "api/kernels")).body}
+        known = set(self.open) | set(self.joined)
+        assert listed <= known, f"kernels nobody holds are listed: {sorted(listed - known)}"
 
     def _check(self, notebook: Notebook) -> int:
         """Run the probe cell; the variables must be the model's. Returns the pid."""
@@ -603,22 +932,23 @@ class Lifecycle(RuleBasedStateMachine):
     async def _observe(self, notebook: Notebook) -> dict[str, int]:
         ran = await self.world.execute(notebook.kernel_id, _probe())
         if notebook.killed:
-            self._after_kill(notebook, ran)
+            await self._after_kill(notebook, ran)
             ran = await self.world.execute(notebook.kernel_id, _probe())
         assert ran.status == "ok", ran
         said = json.loads(ran.stdout.strip().splitlines()[-1])
+        notebook.job = said["job"]
         self.last_pid = int(said["pid"])
         self.world.pids.add(self.last_pid)
         return dict(said["vars"])
 
-    def _after_kill(self, notebook: Notebook, ran: Execution) -> None:
+    async def _after_kill(self, notebook: Notebook, ran: Execution) -> None:
         """The first cell after the kernel's process was killed: answered, with an
         error that says so, or run in a kernel started anew (its variables gone)."""
         notebook.killed = False
         notebook.variables = None
         if ran.status != "ok":
             assert ran.ename, ran
-            answer = self.run(self.world.call("POST", f"api/kernels/{notebook.kernel_id}/restart"))
+            answer = await self.world.call("POST", f"api/kernels/{notebook.kernel_id}/restart")
             assert answer.code == 200, answer
             notebook.variables = {}
 
@@ -629,7 +959,9 @@ class Lifecycle(RuleBasedStateMachine):
         while True:
             listed = {k["id"] for k in self.run(self.world.call("GET", "api/kernels")).body}
             waited = time.monotonic() - began
-            live = {k for k, notebook in self.open.items() if not notebook.killed}
+            live = {
+                k for k, notebook in self.open.items() if not notebook.killed and not notebook.ended
+            }
             if set(self.open) <= listed or waited > ANSWER_BOUND:
                 return listed
             if live <= listed and waited > 20:
@@ -654,26 +986,40 @@ def lifecycle_root() -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.fixture
+def lifecycle_host(request: pytest.FixtureRequest) -> SSHTestHost:
+    """The sequences' SSH host: one in a network namespace, whose link a sequence can
+    cut, where the tests run as root; else the loopback host (and no cuts)."""
+    name = "ns_host" if is_root() else "ssh_host"
+    host: SSHTestHost = request.getfixturevalue(name)
+    return host
+
+
 @pytest.mark.timeout(int(BUDGET) * 3 + 600)
 def test_random_lifecycles_keep_every_promise(
-    ssh_host: SSHTestHost, lifecycle_root: Path, monkeypatch: pytest.MonkeyPatch
+    lifecycle_host: SSHTestHost, lifecycle_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Random sequences, :data:`EXAMPLES` of them, against one set of directories (so
     that what one sequence leaves behind meets the next, as over a week)."""
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    run_lifecycles(World(lifecycle_root, lifecycle_host))
+
+
+def run_lifecycles(world: World, examples: int = EXAMPLES) -> None:
+    """Run ``examples`` random sequences against ``world``; a failure shows the steps."""
     phases = [Phase.explicit, Phase.generate]
     if os.environ.get("JRHW_LIFECYCLE_SHRINK"):
         phases.append(Phase.shrink)
 
     class Run(Lifecycle):
-        world = World(lifecycle_root, ssh_host)
         failures: ClassVar[list[tuple[list[str], BaseException]]] = []
 
+    Run.world = world
     try:
         run_state_machine_as_test(
             Run,
             settings=settings(
-                max_examples=EXAMPLES,
+                max_examples=examples,
                 stateful_step_count=STEPS,
                 deadline=None,
                 phases=phases,
@@ -685,7 +1031,7 @@ def test_random_lifecycles_keep_every_promise(
         if not Run.failures:
             raise
         steps, first = Run.failures[0]
-        log = Run.world.servers[-1].log.read_text(errors="replace") if Run.world.servers else ""
+        log = world.servers[-1].log.read_text(errors="replace") if world.servers else ""
         raise Broken(
             "after these steps:\n  "
             + "\n  ".join(steps)
