@@ -101,7 +101,8 @@ class KernelChannels:
                 done.result = content["data"].get("text/plain")
             elif kind == "error":
                 done.ename = content["ename"]
-            elif kind == "status" and content["execution_state"] == "idle":
+            elif kind == "status" and content["execution_state"] in ("idle", "dead"):
+                # A dead kernel's answer ends with ``dead`` where a live one says idle.
                 ended[msg_id].add("idle")
             elif message.get("channel") == "shell" and kind.endswith("_reply"):
                 done.status = content["status"]

@@ -71,7 +71,8 @@ class AWSInstances(AWSAccess):
                 at = None
             detail = str(instance.get("StateTransitionReason") or "") if instance else ""
             if state in ("stopping", "stopped", "terminated"):
-                await self.transport_close(record, state)
+                # Not by us: its kernels are dead, and say so to their clients.
+                await self.transport_close(record, state, detail or "not by this server")
             return self._ledger().set_machine_state(
                 record.machine_id, state, f"reported by EC2 {detail}".strip(), at=at
             )
@@ -167,15 +168,23 @@ class AWSInstances(AWSAccess):
         await self.transport_close(record)
         return ledger.set_machine_state(record.machine_id, "terminated", detail)
 
-    async def transport_close(self, record: MachineRecord, ended: str = "terminated") -> None:
+    async def transport_close(
+        self, record: MachineRecord, ended: str = "terminated", outside: str = ""
+    ) -> None:
         """Let go of a machine that stopped or ended: its held links and its SSH connection.
 
         A held :class:`AWSMachine` then answers that its instance is gone, so the
         next kernel opens (starts or launches) it again instead of reconnecting.
+        ``outside``: why, when the instance ended by something other than this server
+        (EC2's reason); a machine that still holds kernels then keeps their relays, so
+        that they are dead in their clients' eyes with that reason (see
+        :meth:`AWSMachine.end_reason`), and closes with them.
         """
         for machine in list(self._held):
             if machine.machine_id == record.machine_id:
                 machine.ended = ended
-                await machine.close()
+                machine.ended_outside = outside
+                if not (outside and machine.exposed):
+                    await machine.close()
         if self.transport is not None:
             await self.transport.close(self.alias(record.name))

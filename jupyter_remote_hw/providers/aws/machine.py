@@ -38,7 +38,17 @@ class AWSMachine(SSHMachine):
         self.provider = provider
         self.machine_id = machine_id
         self.ended = ""
+        """What became of the instance (``stopped``, ``terminated``), or ``""``."""
+        self.ended_outside = ""
+        """Why, when not by this server (EC2's reason), or ``""``."""
         self._beat: asyncio.Task[None] | None = None
+
+    def end_reason(self) -> str | None:
+        """Why the instance ended under its kernels, when something other than this
+        server stopped or terminated it; None while it runs (or when we ended it)."""
+        if not self.ended_outside:
+            return None
+        return f"the EC2 instance of {self.target.name} was {self.ended} ({self.ended_outside})"
 
     async def _start_agent(self, progress: Progress | None) -> AgentClient:
         if self.ended:
@@ -54,7 +64,7 @@ class AWSMachine(SSHMachine):
 
     async def _heartbeats(self) -> None:
         ledger = self.provider.ledger
-        while True:
+        while not self.ended:
             if ledger is not None:
                 await asyncio.to_thread(ledger.touch_machine, self.machine_id)
             client = self._client

@@ -249,3 +249,35 @@ async def test_a_hibernated_kernel_stops_its_instance_and_the_next_cell_starts_i
     assert woken.state == "running"
     await jp_fetch("api", "kernels", kernel_id, method="DELETE")
     await aws.terminate(woken)
+
+
+async def test_an_instance_terminated_outside_leaves_a_dead_kernel_that_answers_every_cell(
+    start_kernel: StartKernel, channels: OpenChannels, jp_fetch: Fetch, aws_env: str
+) -> None:
+    kernel_id = await start_kernel(KERNEL)
+    kc = await channels(kernel_id)
+    assert (await kc.execute("x = 41")).status == "ok"
+    aws = MachineManager.instance().providers["aws"]
+    assert isinstance(aws, AWSProvider)
+    record = aws.live_machine("aws-gpu")
+    assert record is not None
+    # Someone terminates the instance in the console; the server's upkeep round sees it.
+    client(aws_env, "ec2").terminate_instances(InstanceIds=[record.resource_id])
+    [synced] = await aws.sync_all()
+    assert synced.state == "terminated"
+
+    began = time.monotonic()
+    ran = await kc.execute("x + 1", timeout=30)
+    assert ran.status == "error" and ran.ename == "KernelDead", ran
+    assert time.monotonic() - began < 15
+    model = json.loads((await jp_fetch("api", "kernels", kernel_id)).body)
+    assert model["execution_state"] == "dead"
+    assert "the EC2 instance of aws-gpu was terminated" in model["reason"], model
+    # A restart would quietly take a new instance: it is refused, saying why.
+    refused = await jp_fetch(
+        "api", "kernels", kernel_id, "restart", method="POST", body="", raise_error=False
+    )
+    assert refused.code == 409
+    assert "start a new kernel" in json.loads(refused.body)["message"]
+    deleted = await jp_fetch("api", "kernels", kernel_id, method="DELETE", raise_error=False)
+    assert deleted.code == 204
