@@ -321,7 +321,7 @@ def logged(method: Any) -> Any:
         except BaseException as error:
             failures = type(self).failures
             if not failures:
-                failures.append((list(self.steps), error))
+                failures.append((list(self.steps), error, self.world.log_tail(12000)))
             raise
 
     return step
@@ -334,7 +334,7 @@ class Lifecycle(RuleBasedStateMachine):
 
     world: World
     #: The first failure of a run and the steps that led to it.
-    failures: ClassVar[list[tuple[list[str], BaseException]]]
+    failures: ClassVar[list[tuple[list[str], BaseException, str]]]
 
     notebooks = Bundle("notebooks")
     teammates = Bundle("teammates")
@@ -372,7 +372,7 @@ class Lifecycle(RuleBasedStateMachine):
                 self.run(self._teardown())
         except BaseException as error:
             if not type(self).failures:
-                type(self).failures.append((list(self.steps), error))
+                type(self).failures.append((list(self.steps), error, self.world.log_tail(12000)))
             raise
         finally:
             print("sequence: " + " → ".join(self.steps), flush=True)
@@ -1012,7 +1012,7 @@ def run_lifecycles(world: World, examples: int = EXAMPLES) -> None:
         phases.append(Phase.shrink)
 
     class Run(Lifecycle):
-        failures: ClassVar[list[tuple[list[str], BaseException]]] = []
+        failures: ClassVar[list[tuple[list[str], BaseException, str]]] = []
 
     Run.world = world
     try:
@@ -1030,10 +1030,9 @@ def run_lifecycles(world: World, examples: int = EXAMPLES) -> None:
     except Exception as error:
         if not Run.failures:
             raise
-        steps, first = Run.failures[0]
-        log = world.servers[-1].log.read_text(errors="replace") if world.servers else ""
+        steps, first, log = Run.failures[0]
         raise Broken(
             "after these steps:\n  "
             + "\n  ".join(steps)
-            + f"\n{type(first).__name__}: {first}\n\nthe server's log ends:\n{log[-4000:]}"
+            + f"\n{type(first).__name__}: {first}\n\nthe server's log then ended:\n{log}"
         ) from error
