@@ -43,6 +43,7 @@ from ..providers.launch_steps import LaunchError, LaunchSteps
 from ..transport import TransportError
 from .asleep import sleeping_relay
 from .far_state import access_for, delete_state, place_for
+from .kernel_end import end_reason, restart_refusal
 from .moving import Place, check_wake_target, is_on, move, move_back
 from .operations import HIBERNATION, RESTART, SHUTDOWN, WAKE
 
@@ -138,6 +139,8 @@ class KernelHibernation:
         p.operations.refuse_if_busy(HIBERNATION)
         if p.host_connection is None or machine is None:
             raise HibernationStateError(f"kernel {p.kernel_id} is not running")
+        if refusal := restart_refusal(p):
+            raise HibernationStateError(f"kernel {p.kernel_id} is dead: {refusal}")
         if getattr(p.parent, "execution_state", None) == "busy":
             raise HibernationStateError(
                 f"kernel {p.kernel_id} is running a cell: it can hibernate once the cell ends"
@@ -167,9 +170,12 @@ class KernelHibernation:
                 "a cell was run while its state was being saved, so it keeps running"
             )
             raise HibernationStateError(f"kernel {p.kernel_id} was not hibernated: {why}") from None
-        except BaseException:
-            await relay.release()
+        except BaseException as exc:
+            if not (ended := end_reason(p)):
+                await relay.release()  # else its relay answers for the dead kernel
             p.operations.end(HIBERNATION)
+            if ended and isinstance(exc, Exception):
+                raise HibernationStateError(f"kernel {p.kernel_id} died during its save: {ended}")
             raise
         finally:
             self._saving = None

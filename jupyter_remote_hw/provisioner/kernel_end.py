@@ -41,10 +41,15 @@ def restart_refusal(p: RemoteHWProvisioner) -> str | None:
     whose job ended with it, starts afresh where it wakes)."""
     if p.host_connection is None:
         return None
-    ended = p.dead or (p.machine.end_reason() if p.machine is not None else None)
+    ended = end_reason(p)
     if not ended:
         return None
     return f"{ended}; start a new kernel to run on {p.target} again"
+
+
+def end_reason(p: RemoteHWProvisioner) -> str | None:
+    """Why the kernel is dead (its machine ended under it), or None."""
+    return p.dead or (p.machine.end_reason() if p.machine is not None else None)
 
 
 def tell_failed(p: RemoteHWProvisioner, step: str, detail: str) -> None:
@@ -64,4 +69,4 @@ def tell_failed(p: RemoteHWProvisioner, step: str, detail: str) -> None:
             p.log.exception("a launch listener failed on %s", event)
 
 
-__all__ = ["report_end", "restart_refusal", "tell_failed"]
+__all__ = ["end_reason", "report_end", "restart_refusal", "tell_failed"]

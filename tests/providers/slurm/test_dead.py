@@ -91,3 +91,33 @@ async def test_a_job_cancelled_from_outside_leaves_a_dead_kernel_that_answers_ev
     assert (await kernels.model(kernel_id))["execution_state"] == "dead"
     await kc.close()
     await kernels.stop(kernel_id)
+
+
+@pytest.mark.parametrize("after", [0.0, 4.0])
+async def test_a_hibernation_that_meets_the_end_of_the_job_is_refused_saying_why(
+    kernels: Any, jp_fetch: Any, caplog: pytest.LogCaptureFixture, after: float
+) -> None:
+    """The job ends from outside and a hibernation is asked for at once (before the
+    server has noticed: the save meets the end) or seconds later: a 409 that names the
+    end, never a 500; the kernel stays dead, each cell answered."""
+    kernel_id = await kernels.start(A100)
+    kc = await kernels.channels(kernel_id)
+    ran = await kc.execute("import os; x = 1; print(os.environ['SLURM_JOB_ID'])")
+    job_id = ran.stdout.strip()
+    assert slurm("scancel", job_id).returncode == 0
+    await asyncio.sleep(after)
+    caplog.clear()
+    with pytest.raises(HTTPClientError) as refusal:
+        await jp_fetch(
+            "jupyter-remote-hw", "api", "hibernate", kernel_id, method="POST", body="{}"
+        )
+    assert refusal.value.code == 409, refusal.value
+    assert refusal.value.response is not None
+    message = json.loads(refusal.value.response.body)["message"]
+    assert f"SLURM job {job_id} ended: CANCELLED" in message and "\n" not in message
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    sent = await kc.send("execute_request", cell("x"))
+    _, replies, _ = await dead_answers(kc, [sent], timeout=15)
+    assert replies[sent]["ename"] == "KernelDead"
+    await kc.close()
+    await kernels.stop(kernel_id)
