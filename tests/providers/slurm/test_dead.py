@@ -108,9 +108,7 @@ async def test_a_hibernation_that_meets_the_end_of_the_job_is_refused_saying_why
     await asyncio.sleep(after)
     caplog.clear()
     with pytest.raises(HTTPClientError) as refusal:
-        await jp_fetch(
-            "jupyter-remote-hw", "api", "hibernate", kernel_id, method="POST", body="{}"
-        )
+        await jp_fetch("jupyter-remote-hw", "api", "hibernate", kernel_id, method="POST", body="{}")
     assert refusal.value.code == 409, refusal.value
     assert refusal.value.response is not None
     message = json.loads(refusal.value.response.body)["message"]
