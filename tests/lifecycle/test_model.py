@@ -59,8 +59,9 @@ from ..testhosts import NetnsLink, SSHTestHost, is_root, keygen
 #: Seconds of random sequences in one run, at least (CI's budget); a soak sets more.
 BUDGET = float(os.environ.get("JRHW_LIFECYCLE_SECONDS", "60"))
 #: Sequences in one round; rounds follow each other until :data:`BUDGET` has passed.
-#: One sequence takes from seconds to about two minutes on two cores.
-EXAMPLES = 3
+#: One sequence takes from seconds to about two minutes on two cores. Hypothesis makes
+#: a round's first sequence the simplest it can, so a soak runs longer rounds.
+EXAMPLES = 3 if BUDGET <= 300 else 12
 #: Steps in one sequence at most.
 STEPS = int(os.environ.get("JRHW_LIFECYCLE_STEPS", "10"))
 #: Seconds within which any cell gets its reply, a wake included, on a loaded 2-core box.
