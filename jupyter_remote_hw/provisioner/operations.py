@@ -3,9 +3,10 @@ hardware switch, a restart or a shutdown.
 
 A hibernation, a wake or a switch asked for while another operation is under way is
 refused with :class:`OperationConflictError` (an HTTP 409 that names the one under
-way); a second wake joins the first. A restart or a shutdown always goes ahead (Jupyter's
-own API has no way to refuse one): it first ends a save or a wake under way, whose
-work it makes pointless, or waits for a switch to finish, then runs alone.
+way); a second wake joins the first. A restart or a shutdown goes ahead: it first ends
+a save or a wake under way, whose work it makes pointless, or waits for a switch to
+finish, then runs alone. (Jupyter's restart route refuses a restart during a switch
+before it reaches here: see :mod:`..server.ended_restart`.)
 
 A restart or a shutdown reaches the provisioner as several calls of jupyter_client
 (``shutdown_requested`` or ``kill``, ``cleanup``, ``launch_kernel``): it is under way

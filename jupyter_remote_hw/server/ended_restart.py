@@ -5,7 +5,10 @@ in one line.
 jupyter_server answers every failed restart with a bare 500 ("Exception restarting
 kernel"), and jupyter_client logs the failure with a traceback, though nothing is
 wrong but the request: the kernel's hardware is gone, and a restart does not quietly
-take new hardware in its place. So Jupyter's own kernel action route is served here
+take new hardware in its place. A restart asked for while the notebook switches
+hardware is refused the same way, naming the switch: jupyter_client would first ask the
+kernel to stop, under the switch that is copying its variables, and the switch shuts
+the old kernel down when it is done. So Jupyter's own kernel action route is served here
 first (an extension's routes come before the server's own); a restart that can be
 done, and every other action, go on to jupyter_server's handler unchanged.
 """
@@ -20,6 +23,7 @@ from tornado import web
 
 from ..provisioner import RemoteHWProvisioner
 from ..provisioner.kernel_end import restart_refusal, tell_failed
+from ..provisioner.operations import SWITCH
 from .user_errors import one_line
 
 #: Jupyter's kernel action route (without the base URL), as jupyter_server spells it.
@@ -29,18 +33,25 @@ KERNEL_ACTION_ROUTE = (
 
 
 class EndedKernelActionHandler(KernelActionHandler):
-    """Jupyter's kernel action handler, refusing the restart of a kernel whose machine
-    ended with a 409 that says why."""
+    """Jupyter's kernel action handler, refusing with a 409 that says why the restart of
+    a kernel whose machine ended or that a hardware switch is leaving."""
 
     @web.authenticated
     @authorized
     async def post(self, kernel_id: str, action: str) -> None:
-        """Refuse the restart of a kernel whose machine ended; else as jupyter_server."""
+        """Refuse the restart of a kernel whose machine ended or that switches hardware;
+        else as jupyter_server."""
         if action == "restart" and kernel_id in self.kernel_manager:
             provisioner: Any = getattr(
                 self.kernel_manager.get_kernel(kernel_id), "provisioner", None
             )
             if isinstance(provisioner, RemoteHWProvisioner):
+                if provisioner.operations.running == SWITCH:
+                    raise web.HTTPError(
+                        409,
+                        f"kernel {kernel_id}: {SWITCH} is under way, so a restart cannot "
+                        "start now; try again once it has ended",
+                    )
                 refused = restart_refusal(provisioner)
                 if refused:
                     tell_failed(provisioner, "restart kernel", refused)

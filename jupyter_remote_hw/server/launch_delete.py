@@ -7,18 +7,25 @@ queued) going. Every client stops a kernel through that route, so the server's
 kernel manager is given a ``shutdown_kernel`` that first cancels a launch under way
 (what it started is undone: a queued job is cancelled), waits until it has ended,
 and only then hands anything else to jupyter_server's own.
+
+A shutdown of a kernel being restarted (a DELETE, or the end of a hardware switch,
+arriving while a restart runs) first waits for the restart to end: jupyter_client's
+own shutdown reads the kernel's ``ready`` future, which fails (``Exception is not
+set``, a 500) while a restart has it pending.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..machines.manager import MachineManager
 
-#: Seconds a DELETE waits for a cancelled launch to undo what it started.
+#: Seconds a DELETE waits for a cancelled launch to undo what it started (or for a
+#: restart under way to end).
 CANCEL_WAIT = 30.0
 
 Shutdown = Callable[..., Awaitable[Any]]
@@ -38,6 +45,9 @@ def cancel_launches_on_delete(
 
     async def shutdown_kernel(kernel_id: str, *args: Any, **kwargs: Any) -> Any:
         if kernel_id in kernel_manager:
+            await _restarted(kernel_manager.get_kernel(kernel_id), log)
+            if kernel_id not in kernel_manager:
+                return None  # the restart failed, and the kernel went with it
             return await own(kernel_id, *args, **kwargs)
         entry = machines.launches.get(kernel_id)
         if entry is None or not machines.cancel_launch(kernel_id):
@@ -51,6 +61,20 @@ def cancel_launches_on_delete(
         return None
 
     setattr(kernel_manager, "shutdown_kernel", shutdown_kernel)  # noqa: B010 (an instance's)
+
+
+async def _restarted(kernel: Any, log: logging.Logger) -> None:
+    """Wait, up to :data:`CANCEL_WAIT` seconds, until the kernel is not being restarted
+    (its ``ready`` future is done; a failed restart counts as ended). A restart makes
+    a new future for its stop and another for its start, so each is waited for."""
+    if kernel.ready.done():
+        return
+    log.info("kernel %s: its shutdown waits for its restart to end", kernel.kernel_id)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + CANCEL_WAIT
+    while not (ready := kernel.ready).done() and (left := deadline - loop.time()) > 0:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(ready)), left)
 
 
 __all__ = ["CANCEL_WAIT", "cancel_launches_on_delete"]

@@ -117,6 +117,50 @@ async def test_a_hibernation_during_a_switch_is_refused(
     assert not stored(kernel_id)
 
 
+async def test_a_restart_during_a_switch_is_refused_and_the_switch_carries_everything(
+    jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
+) -> None:
+    """A restart of the old kernel asked for while a switch copies its variables: a 409
+    naming the switch (before, the restart stopped the kernel under the copy, and the
+    switch's own shutdown of it then failed with a 500, leaving it running)."""
+    session, kernel_id, _ = await kernel_with(sessions, channels, "x = 42")
+    provisioner = provisioner_of(jp_serverapp, kernel_id)
+
+    switching = asyncio.ensure_future(
+        post(jp_fetch, "switch", session["id"], body={"hardware": SSH_TARGET, "carry": "all"})
+    )
+    await until(lambda: provisioner.operations.running == SWITCH)
+    refused = await jp_fetch(
+        "api", "kernels", kernel_id, "restart", method="POST", body="", raise_error=False
+    )
+    assert refused.code == 409, refused.body
+    assert "a hardware switch is under way" in json.loads(refused.body)["message"]
+    switched = await switching
+    assert [c["name"] for c in switched["carried"]] == ["x"], switched
+    assert kernel_id not in jp_serverapp.kernel_manager
+    assert await left_on_host(kernel_id) == []
+    kc = await channels(switched["kernel_id"])
+    assert (await kc.execute("print(x)")).stdout.strip() == "42"
+
+
+async def test_a_shutdown_during_a_restart_waits_for_it(
+    jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
+) -> None:
+    """A DELETE of a kernel being restarted: 204 once the restart has ended, nothing left
+    (before, jupyter_client read the restart's pending ``ready`` future: a 500)."""
+    _, kernel_id, _ = await kernel_with(sessions, channels, "x = 42")
+    kernel = jp_serverapp.kernel_manager.get_kernel(kernel_id)
+    restarting = asyncio.ensure_future(
+        jp_fetch("api", "kernels", kernel_id, "restart", method="POST", body="", raise_error=False)
+    )
+    await until(lambda: not kernel.ready.done())
+    deleted = await jp_fetch("api", "kernels", kernel_id, method="DELETE", raise_error=False)
+    assert deleted.code == 204, deleted.body
+    assert (await restarting).code == 200
+    assert kernel_id not in jp_serverapp.kernel_manager
+    assert await left_on_host(kernel_id) == []
+
+
 async def test_a_shutdown_during_a_save_ends_the_save_and_the_kernel(
     jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
 ) -> None:
