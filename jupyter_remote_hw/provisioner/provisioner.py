@@ -274,6 +274,10 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             if exc.kind not in ("kernel_died", "unknown_kernel"):
                 raise
             self.log.debug("kernel %s: signal %d not sent: %s", self.kernel_id, signum, exc)
+        except (AgentUnavailableError, TransportError):
+            if self.machine is None or not self.machine.end_reason():
+                raise
+            # Its machine ended while we asked: the kernel ended with it.
 
     @on_home_loop
     async def shutdown_requested(self, restart: bool = False) -> None:

@@ -119,3 +119,24 @@ async def test_a_hibernation_that_meets_the_end_of_the_job_is_refused_saying_why
     assert replies[sent]["ename"] == "KernelDead"
     await kc.close()
     await kernels.stop(kernel_id)
+
+
+@pytest.mark.parametrize("after", [0.0, 0.3, 0.6])
+async def test_a_shutdown_that_meets_the_end_of_the_job_succeeds(
+    kernels: Any, jp_fetch: Any, caplog: pytest.LogCaptureFixture, after: float
+) -> None:
+    """The job ends from outside and the kernel is shut down at once, before or while
+    the server notices: 204, nothing left queued or running, no error logged (before,
+    the kill met the agent gone with its job: a 500)."""
+    kernel_id = await kernels.start(A100)
+    kc = await kernels.channels(kernel_id)
+    ran = await kc.execute("import os; print(os.environ['SLURM_JOB_ID'])")
+    job_id = ran.stdout.strip()
+    await kc.close()
+    assert slurm("scancel", job_id).returncode == 0
+    await asyncio.sleep(after)
+    caplog.clear()
+    deleted = await jp_fetch("api", "kernels", kernel_id, method="DELETE", raise_error=False)
+    assert deleted.code == 204, deleted.body
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    assert job_state(job_id) in ("CANCELLED", "COMPLETING", "")
