@@ -71,6 +71,8 @@ ANSWER_BOUND = 120.0
 WHERE = ("local", "ssh", "slurm")
 #: Seconds within which a cell sent to a kernel whose job ended gets its error.
 ENDED_BOUND = 15.0
+#: Seconds within which a SLURM job whose last kernel ended is gone from the queue.
+JOB_END_BOUND = 30.0
 #: Variable names the sequences set.
 NAMES = ("a", "b")
 #: How many notebooks run at once at most.
@@ -409,7 +411,10 @@ class Lifecycle(RuleBasedStateMachine):
         lines = self.world.share_lines()
         assert not lines, f"share key lines left on the host: {lines}"
         if self.world.cluster is not None:
-            jobs = self.world.cluster.jobs()
+            # A job whose agent stopped ends within seconds (SLURM lists it completing).
+            deadline = time.monotonic() + JOB_END_BOUND
+            while (jobs := self.world.cluster.jobs()) and time.monotonic() < deadline:
+                await asyncio.sleep(0.5)
             assert not jobs, f"SLURM jobs left queued or running: {jobs}"
         assert not self.world.tracebacks()
 
