@@ -34,14 +34,20 @@ async def find_kernel(manager: MachineManager, key: str) -> tuple[Machine, str]:
             name of a machine running exactly one kernel.
 
     Raises:
-        ShareError: ``key`` names no kernel or machine, several kernels, or a
-            machine that does not run exactly one kernel.
+        ShareError: ``key`` names no kernel or machine, several kernels, a
+            hibernated kernel, or a machine that does not run exactly one kernel.
     """
     matches = [k for k in manager.ledger.kernels() if k.kernel_id.startswith(key)]
     if len(matches) > 1:
         raise ShareError(f"{key!r} names {len(matches)} kernels: give more of the id")
     if matches:
-        return await open_machine(manager, matches[0].target), matches[0].kernel_id
+        kernel_id = matches[0].kernel_id
+        if any(e.entry_id == kernel_id for e in manager.hibernation_store.entries()):
+            raise ShareError(
+                f"kernel {kernel_id} hibernates: wake it (run a cell in it), then share it",
+                REFUSED,
+            )
+        return await open_machine(manager, matches[0].target), kernel_id
     names = [t.name for t in manager.targets()]
     if key not in names:
         raise ShareError(

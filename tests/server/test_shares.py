@@ -303,6 +303,36 @@ async def test_a_local_kernel_cannot_be_shared(
     assert machines["local"]["shareable"] is False
 
 
+async def test_a_hibernated_kernel_is_shared_once_it_is_awake(
+    jp_fetch: Fetch,
+    start_kernel: StartKernel,
+    channels: OpenChannels,
+    shares: list[str],
+    teammate_key: Path,
+) -> None:
+    """Sharing a hibernated kernel: a 409 that says to wake it first (before, a 404 said
+    it was shut down or never started); once a cell woke it, the share is made."""
+    kernel_id = await start_kernel(SSH_KERNEL)
+    owner = await channels(kernel_id)
+    assert (await owner.execute("x = 1")).ename is None
+    response = await jp_fetch(*API, "hibernate", kernel_id, method="POST", body="{}")
+    assert json.loads(response.body)["hibernated"] is True
+    body = {
+        "kernel": kernel_id,
+        "public_key": teammate_key.with_suffix(".pub").read_text(),
+        "role": "viewer",
+    }
+    code, error = await failure(jp_fetch, "shares", body=body)
+    assert (code, error["field"]) == (409, "kernel"), error
+    assert error["message"] == (
+        f"kernel {kernel_id} hibernates: wake it (run a cell in it), then share it"
+    )
+    assert (await owner.execute("print(x)", timeout=120)).stdout.strip() == "1"
+    response = await jp_fetch(*API, "shares", method="POST", body=json.dumps(body))
+    assert response.code == 201
+    shares.append(json.loads(response.body)["share"]["share_id"])
+
+
 async def test_revoking_an_unknown_share_is_404(jp_fetch: Fetch) -> None:
     code, error = await failure(jp_fetch, "shares", "nosuchshare", method="DELETE")
     assert (code, error["field"]) == (404, "share_id")
