@@ -5,7 +5,8 @@ A hibernation, a wake or a switch asked for while another operation is under way
 refused with :class:`OperationConflictError` (an HTTP 409 that names the one under
 way); a second wake joins the first. A restart or a shutdown goes ahead: it first ends
 a save or a wake under way, whose work it makes pointless, or waits for a switch to
-finish, then runs alone. (Jupyter's restart route refuses a restart during a switch
+finish (a shutdown first asks the switch to give up: see :meth:`KernelOperations.end_switch`),
+then runs alone. (Jupyter's restart route refuses a restart during a switch
 before it reaches here: see :mod:`..server.ended_restart`.)
 
 A restart or a shutdown reaches the provisioner as several calls of jupyter_client
@@ -104,6 +105,19 @@ class KernelOperations:
             await self._ended.wait()
         if self.running is None:
             self.running, self._task = name, None
+
+    async def end_switch(self, name: str) -> None:
+        """A shutdown (``name``) of a kernel that switches hardware: ask the switch to
+        give up (it leaves the notebook as it was and stops its new kernel) and wait
+        until it has ended, before Jupyter tells the kernel to stop. Nothing when no
+        switch runs."""
+        if self.running != SWITCH:
+            return
+        self.ended_by = name
+        while self.running == SWITCH:
+            if self._ended is None:
+                self._ended = asyncio.Event()
+            await self._ended.wait()
 
     def ended(self, doing: str) -> str | None:
         """``it was restarted while <doing>`` when a restart (or a shutdown) ended the

@@ -11,7 +11,11 @@ and only then hands anything else to jupyter_server's own.
 A shutdown of a kernel being restarted (a DELETE, or the end of a hardware switch,
 arriving while a restart runs) first waits for the restart to end: jupyter_client's
 own shutdown reads the kernel's ``ready`` future, which fails (``Exception is not
-set``, a 500) while a restart has it pending.
+set``, a 500) while a restart has it pending. A shutdown of a kernel that switches
+hardware first makes the switch give up and waits for it (jupyter_client tells the
+kernel to stop before anything of ours is asked, which would cut the switch's copy
+of the variables short): the notebook is closed, so nothing is moved, and the new
+kernel is stopped too.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..machines.manager import MachineManager
+from ..provisioner import RemoteHWProvisioner
+from ..provisioner.operations import SHUTDOWN
 
 #: Seconds a DELETE waits for a cancelled launch to undo what it started (or for a
 #: restart under way to end).
@@ -45,7 +51,11 @@ def cancel_launches_on_delete(
 
     async def shutdown_kernel(kernel_id: str, *args: Any, **kwargs: Any) -> Any:
         if kernel_id in kernel_manager:
-            await _restarted(kernel_manager.get_kernel(kernel_id), log)
+            kernel = kernel_manager.get_kernel(kernel_id)
+            provisioner = getattr(kernel, "provisioner", None)
+            if isinstance(provisioner, RemoteHWProvisioner):
+                await provisioner.operations.end_switch(SHUTDOWN)
+            await _restarted(kernel, log)
             if kernel_id not in kernel_manager:
                 return None  # the restart failed, and the kernel went with it
             return await own(kernel_id, *args, **kwargs)

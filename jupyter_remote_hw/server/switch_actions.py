@@ -125,6 +125,10 @@ class SessionSwitching:
                 raise
             try:
                 carried = await carry(self.kernel_manager, old_id, new_id, names, device, progress)
+                if why := operations.ended(f"it switched to {target.name}"):
+                    raise HardwareRequestError(
+                        409, f"kernel {old_id} was not switched: {why}", "session_id"
+                    )
                 progress("switching session", kernel_id=new_id)
                 await self.session_manager.update_session(session_id, kernel_id=new_id)
             except BaseException as exc:

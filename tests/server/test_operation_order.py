@@ -143,6 +143,30 @@ async def test_a_restart_during_a_switch_is_refused_and_the_switch_carries_every
     assert (await kc.execute("print(x)")).stdout.strip() == "42"
 
 
+async def test_a_notebook_closed_during_a_switch_leaves_no_kernel(
+    jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
+) -> None:
+    """The notebook's session is deleted while a switch copies its variables: the switch
+    gives up with a 409 that says so, and neither kernel is left (before, the old kernel
+    was told to stop under the copy: the switch answered 200 carrying nothing)."""
+    session, kernel_id, _ = await kernel_with(sessions, channels, "x = 42")
+    provisioner = provisioner_of(jp_serverapp, kernel_id)
+
+    switching = asyncio.ensure_future(
+        failure(jp_fetch, "switch", session["id"], body={"hardware": SSH_TARGET, "carry": "all"})
+    )
+    await until(lambda: provisioner.operations.running == SWITCH)
+    deleted = await jp_fetch("api", "sessions", session["id"], method="DELETE", raise_error=False)
+    assert deleted.code == 204, deleted.body
+    code, error = await switching
+    assert code == 409, error
+    assert error["message"] == (
+        f"kernel {kernel_id} was not switched: it was shut down while it switched to {SSH_TARGET}"
+    )
+    assert jp_serverapp.kernel_manager.list_kernel_ids() == []
+    assert await left_on_host(kernel_id) == []
+
+
 async def test_a_shutdown_during_a_restart_waits_for_it(
     jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
 ) -> None:
