@@ -10,7 +10,7 @@ from ..provisioner import RemoteHWProvisioner
 from ..provisioner.operations import SWITCH, KernelOperations, OperationConflictError
 from ..transfer import TransferError
 from .request_errors import HardwareRequestError
-from .switching import CARRY_ALL, carry, kernel_namespace, mark_missing_modules
+from .switching import CARRY_ALL, CarryError, carry, kernel_namespace, mark_missing_modules
 
 if TYPE_CHECKING:
     from ..machines.manager import MachineManager
@@ -79,7 +79,8 @@ class SessionSwitching:
         A new kernel starts on ``hardware``; the modules bound to names in
         ``carry_names`` are imported in it and the variables copied into it;
         the session then uses it and the old kernel is shut down (unless
-        ``keep_old``). A failed launch leaves the session as it was. Each step
+        ``keep_old``). A failed launch, or an old kernel that cannot be read (it died,
+        its link is down), leaves the session as it was. Each step
         is published as a ``switch`` event (the copy with bytes and rate). While it
         runs, the old kernel neither hibernates nor wakes (a 409 says a switch is
         under way); a switch asked for while one of those runs is refused so.
@@ -124,7 +125,12 @@ class SessionSwitching:
                 progress("failed", message=str(exc), step=exc.step, hint=exc.hint)
                 raise
             try:
-                carried = await carry(self.kernel_manager, old_id, new_id, names, device, progress)
+                try:
+                    carried = await carry(
+                        self.kernel_manager, old_id, new_id, names, device, progress
+                    )
+                except CarryError as exc:
+                    raise HardwareRequestError(409, str(exc), "session_id") from None
                 if why := operations.ended(f"it switched to {target.name}"):
                     raise HardwareRequestError(
                         409, f"kernel {old_id} was not switched: {why}", "session_id"

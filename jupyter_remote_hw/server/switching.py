@@ -132,6 +132,10 @@ async def carry(
     tried again with the others, over the same two kernel links. What does not
     come across is in ``not_carried`` with the reason.
 
+    Raises:
+        CarryError: The old kernel could not be read (or the link to either kernel
+            broke): the switch must leave the notebook as it was.
+
     When someone else can run code in the old kernel (shared as collaborator, at any
     time in its life), the new kernel rebuilds the variables with the restricted
     loader: their pickles call only data types, and what calls anything else is not
@@ -157,10 +161,17 @@ async def carry(
                 source, destination, [n for n in wanted if n not in modules], device, result, report
             )
     except TransferError as exc:
-        done = {c["name"] for c in result.carried} | {n["name"] for n in result.not_carried}
-        left = [n for n in ([] if names == CARRY_ALL else names) if n not in done]
-        result.not_carried.extend({"name": n, "reason": str(exc)} for n in left or ["*"])
+        # The old kernel could not be read (it died, it is busy, its link is down): what
+        # was not carried would be lost with it, so the switch stops here.
+        raise CarryError(
+            f"the variables of kernel {source_id} could not be read: {exc}. The notebook "
+            "keeps that kernel; nothing was moved"
+        ) from None
     return result
+
+
+class CarryError(TransferError):
+    """The old kernel could not be read: the switch must not go on."""
 
 
 async def _import(
@@ -216,6 +227,7 @@ async def _copy(
 __all__ = [
     "CARRY_ALL",
     "BusyKernelError",
+    "CarryError",
     "CarryReport",
     "carry",
     "kernel_namespace",

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -263,3 +265,26 @@ async def test_the_listing_names_modules_the_open_new_hardware_lacks(
         await listed(jp_fetch, session["id"], "nowhere")
     assert caught.value.code == 404 and caught.value.response is not None
     assert json.loads(caught.value.response.body)["field"] == "hardware"
+
+
+async def test_a_switch_that_cannot_read_the_old_kernel_moves_nothing(
+    jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
+) -> None:
+    """The old kernel's process was killed just before a switch: the switch answers 409
+    saying its variables could not be read, and the notebook keeps its kernel (before,
+    it answered 200 carrying nothing and shut the old kernel down: what a kernel that
+    was only slow to answer held would have been lost)."""
+    session = await sessions(LOCAL_KERNEL)
+    old_id = session["kernel"]["id"]
+    kc = await channels(old_id)
+    pid = int((await kc.execute("import os; print(os.getpid())")).stdout)
+    os.kill(pid, signal.SIGKILL)
+    code, error = await failure(
+        jp_fetch, "switch", session["id"], body={"hardware": "local", "carry": "all"}
+    )
+    assert code == 409, error
+    assert error["message"].startswith(f"the variables of kernel {old_id} could not be read: ")
+    assert error["message"].endswith("The notebook keeps that kernel; nothing was moved")
+    model = json.loads((await jp_fetch("api", "sessions", session["id"])).body)
+    assert model["kernel"]["id"] == old_id
+    assert jp_serverapp.kernel_manager.list_kernel_ids() == [old_id]
