@@ -252,6 +252,8 @@ class World:
         except (HTTPClientError, WebSocketClosedError, ConnectionError) as error:
             return Execution(status="closed", ename=f"websocket: {error}")
         except TimeoutError as error:
+            if await self._gone(kernel_id):
+                return Execution(status="closed", ename="the kernel was shut down")
             raise Broken(
                 f"kernel {kernel_id} did not answer kernel_info in time; the server's log "
                 f"ends:\n{self.log_tail()}"
@@ -261,9 +263,17 @@ class World:
         except (WebSocketClosedError, ConnectionError) as error:
             return Execution(status="closed", ename=f"websocket: {error}")
         except TimeoutError as error:
+            if await self._gone(kernel_id):
+                return Execution(status="closed", ename="the kernel was shut down")
             raise Broken(f"no reply to a cell within {ANSWER_BOUND} s: {code!r}") from error
         finally:
             await kc.close()
+
+    async def _gone(self, kernel_id: str) -> bool:
+        """Whether the server no longer lists the kernel. jupyter_server does not close
+        the websockets of a kernel it shuts down: a client that connected at that
+        moment learns of it from the REST API, as JupyterLab does."""
+        return (await self.call("GET", f"api/kernels/{kernel_id}")).code == 404
 
     def share_lines(self) -> list[str]:
         """The share key lines in the file the SSH host's sshd reads."""
