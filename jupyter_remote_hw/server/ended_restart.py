@@ -8,7 +8,10 @@ wrong but the request: the kernel's hardware is gone, and a restart does not qui
 take new hardware in its place. A restart asked for while the notebook switches
 hardware is refused the same way, naming the switch: jupyter_client would first ask the
 kernel to stop, under the switch that is copying its variables, and the switch shuts
-the old kernel down when it is done. So Jupyter's own kernel action route is served here
+the old kernel down when it is done. And a restart of a kernel that is being started,
+restarted or shut down is refused too: jupyter_client would run both at once, restart
+a kernel it is removing, and leave it running unlisted by any notebook. So Jupyter's
+own kernel action route is served here
 first (an extension's routes come before the server's own); a restart that can be
 done, and every other action, go on to jupyter_server's handler unchanged.
 """
@@ -42,9 +45,16 @@ class EndedKernelActionHandler(KernelActionHandler):
         """Refuse the restart of a kernel whose machine ended or that switches hardware;
         else as jupyter_server."""
         if action == "restart" and kernel_id in self.kernel_manager:
-            provisioner: Any = getattr(
-                self.kernel_manager.get_kernel(kernel_id), "provisioner", None
-            )
+            kernel = self.kernel_manager.get_kernel(kernel_id)
+            if not kernel.ready.done():
+                # jupyter_client would run this restart beside the stop or the start
+                # under way, and lose track of the kernel.
+                raise web.HTTPError(
+                    409,
+                    f"kernel {kernel_id} is being started, restarted or shut down: try "
+                    "again once that has ended",
+                )
+            provisioner: Any = getattr(kernel, "provisioner", None)
             if isinstance(provisioner, RemoteHWProvisioner):
                 if provisioner.operations.running == SWITCH:
                     raise web.HTTPError(

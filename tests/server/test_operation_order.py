@@ -167,6 +167,28 @@ async def test_a_notebook_closed_during_a_switch_leaves_no_kernel(
     assert await left_on_host(kernel_id) == []
 
 
+async def test_a_restart_during_a_shutdown_is_refused_and_nothing_is_left(
+    jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
+) -> None:
+    """A restart that comes while the kernel is being shut down: a 409 (before,
+    jupyter_client ran both, restarted the kernel it was removing, logged a traceback
+    and left the kernel running and listed)."""
+    _, kernel_id, _ = await kernel_with(sessions, channels, "x = 42")
+    kernel = jp_serverapp.kernel_manager.get_kernel(kernel_id)
+    deleting = asyncio.ensure_future(
+        jp_fetch("api", "kernels", kernel_id, method="DELETE", raise_error=False)
+    )
+    await until(lambda: not kernel.ready.done())
+    refused = await jp_fetch(
+        "api", "kernels", kernel_id, "restart", method="POST", body="", raise_error=False
+    )
+    assert refused.code == 409, refused.body
+    assert "is being started, restarted or shut down" in json.loads(refused.body)["message"]
+    assert (await deleting).code == 204
+    await until(lambda: kernel_id not in jp_serverapp.kernel_manager, timeout=30)
+    assert await left_on_host(kernel_id) == []
+
+
 async def test_a_shutdown_during_a_restart_waits_for_it(
     jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
 ) -> None:
