@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -50,7 +51,7 @@ async def test_a_cell_after_the_kernel_process_was_killed_is_answered(
     cell is answered, by a kernel started anew or with an error that says so."""
     _, kernel_id = await _notebook(world, kernel)
     ran = await world.execute(kernel_id, "x = 1\n" + _probe())
-    pid = int(ran.stdout.strip().splitlines()[-1].split('"pid": ')[1].rstrip("}"))
+    pid = int(json.loads(ran.stdout.strip().splitlines()[-1])["pid"])
     os.kill(pid, signal.SIGKILL)
     ran = await asyncio.wait_for(world.execute(kernel_id, "y = 2"), ANSWER_BOUND)
     assert ran.status in ("ok", "error"), ran
@@ -63,7 +64,7 @@ async def test_a_hibernation_right_after_the_kernel_process_was_killed(world: Wo
     cell is answered."""
     _, kernel_id = await _notebook(world, "remote-hw-ssh-testhost")
     ran = await world.execute(kernel_id, "x = 1\n" + _probe())
-    pid = int(ran.stdout.strip().splitlines()[-1].split('"pid": ')[1].rstrip("}"))
+    pid = int(json.loads(ran.stdout.strip().splitlines()[-1])["pid"])
     os.kill(pid, signal.SIGKILL)
     answer = await world.call("POST", f"jupyter-remote-hw/api/hibernate/{kernel_id}", {})
     assert answer.code in (200, 409), answer
@@ -82,7 +83,7 @@ async def test_a_client_connecting_while_the_restarter_restarts_the_kernel_is_an
     died in its first seconds, and a client connecting then waited for ever."""
     _, kernel_id = await _notebook(world, "remote-hw-ssh-testhost")
     ran = await world.execute(kernel_id, "x = 1\n" + _probe())
-    pid = int(ran.stdout.strip().splitlines()[-1].split('"pid": ')[1].rstrip("}"))
+    pid = int(json.loads(ran.stdout.strip().splitlines()[-1])["pid"])
     os.kill(pid, signal.SIGKILL)
     await asyncio.sleep(wait)
     ran = await asyncio.wait_for(world.execute(kernel_id, "y = 2"), ANSWER_BOUND)
@@ -97,7 +98,7 @@ async def test_a_kernel_that_died_while_no_server_watched_is_dropped_in_one_line
     takeover with two tracebacks at ERROR."""
     _, kernel_id = await _notebook(world, "remote-hw-ssh-testhost")
     ran = await world.execute(kernel_id, _probe())
-    pid = int(ran.stdout.strip().splitlines()[-1].split('"pid": ')[1].rstrip("}"))
+    pid = int(json.loads(ran.stdout.strip().splitlines()[-1])["pid"])
     await world.kill()  # first the server, so that no restarter starts the kernel anew
     os.kill(pid, signal.SIGKILL)
     await world.start()
