@@ -10,7 +10,8 @@ hardware is refused the same way, naming the switch: jupyter_client would first 
 kernel to stop, under the switch that is copying its variables, and the switch shuts
 the old kernel down when it is done. And a restart of a kernel that is being started,
 restarted or shut down is refused too: jupyter_client would run both at once, restart
-a kernel it is removing, and leave it running unlisted by any notebook. So Jupyter's
+a kernel it is removing, and leave it running unlisted by any notebook; so is an
+interrupt then (jupyter_client's own refusal was a bare 500). So Jupyter's
 own kernel action route is served here
 first (an extension's routes come before the server's own); a restart that can be
 done, and every other action, go on to jupyter_server's handler unchanged.
@@ -44,16 +45,18 @@ class EndedKernelActionHandler(KernelActionHandler):
     async def post(self, kernel_id: str, action: str) -> None:
         """Refuse the restart of a kernel whose machine ended or that switches hardware;
         else as jupyter_server."""
+        if (
+            kernel_id in self.kernel_manager
+            and not (kernel := self.kernel_manager.get_kernel(kernel_id)).ready.done()
+        ):
+            # jupyter_client would run a restart beside the stop or the start under way
+            # and lose track of the kernel; it refuses an interrupt with a bare 500.
+            raise web.HTTPError(
+                409,
+                f"kernel {kernel_id} is being started, restarted or shut down: try "
+                f"the {action} again once that has ended",
+            )
         if action == "restart" and kernel_id in self.kernel_manager:
-            kernel = self.kernel_manager.get_kernel(kernel_id)
-            if not kernel.ready.done():
-                # jupyter_client would run this restart beside the stop or the start
-                # under way, and lose track of the kernel.
-                raise web.HTTPError(
-                    409,
-                    f"kernel {kernel_id} is being started, restarted or shut down: try "
-                    "again once that has ended",
-                )
             provisioner: Any = getattr(kernel, "provisioner", None)
             if isinstance(provisioner, RemoteHWProvisioner):
                 if provisioner.operations.running == SWITCH:

@@ -172,7 +172,8 @@ async def test_a_restart_during_a_shutdown_is_refused_and_nothing_is_left(
 ) -> None:
     """A restart that comes while the kernel is being shut down: a 409 (before,
     jupyter_client ran both, restarted the kernel it was removing, logged a traceback
-    and left the kernel running and listed)."""
+    and left the kernel running and listed); an interrupt then, a 409 too (before, a
+    500 "Kernel is in a pending state")."""
     _, kernel_id, _ = await kernel_with(sessions, channels, "x = 42")
     kernel = jp_serverapp.kernel_manager.get_kernel(kernel_id)
     deleting = asyncio.ensure_future(
@@ -184,6 +185,10 @@ async def test_a_restart_during_a_shutdown_is_refused_and_nothing_is_left(
     )
     assert refused.code == 409, refused.body
     assert "is being started, restarted or shut down" in json.loads(refused.body)["message"]
+    interrupted = await jp_fetch(
+        "api", "kernels", kernel_id, "interrupt", method="POST", body="", raise_error=False
+    )
+    assert interrupted.code in (404, 409), interrupted.body  # never jupyter_client's 500
     assert (await deleting).code == 204
     await until(lambda: kernel_id not in jp_serverapp.kernel_manager, timeout=30)
     assert await left_on_host(kernel_id) == []
