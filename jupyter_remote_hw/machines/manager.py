@@ -19,7 +19,7 @@ import asyncio
 import atexit
 import os
 import threading
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Collection, Coroutine, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -305,16 +305,21 @@ class MachineManager(SingletonConfigurable):
         loop.call_soon_threadsafe(task.cancel)
         return True
 
-    async def cancel_launches(self, wait: float = 30.0) -> int:
-        """Cancel every launch under way, and wait (up to ``wait`` seconds) until each
-        has undone what it started (a job in a SLURM queue cancelled): at shutdown.
+    async def cancel_launches(self, wait: float = 30.0, keep: Collection[str] = ()) -> int:
+        """Cancel every launch under way but those of the kernels in ``keep``, and wait
+        (up to ``wait`` seconds) until each has undone what it started (a job in a SLURM
+        queue cancelled): at shutdown.
 
         Returns:
             How many were cancelled.
         """
 
         async def cancel_all() -> int:
-            tasks = [task for task, _ in self.launches.values() if not task.done()]
+            tasks = [
+                task
+                for kernel_id, (task, _) in self.launches.items()
+                if not task.done() and kernel_id not in keep
+            ]
             for task in tasks:
                 task.cancel()
             if tasks:

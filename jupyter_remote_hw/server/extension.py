@@ -400,9 +400,13 @@ class RemoteHWExtension(ExtensionApp):
             await upkeep.stop()
 
     async def _cancel_launches(self) -> None:
-        """Cancel launches under way (a job waiting in a SLURM queue: its kernel's
-        shutdown would wait for it, and what it holds must not outlive this server)."""
-        cancelled = await self.machines.cancel_launches()
+        """Cancel the launches of new kernels under way (a job waiting in a SLURM queue:
+        its kernel's shutdown would wait for it, and what it holds must not outlive this
+        server). A restart's launch is left to end: the kernels' stop waits for it, and
+        cancelling it would fail the restart request with a 500."""
+        kernel_manager = getattr(self.serverapp, "kernel_manager", None)
+        listed = set(kernel_manager.list_kernel_ids()) if kernel_manager is not None else set()
+        cancelled = await self.machines.cancel_launches(keep=listed)
         if cancelled:
             self.log.info("jupyter_remote_hw: cancelled %d launch(es) under way", cancelled)
 
@@ -414,7 +418,8 @@ class RemoteHWExtension(ExtensionApp):
             return
         ours: list[str] = []
         try:
-            await settle(kernel_manager, self.stop_timeout, self.log)
+            if await settle(kernel_manager, self.stop_timeout, self.log):
+                await self.machines.cancel_launches()  # a restart's, still under way
             ours = [
                 kernel_id
                 for kernel_id in kernel_manager.list_kernel_ids()
