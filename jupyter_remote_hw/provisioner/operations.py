@@ -100,11 +100,27 @@ class KernelOperations:
             if self.running in ENDED_BY_STOP and task is not None and not task.done():
                 self.ended_by = name
                 task.cancel()
-            if self._ended is None:
-                self._ended = asyncio.Event()
-            await self._ended.wait()
+            await self._operation_ended()
         if self.running is None:
             self.running, self._task = name, None
+
+    async def _operation_ended(self) -> None:
+        """Wait until the operation under way ends."""
+        if self._ended is None:
+            self._ended = asyncio.Event()
+        await self._ended.wait()
+
+    def refuse_restart(self) -> None:
+        """Raise when a restart cannot start now: a switch is under way (Jupyter would
+        tell the kernel to stop under the switch's copy of its variables). A save or a
+        wake under way is ended by the restart instead.
+
+        Raises:
+            OperationConflictError: The switch, and that the restart can start once it
+                ends.
+        """
+        if self.running == SWITCH:
+            self.refuse_if_busy(RESTART)
 
     async def end_switch(self, name: str) -> None:
         """A shutdown (``name``) of a kernel that switches hardware: ask the switch to
@@ -115,9 +131,7 @@ class KernelOperations:
             return
         self.ended_by = name
         while self.running == SWITCH:
-            if self._ended is None:
-                self._ended = asyncio.Event()
-            await self._ended.wait()
+            await self._operation_ended()
 
     def ended(self, doing: str) -> str | None:
         """``it was restarted while <doing>`` when a restart (or a shutdown) ended the

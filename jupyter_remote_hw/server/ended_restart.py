@@ -27,7 +27,7 @@ from tornado import web
 
 from ..provisioner import RemoteHWProvisioner
 from ..provisioner.kernel_end import restart_refusal, tell_failed
-from ..provisioner.operations import SWITCH
+from ..provisioner.operations import OperationConflictError
 from .user_errors import one_line
 
 #: Jupyter's kernel action route (without the base URL), as jupyter_server spells it.
@@ -59,12 +59,10 @@ class EndedKernelActionHandler(KernelActionHandler):
         if action == "restart" and kernel_id in self.kernel_manager:
             provisioner: Any = getattr(kernel, "provisioner", None)
             if isinstance(provisioner, RemoteHWProvisioner):
-                if provisioner.operations.running == SWITCH:
-                    raise web.HTTPError(
-                        409,
-                        f"kernel {kernel_id}: {SWITCH} is under way, so a restart cannot "
-                        "start now; try again once it has ended",
-                    )
+                try:
+                    provisioner.operations.refuse_restart()
+                except OperationConflictError as exc:
+                    raise web.HTTPError(409, str(exc)) from None
                 refused = restart_refusal(provisioner)
                 if refused:
                     tell_failed(provisioner, "restart kernel", refused)
