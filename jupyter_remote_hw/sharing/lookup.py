@@ -42,7 +42,7 @@ async def find_kernel(manager: MachineManager, key: str) -> tuple[Machine, str]:
         raise ShareError(f"{key!r} names {len(matches)} kernels: give more of the id")
     if matches:
         kernel_id = matches[0].kernel_id
-        if any(e.entry_id == kernel_id for e in manager.hibernation_store.entries()):
+        if manager.hibernation_store.entry_path(kernel_id).is_dir():
             raise ShareError(
                 f"kernel {kernel_id} hibernates: wake it (run a cell in it), then share it",
                 REFUSED,
