@@ -71,8 +71,10 @@ class AWSInstances(AWSAccess):
                 at = None
             detail = str(instance.get("StateTransitionReason") or "") if instance else ""
             if state in ("stopping", "stopped", "terminated"):
-                # Not by us: its kernels are dead, and say so to their clients.
-                await self.transport_close(record, state, detail or "not by this server")
+                # From running, not by us (our stop and terminate record their own
+                # states first): its kernels are dead, and say so to their clients.
+                outside = (detail or "not by this server") if record.state == "running" else ""
+                await self.transport_close(record, state, outside)
             return self._ledger().set_machine_state(
                 record.machine_id, state, f"reported by EC2 {detail}".strip(), at=at
             )
