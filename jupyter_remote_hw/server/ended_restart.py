@@ -1,20 +1,18 @@
-"""``POST /api/kernels/<id>/restart`` of a kernel whose machine ended under it (its SLURM
-job was cancelled or reached its time limit) answers 409 with the reason and what to do,
-in one line.
+"""Jupyter's own kernel action route (``POST /api/kernels/<id>/restart|interrupt``),
+served here first (an extension's routes come before the server's own), so that a
+restart or an interrupt that cannot be done now answers 409 with why, in one line:
 
-jupyter_server answers every failed restart with a bare 500 ("Exception restarting
-kernel"), and jupyter_client logs the failure with a traceback, though nothing is
-wrong but the request: the kernel's hardware is gone, and a restart does not quietly
-take new hardware in its place. A restart asked for while the notebook switches
-hardware is refused the same way, naming the switch: jupyter_client would first ask the
-kernel to stop, under the switch that is copying its variables, and the switch shuts
-the old kernel down when it is done. And a restart of a kernel that is being started,
-restarted or shut down is refused too: jupyter_client would run both at once, restart
-a kernel it is removing, and leave it running unlisted by any notebook; so is an
-interrupt then (jupyter_client's own refusal was a bare 500). So Jupyter's
-own kernel action route is served here
-first (an extension's routes come before the server's own); a restart that can be
-done, and every other action, go on to jupyter_server's handler unchanged.
+- a restart or an interrupt while the kernel is being started, restarted or shut down
+  (jupyter_client would run a restart beside the other and restart a kernel it is
+  removing, leaving it running; it refuses an interrupt with a bare 500);
+- a restart while the notebook switches hardware (jupyter_client would tell the kernel
+  to stop under the switch's copy of its variables; the switch stops it when done);
+- a restart of a kernel whose machine ended under it (a SLURM job cancelled or at its
+  time limit, an EC2 instance terminated outside this server): a restart does not
+  quietly take new hardware in its place.
+
+jupyter_server would answer each with a bare 500 ("Exception restarting kernel") and
+log a traceback. Every other request goes on to jupyter_server's handler unchanged.
 """
 
 from __future__ import annotations
