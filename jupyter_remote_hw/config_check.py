@@ -49,7 +49,7 @@ MODULES = (
     "jupyter_remote_hw.provisioner",
     "jupyter_remote_hw.provisioner.kernelspecs",
     "jupyter_remote_hw.server.extension",
-    "jupyter_remote_hw.transfer.restricted",
+    "jupyter_remote_hw.transfer.kernel_side.restricted",
     "jupyter_remote_hw.hibernation.store",
 )
 

@@ -123,9 +123,9 @@ class KernelChannels:
             ):
                 return
 
-    async def execute(self, code: str, timeout: float = 60.0) -> Execution:
-        """Run ``code``; return its outputs once the kernel is idle again."""
-        msg_id = await self.send(
+    async def start(self, code: str) -> str:
+        """Send ``code`` as a cell without waiting for it; return its msg_id."""
+        return await self.send(
             "execute_request",
             {
                 "code": code,
@@ -136,7 +136,10 @@ class KernelChannels:
                 "stop_on_error": True,
             },
         )
-        return await self.collect(msg_id, timeout)
+
+    async def execute(self, code: str, timeout: float = 60.0) -> Execution:
+        """Run ``code``; return its outputs once the kernel is idle again."""
+        return await self.collect(await self.start(code), timeout)
 
     async def wait_ready(self, timeout: float = 60.0) -> None:
         """Wait until the kernel answers a kernel_info_request."""

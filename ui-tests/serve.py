@@ -88,6 +88,12 @@ def main() -> int:
                     filter(None, [str(tmp / "jupyter"), os.environ.get("JUPYTER_PATH")])
                 ),
             }
+            # The server's config, where kernels look for it too: %%remote in a notebook's
+            # kernel offers the hardware the server offers.
+            (tmp / "config").mkdir(exist_ok=True)
+            (tmp / "config" / "jupyter_server_config.py").symlink_to(
+                HERE / "jupyter_server_test_config.py"
+            )
             (tmp / "jupyter" / "labextensions").mkdir(parents=True)
             (tmp / "jupyter" / "labextensions" / "jupyter-remote-hw").symlink_to(
                 REPO / "jupyter_remote_hw" / "labextension"
@@ -98,7 +104,6 @@ def main() -> int:
                     "-m",
                     "jupyter",
                     "lab",
-                    f"--config={HERE / 'jupyter_server_test_config.py'}",
                 ],
                 env=env,
                 cwd=tmp,

@@ -52,7 +52,7 @@ def kernel_support() -> tuple[str, str]:
     if archive:
         return (os.path.join(archive, ZIPAPP_KERNEL_DIR), f"{ZIPAPP_KERNEL_PACKAGE}.kernel_handler")
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return package_parent, "jupyter_remote_hw.transfer.kernel_handler"
+    return package_parent, "jupyter_remote_hw.transfer.kernel_side.kernel_handler"
 
 
 def default_argv() -> list[str]:

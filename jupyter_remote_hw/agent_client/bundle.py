@@ -3,7 +3,7 @@
 Hosts need only python3 with ipykernel: the zipapp is sent to a host that
 lacks it (see :mod:`..agent.boot`) and run with ``python3 agent.pyz serve
 ...``. Besides the agent it carries the kernel side of transfers (the
-``transfer`` package, under a private name in ``kernel/``) and cloudpickle
+``transfer.kernel_side`` package, under a private name in ``kernel/``) and cloudpickle
 (in ``vendor/``, used only when the host's Python lacks it). Its name carries
 the agent version and a hash of its contents, so a host keeps one copy per
 build and a changed agent is never mistaken for the old one.
@@ -23,21 +23,6 @@ from ..agent import AGENT_VERSION
 from ..agent.launch import ZIPAPP_KERNEL_DIR, ZIPAPP_KERNEL_PACKAGE
 
 _PACKAGE = Path(__file__).resolve().parent.parent
-#: The modules of ``transfer`` that run inside kernels (the rest needs jupyter_client).
-KERNEL_MODULES = (
-    "__init__",
-    "allowlist",
-    "buffers",
-    "bulk",
-    "devices",
-    "errors",
-    "kernel_handler",
-    "pickling",
-    "protocol",
-    "restricted",
-    "restricted_checks",
-    "state_files",
-)
 _MAIN = "from jupyter_remote_hw.agent.__main__ import main\nmain()\n"
 
 
@@ -45,8 +30,7 @@ def _sources() -> list[tuple[str, bytes]]:
     files = [("jupyter_remote_hw/__init__.py", b'"""Host-side copy: the agent only."""\n')]
     for path in sorted((_PACKAGE / "agent").rglob("*.py")):
         files.append((str(path.relative_to(_PACKAGE.parent)), path.read_bytes()))
-    for module in KERNEL_MODULES:
-        path = _PACKAGE / "transfer" / f"{module}.py"
+    for path in sorted((_PACKAGE / "transfer" / "kernel_side").glob("*.py")):
         files.append(
             (f"{ZIPAPP_KERNEL_DIR}/{ZIPAPP_KERNEL_PACKAGE}/{path.name}", path.read_bytes())
         )

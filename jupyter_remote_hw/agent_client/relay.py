@@ -391,12 +391,37 @@ class KernelRelayClient:
             (channel, parts) for _, channel, parts in self._kept if parts[0] in self._held_clients
         ]
         self._stand_in.hold_first(unacked)
+        self._forget_host()
+
+    def _forget_host(self) -> None:
+        """Drop what is kept for the host's relay and its numbering: the next stream goes
+        to a new kernel's relay."""
         self._kept.clear()
         self._kept_bytes = 0
         self._room.set()
         self._host_epoch = None
         self._received = 0
         self._sent = 0
+
+    @property
+    def attached(self) -> bool:
+        """Whether it relays to the host, or keeps trying to; False once the host refused
+        it (the kernel was gone there) and after :meth:`sleep` or :meth:`close`."""
+        return self._attach is not None and not self._attach.done()
+
+    async def attach_again(self) -> None:
+        """Relay to the host's kernel again after the host refused it: a restart started
+        the kernel anew while the relay found none there.
+
+        What was kept for the kernel that ended is dropped, as a restart drops what was
+        queued for the old process (a restart's own ``shutdown_request`` would otherwise
+        end the new one), and each cell it never answered gets an error saying so.
+        """
+        if self._closed or self._asleep or self.attached:
+            return
+        self._forget_host()
+        await self._stand_in.restarted()
+        self._attach = asyncio.create_task(self._keep_attached())
 
     async def echo_heartbeats(self, port: int) -> None:
         """Answer heartbeats on ``port`` (the kernel's, here) while asleep."""

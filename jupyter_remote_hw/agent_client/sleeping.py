@@ -299,22 +299,13 @@ class StandIn:
             if header.get("msg_type") != "execute_request":
                 kept.append((channel, parts, header))
                 continue
-            idents, _ = self.session.feed_identities(parts, copy=True)
             text = (
                 f"The kernel is hibernated and could not be woken: {reason}. Its saved "
                 "state is kept; run the cell again to retry."
                 if retry
                 else f"The kernel is hibernated and cannot be woken: {reason}."
             )
-            error = {"ename": "KernelWakeError", "evalue": text, "traceback": [text]}
-            await self._answer(
-                channel,
-                idents,
-                header,
-                "execute_reply",
-                {"status": "error", "execution_count": None, **error},
-                output=("error", error),
-            )
+            await self._fail(channel, parts, header, "KernelWakeError", text)
         self.held = kept
         self._woken = False
 
@@ -334,6 +325,33 @@ class StandIn:
             if header.get("msg_type") == "execute_request":
                 idents, _ = self.session.feed_identities(parts, copy=True)
                 await self._refuse_dead(channel, idents, header)
+
+    async def restarted(self) -> None:
+        """The kernel was started anew before it answered some ``execute_request``s sent
+        to it: answer each with an error saying so."""
+        requests = list(self._unanswered.values())
+        self._unanswered.clear()
+        text = (
+            "The kernel restarted before it answered this cell: its variables are gone. "
+            "Run the cell again."
+        )
+        for channel, parts, header in requests:
+            await self._fail(channel, parts, header, "KernelRestarted", text)
+
+    async def _fail(
+        self, channel: int, parts: list[bytes], header: dict[str, Any], ename: str, text: str
+    ) -> None:
+        """Answer the ``execute_request`` ``parts`` with the error ``ename``: ``text``."""
+        idents, _ = self.session.feed_identities(parts, copy=True)
+        error = {"ename": ename, "evalue": text, "traceback": [text]}
+        await self._answer(
+            channel,
+            idents,
+            header,
+            "execute_reply",
+            {"status": "error", "execution_count": None, **error},
+            output=("error", error),
+        )
 
     async def _refuse_dead(self, channel: int, idents: list[bytes], parent: dict[str, Any]) -> None:
         """Answer an ``execute_request`` of a dead kernel with an error, and say ``dead``

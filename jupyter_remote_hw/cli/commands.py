@@ -31,15 +31,15 @@ from ..providers import Target
 from ..providers.aws import ReapCandidate
 from ..providers.aws.errors import AWSError
 from ..providers.launch_steps import LaunchError
-from ..providers.slurm.reaping import reap_slurm
-from ..sharing import cli as sharing_cli
 from ..transport.host_keys import TRUSTED, fetch_presented_key, record_key, refuse_changed
 from ..validation import HOST, NAME, argument_type
 from . import catalog as catalog_cli
 from . import hibernated as hibernated_cli
 from . import hibernating as hibernating_cli
 from . import machines as cli_machines
+from . import sharing as sharing_cli
 from .base import BaseCommands, CLIError, _duration, _money
+from .slurm_reaping import reap_slurm
 
 
 def load_config(path: str | None) -> Config:
@@ -227,8 +227,8 @@ class RemoteHWCommands(BaseCommands):
         if not cli_machines.running_servers():
             raise CLIError(cli_machines.no_server(target, verb))
         if not self._confirm(
-            f"Shut down the Jupyter server's kernels on {target.name} "
-            f"({target.where}) and stop its agent? Unsaved variables are "
+            f"Shut down the kernels on {target.name} ({target.where}), those "
+            "%%remote started included, and stop its agent? Unsaved variables are "
             "lost.",
             yes,
         ):
@@ -236,11 +236,14 @@ class RemoteHWCommands(BaseCommands):
             return
         ended = await self._ask_server(target, "terminate")
         count = len(ended["kernels_shut_down"])
+        kept = ended.get("kernels_kept") or []
         self._print(
             f"{target.name} ({target.where}): shut down {count} "
             f"kernel{'' if count == 1 else 's'}; agent "
-            f"{'stopped' if ended['agent_stopped'] else 'still running other kernels'}"
+            f"{'stopped' if ended['agent_stopped'] else 'still running'}"
         )
+        for kernel in kept:
+            self._print(f"  kept {kernel['id']}: {kernel['reason']}")
 
     def _require_aws(self, record: MachineRecord) -> None:
         if record.provider != "aws":

@@ -24,6 +24,7 @@ from typing import Any
 
 from jupyter_server.serverapp import list_running_servers
 
+from ..ledger.records import MAGIC_OWNER
 from ..ledger.store import FINAL_STATES
 from ..machines.manager import MachineManager
 from ..machines.view import OWNED_PROVIDERS, MachineView
@@ -186,11 +187,18 @@ def no_server(target: Target, action: str) -> str:
 
 
 def kernel_title(kernel: dict[str, Any]) -> str:
-    """``analysis/train.ipynb · Python 3 (ipykernel)``, as the panel titles a kernel."""
-    where = kernel.get("path") or (
-        "%%remote" if str(kernel.get("owner", "")).startswith("magic:") else "no notebook"
-    )
-    return f"{where} · {kernel.get('display_name') or kernel.get('kernel_name') or 'kernel'}"
+    """``analysis/train.ipynb · Python 3 (ipykernel)``, as the panel titles a kernel; a
+    ``%%remote`` kernel ``analysis/train.ipynb · %%remote`` (its notebook's, where known)."""
+    path = kernel.get("path")
+    if str(kernel.get("owner", "")).startswith(MAGIC_OWNER):
+        return (
+            f"{path} · %%remote"
+            if path
+            else "%%remote · "
+            + str(kernel.get("display_name") or kernel.get("kernel_name") or "kernel")
+        )
+    name = kernel.get("display_name") or kernel.get("kernel_name") or "kernel"
+    return f"{path or 'no notebook'} · {name}"
 
 
 def render_rows(models: list[dict[str, Any]], money: Any, duration: Any) -> list[list[str]]:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..transfer.buffers import empty_segment
+from ..transfer.kernel_side.buffers import empty_segment
 
 #: Bytes written or read, and hashed, at a time (progress is reported after each).
 PIECE = 8 * 1024 * 1024

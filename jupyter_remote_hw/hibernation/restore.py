@@ -26,9 +26,9 @@ from typing import Any
 
 from ..transfer import TransferError
 from ..transfer.client import TransferClient
-from ..transfer.devices import MIXED
-from ..transfer.errors import RefusedVariableError
-from ..transfer.restricted import restriction
+from ..transfer.kernel_side.devices import MIXED
+from ..transfer.kernel_side.errors import RefusedVariableError
+from ..transfer.kernel_side.restricted import restriction
 from ..transfer.variables import Kernels, answering, kernel_manager_of, transfer_client
 from .errors import EntryNotFoundError, HibernationError, RestoreError
 from .far import FarAccess, FarPlace, read_through, unreadable

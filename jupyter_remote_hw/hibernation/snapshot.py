@@ -23,7 +23,7 @@ from typing import Any, Literal, TypeVar
 
 from ..transfer import TransferError
 from ..transfer.client import TransferClient
-from ..transfer.errors import NotSerializableError
+from ..transfer.kernel_side.errors import NotSerializableError
 from ..transfer.variables import (
     Kernels,
     is_busy,

@@ -50,7 +50,8 @@ from jupyter_core.paths import jupyter_data_dir
 from traitlets import Integer, Unicode
 from traitlets.config import LoggingConfigurable
 
-from ..transfer.pickling import Pickled, to_segments
+from ..processes import process_alive
+from ..transfer.kernel_side.pickling import Pickled, to_segments
 from ..validation import KERNEL_ID, check_identifier
 from . import files
 from .errors import CorruptEntryError, EntryNotFoundError, StoreFullError
@@ -103,16 +104,6 @@ class EntryInfo:
         ``provider``, ``host``, ``path``, ``label``); None when they are in ``path``."""
         far = self.manifest.get("far")
         return far if isinstance(far, dict) else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _writer_pid(name: str) -> int | None:
@@ -172,7 +163,7 @@ class HibernationStore(LoggingConfigurable):
             ]
         for name, written in leftovers:
             pid = _writer_pid(name)
-            if pid is not None and _alive(pid) and time.time() - written < STALE_AFTER:
+            if pid is not None and process_alive(pid) and time.time() - written < STALE_AFTER:
                 continue  # a save or a delete under way
             self._recover(root, name)
         return root

@@ -17,6 +17,23 @@ FINAL_STATES = frozenset({"terminated", "failed"})
 
 #: The owner of kernels a Jupyter server started (and reattaches after a restart).
 SERVER_OWNER = "server"
+#: Owner prefix of kernels ``%%remote`` started: ``magic:<host>:<pid>``, the machine and
+#: process of the local kernel the cell ran in (see :func:`magic_owner`).
+MAGIC_OWNER = "magic:"
+
+
+def magic_owner(host: str, pid: int) -> str:
+    """The owner recorded for a kernel that ``%%remote`` started from the local kernel
+    whose process is ``pid`` on the machine ``host``."""
+    return f"{MAGIC_OWNER}{host}:{pid}"
+
+
+def magic_owner_process(owner: str) -> tuple[str, int] | None:
+    """The machine and process of a ``%%remote`` kernel's owner; None for another owner."""
+    if not owner.startswith(MAGIC_OWNER):
+        return None
+    host, _, pid = owner[len(MAGIC_OWNER) :].rpartition(":")
+    return (host, int(pid)) if host and pid.isdigit() else None
 
 
 class MachineExistsError(Exception):

@@ -69,6 +69,10 @@ class HardwareOption:
             recorded for it (``running``, ``reconnecting``, ``stopped``, ...), else None.
         availability: What is free there now, where the provider knows (``2 of 2 GPUs
             free on 1 node`` for a SLURM partition), else None.
+        unreachable: While no machine is open there and the last try to connect failed:
+            ``{"reason" ("unreachable" or "host key not trusted"), "since" (epoch
+            seconds), "detail"}``; None otherwise. It can still be picked: a launch
+            tries again.
         source: ``target`` (a provider offers it) or ``catalog``.
     """
 
@@ -91,6 +95,7 @@ class HardwareOption:
     provider_title: str = ""
     machine_state: str | None = None
     availability: str | None = None
+    unreachable: dict[str, Any] | None = None
     source: str = "target"
 
     def to_json(self) -> dict[str, Any]:
@@ -157,6 +162,7 @@ def target_option(manager: MachineManager, target: Target) -> HardwareOption:
     if specs is not None:
         parsed = {**parsed, **specs}
     unusable = provider.target_usability(target.name) if provider is not None else None
+    unreachable_now = manager.unreachable.get(target.name) if state is None else None
     if state == "reconnecting":
         unusable = Unusable("link down", "it is being re-established; try again in a moment")
     return HardwareOption(
@@ -168,6 +174,7 @@ def target_option(manager: MachineManager, target: Target) -> HardwareOption:
         where=target.where,
         machine_state=state,
         availability=free or None,
+        unreachable=unreachable_now.to_json() if unreachable_now is not None else None,
         provider_title=provider_title(target.provider),
         **unusable_fields(unusable),
         **parsed,

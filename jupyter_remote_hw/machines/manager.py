@@ -19,7 +19,9 @@ import asyncio
 import atexit
 import os
 import threading
+import time
 from collections.abc import Callable, Collection, Coroutine, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,12 +31,13 @@ from traitlets.config import Config, SingletonConfigurable
 from traitlets.config.loader import ConfigFileNotFound, JSONFileConfigLoader, PyFileConfigLoader
 
 from ..agent_client import AgentError, AgentUnavailableError
+from ..errors import causes
 from ..hibernation import HibernationStore
 from ..ledger import Ledger
 from ..providers import Machine, Provider, Target, UnknownHardwareError
-from ..providers.launch_steps import LaunchListener, LaunchSteps
+from ..providers.launch_steps import LaunchError, LaunchListener, LaunchSteps
 from ..providers.registry import provider_classes
-from ..transport import TransportError, TransportManager
+from ..transport import HostKeyError, TransportError, TransportManager
 from ..transport.state import ConnectionState, StateChange
 
 T = TypeVar("T")
@@ -63,6 +66,39 @@ def server_config() -> Config:
             except ConfigFileNotFound:
                 continue
     return config
+
+
+@dataclass(frozen=True)
+class Unreachable:
+    """A target whose last connection failed.
+
+    Attributes:
+        since: When the first failure in a row was (epoch seconds).
+        key_not_trusted: Whether it failed on the host's key (unknown or changed).
+        detail: What the last failure said.
+    """
+
+    since: float
+    key_not_trusted: bool
+    detail: str
+
+    @classmethod
+    def after(cls, exc: LaunchError, earlier: Unreachable | None) -> Unreachable | None:
+        """What a failed launch says of its target: unreachable (since the ``earlier``
+        failure in a row, if any) when it failed to connect; None for other failures."""
+        transport = next((c for c in causes(exc) if isinstance(c, TransportError)), None)
+        if transport is None:
+            return None
+        return cls(
+            since=earlier.since if earlier is not None else time.time(),
+            key_not_trusted=isinstance(transport, HostKeyError),
+            detail=exc.reason,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """As the hardware listing sends it: ``{"reason", "since", "detail"}``."""
+        reason = "host key not trusted" if self.key_not_trusted else "unreachable"
+        return {"reason": reason, "since": self.since, "detail": self.detail}
 
 
 class MachineManager(SingletonConfigurable):
@@ -128,6 +164,9 @@ class MachineManager(SingletonConfigurable):
         self.placements: dict[str, str] = {}
         #: Since when (epoch seconds) each open machine's link has been down, by target name.
         self.link_down_since: dict[str, float] = {}
+        #: Targets whose last connection failed, by name: since when, and why (cleared
+        #: by the next connection that succeeds). See :meth:`machine`.
+        self.unreachable: dict[str, Unreachable] = {}
         #: Called with a target's name and whether its link is up, whenever that changes.
         self.link_listeners: list[Callable[[str, bool], None]] = []
         self._locks: dict[str, asyncio.Lock] = {}
@@ -346,7 +385,14 @@ class MachineManager(SingletonConfigurable):
                     self.log.info("machine %s: reopening (%s)", target.name, exc)
                     await machine.close()
                     del self._machines[target.name]
-            machine = await self.providers[target.provider].open_machine(target, steps)
+            try:
+                machine = await self.providers[target.provider].open_machine(target, steps)
+            except LaunchError as exc:
+                noted = Unreachable.after(exc, self.unreachable.get(target.name))
+                if noted is not None:
+                    self.unreachable[target.name] = noted
+                raise
+            self.unreachable.pop(target.name, None)
             self._machines[target.name] = machine
             self._watch_link(machine)
             return machine

@@ -117,6 +117,8 @@ class MachineView:
         run_by_others: Kernels that someone else can run code in, or could at some time
             in their life (shared with a role that runs code, or marked so), by id; the
             ledger's kernel records add those marked there.
+        owner_paths: The notebook of each local kernel that ``%%remote`` kernels may
+            belong to, by their owner (``magic:<host>:<pid>``).
     """
 
     targets: dict[str, Target]
@@ -126,6 +128,7 @@ class MachineView:
     now: float = field(default_factory=time.time)
     down_since: dict[str, float] = field(default_factory=dict)
     run_by_others: set[str] = field(default_factory=set)
+    owner_paths: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._recorded = {r.kernel_id: r for r in self.ledger.kernels()}
@@ -189,7 +192,11 @@ class MachineView:
             "resource_id": None,
             "last_seen": None,
             "idle_stop_in": None,
-            "actions": ["start", "terminate"],
+            # Hardware the user owns is stopped (its kernels and agent end; the host runs
+            # on), never terminated.
+            "actions": (
+                ["start", "stop"] if target.provider in OWNED_PROVIDERS else ["start", "terminate"]
+            ),
             "shareable": target.provider != "local",
             "link_down_since": down,
         }
@@ -269,7 +276,7 @@ class MachineView:
             "owner": owner,
             "kernel_name": facts.kernel_name,
             "display_name": KERNEL_DISPLAY_NAME,
-            "path": facts.path,
+            "path": facts.path or self.owner_paths.get(owner),
             "execution_state": facts.execution_state,
             "state": "hibernated" if hibernated is not None else state,
             "hibernated": hibernated,

@@ -23,8 +23,8 @@ from tabulate import tabulate
 from ..providers import Target, UnknownHardwareError
 from ..provisioner.errors import KernelLaunchError
 from ..transfer import TransferError, dump_variables, load_variables
-from ..transfer.pickling import Pickled
-from ..transfer.restricted import SharedKernelPulls, load_variables_restricted
+from ..transfer.kernel_side.pickling import Pickled
+from ..transfer.kernel_side.restricted import SharedKernelPulls, load_variables_restricted
 from .remote_sessions import Emit, RemoteKernel, RemoteKernelLostError, RemoteSessions
 from .untrusted_output import untrusted_display
 
@@ -102,16 +102,29 @@ class _Progress:
 
 
 class _LaunchDisplay:
-    """Shows the steps of starting a remote kernel, in place."""
+    """Shows the steps of starting a remote kernel, in place, while it starts; one line
+    once it is ready (a failure keeps every step)."""
 
     def __init__(self, target: Target) -> None:
         self.target = target
         self.lines: list[str] = []
+        self.done: list[tuple[str, float]] = []
         self.handle: DisplayHandle | None = None
+
+    def ready(self) -> None:
+        """The kernel answered: the steps become one line, so the notebook keeps no log."""
+        if self.handle is None:
+            return  # it was running already: nothing was shown
+        total = sum(seconds for _, seconds in self.done)
+        steps = " · ".join(f"{step} {seconds:.1f} s" for step, seconds in self.done)
+        text = f"Kernel on {self.target.name} ({self.target.hardware}) ready in {total:.1f} s"
+        self.handle.update({"text/plain": f"{text}: {steps}" if steps else text}, raw=True)
 
     def event(self, event: dict[str, Any]) -> None:
         state, step, detail = event.get("state"), event.get("step"), event.get("detail")
         seconds = event.get("seconds")
+        if state == "done" and seconds is not None:
+            self.done.append((str(step), float(seconds)))
         if state == "started":
             self.lines.append(f"… {step}")
         elif state == "progress" and detail:
@@ -197,6 +210,7 @@ class RemoteMagics(Magics):
 
         async def job(emit: Emit) -> Any:
             kernel = await self.sessions.kernel(target, emit)
+            emit(("ready", None))
             return await work(kernel, emit)
 
         def on_event(kind: str, payload: Any) -> None:
@@ -207,6 +221,8 @@ class RemoteMagics(Magics):
                 untrusted = bool(payload)
             elif kind == "launch":
                 launch.event(payload)
+            elif kind == "ready":
+                launch.ready()
             elif kind == "progress":
                 progress.update(*payload)
 
@@ -227,7 +243,7 @@ class RemoteMagics(Magics):
 
     def _load(self, pickled: list[Pickled], restricted: bool, target: Target) -> dict[str, Any]:
         """Rebuild pulled variables: restricted to data types when someone else can run
-        code in the kernel they come from (see :mod:`~jupyter_remote_hw.transfer.restricted`)."""
+        code in the kernel they come from (see :mod:`~jupyter_remote_hw.transfer.kernel_side.restricted`)."""
         if not restricted:
             return load_variables(pickled)
         allowed = SharedKernelPulls(config=self.sessions.config).allowed_types
@@ -375,7 +391,7 @@ class RemoteMagics(Magics):
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:
     """Register the magics, and answer transfer requests in this kernel."""
-    from ..transfer.kernel_handler import load_ipython_extension as answer_transfers
+    from ..transfer.kernel_side.kernel_handler import load_ipython_extension as answer_transfers
 
     answer_transfers(ipython)
     ipython.register_magics(RemoteMagics(ipython))

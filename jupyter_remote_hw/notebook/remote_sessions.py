@@ -31,12 +31,13 @@ from typing import Any, TypeVar
 from jupyter_client.manager import AsyncKernelManager
 from traitlets.config import Config
 
+from ..ledger.records import magic_owner
 from ..machines.manager import MachineManager, server_config
 from ..providers import Target, UnknownHardwareError
 from ..provisioner.kernelspecs import RemoteHWKernelSpecManager
 from ..transfer.client import TransferClient
 from ..transfer.kernel_link import KernelLink
-from ..transfer.pickling import Pickled
+from ..transfer.kernel_side.pickling import Pickled
 from ..transfer.variables import stream_opener
 
 T = TypeVar("T")
@@ -55,6 +56,15 @@ WATCH_INTERVAL = 2.0
 
 class RemoteKernelLostError(Exception):
     """The remote kernel ended while a cell or transfer was waiting on it."""
+
+
+def _ended_note(target_name: str, when: str) -> str:
+    """What a cell whose remote kernel has ended says."""
+    return (
+        f"the kernel on {target_name} ended {when} (shut down or terminated from "
+        "the Remote hardware panel, crashed, or killed, for example for lack of memory). "
+        "Its variables are gone; the next %%remote starts a new kernel there."
+    )
 
 
 def _quiet_logger() -> logging.Logger:
@@ -118,7 +128,7 @@ class RemoteSessions:
     def __init__(self, config: Config | None = None, log: logging.Logger | None = None) -> None:
         self.config = Config(config if config is not None else server_config())
         self.log = log or _quiet_logger()
-        self.owner = f"magic:{socket.gethostname()}:{os.getpid()}"
+        self.owner = magic_owner(socket.gethostname(), os.getpid())
         # Kernels started here are this process's: a Jupyter server does not reattach them.
         self.config.RemoteHWProvisioner.owner = self.owner
         self.default_target: str | None = None
@@ -242,14 +252,25 @@ class RemoteSessions:
     # ------------------------------------------------------------------ kernels
 
     async def kernel(self, target: Target, emit: Emit) -> RemoteKernel:
-        """This local kernel's kernel on ``target``, started on first use (with progress)."""
+        """This local kernel's kernel on ``target``, started on first use (with progress).
+
+        Raises:
+            RemoteKernelLostError: The kernel it had there has ended since (shut down
+                from the panel, a terminate, a crash): the cell does not run on a new
+                kernel without the earlier variables; it is forgotten, so running the
+                cell again starts a new one.
+        """
         lock = self._starting.setdefault(target.name, asyncio.Lock())
         async with lock:
             existing = self._kernels.get(target.name)
             if existing is not None:
                 if await existing.manager.is_alive():
                     return existing
+                del self._kernels[target.name]
                 await self._stop(existing)
+                raise RemoteKernelLostError(
+                    _ended_note(target.name, "since the last %%remote cell")
+                )
             kernel = await self._start(target, emit)
             self._kernels[target.name] = kernel
             return kernel
@@ -350,9 +371,7 @@ class RemoteSessions:
                     del self._kernels[kernel.target.name]
                     await self._stop(kernel)
                 raise RemoteKernelLostError(
-                    f"the kernel on {kernel.target.name} stopped while this cell was waiting "
-                    "on it (it crashed or was killed, for example for lack of memory). Its "
-                    "variables are gone; the next %%remote starts a new kernel there."
+                    _ended_note(kernel.target.name, "while this cell was waiting on it")
                 )
         finally:
             if not task.done():

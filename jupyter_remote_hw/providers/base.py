@@ -16,13 +16,18 @@ cluster...). Its lifecycle, in the order a kernel meets it:
    it fails; a scheduler reports its queue state (job id, state, reason, position,
    expected start) as notes of its step.
 4. **Report live resources**: the machine's agent reports its CPUs, memory and GPUs
-   and their use (:meth:`Machine.agent`); the provider reports the machines it holds
-   that cost money (:meth:`Provider.live_machines`).
+   and their use (:meth:`Machine.agent`); what the provider launched that costs money
+   is in the ledger (:class:`~..ledger.Ledger`), which the machines listing reads.
 5. **Release** (:meth:`Provider.release`): when a machine runs no kernel any more
    and its agent stopped, let go of it (and of what it holds: a job, a reservation).
-6. **Reap what is ours** (:meth:`Provider.reap_unclaimed`): end what this provider
-   started and nothing live claims any more.
-7. **Estimate cost** (:meth:`Provider.price_per_hour`): what a target costs per hour.
+6. **Estimate cost** (:meth:`Provider.price_per_hour`): what a target costs per hour.
+
+What nothing claims any more is ended by ``jupyter remote-hw reap``, which asks each
+provider that launches machines in its own terms (what claims an instance is its
+clients' heartbeat; what claims a job, a kernel the agent in it still runs):
+``AWSProvider.reap_candidates``/``reap`` and ``SLURMProvider.reap``, driven by
+:mod:`..cli.commands` and :mod:`..cli.slurm_reaping`; hardware the user owns has
+nothing to reap.
 
 A new provider is a package under ``providers/`` with a :class:`Provider` subclass
 that implements :meth:`~Provider.targets` and :meth:`~Provider.open_machine` (and
@@ -49,7 +54,6 @@ from .usability import Unusable
 if TYPE_CHECKING:
     from ..agent_client.relay import KernelRelayClient
     from ..hibernation.far import FarPlace
-    from ..ledger import MachineRecord
     from .launch_steps import LaunchListener, LaunchSteps
 
 #: The entry point group providers are registered under, by name.
@@ -160,6 +164,12 @@ class Machine(ABC):
         """Why the machine ended for good under its kernels (a scheduler's job ended by
         its time limit, say), or None while it lasts. Its kernels are then dead."""
         return None
+
+    async def confirm_end(self) -> str | None:
+        """:meth:`end_reason`, asked now where the machine can be asked (a scheduler is
+        asked about the job at once, not at its next look): for when its agent went away
+        and whether the machine ended with it decides what to answer."""
+        return self.end_reason()
 
     def expect_drops(self, kernel_id: str) -> None:
         """The kernel is stopping or restarting: its clients' reconnects will fail for a
@@ -308,11 +318,6 @@ class Provider(LoggingConfigurable, metaclass=ProviderMeta):
             LaunchError: A step failed.
         """
 
-    def live_machines(self) -> list[MachineRecord]:
-        """The machines of this provider that run or are about to, and cost money while
-        they do, as the ledger has them (none for hardware the user owns)."""
-        return []
-
     async def release(self, machine: Machine) -> None:
         """Let go of a machine whose agent stopped because it ran no kernel: its
         streams and forwards here (and whatever the provider holds for it)."""
@@ -349,17 +354,6 @@ class Provider(LoggingConfigurable, metaclass=ProviderMeta):
             OSError: It could not be removed.
         """
         return f"its saved state stays in {place.path} on {place.label}"
-
-    async def reap_unclaimed(self, live_targets: set[str]) -> list[str]:
-        """End what this provider started that nothing live claims any more.
-
-        Args:
-            live_targets: The targets that kernels known to the ledger run on.
-
-        Returns:
-            What was ended (instance or job ids); none by default.
-        """
-        return []
 
     def price_per_hour(self, target: Target) -> float | None:
         """US dollars per hour that ``target``'s machine costs while it runs; 0 for

@@ -87,6 +87,9 @@ def _classify(exc: BaseException, step: str) -> tuple[int, str]:
         return 502, ""  # their messages already say what to run
     if isinstance(exc, TimeoutError | CommandTimeoutError):
         return 504, hint
+    if isinstance(exc, TransportError) and step == "connect" and exc.destination:
+        # The command as the user can paste it, for this host.
+        return 502, hint.replace("<host>", exc.destination)
     if isinstance(exc, HostUnreachableError | TransportError | AgentUnavailableError):
         return 502, hint
     if isinstance(exc, AgentError) and exc.kind == "no_ipykernel":

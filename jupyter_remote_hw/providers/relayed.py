@@ -78,6 +78,10 @@ class RelayedMachine(Machine):
         elif relay.asleep:
             # A kernel woken from hibernation: its relay kept the ports meanwhile.
             await relay.wake(self._open_agent_stream)
+        else:
+            # A restarted kernel: the host may have refused the relay while the kernel
+            # was gone there.
+            await relay.attach_again()
         hb_path = channel_path(connection, "hb_port")
         where: Where = hb_path if hb_path is not None else int(connection["hb_port"])
         old_where, hb = self._heartbeat_forwards.get(kernel_id, (None, None))

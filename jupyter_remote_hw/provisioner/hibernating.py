@@ -23,10 +23,17 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.manager import KernelManager
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_delay,
+    wait_exponential,
+)
 
 from ..agent_client import AgentError, AgentUnavailableError
 from ..agent_client.relay import KernelRelayClient
-from ..errors import UserError, one_line
+from ..errors import UserError, causes, one_line
 from ..hibernation import (
     HibernationStore,
     Policy,
@@ -40,7 +47,7 @@ from ..hibernation.errors import EntryNotFoundError
 from ..hibernation.restore import wake_notice
 from ..hibernation.store import size_text
 from ..providers.launch_steps import LaunchError, LaunchSteps
-from ..transport import TransportError
+from ..transport import AuthenticationError, HostKeyError, TransportError
 from .asleep import sleeping_relay
 from .far_state import access_for, delete_state, place_for
 from .kernel_end import end_reason, restart_refusal
@@ -160,23 +167,22 @@ class KernelHibernation:
         p.operations.begin(HIBERNATION, self._saving)
         try:
             summary = await self._saving
-        except asyncio.CancelledError:
-            await relay.release()
+        except BaseException as exc:
+            if not (ended := end_reason(p)):
+                await relay.release()  # else its relay answers for the dead kernel
             p.operations.end(HIBERNATION)
             current = asyncio.current_task()
-            if current is not None and current.cancelling():
+            cancelled = isinstance(exc, asyncio.CancelledError)  # by a cell, a stop, a death
+            if cancelled and current is not None and current.cancelling():
+                raise
+            if ended and (cancelled or isinstance(exc, Exception)):
+                raise HibernationStateError(f"kernel {p.kernel_id} died during its save: {ended}")
+            if not cancelled:
                 raise
             why = p.operations.ended("its state was being saved") or (
                 "a cell was run while its state was being saved, so it keeps running"
             )
             raise HibernationStateError(f"kernel {p.kernel_id} was not hibernated: {why}") from None
-        except BaseException as exc:
-            if not (ended := end_reason(p)):
-                await relay.release()  # else its relay answers for the dead kernel
-            p.operations.end(HIBERNATION)
-            if ended and isinstance(exc, Exception):
-                raise HibernationStateError(f"kernel {p.kernel_id} died during its save: {ended}")
-            raise
         finally:
             self._saving = None
         self._settling = True
@@ -339,7 +345,7 @@ class KernelHibernation:
         p.launch_steps = steps
         try:
             async with asyncio.timeout(p.launch_timeout):
-                await p.launcher.launch(steps, dict(p.launch_kwargs), p.launch_timeout)
+                await _launch_waiting_for_host(p, steps)
                 with steps.step("restore state"):
                     summary = await restore(
                         self._kernel_manager(),
@@ -374,9 +380,10 @@ class KernelHibernation:
         for note in summary.notes:
             steps.note(note)
         await delete_state(p, running=True)  # while its clients are held: its own request
-        await relay.release(wake_notice(summary))  # shown in the cell that woke it
+        # Awake before the held cell goes: once it is answered, no wake is left to refuse.
         self.relay, self.state, self.wake_error = None, None, None
         await self._record()
+        await relay.release(wake_notice(summary))  # shown in the cell that woke it
         steps.log.info(
             "kernel %s woke on %s: %s; %s restored in %.1f s",
             p.kernel_id,
@@ -461,6 +468,42 @@ class KernelHibernation:
             await relay.release()
         await delete_state(self.p, running=False)
         await self._record()
+
+
+#: Seconds a wake leaves for the steps after connecting, of the launch's time.
+WAKE_AFTER_CONNECT = 30.0
+
+
+def _host_unreachable(exc: BaseException) -> bool:
+    """Whether a launch failed because the host or its agent could not be reached (a
+    link that dropped, before or while the kernel started), not on the host's key, the
+    login, or anything the host said: a wake then tries again."""
+    found = list(causes(exc))
+    if any(isinstance(c, HostKeyError | AuthenticationError) for c in found):
+        return False
+    return any(isinstance(c, TransportError | AgentUnavailableError) for c in found)
+
+
+async def _launch_waiting_for_host(p: RemoteHWProvisioner, steps: LaunchSteps) -> None:
+    """Start the woken kernel's process; while its host cannot be reached (a link that
+    dropped, a host rebooting), try again with backoff, saying so in the progress, for
+    up to the launch's time less :data:`WAKE_AFTER_CONNECT`. The state is safe meanwhile,
+    and the cell that woke the kernel waits as it would for a running kernel."""
+    began = time.monotonic()
+
+    def say(state: RetryCallState) -> None:
+        waited = time.monotonic() - began
+        steps.note(f"{p.target} cannot be reached; trying again ({waited:.0f} s so far)")
+
+    async for attempt in AsyncRetrying(
+        retry=retry_if_exception(_host_unreachable),
+        wait=wait_exponential(multiplier=0.5, max=5.0),
+        stop=stop_after_delay(max(0.0, p.launch_timeout - WAKE_AFTER_CONNECT)),
+        before_sleep=say,
+        reraise=True,
+    ):
+        with attempt:
+            await p.launcher.launch(steps, dict(p.launch_kwargs), p.launch_timeout)
 
 
 def _wake_failure(exc: BaseException, steps: LaunchSteps, ended: str | None) -> str:

@@ -31,6 +31,7 @@ async def report_end(p: RemoteHWProvisioner, reason: str) -> None:
     if relay is not None:
         await relay.sleep()  # its clients' requests go to its stand-in from now on
         await relay.refuse_held(reason, dead=True)
+    p.operations.end_save()  # its state is gone with it: the save is told so at once
     tell_failed(p, "kernel died", reason)
 
 

@@ -1,5 +1,13 @@
 """Starting, restarting or finding a provisioner's kernel on its machine, and cleaning up
 after a launch that failed.
+
+A launch takes one of four paths, each a method of :class:`KernelLauncher`:
+:meth:`~KernelLauncher.take_over` (a kernel a previous server started),
+:meth:`~KernelLauncher.wake_here` (a hibernated kernel started again behind its kept
+relay), a restart (:meth:`~KernelLauncher.restart_remote`) and a new kernel
+(:meth:`~KernelLauncher.start_remote`); all but a kernel resumed asleep end in
+:meth:`~KernelLauncher.connect`, which records the kernel's ports, its connection
+and its ledger row.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ from .errors import KernelGoneError, KernelLaunchError, MachineEndedError
 from .kernel_end import restart_refusal
 
 if TYPE_CHECKING:
+    from ..agent_client.relay import KernelRelayClient
+    from ..providers.target import Target
     from .provisioner import RemoteHWProvisioner
 
 #: Variables (``fnmatch`` patterns) of the launch environment that a kernel on another
@@ -140,59 +150,97 @@ class KernelLauncher:
     async def launch(
         self, steps: LaunchSteps, kwargs: dict[str, Any], timeout: float
     ) -> KernelConnectionInfo:
-        record = self.p.manager.ledger.get_kernel(self.p.kernel_id)
-        relay = self.p.hibernation.relay  # a hibernated kernel's, kept while it was away
-        adopting = relay is None and self.p.host_connection is None and record is not None
-        if adopting:
-            assert record is not None
-            await self.p.load_provisioner_info(record.info)
-            hibernated = record.info.get("hibernated")
-            if isinstance(hibernated, dict):
-                with steps.step("find kernel"):
-                    return await self.p.hibernation.resume_asleep(hibernated)
-            # The previous server's connection file for this kernel id is stale:
-            # jupyter_client would trust it instead of what is returned here.
-            connection_file = getattr(self.p.parent, "connection_file", "")
-            if connection_file:
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(connection_file)
-        target = self.p.resolved_target()
-        refused = restart_refusal(self.p)
-        if refused:
-            with steps.step("restart kernel"):
-                raise MachineEndedError(refused)
-        self.p.machine = await self.p.manager.machine(target, steps)
+        """Launch the kernel by the one path its state calls for: take over a kernel a
+        previous server started, wake a hibernated kernel, restart a running one, or
+        start a new one; then connect its channels here."""
+        p = self.p
+        record = p.manager.ledger.get_kernel(p.kernel_id)
+        relay = p.hibernation.relay  # a hibernated kernel's, kept while it was away
+        if relay is None and p.host_connection is None and record is not None:
+            return await self.take_over(steps, record.info)
+        target = await self.reach_machine(steps)
         if relay is not None:
-            with steps.step("start kernel"):
-                # The same key: the clients connected all along sign with it.
-                key: Any = self.p.connection_info["key"]  # bytes, its TypedDict says str
-                key = key.decode() if isinstance(key, bytes) else str(key)
-                remote = await self.start_remote(kwargs, timeout, key)
-                self.p.host_connection = remote
-                self.p.machine.adopt(self.p.kernel_id, relay)
-        elif adopting:
-            with steps.step("find kernel"):
-                remote = await self.find_remote()
-        elif self.p.host_connection is not None:
+            remote = await self.wake_here(steps, kwargs, timeout, relay)
+        elif p.host_connection is not None:
             with steps.step("start kernel"):
                 remote = await self.restart_remote(kwargs, timeout)
         else:
             with steps.step("start kernel"):
                 remote = await self.start_remote(kwargs, timeout)
-        self.p.host_connection = remote
+        return await self.connect(steps, target, remote)
+
+    async def take_over(self, steps: LaunchSteps, info: dict[str, Any]) -> KernelConnectionInfo:
+        """A kernel a previous Jupyter server started (its ledger row says so): resume it
+        asleep when it hibernated, else find it on its host and connect to it."""
+        p = self.p
+        await p.load_provisioner_info(info)
+        hibernated = info.get("hibernated")
+        if isinstance(hibernated, dict):
+            with steps.step("find kernel"):
+                return await p.hibernation.resume_asleep(hibernated)
+        # The previous server's connection file for this kernel id is stale:
+        # jupyter_client would trust it instead of what is returned here.
+        connection_file = getattr(p.parent, "connection_file", "")
+        if connection_file:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(connection_file)
+        target = await self.reach_machine(steps)
+        with steps.step("find kernel"):
+            remote = await self.find_remote()
+        return await self.connect(steps, target, remote)
+
+    async def reach_machine(self, steps: LaunchSteps) -> Target:
+        """Reach the kernel's machine (preparing it when needed) and return its target.
+
+        Raises:
+            MachineEndedError: The kernel's machine ended under it: a restart does not
+                quietly take new hardware in its place.
+        """
+        p = self.p
+        target = p.resolved_target()
+        refused = restart_refusal(p)
+        if refused:
+            with steps.step("restart kernel"):
+                raise MachineEndedError(refused)
+        p.machine = await p.manager.machine(target, steps)
+        return target
+
+    async def wake_here(
+        self, steps: LaunchSteps, kwargs: dict[str, Any], timeout: float, relay: KernelRelayClient
+    ) -> dict[str, Any]:
+        """Start a hibernated kernel again behind the relay its clients kept: with the key
+        they sign with."""
+        p = self.p
+        assert p.machine is not None
+        with steps.step("start kernel"):
+            key: Any = p.connection_info["key"]  # bytes, its TypedDict says str
+            key = key.decode() if isinstance(key, bytes) else str(key)
+            remote = await self.start_remote(kwargs, timeout, key)
+            p.host_connection = remote
+            p.machine.adopt(p.kernel_id, relay)
+        return remote
+
+    async def connect(
+        self, steps: LaunchSteps, target: Target, remote: dict[str, Any]
+    ) -> KernelConnectionInfo:
+        """Make the kernel that runs on the host (``remote``: its connection there)
+        reachable here, record it in the ledger, and return what clients connect to."""
+        p = self.p
+        assert p.machine is not None
+        p.host_connection = remote
         with steps.step("connect channels"):
-            local = await self.p.machine.expose(self.p.kernel_id, remote, self.p.local_ports)
-        self.p.local_ports = {name: int(local[name]) for name in PORT_NAMES}
+            local = await p.machine.expose(p.kernel_id, remote, p.local_ports)
+        p.local_ports = {name: int(local[name]) for name in PORT_NAMES}
         # jupyter_client compares keys as bytes (its TypedDict says str).
         info = cast(KernelConnectionInfo, {**local, "key": str(remote["key"]).encode()})
-        self.p.connection_info = info
-        self.p.launched_at = time.monotonic()
-        self.p.manager.ledger.put_kernel(
-            self.p.kernel_id,
-            str(getattr(self.p.parent, "kernel_name", "") or target.kernel_name),
+        p.connection_info = info
+        p.launched_at = time.monotonic()
+        p.manager.ledger.put_kernel(
+            p.kernel_id,
+            str(getattr(p.parent, "kernel_name", "") or target.kernel_name),
             target.name,
-            await self.p.get_provisioner_info(),
-            owner=self.p.owner,
+            await p.get_provisioner_info(),
+            owner=p.owner,
         )
         return info
 
@@ -238,8 +286,11 @@ class KernelLauncher:
         except AgentError as exc:
             if exc.kind != "unknown_kernel":
                 raise
-            # The host forgot the kernel (its agent was replaced): start it afresh.
-            return await self.start_remote(kwargs, timeout)
+            # The host forgot the kernel (its agent was replaced, or it was shut down
+            # there): start it afresh, with the key its clients sign with.
+            key: Any = (self.p.connection_info or {}).get("key")
+            key = key.decode() if isinstance(key, bytes) else key
+            return await self.start_remote(kwargs, timeout, str(key) if key else None)
         return dict(restarted["connection"])
 
     async def find_remote(self) -> dict[str, Any]:

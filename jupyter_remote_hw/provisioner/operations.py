@@ -110,6 +110,13 @@ class KernelOperations:
             self._ended = asyncio.Event()
         await self._ended.wait()
 
+    def end_save(self) -> None:
+        """The kernel died: end a save under way now, rather than when its wait for the
+        kernel's answer times out (nothing when no save runs)."""
+        task = self._task
+        if self.running == HIBERNATION and task is not None and not task.done():
+            task.cancel()
+
     def refuse_restart(self) -> None:
         """Raise when a restart cannot start now: a switch is under way (Jupyter would
         tell the kernel to stop under the switch's copy of its variables). A save or a

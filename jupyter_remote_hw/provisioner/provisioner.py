@@ -180,7 +180,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         """Open a byte stream to a port on the kernel's host's 127.0.0.1, or to a UNIX
         socket there (its path).
 
-        Transfers use it for their bulk streams (see ``transfer/bulk.py``).
+        Transfers use it for their bulk streams (see ``transfer/kernel_side/bulk.py``).
 
         Raises:
             AgentUnavailableError: The kernel has no machine.
@@ -275,9 +275,10 @@ class RemoteHWProvisioner(KernelProvisionerBase):
                 raise
             self.log.debug("kernel %s: signal %d not sent: %s", self.kernel_id, signum, exc)
         except (AgentUnavailableError, TransportError):
-            if self.machine is None or not self.machine.end_reason():
+            # Its machine may have ended while we asked (a job cancelled from outside,
+            # before the server noticed), the kernel with it: the machine says.
+            if self.machine is None or not await self.machine.confirm_end():
                 raise
-            # Its machine ended while we asked: the kernel ended with it.
 
     @on_home_loop
     async def shutdown_requested(self, restart: bool = False) -> None:
@@ -416,8 +417,13 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         return recommended + 2 * self.poll_timeout if remote else recommended
 
     def get_stable_start_time(self, recommended: float = 10.0) -> float:
-        """A remote kernel may take as long as its launch timeout to come up."""
-        return max(recommended, self.launch_timeout)
+        """How long a restarted kernel must live before its restart counts as done:
+        ``recommended`` plus what its last launch took (a slow host's crash loop still
+        reaches the restart limit; a kernel killed now and then does not add up to it,
+        as it did when this was the whole launch timeout)."""
+        steps = self.launch_steps
+        took = sum(r.seconds for r in steps.records) if steps is not None else 0.0
+        return recommended + min(took, self.launch_timeout)
 
     # ------------------------------------------------------------------ persistence
 

@@ -16,7 +16,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ..agent_client import AgentError, AgentUnavailableError
-from ..transfer.restricted import SharedKernelPulls, restriction
+from ..transfer.kernel_side.restricted import SharedKernelPulls, restriction
 from ..transport import TransportError
 
 if TYPE_CHECKING:

@@ -11,6 +11,9 @@ restart or an interrupt that cannot be done now answers 409 with why, in one lin
   time limit, an EC2 instance terminated outside this server): a restart does not
   quietly take new hardware in its place.
 
+A restart or an interrupt of a kernel the server no longer has (one a switch just
+replaced) answers 404 saying so, where jupyter_server answers a restart with a 500.
+
 jupyter_server would answer each with a bare 500 ("Exception restarting kernel") and
 log a traceback. Every other request goes on to jupyter_server's handler unchanged.
 """
@@ -43,6 +46,13 @@ class EndedKernelActionHandler(KernelActionHandler):
     async def post(self, kernel_id: str, action: str) -> None:
         """Refuse the restart of a kernel whose machine ended or that switches hardware;
         else as jupyter_server."""
+        if kernel_id not in self.kernel_manager:
+            # jupyter_server answers a restart of a kernel it no longer has with a 500.
+            raise web.HTTPError(
+                404,
+                f"no kernel {kernel_id}: it was shut down (a notebook that switched "
+                "hardware has a new kernel; reload its session)",
+            )
         if (
             kernel_id in self.kernel_manager
             and not (kernel := self.kernel_manager.get_kernel(kernel_id)).ready.done()

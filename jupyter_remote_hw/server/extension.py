@@ -30,8 +30,8 @@ from .ended_restart import KERNEL_ACTION_ROUTE, EndedKernelActionHandler
 from .handlers import api_handlers
 from .hardware_actions import HardwareActions
 from .hardware_events import EventHub
-from .hibernation_actions import HibernationActions
-from .hibernation_timer import IdleHibernation
+from .hibernation.actions import HibernationActions
+from .hibernation.timer import IdleHibernation
 from .interrupt import stop_on_interrupt
 from .launch_delete import cancel_launches_on_delete
 from .orphans import reap_orphans

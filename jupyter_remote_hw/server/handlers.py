@@ -37,8 +37,8 @@ from ..machines.hardware import list_hardware, provider_statuses
 from ..validation import NAME, InvalidInputError, check_identifier, check_json, quote
 from .hardware_actions import HardwareActions, HardwareRequestError
 from .hardware_events import EventHub
-from .hibernate_after_actions import HibernateAfterActions
-from .hibernation_actions import HibernationActions
+from .hibernation.actions import HibernationActions
+from .hibernation.hibernate_after import HibernateAfterActions
 from .host_key_actions import trust_host_key
 from .json_errors import API_PREFIX, JSONErrors, ServerStoppingError
 from .kernel_metrics import KernelMetrics

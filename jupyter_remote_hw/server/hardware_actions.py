@@ -9,27 +9,43 @@ these, and turn :class:`HardwareRequestError` into the HTTP status it carries.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ..agent_client import AgentError, AgentUnavailableError
+from ..ledger.records import MAGIC_OWNER, magic_owner
 from ..ledger.store import ACTIVE_STATES, FINAL_STATES, MachineRecord
 from ..machines.manager import MachineManager
-from ..machines.view import KernelFacts, MachineView, link_states, owned_hardware_note
+from ..machines.view import (
+    OWNED_PROVIDERS,
+    KernelFacts,
+    MachineView,
+    link_states,
+    owned_hardware_note,
+)
 from ..providers import KERNEL_NAME_PREFIX, Target, UnknownHardwareError
 from ..providers.launch_steps import LaunchError
 from ..provisioner import RemoteHWProvisioner
 from ..sharing.roles import kernels_run_by_others
 from .hardware_events import EventHub
-from .hibernate_times import kernel_hibernate_after
+from .hibernation.times import kernel_hibernate_after
+from .orphans import shut_down_on_host
 from .request_errors import HardwareRequestError
-from .switch_actions import SessionSwitching
-from .switching import CARRY_ALL
+from .switching.actions import SessionSwitching
+from .switching.carry import CARRY_ALL
 from .user_errors import host_key_details
 
 #: Seconds the machines listing waits for an agent's lifetime status.
 LIFETIME_WAIT = 3.0
+
+
+def _kept_reason(kernel: dict[str, Any]) -> str:
+    """Why a terminate left a kernel on its machine, in words."""
+    if kernel["owner"].startswith(MAGIC_OWNER):
+        return "started by %%remote; its host could not be reached to shut it down"
+    return "started by another Jupyter server of yours; shut it down from there"
 
 
 def _launch_failure(exc: BaseException) -> HardwareRequestError | None:
@@ -170,7 +186,24 @@ class HardwareActions(SessionSwitching):
             kernels,
             down_since=dict(self.machines.link_down_since),
             run_by_others=run_by_others,
+            owner_paths=self._owner_paths(paths),
         )
+
+    def _owner_paths(self, paths: dict[str, str]) -> dict[str, str]:
+        """The notebook of each of this server's kernels that runs here as a process (a
+        plain ``python3`` kernel, where ``%%remote`` runs), by the owner its ``%%remote``
+        kernels are recorded with (``magic:<host>:<pid>``)."""
+        host = socket.gethostname()
+        owners = {}
+        for kernel_id, path in paths.items():
+            if kernel_id not in self.kernel_manager:
+                continue
+            kernel = self.kernel_manager.get_kernel(kernel_id)
+            process = getattr(getattr(kernel, "provisioner", None), "process", None)
+            pid = getattr(process, "pid", None)
+            if isinstance(pid, int):
+                owners[magic_owner(host, pid)] = path
+        return owners
 
     def machine_model(self, name: str, target: Target | None = None) -> dict[str, Any]:
         """One machine as the machines panel shows it (see :class:`.MachineView`).
@@ -253,42 +286,68 @@ class HardwareActions(SessionSwitching):
         return self._publish_machine(target.name, target)
 
     async def stop_machine(self, name: Any) -> dict[str, Any]:
-        """Stop a cloud machine (its kernels end; its disk stays).
+        """Stop a cloud machine (its kernels end; its disk stays); on hardware the user
+        owns (an SSH host, this machine), end its kernels and its agent, as a terminate
+        does: the host itself keeps running. The answer is a terminate's, its state
+        ``stopped``.
 
         Raises:
             HardwareRequestError: 409 for hardware that cannot be stopped from here.
         """
         target = self.target(name, "name")
         record = self._record(target.name)
+        if record is None and target.provider in OWNED_PROVIDERS:
+            return await self._end_everything(target, None, "stopped")
         if record is None or not hasattr(self.machines.providers.get(record.provider), "stop"):
             raise HardwareRequestError(409, owned_hardware_note(target), "name")
         await self._cloud("stop", record)
         return self._publish_machine(target.name, target)
 
     async def terminate_machine(self, name: Any) -> dict[str, Any]:
-        """Shut down this server's kernels on a target and stop its agent.
+        """End every kernel on a target that can be reached from here, then its agent
+        (or, for a cloud machine, the machine itself).
 
-        Kernels that ``%%remote`` started from notebooks keep running, and so
-        does the agent while it runs them.
+        The kernels ended are this server's (hibernated ones with their saved state)
+        and, on SSH hosts and this machine, those ``%%remote`` started from local
+        kernels. What stays (a kernel another server started, one whose host could
+        not be reached) is reported with why, and the machine's state is read after.
 
         Returns:
-            The machine, with ``kernels_shut_down`` and ``agent_stopped``.
+            The machine as it is now, with ``kernels_shut_down`` (ids),
+            ``kernels_kept`` (``{"id", "reason"}`` each) and ``agent_stopped``.
         """
         target = self.target(name, "name")
-        ours = [
+        return await self._end_everything(target, self._record(target.name), "terminated")
+
+    async def _end_everything(
+        self, target: Target, record: MachineRecord | None, final: str
+    ) -> dict[str, Any]:
+        """End the kernels on ``target``, then its agent (or, with a ``record``, the
+        cloud machine): the answer of a terminate, its state ``final`` when all ended."""
+        ended = [
             k for k in self.kernel_manager.list_kernel_ids() if self.kernel_target(k) == target.name
         ]
-        for kernel_id in ours:
+        for kernel_id in ended:
             await self.kernel_manager.shutdown_kernel(kernel_id)
-        record = self._record(target.name)
+        if record is None and target.provider in OWNED_PROVIDERS:
+            for remote in self.machines.ledger.kernels():
+                if remote.target != target.name or not remote.owner.startswith(MAGIC_OWNER):
+                    continue
+                if await shut_down_on_host(self.machines, target, remote, self.machines.log):
+                    ended.append(remote.kernel_id)
         if record is not None:
             await self._cloud("terminate", record)
         stopped = await self.machines.release_if_idle(target.name)
-        model = self._publish_machine(target.name, target)
-        if stopped or not model["kernels"]:
-            model["state"] = "terminated"
-            self.events.publish("machine", machine=model)
-        return {**model, "kernels_shut_down": ours, "agent_stopped": stopped}
+        model = self.machine_model(target.name, target)
+        kept = [
+            {"id": k["id"], "reason": _kept_reason(k)}
+            for k in model["kernels"]
+            if k["id"] not in ended
+        ]
+        if record is not None or stopped or not kept:
+            model["state"] = final
+        self.events.publish("machine", machine=model)
+        return {**model, "kernels_shut_down": ended, "kernels_kept": kept, "agent_stopped": stopped}
 
     # ------------------------------------------------------------------ kernels
 

@@ -15,33 +15,20 @@ reaching a stopped one must never start it.
 from __future__ import annotations
 
 import logging
-import os
 import socket
 
 from ..agent.protocol import UNKNOWN_KERNEL
 from ..agent_client import AgentError, AgentUnavailableError
+from ..ledger.records import magic_owner_process
 from ..ledger.store import KernelRecord
 from ..machines.manager import MachineManager
-from ..providers import UnknownHardwareError
+from ..processes import process_alive
+from ..providers import Target, UnknownHardwareError
 from ..providers.launch_steps import LaunchError, LaunchSteps
 from ..transport import TransportError
 
-MAGIC_OWNER = "magic:"
-"""Owner prefix of kernels started by ``%%remote``: ``magic:<host>:<pid>``."""
-
 #: Providers whose kernels are reaped here (cloud machines stop themselves when idle).
 REAPED_PROVIDERS = ("ssh", "local")
-
-
-def process_alive(pid: int) -> bool:
-    """Whether a process ``pid`` exists on this machine (one of another user counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def orphaned_kernels(manager: MachineManager, host: str | None = None) -> list[KernelRecord]:
@@ -49,10 +36,8 @@ def orphaned_kernels(manager: MachineManager, host: str | None = None) -> list[K
     host = host or socket.gethostname()
     found = []
     for record in manager.ledger.kernels():
-        if not record.owner.startswith(MAGIC_OWNER):
-            continue
-        owner_host, _, pid = record.owner[len(MAGIC_OWNER) :].rpartition(":")
-        if owner_host == host and pid.isdigit() and not process_alive(int(pid)):
+        process = magic_owner_process(record.owner)
+        if process is not None and process[0] == host and not process_alive(process[1]):
             found.append(record)
     return found
 
@@ -75,27 +60,9 @@ async def reap_orphans(manager: MachineManager, log: logging.Logger | None = Non
             continue  # no longer configured: nothing here can reach it
         if target.provider not in REAPED_PROVIDERS:
             continue
-        try:
-            # Reaching the host is logged, not shown in JupyterLab as a kernel launch.
-            steps = LaunchSteps(target.name, record.kernel_id, log)
-            machine = await manager.machine(target, steps)
-            agent = await machine.agent()
-            await agent.call("shutdown_kernel", kernel_id=record.kernel_id, now=True)
-            detail = "shut down"
-        except AgentError as exc:
-            if exc.kind != UNKNOWN_KERNEL:
-                log.warning("orphaned kernel %s on %s: %s", record.kernel_id, target.name, exc)
-                continue
-            detail = "already gone"
-        except (TimeoutError, AgentUnavailableError, TransportError, LaunchError, OSError) as exc:
-            log.info(
-                "orphaned kernel %s on %s: host not reachable now (%s); trying later",
-                record.kernel_id,
-                target.name,
-                exc,
-            )
+        detail = await shut_down_on_host(manager, target, record, log)
+        if detail is None:
             continue
-        manager.ledger.remove_kernel(record.kernel_id)
         log.info(
             "kernel %s on %s, started by %%remote in %s which has ended: %s",
             record.kernel_id,
@@ -107,4 +74,37 @@ async def reap_orphans(manager: MachineManager, log: logging.Logger | None = Non
     return reaped
 
 
-__all__ = ["orphaned_kernels", "process_alive", "reap_orphans"]
+async def shut_down_on_host(
+    manager: MachineManager, target: Target, record: KernelRecord, log: logging.Logger
+) -> str | None:
+    """Shut a recorded kernel down on its host, and forget it.
+
+    Returns:
+        ``"shut down"`` or ``"already gone"`` (the host no longer had it); None
+        when the host cannot be reached now or refused (the record is kept).
+    """
+    try:
+        # Reaching the host is logged, not shown in JupyterLab as a kernel launch.
+        steps = LaunchSteps(target.name, record.kernel_id, log)
+        machine = await manager.machine(target, steps)
+        agent = await machine.agent()
+        await agent.call("shutdown_kernel", kernel_id=record.kernel_id, now=True)
+        detail = "shut down"
+    except AgentError as exc:
+        if exc.kind != UNKNOWN_KERNEL:
+            log.warning("kernel %s on %s: %s", record.kernel_id, target.name, exc)
+            return None
+        detail = "already gone"
+    except (TimeoutError, AgentUnavailableError, TransportError, LaunchError, OSError) as exc:
+        log.info(
+            "kernel %s on %s: host not reachable now (%s); trying later",
+            record.kernel_id,
+            target.name,
+            exc,
+        )
+        return None
+    manager.ledger.remove_kernel(record.kernel_id)
+    return detail
+
+
+__all__ = ["orphaned_kernels", "reap_orphans", "shut_down_on_host"]

@@ -1,12 +1,12 @@
 """Moving variables between kernels: serialization, all-or-nothing."""
 
-from .errors import (
+from .kernel_side.errors import (
     MissingVariableError,
     NoTransferHandlerError,
     NotSerializableError,
     TransferError,
 )
-from .pickling import Pickled, dump_variable, dump_variables, load_variables, type_name
+from .kernel_side.pickling import Pickled, dump_variable, dump_variables, load_variables, type_name
 
 __all__ = [
     "MissingVariableError",

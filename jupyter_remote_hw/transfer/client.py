@@ -19,11 +19,11 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from . import protocol
-from .buffers import empty_segment
-from .bulk import part_ranges, part_views
-from .errors import TransferError
-from .pickling import Pickled, from_segments, segment_sizes
+from .kernel_side import protocol
+from .kernel_side.buffers import empty_segment
+from .kernel_side.bulk import part_ranges, part_views
+from .kernel_side.errors import TransferError
+from .kernel_side.pickling import Pickled, from_segments, segment_sizes
 from .push import STREAM_PIECE, Progress, PushClient, _chunks, _named
 from .queries import _check
 from .streams import (

@@ -10,11 +10,11 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from . import protocol
-from .bulk import part_ranges, part_views
-from .errors import TransferError
 from .kernel_link import KernelLink
-from .pickling import Pickled, segment_sizes, to_segments
+from .kernel_side import protocol
+from .kernel_side.bulk import part_ranges, part_views
+from .kernel_side.errors import TransferError
+from .kernel_side.pickling import Pickled, segment_sizes, to_segments
 from .queries import KernelQueries, _check
 from .streams import (
     STREAM_ERRORS,
@@ -29,7 +29,7 @@ from .streams import (
 )
 
 if TYPE_CHECKING:
-    from .devices import Placement
+    from .kernel_side.devices import Placement
 
 
 def _named(names: list[str]) -> str:

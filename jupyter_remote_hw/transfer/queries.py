@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from . import protocol
-from .errors import NoTransferHandlerError, RefusedVariableError, TransferError
 from .kernel_link import KernelLink
+from .kernel_side import protocol
+from .kernel_side.errors import NoTransferHandlerError, RefusedVariableError, TransferError
 
 if TYPE_CHECKING:
-    from .devices import Placement
+    from .kernel_side.devices import Placement
 
 
 def _check(reply: dict[str, Any], action: str) -> dict[str, Any]:

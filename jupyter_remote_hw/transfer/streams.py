@@ -119,9 +119,17 @@ async def open_parts(opener: StreamOpener | None, content: dict[str, Any]) -> Pa
 
 
 def close_parts(parts: Parts) -> None:
-    """Close every part's stream (those already closed stay so)."""
+    """Close every part's stream (those already closed stay so), dropping what is still
+    unsent: a transfer that stopped midway sends nothing more. A stream closed behind
+    unsent bytes would stay open, sending them, until the kernel read them all, which it
+    never does once the transfer is aborted."""
     for _, writer in parts:
-        writer.close()
+        if isinstance(writer, asyncio.StreamWriter):
+            writer.transport.abort()
+        elif isinstance(writer, asyncssh.SSHWriter):
+            writer.channel.abort()
+        else:
+            writer.close()
 
 
 async def run_parts(parts: list[Coroutine[Any, Any, None]]) -> None:

@@ -22,9 +22,9 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from jupyter_client.session import Session
 
 from .client import Progress, StreamOpener, TransferClient, open_local_stream
-from .errors import NoTransferHandlerError, TransferError
 from .kernel_link import KernelLink
-from .restricted import SharedKernelPulls, restriction
+from .kernel_side.errors import NoTransferHandlerError, TransferError
+from .kernel_side.restricted import SharedKernelPulls, restriction
 
 #: Names the kernel itself puts in the user's namespace: never offered for carrying.
 KERNEL_NAMES = frozenset({"open", "exit", "quit", "get_ipython"})
@@ -36,7 +36,7 @@ BUSY_ANSWER_WAIT = 1.0
 
 #: The expression that makes a plain IPython kernel answer transfer requests.
 _LOAD_HANDLER = (
-    "__import__('jupyter_remote_hw.transfer.kernel_handler', fromlist=['_'])"
+    "__import__('jupyter_remote_hw.transfer.kernel_side.kernel_handler', fromlist=['_'])"
     ".load_ipython_extension(get_ipython())"
 )
 
@@ -106,9 +106,10 @@ async def transfer_client(kernel_manager: Kernels, kernel_id: str) -> AsyncItera
     client.start_channels()
     try:
         async with KernelLink(client) as link:
-            yield TransferClient(
-                link, f"kernel {kernel_id} ({manager.kernel_name})", opener=stream_opener(manager)
-            )
+            # Where it runs, for messages ("the kernel on ssh-gpu-box did not answer"): a
+            # hardware kernel's provisioner names its target; any other runs here.
+            where = str(getattr(manager.provisioner, "target", "") or "this machine")
+            yield TransferClient(link, where, opener=stream_opener(manager))
     finally:
         client.stop_channels()
 

@@ -5,18 +5,17 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { IHardware, IHardwareEvent, IMachine } from './model';
 import {
-  IHardware,
-  IHardwareEvent,
   IJoinRequest,
   IJoinResult,
-  IMachine,
   IRevokeResult,
   IShare,
   IShareRequest,
   IShareResult
-} from './model';
+} from './sharemodel';
 import type { IHibernateAfter } from './hibernateafter';
+import type { IEndedMachine } from './machineactions';
 import { ICarryListing, ISwitchReport } from './switchmodel';
 
 /** The API's path under the server's base URL. */
@@ -87,9 +86,12 @@ export class HardwareAPI {
   }
 
   /** Start, stop or terminate a machine. */
-  async machineAction(name: string, action: 'start' | 'stop' | 'terminate'): Promise<IMachine> {
+  async machineAction(
+    name: string,
+    action: 'start' | 'stop' | 'terminate'
+  ): Promise<IEndedMachine> {
     const path = `machines/${encodeURIComponent(name)}/${action}`;
-    return (await this.post<{ machine: IMachine }>(path)).machine;
+    return (await this.post<{ machine: IEndedMachine }>(path)).machine;
   }
 
   /**
@@ -112,6 +114,14 @@ export class HardwareAPI {
   ): Promise<ISwitchReport> {
     const path = `switch/${encodeURIComponent(sessionId)}`;
     return this.post<ISwitchReport>(path, { hardware, carry, keep_old: keepOld });
+  }
+
+  /**
+   * Hibernate a kernel now: its variables saved, its hardware released. What was saved
+   * and left out also comes as a `hibernation` event, which the notebook's toolbar shows.
+   */
+  async hibernate(kernelId: string): Promise<{ hibernated: boolean }> {
+    return this.post<{ hibernated: boolean }>(`hibernate/${encodeURIComponent(kernelId)}`, {});
   }
 
   /**

@@ -128,7 +128,14 @@ export async function showError(
       })
     );
   }
-  const dialog = new Dialog({ title, body: new ErrorBody(details), buttons, hasClose: false });
+  // Escape closes it; Enter presses Close, never "Trust this key".
+  const dialog = new Dialog({
+    title,
+    body: new ErrorBody(details),
+    buttons,
+    hasClose: true,
+    defaultButton: 0
+  });
   dialog.addClass('jp-RemoteHW-errorDialog');
   const result = await dialog.launch();
   if (!key || !options.api || !result.button.accept) {

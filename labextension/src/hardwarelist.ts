@@ -6,12 +6,16 @@ import { Dialog } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
 import { HardwareAPI } from './api';
+import type { MachinesModel } from './machines';
 import { IHardwareFold, codeParts, foldCount, foldHardware, foldText } from './folding';
 import { IHardware, PICKER_HEADERS, filterHardware, nextSelection, pickerColumns } from './model';
 
 /** The hardware listing, fetched once and refreshed on demand. */
 export class HardwareStore {
-  constructor(readonly api: HardwareAPI) {}
+  constructor(
+    readonly api: HardwareAPI,
+    readonly machines: MachinesModel
+  ) {}
 
   /** The listing; fetched the first time and when `refresh` is set. */
   async options(refresh = false): Promise<IHardware[]> {
@@ -112,6 +116,9 @@ export class HardwareListBody extends Widget implements Dialog.IBodyWidget<IHard
       }
       if (!option.usable && option.why_not) {
         row.title = option.why_not;
+      } else if (option.unreachable) {
+        // The last failure in full; picking the row tries again.
+        row.title = `${option.unreachable.detail}. Pick it to try again.`;
       }
       row.addEventListener('click', () => {
         if (option.usable) {

@@ -8,7 +8,8 @@
  * `hibernate_after` (docs/hibernation.md). Free of DOM and of JupyterLab, so it is
  * unit tested on its own.
  */
-import { formatBytes, type IHibernatedState, type IMachineKernel } from './kernelrows';
+import { formatBytes } from './kernelrows';
+import type { IHibernatedState, IMachineKernel } from './model';
 import { formatDuration } from './model';
 
 /** The notebook metadata key under which the time is kept. */
@@ -106,6 +107,15 @@ export function formatIdle(seconds: number): string {
 export function choiceOf(seconds: number | null | undefined): IHibernateChoice | null {
   const wanted = seconds === undefined ? null : seconds;
   return HIBERNATE_CHOICES.find(c => c.seconds === wanted) ?? null;
+}
+
+/**
+ * The index in {@link HIBERNATE_CHOICES} of a notebook's time; a time that is not one of
+ * them, or none, selects "The hardware's default" (the last).
+ */
+export function choiceIndex(seconds: number | null | undefined): number {
+  const choice = choiceOf(seconds);
+  return choice ? HIBERNATE_CHOICES.indexOf(choice) : HIBERNATE_CHOICES.length - 1;
 }
 
 /** What the status bar's tooltip says of a running kernel's hibernate time, or ''. */

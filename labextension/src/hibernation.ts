@@ -2,7 +2,7 @@
  * What the notebook toolbar and notices say about a kernel that hibernates: its
  * variables saved on the Jupyter server, its hardware released, the next cell wakes
  * it (docs/hibernation.md). The words come from `hibernation` events of the event
- * socket (jupyter_remote_hw/server/hibernation_actions.py).
+ * socket (jupyter_remote_hw/server/hibernation/actions.py).
  */
 import type { IHardwareEvent } from './model';
 import { formatBytes } from './kernelrows';

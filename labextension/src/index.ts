@@ -14,11 +14,14 @@ import { Widget } from '@lumino/widgets';
 
 import { HardwareAPI, HardwareEvents } from './api';
 import { showError } from './errors';
+import { KernelGoneWatch } from './kernelgone';
+import { MachinesModel } from './machines';
+import { targetOfKernel, toolbarLabel } from './model';
 import { MachinesPanel } from './panel';
 import { HardwareStore, HardwareToolbarItem, IPickerSettings } from './picker';
 import { SharedOutputsView } from './sharedoutputs';
 import { joinShare } from './sharing';
-import { joinedKernel } from './model';
+import { joinedKernel } from './sharemodel';
 import { addHardwareMonitor } from './monitor';
 import { IMetadataModel, NotebookHibernateTime } from './notebooktime';
 import { MachineStatus } from './statusbar';
@@ -33,6 +36,7 @@ export namespace CommandIDs {
   export const refresh = 'remote-hw:refresh-machines';
   export const join = 'remote-hw:join-shared-session';
   export const hibernateAfter = 'remote-hw:hibernate-after';
+  export const hibernateNow = 'remote-hw:hibernate-now';
 }
 
 const CHIP_SVG =
@@ -65,7 +69,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
   ): void => {
     const api = new HardwareAPI(app.serviceManager.serverSettings);
     const events = new HardwareEvents(app.serviceManager.serverSettings);
-    const store = new HardwareStore(api);
+    // One listing of the machines, read by every view below (machines.ts).
+    const machinesModel = new MachinesModel(api, events);
+    const store = new HardwareStore(api, machinesModel);
     const settings: IPickerSettings = { carryByDefault: true };
     const items = new Map<string, HardwareToolbarItem>();
     const times = new Map<string, NotebookHibernateTime>();
@@ -84,6 +90,19 @@ const plugin: JupyterFrontEndPlugin<void> = {
           panel.toolbar.addItem('remoteHardware', item);
         }
         items.set(panel.id, item);
+        // A kernel whose hardware ended is not replaced without asking (kernelgone.ts).
+        const gone = new KernelGoneWatch(context.sessionContext, {
+          machines: machinesModel,
+          hardwareLabel: async target => {
+            const option = (await store.options()).find(o => o.name === target);
+            return option ? toolbarLabel(option) : target;
+          },
+          pick: () => item.pick(),
+          localKernel: () => {
+            const name = app.serviceManager.kernelspecs.specs?.default ?? 'python3';
+            return targetOfKernel(name) ? 'python3' : name;
+          }
+        });
         // The notebook's own hibernate time, sent whenever its kernel starts or changes.
         times.set(
           panel.id,
@@ -98,6 +117,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
           panel.contentHeader.addWidget(new SharedOutputsView(context.sessionContext));
         }
         panel.disposed.connect(() => {
+          gone.dispose();
           items.delete(panel.id);
           times.delete(panel.id);
         });
@@ -132,13 +152,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
     };
 
     // The sidebar panel.
-    const machines = new MachinesPanel(api, events, join);
+    const machines = new MachinesPanel(api, events, machinesModel, join);
     machines.openNotebook = path => void app.commands.execute('docmanager:open', { path });
     machines.title.icon = chipIcon;
     app.shell.add(machines, 'left', { rank: 950 });
 
     // The status bar item.
-    const status = new MachineStatus(api, events);
+    const status = new MachineStatus(events, machinesModel);
     let showStatus = true;
     const statusShown = new Signal<MachineStatus, void>(status);
     if (statusBar) {
@@ -191,7 +211,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
       isEnabled: () => currentTime() !== null,
       execute: () => currentTime()?.choose()
     });
+    app.commands.addCommand(CommandIDs.hibernateNow, {
+      label: 'Hibernate Now',
+      caption:
+        "Save this notebook's variables and release its hardware ($0/h); the next cell wakes it",
+      isEnabled: () => currentTime()?.canHibernate ?? false,
+      execute: () => currentTime()?.hibernateNow()
+    });
     for (const selector of ['.jp-RemoteHW-toolbarItem', '.jp-RemoteHW-status']) {
+      app.contextMenu.addItem({ command: CommandIDs.hibernateNow, selector, rank: 9 });
       app.contextMenu.addItem({ command: CommandIDs.hibernateAfter, selector, rank: 10 });
     }
     app.commands.addCommand(CommandIDs.machines, {
@@ -219,6 +247,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       const category = 'Remote hardware';
       for (const command of [
         CommandIDs.pick,
+        CommandIDs.hibernateNow,
         CommandIDs.hibernateAfter,
         CommandIDs.machines,
         CommandIDs.refresh,

@@ -2,37 +2,10 @@
  * The kernel rows of the "Remote hardware" panel: each kernel named by its notebook
  * and kernel name (`analysis/train.ipynb · Python 3 (ipykernel)`), with its hardware,
  * state, uptime (ticking) and cost so far; its id only as a tooltip. The words are
- * the server's (jupyter_remote_hw/machine_view.py), the ones `jupyter remote-hw list`
+ * the server's (jupyter_remote_hw/machines/view.py), the ones `jupyter remote-hw list`
  * shows too.
  */
-import { formatPrice, type IMachine } from './model';
-
-/** A kernel on a machine, as `GET /jupyter-remote-hw/api/machines` lists it. */
-export interface IMachineKernel {
-  id: string;
-  owner: string;
-  execution_state: string | null;
-  /** `idle`, `busy`, ..., `reconnecting` while the link is down, `unknown`. */
-  state?: string;
-  /** The kernelspec, `remote-hw-<target>`. */
-  kernel_name?: string;
-  /** `Python 3 (ipykernel)`. */
-  display_name?: string;
-  /** The notebook whose session uses it, or null. */
-  path?: string | null;
-  started?: number | null;
-  uptime_seconds?: number | null;
-  cost_so_far?: number | null;
-  /** Set while the kernel hibernates (`state` is then `hibernated`): its saved state. */
-  hibernated?: IHibernatedState | null;
-  /** How long it may stay idle before it hibernates, and whose time that is. */
-  hibernate_after?: { seconds: number; source: 'target' | 'notebook' } | null;
-  /**
-   * Whether someone else can run code in it, or could at some time in its life (a share
-   * as collaborator): what comes from it to this side is rebuilt by the restricted loader.
-   */
-  run_by_others?: boolean;
-}
+import { formatPrice, type IMachine, type IMachineKernel } from './model';
 
 /** The note under a kernel that someone else can run code in, and its tooltip. */
 export const RUN_BY_OTHERS = {
@@ -41,19 +14,6 @@ export const RUN_BY_OTHERS = {
     'Shared as collaborator (now or before): variables that come from this kernel are ' +
     'rebuilt only as plain data (c.SharedKernelPulls.allowed_types), never by running code'
 };
-
-/** A hibernated kernel's saved state, as the machines listing says it. */
-export interface IHibernatedState {
-  bytes: number;
-  /** Where the state is kept when not on the server's disk (`SLURM cluster dev`). */
-  kept_on?: string | null;
-  saved_at?: number | null;
-  left_out?: { name: string; reason?: string }[];
-  /** Whether a wake is under way. */
-  waking?: boolean;
-  /** Why the last wake failed (the state is intact; the next cell retries). */
-  wake_error?: string | null;
-}
 
 /** `512 B`, `12.3 MiB`, `1.0 GiB`. */
 export function formatBytes(count: number): string {
@@ -87,11 +47,16 @@ export function listingKey(machines: IMachine[]): string {
   return JSON.stringify(machines, (key, value) => (MOVING.has(key) ? undefined : value));
 }
 
-/** `analysis/train.ipynb · Python 3 (ipykernel)`; `%%remote` kernels have no notebook. */
+/**
+ * `analysis/train.ipynb · Python 3 (ipykernel)`; a `%%remote` kernel `train.ipynb ·
+ * %%remote` (its notebook's, where the server knows it).
+ */
 export function kernelTitle(kernel: IMachineKernel): string {
   const name = kernel.display_name || kernel.kernel_name || 'kernel';
-  const where = kernel.path || (kernel.owner.startsWith('magic:') ? '%%remote' : 'no notebook');
-  return `${where} · ${name}`;
+  if (kernel.owner.startsWith('magic:')) {
+    return kernel.path ? `${kernel.path} · %%remote` : `%%remote · ${name}`;
+  }
+  return `${kernel.path || 'no notebook'} · ${name}`;
 }
 
 /** Uptime as a running clock: `45 s`, `12 min 03 s`, `2 h 05 min`. */

@@ -11,7 +11,7 @@ import { showError } from './errors';
 import {
   HIBERNATE_CHOICES,
   METADATA_KEY,
-  choiceOf,
+  choiceIndex,
   formatIdle,
   parseHibernateAfter
 } from './hibernateafter';
@@ -64,17 +64,40 @@ export class NotebookHibernateTime {
     }
   }
 
+  /** Whether the notebook's kernel runs on hardware that can hibernate it now. */
+  get canHibernate(): boolean {
+    const kernel = this.sessionContext.session?.kernel;
+    return !!kernel && targetOfKernel(kernel.name) !== null;
+  }
+
+  /**
+   * Hibernate the notebook's kernel now; the toolbar and a notice say what was saved
+   * (from the server's `hibernation` event), an error says why it stays awake.
+   */
+  async hibernateNow(): Promise<void> {
+    const kernel = this.sessionContext.session?.kernel;
+    if (!kernel || !this.canHibernate) {
+      return;
+    }
+    try {
+      await this.api.hibernate(kernel.id);
+    } catch (error) {
+      await showError("This notebook's kernel did not hibernate", error);
+    }
+  }
+
   /** Ask for the notebook's time; write it in its metadata and send it. */
   async choose(): Promise<void> {
     const model = this.model();
     if (!model) {
       return;
     }
-    const current = choiceOf(this.seconds);
     const answer = await InputDialog.getItem({
       title: 'Hibernate this notebook’s kernel after it is idle for…',
       items: HIBERNATE_CHOICES.map(c => c.label),
-      current: current ? current.label : HIBERNATE_CHOICES[HIBERNATE_CHOICES.length - 1].label,
+      // An index: a label selects nothing in a list that cannot be edited, and the first
+      // choice (Never) would be the one Enter sets.
+      current: choiceIndex(this.seconds),
       okLabel: 'Set'
     });
     const choice = HIBERNATE_CHOICES.find(c => c.label === answer.value);

@@ -10,18 +10,16 @@ import { Widget } from '@lumino/widgets';
 
 import { HardwareAPI, HardwareEvents } from './api';
 import { showError } from './errors';
+import { endConfirmNode, endedMessage } from './machineactions';
 import {
   IHardwareEvent,
   IMachine,
-  IShare,
-  activeShares,
   formatCost,
   formatDuration,
   formatPrice,
-  roleText,
-  shareFacts,
-  shortKernelId
+  totalText
 } from './model';
+import { IShare, activeShares, roleText, shareFacts, shortKernelId } from './sharemodel';
 import {
   KERNEL_TICK_MS,
   LISTING_POLL_MS,
@@ -30,6 +28,7 @@ import {
   listingKey,
   tickKernelRows
 } from './kernelrows';
+import { MachinesModel } from './machines';
 import { shareKernel } from './sharing';
 
 /** How often the shares' time left is redrawn while the panel shows. */
@@ -40,6 +39,7 @@ export class MachinesPanel extends Widget {
   constructor(
     readonly api: HardwareAPI,
     readonly events: HardwareEvents,
+    readonly model: MachinesModel,
     readonly join: () => Promise<unknown> = async () => undefined
   ) {
     super();
@@ -57,6 +57,10 @@ export class MachinesPanel extends Widget {
     refresh.addEventListener('click', () => void this.refresh());
     header.appendChild(refresh);
     this.node.appendChild(header);
+    this.total = document.createElement('div');
+    this.total.className = 'jp-RemoteHW-total';
+    this.total.title = 'What your machines cost together: per hour now, and so far';
+    this.node.appendChild(this.total);
     this.list = document.createElement('ul');
     this.list.className = 'jp-RemoteHW-machineList';
     this.list.setAttribute('aria-label', 'My machines');
@@ -80,14 +84,17 @@ export class MachinesPanel extends Widget {
     this.shareList.setAttribute('aria-labelledby', sharesTitle.id);
     this.node.appendChild(this.shareList);
     events.received.connect(this.onEvent, this);
+    model.changed.connect(this.onMachines, this);
   }
 
   readonly list: HTMLUListElement;
+  /** The machines' cost together (totalText). */
+  readonly total: HTMLDivElement;
   readonly shareList: HTMLUListElement;
 
   /** Put a section (the live hardware view) between the header and the machines. */
   addSection(node: HTMLElement): void {
-    this.node.insertBefore(node, this.list);
+    this.node.insertBefore(node, this.total);
   }
 
   machines: IMachine[] = [];
@@ -96,6 +103,9 @@ export class MachinesPanel extends Widget {
   openNotebook: ((path: string) => void) | null = null;
 
   protected onAfterShow(): void {
+    if (this.model.fetchedAt) {
+      this.onMachines(this.model, this.model.machines);
+    }
     void this.refresh();
     this._tick = window.setInterval(() => this.renderShares(), SHARES_TICK_MS);
     this._kernelTick = window.setInterval(() => this.tickKernels(), KERNEL_TICK_MS);
@@ -110,9 +120,7 @@ export class MachinesPanel extends Widget {
     if (!this.isVisible) {
       return;
     }
-    if (event.type === 'machine') {
-      void this.refresh();
-    } else if (event.type === 'share') {
+    if (event.type === 'share') {
       void this.refreshShares();
     }
   }
@@ -182,7 +190,8 @@ export class MachinesPanel extends Widget {
         `Revoke the share with ${share.teammate}? Their connection to kernel ` +
         `${shortKernelId(share.kernel_id)} on ${share.target} drops within seconds; ` +
         'your kernel keeps running.',
-      buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Revoke' })]
+      buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Revoke' })],
+      defaultButton: 0
     });
     if (!answer.button.accept) {
       return;
@@ -216,44 +225,52 @@ export class MachinesPanel extends Widget {
       autoClose: 5000
     });
     try {
-      await this.api.wake(kernelId);
+      await this.model.wake(kernelId);
       Notification.success('The kernel is awake, with its variables.', { autoClose: 5000 });
     } catch (error) {
       await showError('The kernel did not wake', error);
     }
-    await this.refreshMachines(true);
   }
 
-  /** Fetch and show the machines. */
+  /** Fetch the machines (the model's listing, which every view shares) and show them. */
   async refreshMachines(quiet = false): Promise<void> {
-    let machines: IMachine[];
     try {
-      this._polled = Date.now();
-      machines = await this.api.machines();
+      await this.model.refresh();
     } catch (error) {
       if (!quiet) {
+        this._shown = '';
         showNotice(this.list, 'jp-RemoteHW-error', `Machines cannot be listed: ${error}`);
       }
-      return;
     }
-    const same = listingKey(machines) === listingKey(this.machines);
-    if (quiet && same && Date.now() - this._fetched < LISTING_REDRAW_MS) {
-      return;
-    }
+  }
+
+  /** The listing changed: redraw when it shows something new (or its times are old). */
+  private onMachines(_: MachinesModel, machines: IMachine[]): void {
     this.machines = machines;
-    this._fetched = Date.now();
+    if (!this.isVisible) {
+      return;
+    }
+    const key = listingKey(machines);
+    if (key === this._shown && Date.now() - this._drawn < LISTING_REDRAW_MS) {
+      return;
+    }
+    this._shown = key;
+    this._drawn = Date.now();
     this.render();
   }
 
-  /** Count the kernels' uptime on; now and then fetch the listing again for their states. */
+  /** Count the kernels' uptime on; while the panel shows, fetch the listing often. */
   private tickKernels(): void {
     tickKernelRows(this.list);
-    if (Date.now() - this._polled >= LISTING_POLL_MS) {
+    if (Date.now() - this.model.fetchedAt >= LISTING_POLL_MS) {
       void this.refreshMachines(true);
     }
   }
 
   private render(): void {
+    const total = totalText(this.machines);
+    this.total.textContent = total ? `Total: ${total}` : '';
+    this.total.hidden = !total;
     this.list.textContent = '';
     if (!this.machines.length) {
       showNotice(
@@ -275,6 +292,7 @@ export class MachinesPanel extends Widget {
     const name = document.createElement('div');
     name.className = 'jp-RemoteHW-machineName';
     name.textContent = `${machine.name} · ${machine.hardware} · ${machine.where}`;
+    name.title = name.textContent; // elided to one line; the whole name on hover
     item.appendChild(name);
     const facts = document.createElement('div');
     facts.className = 'jp-RemoteHW-machineFacts';
@@ -302,7 +320,7 @@ export class MachinesPanel extends Widget {
         const share = machine.shareable ? () => void this.share(machine, kernel.id) : null;
         const wake = () => void this.wake(kernel.id);
         kernels.appendChild(
-          kernelRow(kernel, machine, this._fetched, share, this.openNotebook, wake)
+          kernelRow(kernel, machine, this.model.fetchedAt, share, this.openNotebook, wake)
         );
       }
       item.appendChild(kernels);
@@ -314,8 +332,10 @@ export class MachinesPanel extends Widget {
         continue;
       }
       const button = document.createElement('button');
+      // Destructive, so secondary: outlined in the warning colour, never a solid block.
       button.className =
-        `jp-mod-styled jp-RemoteHW-${action}` + (action === 'terminate' ? ' jp-mod-warn' : '');
+        `jp-mod-styled jp-RemoteHW-${action}` +
+        (action === 'terminate' ? ' jp-RemoteHW-destructive' : '');
       button.textContent = action === 'stop' ? 'Stop' : 'Terminate';
       button.setAttribute('aria-label', `${button.textContent} ${machine.name}`);
       button.addEventListener('click', () => void this.act(machine, action));
@@ -325,20 +345,14 @@ export class MachinesPanel extends Widget {
     return item;
   }
 
-  /** Confirm, then stop or terminate a machine. */
+  /** Confirm, naming what ends, then stop or terminate a machine and say what really ended. */
   async act(machine: IMachine, action: 'stop' | 'terminate'): Promise<void> {
-    const kernels = machine.kernels.length;
-    const what =
-      action === 'terminate'
-        ? `Terminate ${machine.name}? Its ${kernels} kernel${kernels === 1 ? '' : 's'} will be shut down and unsaved variables lost.`
-        : `Stop ${machine.name}? Its kernels end; it can be started again.`;
+    const label = action === 'terminate' ? 'Terminate' : 'Stop';
     const answer = await showDialog({
-      title: action === 'terminate' ? 'Terminate machine' : 'Stop machine',
-      body: what,
-      buttons: [
-        Dialog.cancelButton(),
-        Dialog.warnButton({ label: action === 'terminate' ? 'Terminate' : 'Stop' })
-      ]
+      title: `${label} ${machine.name}`,
+      body: new Widget({ node: endConfirmNode(machine, action) }),
+      buttons: [Dialog.cancelButton(), Dialog.warnButton({ label })],
+      defaultButton: 0 // the safe one: Enter keeps everything running
     });
     if (!answer.button.accept) {
       return;
@@ -348,12 +362,13 @@ export class MachinesPanel extends Widget {
       autoClose: false
     });
     try {
-      await this.api.machineAction(machine.name, action);
+      const after = await this.api.machineAction(machine.name, action);
+      const { message, type } = endedMessage(machine, after, action);
       Notification.update({
         id: pending,
-        message: `${machine.name}: ${action === 'terminate' ? 'terminated' : 'stopped'}`,
-        type: 'success',
-        autoClose: 4000
+        message,
+        type,
+        autoClose: type === 'success' ? 4000 : false
       });
     } catch (error) {
       Notification.dismiss(pending);
@@ -369,13 +384,15 @@ export class MachinesPanel extends Widget {
     window.clearInterval(this._tick);
     window.clearInterval(this._kernelTick);
     this.events.received.disconnect(this.onEvent, this);
+    this.model.changed.disconnect(this.onMachines, this);
     super.dispose();
   }
 
   private _tick = 0;
   private _kernelTick = 0;
-  private _fetched = Date.now();
-  private _polled = Date.now();
+  /** The listing drawn last (see listingKey), and when. */
+  private _shown = '';
+  private _drawn = 0;
 }
 
 /** Replace a list's items with one line saying why it is empty (an error or nothing yet). */

@@ -18,19 +18,11 @@ import {
   stayedAwakeNotice
 } from './hibernation';
 import { hibernatedStatusDetail, kernelOn } from './hibernateafter';
-import type { IHibernatedState } from './kernelrows';
+import type { IHibernatedState } from './model';
 import { askCarry } from './switch';
 import { applySwitchEvent, switchSummary } from './switchmodel';
-import {
-  IHardware,
-  IHardwareEvent,
-  SHARED_SESSION_LABEL,
-  errorText,
-  isSharedKernel,
-  machineOfKernel,
-  targetOfKernel,
-  toolbarLabel
-} from './model';
+import { IHardware, IHardwareEvent, errorText, targetOfKernel, toolbarLabel } from './model';
+import { SHARED_SESSION_LABEL, isSharedKernel } from './sharemodel';
 
 export { HardwareListBody, HardwareStore };
 
@@ -111,7 +103,8 @@ export class HardwareToolbarItem extends Widget {
       return null;
     }
     try {
-      const machine = machineOfKernel(await this.store.api.machines(), kernel.id, kernel.name);
+      await this.store.machines.refresh();
+      const machine = this.store.machines.machineOf(kernel.id, kernel.name);
       const listed = kernelOn(machine?.kernels, kernel.id);
       const saved = listed?.state === 'hibernated' ? listed.hibernated : null;
       return saved && !saved.waking ? saved : null;
@@ -202,7 +195,7 @@ export class HardwareToolbarItem extends Widget {
     }
     const timer = this.startProgress(option.name, 'waking');
     try {
-      await this.store.api.wake(kernelId, option.name);
+      await this.store.machines.wake(kernelId, option.name);
       this.progress = null;
       this.hibernated = null;
       connectAs(this.sessionContext, option.kernel_name);
@@ -241,7 +234,8 @@ export class HardwareToolbarItem extends Widget {
       buttons: [
         Dialog.cancelButton({ label: 'Keep waiting' }),
         Dialog.warnButton({ label: 'Cancel launch' })
-      ]
+      ],
+      defaultButton: 0
     });
     if (!answer.button.accept || this.progress !== launching) {
       return;

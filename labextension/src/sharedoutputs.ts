@@ -8,7 +8,7 @@ import { ISessionContext } from '@jupyterlab/apputils';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { Widget } from '@lumino/widgets';
 
-import { ISharedOutput, isSharedKernel, sharedOutput } from './model';
+import { ISharedOutput, isSharedKernel, sharedOutput } from './sharemodel';
 
 /** How many outputs the view keeps. */
 const KEPT = 200;

@@ -7,6 +7,7 @@ import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
 import { HardwareAPI, HardwareAPIError } from './api';
+import { errorText } from './model';
 import {
   DEFAULT_SHARE_EXPIRY,
   IJoinResult,
@@ -15,7 +16,6 @@ import {
   IShareResult,
   SHARE_ROLES,
   ShareRole,
-  errorText,
   formatTimeLeft,
   joinSummary,
   parseShareFile,
@@ -23,7 +23,7 @@ import {
   roleText,
   shareFileNote,
   shortKernelId
-} from './model';
+} from './sharemodel';
 
 /** A refused request, shown in the dialog when it opens again. */
 interface IProblem {

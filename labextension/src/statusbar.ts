@@ -6,7 +6,7 @@
 import { ISessionContext, Notification } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
-import { HardwareAPI, HardwareEvents } from './api';
+import { HardwareEvents } from './api';
 import { showError } from './errors';
 import {
   hibernateAfterText,
@@ -16,35 +16,32 @@ import {
   wakingStatusText
 } from './hibernateafter';
 import { savingLabel } from './hibernation';
+import { MachinesModel } from './machines';
 import { isTimeLimitWarning } from './metrics';
-import {
-  IHardwareEvent,
-  IMachine,
-  machineOfKernel,
-  machineStatusText,
-  targetOfKernel
-} from './model';
+import { IHardwareEvent, IMachine, machineStatusText, targetOfKernel } from './model';
 
 /** Shows the machine of the notebook in focus (and says when its time limit nears). */
 export class MachineStatus extends Widget {
   constructor(
-    readonly api: HardwareAPI,
-    readonly events: HardwareEvents
+    readonly events: HardwareEvents,
+    readonly model: MachinesModel
   ) {
     super();
     this.addClass('jp-RemoteHW-status');
     this.node.setAttribute('role', 'status');
     this.node.addEventListener('click', () => void this.onClick());
     events.received.connect(this.onEvent, this);
-    this._timer = window.setInterval(() => void this.refresh(), 30000);
+    model.changed.connect(this.onMachines, this);
   }
 
   /** Follow another notebook (or none). */
   set sessionContext(context: ISessionContext | null) {
     this._context?.kernelChanged.disconnect(this.onKernel, this);
+    this._context?.statusChanged.disconnect(this.onStatus, this);
     this._context = context;
     this.stopWaking();
     context?.kernelChanged.connect(this.onKernel, this);
+    context?.statusChanged.connect(this.onStatus, this);
     void this.refresh();
   }
 
@@ -63,17 +60,29 @@ export class MachineStatus extends Widget {
     void this.refresh();
   }
 
+  /**
+   * The kernel went idle while a wake showed: the listing says whether it is awake (a
+   * wake step's event may never come, as when the event socket reconnected meanwhile).
+   */
+  private onStatus(_: ISessionContext, status: string): void {
+    if (this._waking && status === 'idle') {
+      this.stopWaking();
+      void this.refresh();
+    }
+  }
+
   private get kernelId(): string | null {
     return this._context?.session?.kernel?.id ?? null;
   }
 
-  private onEvent(_: HardwareEvents, event: IHardwareEvent): void {
-    if (event.type === 'machine' && event.machine && !this._waking) {
-      const machine = event.machine as IMachine;
-      if (machineOfKernel([machine], this.kernelId, this.kernelName) === machine) {
-        this.showMachine(machine);
-      }
+  /** The shared listing changed: show the notebook's machine as it is now. */
+  private onMachines(model: MachinesModel): void {
+    if (this.target && !this._waking) {
+      this.showMachine(model.machineOf(this.kernelId, this.kernelName));
     }
+  }
+
+  private onEvent(_: HardwareEvents, event: IHardwareEvent): void {
     if (isTimeLimitWarning(event) && !this._warned.has(event.detail)) {
       // SLURM's early warning: the allocation ends soon, and its kernels with it.
       this._warned.add(event.detail);
@@ -144,10 +153,7 @@ export class MachineStatus extends Widget {
       return;
     }
     try {
-      const machines = await this.api.machines();
-      if (!this._waking) {
-        this.showMachine(machineOfKernel(machines, this.kernelId, this.kernelName));
-      }
+      await this.model.refresh(); // shown by onMachines
     } catch {
       this.showMachine(null);
     }
@@ -161,7 +167,7 @@ export class MachineStatus extends Widget {
     }
     this.startWaking('starting');
     try {
-      await this.api.wake(kernelId);
+      await this.model.wake(kernelId);
     } catch (error) {
       await showError('The kernel could not be woken', error);
     } finally {
@@ -210,10 +216,10 @@ export class MachineStatus extends Widget {
 
   dispose(): void {
     window.clearInterval(this._tick);
-    window.clearInterval(this._timer);
     window.clearTimeout(this._again);
     this.stopWaking();
     this.events.received.disconnect(this.onEvent, this);
+    this.model.changed.disconnect(this.onMachines, this);
     super.dispose();
   }
 
@@ -224,5 +230,4 @@ export class MachineStatus extends Widget {
   private _tick = 0;
   private _wakeTick = 0;
   private _again = 0;
-  private _timer: number;
 }

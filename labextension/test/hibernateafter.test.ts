@@ -1,5 +1,6 @@
 import {
   HIBERNATE_CHOICES,
+  choiceIndex,
   choiceOf,
   formatIdle,
   hibernateAfterText,
@@ -52,6 +53,12 @@ describe("a notebook's hibernate time in its metadata", () => {
     expect(choiceOf(undefined)?.label).toBe("The hardware's default");
     expect(choiceOf(null)?.seconds).toBeNull();
     expect(choiceOf(1234)).toBeNull();
+    // The dialog preselects by index: the current time, else the hardware's default,
+    // never "Never" unless that is the notebook's time.
+    expect(choiceIndex(1800)).toBe(2);
+    expect(choiceIndex(0)).toBe(0);
+    expect(choiceIndex(undefined)).toBe(5);
+    expect(choiceIndex(1234)).toBe(5);
   });
 });
 

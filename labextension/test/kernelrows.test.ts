@@ -1,5 +1,4 @@
 import {
-  IMachineKernel,
   formatUptime,
   kernelFacts,
   kernelRow,
@@ -7,7 +6,7 @@ import {
   listingKey,
   tickKernelRows
 } from '../src/kernelrows';
-import { IMachine } from '../src/model';
+import type { IMachine, IMachineKernel } from '../src/model';
 
 function machine(overrides: Partial<IMachine> = {}): IMachine {
   return {
@@ -44,6 +43,10 @@ describe('kernel rows', () => {
     expect(kernelTitle(kernel)).toBe('analysis/train.ipynb · Python 3 (ipykernel)');
     expect(kernelTitle({ ...kernel, path: null, owner: 'magic:host:12' })).toBe(
       '%%remote · Python 3 (ipykernel)'
+    );
+    // A %%remote kernel whose notebook the server knows is named by it.
+    expect(kernelTitle({ ...kernel, owner: 'magic:host:12' })).toBe(
+      'analysis/train.ipynb · %%remote'
     );
     expect(kernelTitle({ ...kernel, path: null })).toBe('no notebook · Python 3 (ipykernel)');
   });

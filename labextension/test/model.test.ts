@@ -13,7 +13,8 @@ import {
   nextSelection,
   pickerColumns,
   targetOfKernel,
-  toolbarLabel
+  toolbarLabel,
+  totalText
 } from '../src/model';
 
 function option(overrides: Partial<IHardware>): IHardware {
@@ -134,7 +135,17 @@ describe('labels', () => {
     };
     expect(availabilityText(partition)).toBe('1 of 2 GPUs free on 1 node');
     expect(availabilityText({ ...partition, machine_state: 'running' })).toBe('running');
-    expect(availabilityText({ ...sshBox, machine_state: null })).toBe('ready');
+    // An SSH host is ready only once reached; a failed try says why, and for how long.
+    expect(availabilityText({ ...sshBox, machine_state: null })).toBe('not connected yet');
+    expect(availabilityText({ ...sshBox, provider: 'local', machine_state: null })).toBe('ready');
+    const down = { reason: 'unreachable', since: 1000, detail: 'cannot reach box' };
+    expect(availabilityText({ ...sshBox, machine_state: null, unreachable: down }, 1300_000)).toBe(
+      'unreachable for 5 min'
+    );
+    const untrusted = { ...down, reason: 'host key not trusted' };
+    expect(availabilityText({ ...sshBox, machine_state: null, unreachable: untrusted })).toBe(
+      'host key not trusted'
+    );
     expect(gpuText(local)).toBe('CPU');
     expect(availabilityText(a10g)).toBe('no AWS credentials: run aws configure');
     // With a reason apart, the column says it; what to do is in the fold line and tooltip.
@@ -187,19 +198,22 @@ describe('keyboard selection', () => {
   });
 });
 
+/** A running cloud machine, as the machines listing gives it. */
+const AWS_MACHINE: IMachine = {
+  name: 'g5-1',
+  provider: 'aws',
+  hardware: 'A10G 24 GiB',
+  where: 'us-east-1',
+  state: 'running',
+  kernels: [],
+  price_per_hour: 1.006,
+  cost_so_far: 0.42,
+  idle_stop_in: 1500,
+  actions: ['start', 'stop', 'terminate']
+};
+
 describe('machines and errors', () => {
-  const machine: IMachine = {
-    name: 'g5-1',
-    provider: 'aws',
-    hardware: 'A10G 24 GiB',
-    where: 'us-east-1',
-    state: 'running',
-    kernels: [],
-    price_per_hour: 1.006,
-    cost_so_far: 0.42,
-    idle_stop_in: 1500,
-    actions: ['start', 'stop', 'terminate']
-  };
+  const machine = AWS_MACHINE;
 
   it('puts state, price, cost and idle countdown in the status bar', () => {
     expect(machineStatusText(machine)).toBe(
@@ -261,5 +275,26 @@ describe('machineOfKernel', () => {
     expect(machineOfKernel(machines, 'k9', 'remote-hw-slurm-dev-gpu-a100')).toBe(first);
     expect(machineOfKernel(machines, 'k9', 'remote-hw-ssh-box')).toBeNull();
     expect(machineOfKernel(machines, null, 'python3')).toBeNull();
+  });
+});
+
+describe('the total of the machines', () => {
+  const base: IMachine = { ...AWS_MACHINE, idle_stop_in: null };
+
+  it('adds what runs now, and what every machine cost so far', () => {
+    const stopped = { ...base, name: 'g5-2', state: 'stopped', cost_so_far: 1.1 };
+    const down = { ...base, name: 'g5-3', state: 'reconnecting', price_per_hour: 0.5 };
+    const owned = { ...base, name: 'ssh-box', provider: 'ssh', price_per_hour: 0, cost_so_far: 0 };
+    expect(totalText([base, stopped, down, owned])).toBe('$1.51/h now · $1.94 so far');
+  });
+
+  it('says $0/h when nothing is billed, and nothing without machines', () => {
+    expect(totalText([{ ...base, state: 'stopped', cost_so_far: 0 }])).toBe('$0.00/h now');
+    expect(totalText([])).toBe('');
+  });
+
+  it('names a running machine whose price is not known', () => {
+    const slurm = { ...base, name: 'slurm-a100', price_per_hour: null, cost_so_far: null };
+    expect(totalText([base, slurm])).toBe('$1.01/h now + slurm-a100: price unknown · $0.42 so far');
   });
 });

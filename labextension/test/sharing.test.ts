@@ -16,7 +16,7 @@ import {
   sharedOutput,
   shortKernelId,
   stripAnsi
-} from '../src/model';
+} from '../src/sharemodel';
 
 const NOW = 1_790_000_000;
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 from jupyter_client.multikernelmanager import AsyncMultiKernelManager
 
 from jupyter_remote_hw.hibernation import HibernationStore, restore, save
 from jupyter_remote_hw.hibernation.far import FarAccess, FarPlace
-from jupyter_remote_hw.transfer.pickling import dump_variable
+from jupyter_remote_hw.transfer.kernel_side.pickling import dump_variable
 
 from .conftest import StartKernel, run
+
+torch = pytest.importorskip("torch", reason="needs torch (pip install torch)")
 
 CUDA = torch.cuda.is_available()
 

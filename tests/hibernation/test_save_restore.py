@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import stat
 from pathlib import Path
@@ -200,9 +201,17 @@ async def test_a_save_beyond_the_cap_is_refused_with_the_sizes(
 
 
 def _cuda() -> bool:
-    import torch
-
+    try:
+        import torch
+    except ImportError:
+        return False
     return bool(torch.cuda.is_available())
+
+
+#: Where torch is missing, its tests say so.
+needs_torch = pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None, reason="needs torch (pip install torch)"
+)
 
 
 @pytest.mark.skipif(not _cuda(), reason="needs a CUDA device")
@@ -230,6 +239,7 @@ async def test_tensors_come_back_on_the_device_asked_for(
     ).split() == ["cuda", "cuda", "499500.0", "[1,", "2]"]
 
 
+@needs_torch
 @pytest.mark.skipif(_cuda(), reason="needs a host without CUDA")
 async def test_a_device_the_new_kernel_lacks_fails_the_restore_and_keeps_the_entry(
     kernels: AsyncMultiKernelManager, start_kernel: StartKernel, store: HibernationStore

@@ -86,6 +86,10 @@ MAX_KILLS = 2
 CUTS = (2.0, 8.0, 25.0)
 #: The operations that can arrive while another one is under way.
 SECONDS = ("cell", "restart", "interrupt", "shutdown", "hibernate", "switch", "cut")
+
+#: Seconds between kills of one kernel's process: more than jupyter_client's restarter
+#: takes for a stable start (10 s), so that kills never add up to its restart limit.
+KILL_SPACING = 12.0
 DEBUG_ARGS = ["--ServerApp.log_level=DEBUG"] if os.environ.get("JRHW_DEBUG") else []
 
 
@@ -104,8 +108,9 @@ class Notebook:
     #: The variables it holds, or None when an operation left them unknown.
     variables: dict[str, int] | None = field(default_factory=dict)
     hibernated: bool = False
-    #: Whether its process was killed from outside since it last answered.
+    #: Whether its process was killed from outside since it last answered; when it last was.
     killed: bool = False
+    killed_at: float = 0.0
     #: The SLURM job it last ran in; whether that job was ended from outside.
     job: str | None = None
     ended: bool = False
@@ -642,7 +647,9 @@ class Lifecycle(RuleBasedStateMachine):
         if teammate.kernel_id not in self.joined:
             return
         answer = self.run(self.world.call("DELETE", f"api/kernels/{teammate.kernel_id}"))
-        assert answer.code == 204, answer
+        # A revoked share's kernel is dropped once the host ends its attachment (seconds
+        # after the revoke): then it is gone already.
+        assert answer.code == 204 or (teammate.revoked and answer.code == 404), answer
         self.joined.pop(teammate.kernel_id)
         if self._live(teammate.owner) and not teammate.owner.killed:
             self._check(teammate.owner)
@@ -652,17 +659,25 @@ class Lifecycle(RuleBasedStateMachine):
     @rule(notebook=notebooks)
     @logged
     def kill_kernel_process(self, notebook: Notebook) -> None:
-        """The kernel's process ends from outside (OOM killer, a user's ``kill``)."""
+        """The kernel's process ends from outside (OOM killer, a user's ``kill``).
+
+        Not again within :data:`KILL_SPACING` of the last kill: jupyter_client's
+        restarter gives a kernel up (and jupyter_server drops it and its session) after
+        ``restart_limit`` deaths that come sooner than its stable start time, for any
+        kernel, as a crash loop should be; the model does not follow that.
+        """
         if (
             not self._live(notebook)
             or notebook.hibernated
             or notebook.killed
             or notebook.target == "slurm"
+            or time.monotonic() - notebook.killed_at < KILL_SPACING
         ):
             return
         pid = self._check(notebook)
         os.kill(pid, signal.SIGKILL)
         notebook.killed = True
+        notebook.killed_at = time.monotonic()
 
     @precondition(lambda self: self.world.link is not None)
     @rule(
@@ -1054,6 +1069,13 @@ def run_lifecycles(world: World, examples: int = EXAMPLES, budget: float = BUDGE
                     suppress_health_check=list(HealthCheck),
                 ),
             )
+        except SystemError as error:
+            if "recursion depth mismatch" not in str(error) or Run.failures:
+                raise
+            # Debian's Python 3.11.2 fails ast.parse so now and then (a CPython bug fixed
+            # in later 3.11 releases), and hypothesis parses this test's source to begin
+            # each round: that round again, before any step ran.
+            rounds -= 1
         except Exception as error:
             if not Run.failures:
                 raise

@@ -149,6 +149,11 @@ def test_from_the_ledger_alone_the_same_kernel_is_unknown(ledger: Ledger) -> Non
     [kernel] = machine["kernels"]
     assert kernel["state"] == "unknown" and kernel["path"] is None
     assert kernel["owner"] == "magic:host:1"
+    # A server that has the notebook whose kernel is that owner names it.
+    view = MachineView(
+        {"local": LOCAL, "box": BOX}, ledger, owner_paths={"magic:host:1": "work.ipynb"}
+    )
+    assert view.model("box")["kernels"][0]["path"] == "work.ipynb"
 
 
 def test_a_cloud_machine_prices_its_kernels(ledger: Ledger) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jupyter_remote_hw.transfer.restricted import SETTING
+from jupyter_remote_hw.transfer.kernel_side.restricted import SETTING
 
 from ..notebooks import error_of, run_notebook, text_of
 from ..testhosts import SSHTestHost, keygen

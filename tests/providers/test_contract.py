@@ -4,6 +4,7 @@ configured by its class name, and a provider missing a part of the contract refu
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator
 from importlib.metadata import EntryPoint
 from pathlib import Path
@@ -59,7 +60,6 @@ def test_a_provider_missing_part_of_the_contract_cannot_be_made() -> None:
     provider = OneTarget()
     assert [t.name for t in provider.targets()] == ["one"]
     assert provider.usability() is None
-    assert provider.live_machines() == []
     assert provider.price_per_hour(provider.targets()[0]) is None
 
 
@@ -97,3 +97,40 @@ def test_a_registered_provider_is_found_and_a_broken_one_left_out(
     assert classes["one"] is OneTarget
     assert classes["ssh"].__name__ == "SSHProvider"  # a shipped one is not replaced
     assert "provider broken" in caplog.text
+
+
+def contract_rows(table_head: str) -> dict[str, bool]:
+    """The methods named in docs/providers.md's contract table that starts with
+    ``table_head``, each with whether the table says a provider must implement it."""
+    doc = (Path(__file__).parents[2] / "docs" / "providers.md").read_text()
+    section = doc.split("## The contract", 1)[1].split("\n## ", 1)[0]
+    rows: dict[str, bool] = {}
+    in_table = False
+    for line in section.splitlines():
+        if line.startswith(f"| `{table_head}` |"):
+            in_table = True
+            continue
+        if not line.startswith("|"):
+            in_table = False
+        if not in_table or line.startswith("|---"):
+            continue
+        names, must = line.split("|")[1:3]
+        for name in re.findall(r"`(\w+)", names):
+            rows[name] = must.strip() == "yes"
+    return rows
+
+
+@pytest.mark.parametrize("cls", [Provider, Machine], ids=lambda cls: cls.__name__)
+def test_the_contract_in_the_docs_is_the_one_in_base_py(cls: type) -> None:
+    """docs/providers.md lists every method of the contract, no other, and says which
+    ones a provider must implement: those ``base.py`` makes abstract."""
+    traits = set(Provider.class_trait_names())
+    in_code = {
+        name: bool(getattr(member, "__isabstractmethod__", False))
+        for name, member in vars(cls).items()
+        if callable(member) or isinstance(member, property)
+        if not name.startswith("__") and name not in traits
+        if not name.startswith("_") or getattr(member, "__isabstractmethod__", False)
+    }
+    in_docs = contract_rows(cls.__name__)
+    assert in_docs == in_code

@@ -158,7 +158,9 @@ def test_host_unreachable_is_502_with_the_step_hint() -> None:
     assert error.status == 502
     assert "failed at step 'connect'" in str(error)
     assert "cannot reach gpu-a (10.0.0.1:22): Connection refused" in str(error)
-    assert str(error).endswith(STEP_HINTS["connect"])
+    # The hint names the host, so that its command can be pasted as it is.
+    assert str(error).endswith(STEP_HINTS["connect"].replace("<host>", "gpu-a"))
+    assert error.hint == "Check that `ssh gpu-a` works from the Jupyter server's machine."
     assert error.__cause__ is exc
 
 

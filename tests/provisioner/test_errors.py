@@ -84,7 +84,7 @@ async def test_unreachable_host_is_502_naming_host_and_step(
     assert status == 502
     assert "deadhost" in message
     assert "step 'connect'" in message
-    assert "ssh <host>" in message  # the hint
+    assert "Check that `ssh deadhost` works" in message  # the hint, with the host
     assert jp_serverapp.kernel_manager.list_kernel_ids() == []
     assert MachineManager.instance().ledger.kernels() == []
 

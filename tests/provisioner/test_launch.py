@@ -6,6 +6,7 @@ import asyncio
 import getpass
 import json
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,7 @@ async def test_kernel_runs_on_the_ssh_host(
     state_dir = os.path.dirname(provisioner.host_connection["ip"])
     assert str(remote_root) in state_dir
     where = await kc.execute(
-        "from jupyter_remote_hw.transfer.kernel_handler import "
+        "from jupyter_remote_hw.transfer.kernel_side.kernel_handler import "
         "socket_directory\nprint(socket_directory())"
     )
     assert where.stdout.strip() == state_dir, where
@@ -96,17 +97,7 @@ async def test_interrupt_keeps_state_and_restart_keeps_machine_and_ports(
     ports = [km.get_connection_info()[p] for p in PORTS]
     machine = provisioner_of(jp_serverapp, kernel_id).machine
 
-    sleeping = await kc.send(
-        "execute_request",
-        {
-            "code": "import time; print('sleeping', flush=True); time.sleep(60)",
-            "silent": False,
-            "store_history": False,
-            "user_expressions": {},
-            "allow_stdin": False,
-            "stop_on_error": True,
-        },
-    )
+    sleeping = await kc.start("import time; print('sleeping', flush=True); time.sleep(60)")
     await kc.wait_printed(sleeping, "sleeping")  # the cell's own code runs
     began = asyncio.get_running_loop().time()
     await jp_fetch("api", "kernels", kernel_id, "interrupt", method="POST", body="")
@@ -189,3 +180,80 @@ async def test_shutdown_stops_the_kernel_and_a_stopping_server_the_idle_agent(
             break
         await asyncio.sleep(0.1)
     assert processes_under(str(remote_root)) == []
+
+
+async def test_a_restart_after_the_host_refused_the_relay_attaches_it_again(
+    start_kernel: StartKernel,
+    channels: OpenChannels,
+    jp_fetch: Fetch,
+    jp_serverapp: Any,
+) -> None:
+    # The kernel ends on its host and the relay's next stream is refused there ("no
+    # kernel"), as when a restart waits for another operation: the restart that follows
+    # must relay to the new kernel, not leave every client unanswered, and must not
+    # hand it what was queued for the old one (the restart's own shutdown_request).
+    kernel_id = await start_kernel(SSH_KERNEL)
+    kc = await channels(kernel_id)
+    assert (await kc.execute("1 + 1")).result == "2"
+    jp_serverapp.kernel_manager.get_kernel(kernel_id).stop_restarter()
+    machine = provisioner_of(jp_serverapp, kernel_id).machine
+    assert machine is not None
+    relay = machine.relay(kernel_id)
+    assert relay is not None and relay.attached
+    sleeping = await kc.start("import time; time.sleep(60)")
+    agent = await machine.agent()
+    await agent.call("shutdown_kernel", kernel_id=kernel_id, now=True)
+    for _ in range(100):
+        if not relay.attached:
+            break
+        await asyncio.sleep(0.1)
+    assert not relay.attached, "the host did not refuse the relay"
+
+    await jp_fetch("api", "kernels", kernel_id, "restart", method="POST", body="")
+    assert machine.relay(kernel_id) is relay and relay.attached
+    # The cell the old kernel never answered is answered, and says why.
+    unanswered = await kc.collect(sleeping, timeout=10)
+    assert unanswered.ename == "KernelRestarted", unanswered
+    await kc.wait_ready(timeout=20)
+    assert (await kc.execute("2 + 2")).result == "4"
+
+
+async def test_a_kernel_killed_now_and_then_is_restarted_each_time(
+    start_kernel: StartKernel, channels: OpenChannels, jp_serverapp: Any
+) -> None:
+    """Found by the lifecycle soak: the restarter counted every death within the launch
+    timeout (180 s) of the last as one more failed restart, so a kernel killed six times
+    in three minutes (an out-of-memory loop a user fixes cell by cell) was given up and
+    dropped with its session. A restart now counts as done once the kernel has lived
+    jupyter_client's stable time plus what its launch took."""
+    kernel_id = await start_kernel(LOCAL_KERNEL)
+    kc = await channels(kernel_id)
+    km = jp_serverapp.kernel_manager.get_kernel(kernel_id)
+    km._restarter.restart_limit = 1  # jupyter_client's; one failed restart in a row ends it
+    stable = provisioner_of(jp_serverapp, kernel_id).get_stable_start_time()
+    assert stable < 20, stable
+    loop = asyncio.get_running_loop()
+    for kill in range(2):
+        pid = int((await kc.execute("import os; os.getpid()")).result or 0)
+        killed_at = loop.time()
+        os.kill(pid, signal.SIGKILL)
+        # Restarted: a new process answers (as with any kernel, a request sent to the
+        # dead one is not answered, so only kernel_info is asked until then).
+        await until_restarted(km, pid, kill)
+        await kc.wait_ready(timeout=30)
+        ran = await kc.execute("import os; os.getpid()")
+        assert ran.status == "ok" and int(ran.result or 0) != pid, ran
+        # The restarter polls every 3 s: it found the death up to 3 s after the kill,
+        # and sees the stable time pass up to 3 s after it has.
+        await asyncio.sleep(max(0.0, stable + 7 - (loop.time() - killed_at)))
+    assert kernel_id in jp_serverapp.kernel_manager
+
+
+async def until_restarted(km: Any, pid: int, kill: int) -> None:
+    """Wait until the kernel manager's kernel is alive again after ``pid`` was killed."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    await asyncio.sleep(1.0)  # the restarter's poll finds it dead
+    while not (km.ready.done() and await km.is_alive()):
+        assert loop.time() < deadline, f"kill {kill + 1} of pid {pid}: not restarted"
+        await asyncio.sleep(0.5)

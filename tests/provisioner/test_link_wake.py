@@ -80,3 +80,49 @@ async def test_a_shutdown_after_a_wake_cut_off_by_the_link_leaves_nothing_runnin
     while processes_under(kernel_id) and loop.time() < deadline:
         await asyncio.sleep(0.2)
     assert processes_under(kernel_id) == []
+
+
+@pytest.mark.parametrize("beside", [False, True], ids=["alone", "beside a running kernel"])
+async def test_a_cell_that_wakes_a_kernel_while_its_host_is_cut_off_waits_for_the_link(
+    ns_host: NetnsTestHost,
+    start_kernel: StartKernel,
+    channels: OpenChannels,
+    jp_fetch: Any,
+    beside: bool,
+) -> None:
+    # Found by the lifecycle soak: the wake failed at once on a link cut for 8 s, though
+    # a running kernel's cells wait out such a cut: at "connect" when the kernel was
+    # alone on the host, at "start kernel" (the agent's connection lost) when another
+    # kernel kept the connection open.
+    assert ns_host.link is not None
+    if beside:
+        other = await channels(await start_kernel("remote-hw-ssh-" + ns_host.alias))
+        assert (await other.execute("1")).status == "ok"
+    kernel_id = await start_kernel("remote-hw-ssh-" + ns_host.alias)
+    kc = await channels(kernel_id)
+    assert (await kc.execute("x = 42")).status == "ok"
+    saved = await jp_fetch(
+        "jupyter-remote-hw", "api", "hibernate", kernel_id, method="POST", body=json.dumps({})
+    )
+    assert json.loads(saved.body)["hibernated"] is True
+
+    events: list[dict[str, Any]] = []
+    manager = MachineManager.instance()
+    manager.launch_listeners.append(events.append)
+    ns_host.link.cut()
+    try:
+        cell = asyncio.ensure_future(kc.execute("print(x)", timeout=120))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while not any("cannot be reached; trying again" in (e.get("detail") or "") for e in events):
+            assert loop.time() < deadline, events
+            assert not cell.done(), cell.result()
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(2)
+        assert not cell.done(), cell.result()
+    finally:
+        ns_host.link.restore()
+        manager.launch_listeners.remove(events.append)
+    ran = await cell
+    assert ran.status == "ok", ran
+    assert ran.stdout.strip() == "42"

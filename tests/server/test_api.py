@@ -129,7 +129,6 @@ async def test_hardware_lists_local_and_the_ssh_host(
         ),
         ("switch/s", {}, 400, "hardware", "hardware is missing"),
         ("machines/gpu-nowhere/start", {}, 404, "name", "unknown hardware 'gpu-nowhere'"),
-        ("machines/local/stop", {}, 409, "name", "local (local provider) cannot be stopped"),
     ],
 )
 async def test_bad_requests_name_the_field(
@@ -183,7 +182,7 @@ async def test_start_a_kernel_on_local_hardware_with_progress_events(
     machines = (await get(jp_fetch, "machines"))["machines"]
     assert [m["name"] for m in machines] == ["local"]
     assert [k["id"] for k in machines[0]["kernels"]] == [kernel["id"]]
-    assert machines[0]["actions"] == ["start", "terminate"]
+    assert machines[0]["actions"] == ["start", "stop"]
     # A kernel on this machine hibernates by itself only when given a time.
     assert machines[0]["kernels"][0]["hibernate_after"] == {"seconds": 0.0, "source": "target"}
     answer = await jp_fetch(

@@ -53,7 +53,7 @@ async def test_a_switch_that_cannot_launch_keeps_the_session_as_it_was(
     )
     assert code == 502
     assert error["step"] == "connect"
-    assert "ssh <host>" in error["hint"]
+    assert "Check that `ssh deadhost` works" in error["hint"]  # the command to paste
     assert "deadhost" in error["message"]
     model = json.loads((await jp_fetch("api", "sessions", session["id"])).body)
     assert model["kernel"]["id"] == old_id

@@ -104,7 +104,7 @@ async def test_list_shows_what_the_panel_shows_and_commands_say_what_they_do(
     # `stop` shuts the kernels down as terminate does, after asking (pytest's stdin is
     # not a terminal, so it says to pass --yes).
     code, _, err = await cli("stop", "local")
-    assert code == 1 and "Shut down the Jupyter server's kernels on local" in err
+    assert code == 1 and "Shut down the kernels on local" in err
     assert "Pass --yes" in err and err.count("\n") == 1
     code, out, err = await cli("stop", "local", "--yes")
     assert code == 0 and "local (this machine): shut down 1 kernel;" in out, err
@@ -143,4 +143,8 @@ def test_a_remote_kernel_is_titled_as_the_panel_titles_it() -> None:
     kernel = {"path": None, "owner": "magic:host:12", "display_name": "Python 3 (ipykernel)"}
     assert kernel_title(kernel) == "%%remote · Python 3 (ipykernel)"
     assert kernel_title({**kernel, "owner": "server"}) == "no notebook · Python 3 (ipykernel)"
-    assert kernel_title({**kernel, "path": "a/b.ipynb"}) == "a/b.ipynb · Python 3 (ipykernel)"
+    assert kernel_title({**kernel, "path": "a/b.ipynb"}) == "a/b.ipynb · %%remote"
+    assert (
+        kernel_title({**kernel, "path": "a/b.ipynb", "owner": "server"})
+        == "a/b.ipynb · Python 3 (ipykernel)"
+    )

@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -153,8 +154,14 @@ async def test_an_unknown_host_key_is_named_then_trusted_in_one_step(
     assert trusted["known_hosts"] == str(known_hosts) and not trusted["already_trusted"]
     assert known_hosts.read_text() == ssh_host.known_hosts_line("127.0.0.1")
 
+    # Until it connects, the hardware listing says why not (the picker shows it).
+    row = await hardware_row(server, "ssh-newhost")
+    assert row["unreachable"]["reason"] == "host key not trusted", row
+    assert fingerprint in row["unreachable"]["detail"]
+
     code, model = await call(server, "jupyter-remote-hw/api/launch", {"hardware": "ssh-newhost"})
     assert code == 201, model
+    assert (await hardware_row(server, "ssh-newhost"))["unreachable"] is None
     await call(server, f"api/kernels/{model['id']}", method="DELETE")
 
     # Each expected error is one WARNING line, never an ERROR or a traceback.
@@ -210,14 +217,33 @@ async def test_a_kernel_start_through_jupyters_api_logs_no_error_nor_traceback(
     ], lines
 
 
+async def hardware_row(server: Server, name: str) -> dict[str, Any]:
+    """The row of ``GET /jupyter-remote-hw/api/hardware`` for ``name``."""
+    code, listing = await call(server, "jupyter-remote-hw/api/hardware", method="GET")
+    assert code == 200, listing
+    return next(row for row in listing["hardware"] if row["name"] == name)
+
+
 async def test_an_unreachable_host_is_one_warning_line(server: Server) -> None:
+    assert (await hardware_row(server, "ssh-gone"))["unreachable"] is None  # never tried
+    began = time.time()
     code, error = await call(server, "jupyter-remote-hw/api/launch", {"hardware": "ssh-gone"})
     assert code == 502, error
     assert error["message"].startswith("Launching a kernel on ssh-gone failed at step 'connect'"), (
         error
     )
     assert "host_key" not in error
+    # The listing says so from now on, with since when and why; it can still be picked.
+    row = await hardware_row(server, "ssh-gone")
+    assert row["usable"] is True and row["unreachable"]["reason"] == "unreachable", row
+    assert began <= row["unreachable"]["since"] <= time.time()
+    assert "gone" in row["unreachable"]["detail"]
+    code, _ = await call(server, "jupyter-remote-hw/api/launch", {"hardware": "ssh-gone"})
+    assert code == 502
+    assert (await hardware_row(server, "ssh-gone"))["unreachable"]["since"] == row["unreachable"][
+        "since"
+    ]  # since the first failure in a row
     log = server.log.read_text()
     assert "Traceback" not in log, log[-6000:]
     assert not log_lines(server, r"^\[E "), log[-6000:]
-    assert len(log_lines(server, r"^\[W .*cannot reach gone")) == 1, log[-6000:]
+    assert len(log_lines(server, r"^\[W .*cannot reach gone")) == 2, log[-6000:]

@@ -366,3 +366,23 @@ async def test_a_kernel_that_dies_while_it_is_woken_keeps_its_saved_state(
     assert stored(kernel_id)
     again = await kc.execute("print(x)", timeout=120)
     assert again.status == "ok" and again.stdout.strip() == "42", again
+
+
+async def test_a_restart_of_the_kernel_a_switch_replaced_is_a_404_naming_why(
+    jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
+) -> None:
+    """Found by the lifecycle soak: a restart of the old kernel arriving just after a switch
+    shut it down answered jupyter_server's bare 500 ("Exception restarting kernel")."""
+    session, kernel_id, _ = await kernel_with(sessions, channels, "x = 42")
+    switched = await post(
+        jp_fetch, "switch", session["id"], body={"hardware": SSH_TARGET, "carry": "all"}
+    )
+    assert kernel_id not in jp_serverapp.kernel_manager
+    for action in ("restart", "interrupt"):
+        gone = await jp_fetch(
+            "api", "kernels", kernel_id, action, method="POST", body="", raise_error=False
+        )
+        assert gone.code == 404, gone.body
+        message = json.loads(gone.body)["message"]
+        assert message.startswith(f"no kernel {kernel_id}: it was shut down"), message
+    await jp_fetch("api", "kernels", switched["kernel_id"], method="DELETE")

@@ -15,7 +15,8 @@ from jupyter_client.manager import KernelManager
 from traitlets.config import Config
 
 from jupyter_remote_hw.machines.manager import MachineManager
-from jupyter_remote_hw.server.orphans import orphaned_kernels, process_alive, reap_orphans
+from jupyter_remote_hw.processes import process_alive
+from jupyter_remote_hw.server.orphans import orphaned_kernels, reap_orphans
 
 from ..agent.kernelclient import shell_reply
 from ..notebook.test_magics import TARGET, env  # noqa: F401 (env: a fixture)

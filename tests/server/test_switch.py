@@ -129,17 +129,7 @@ async def test_a_kernel_running_a_cell_is_an_immediate_409(
 ) -> None:
     session = await sessions("python3")
     kc = await channels(session["kernel"]["id"])
-    await kc.send(
-        "execute_request",
-        {
-            "code": "import time; time.sleep(30)",
-            "silent": False,
-            "store_history": False,
-            "user_expressions": {},
-            "allow_stdin": False,
-            "stop_on_error": True,
-        },
-    )
+    await kc.start("import time; time.sleep(30)")
     await asyncio.sleep(0.5)  # the server has seen it go busy
     began = time.monotonic()
     code, error = await failure(jp_fetch, "variables", session["id"], method="GET")
@@ -284,6 +274,8 @@ async def test_a_switch_that_cannot_read_the_old_kernel_moves_nothing(
     )
     assert code == 409, error
     assert error["message"].startswith(f"the variables of kernel {old_id} could not be read: ")
+    # Where the kernel runs, in words (not "the kernel on kernel <id> (remote-hw-local)").
+    assert "the kernel on local " in error["message"], error["message"]
     assert error["message"].endswith("The notebook keeps that kernel; nothing was moved")
     model = json.loads((await jp_fetch("api", "sessions", session["id"])).body)
     assert model["kernel"]["id"] == old_id

@@ -14,7 +14,7 @@ from jupyter_remote_hw.transfer.client import TransferClient, open_local_stream
 from jupyter_remote_hw.transfer.kernel_link import KernelLink
 
 REPO = str(Path(__file__).resolve().parents[2])
-EXTENSION = "--IPKernelApp.extra_extensions=jupyter_remote_hw.transfer.kernel_handler"
+EXTENSION = "--IPKernelApp.extra_extensions=jupyter_remote_hw.transfer.kernel_side.kernel_handler"
 
 #: Small chunks, so a few megabytes already take many chunk messages.
 CHUNK = 64 * 1024

@@ -4,7 +4,9 @@ all-or-nothing, and every failure names the variable."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import os
 from typing import Any
 
 import numpy as np
@@ -14,7 +16,7 @@ import pytest
 from jupyter_remote_hw.transfer import TransferError, dump_variables, load_variables
 
 from .conftest import MODES, StartKernel, evaluate, run
-from .test_pickling import notebook_namespace
+from .kernel_side.test_pickling import notebook_namespace
 
 
 def sample_values() -> dict[str, Any]:
@@ -122,6 +124,15 @@ async def test_pull_of_an_unpicklable_or_missing_variable_names_it(
         await kernel.pull(["nope"])
 
 
+def open_sockets() -> int:
+    """How many sockets this process has open."""
+    links = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own, closed by now
+            links.append(os.readlink(f"/proc/self/fd/{fd}"))
+    return sum(1 for link in links if link.startswith("socket:"))
+
+
 @MODES
 async def test_an_interrupted_push_assigns_nothing_and_is_forgotten(
     start_kernel: StartKernel,
@@ -129,6 +140,7 @@ async def test_an_interrupted_push_assigns_nothing_and_is_forgotten(
 ) -> None:
     kernel = await start_kernel(chunk_size=64 * 1024, window=1, streams=streams)
     array = np.ones(40_000_000)  # 320 MB: 5120 chunks one at a time, or 320 stream pieces
+    sockets_before = open_sockets()
     started = asyncio.Event()
 
     def progress(done: int, total: int) -> None:
@@ -141,6 +153,10 @@ async def test_an_interrupted_push_assigns_nothing_and_is_forgotten(
     push.cancel()
     with pytest.raises(asyncio.CancelledError):
         await push
+    # Its bulk streams are closed by the time the push has ended, what they had not
+    # sent dropped rather than left to drain into a kernel that no longer reads.
+    await asyncio.sleep(0)
+    assert open_sockets() <= sockets_before
     assert await evaluate(kernel.link, "'a' in globals() or 'b' in globals()") == "False"
     # The kernel dropped the half-received buffers (the abort reached it).
     handler = "get_ipython().kernel.shell_handlers['remote_hw_transfer_request']"

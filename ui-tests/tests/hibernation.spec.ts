@@ -67,6 +67,8 @@ test('a hibernated kernel says so at $0/h and wakes on the next cell with its va
   await item.click({ button: 'right' });
   await page.locator('.lm-Menu-item', { hasText: 'Hibernate After…' }).click();
   const dialog = page.locator('.jp-Dialog');
+  // The notebook's time (30 min) is preselected, so Enter keeps it.
+  await expect(dialog.locator('select')).toHaveValue('30 min');
   await dialog.locator('select').selectOption({ label: '10 min' });
   await dialog.locator('.jp-Dialog-button.jp-mod-accept').click();
   await expect(status).toHaveAttribute(
@@ -77,10 +79,9 @@ test('a hibernated kernel says so at $0/h and wakes on the next cell with its va
   await page.notebook.save();
   const saved = await (await page.request.get(`/api/contents/${tmpPath}/${file}`)).json();
   expect(saved.content.metadata.remote_hw).toEqual({ hibernate_after: 600 });
-  const answer = await page.request.post(`/jupyter-remote-hw/api/hibernate/${kernelId}`, {
-    data: {}
-  });
-  expect(answer.status()).toBe(200);
+  // "Hibernate Now", beside "Hibernate After…" in the toolbar item's menu.
+  await item.click({ button: 'right' });
+  await page.locator('.lm-Menu-item', { hasText: 'Hibernate Now' }).click();
 
   await expect(item).toHaveText('Test GPU 24 GiB · testhost · hibernated · $0/h');
   const notice = page.locator('.Toastify__toast').filter({ hasText: 'hibernated' });
@@ -128,10 +129,9 @@ test('a hibernated kernel wakes on other hardware picked in the toolbar, its var
   expect((await page.notebook.getCellTextOutput(0))?.join('').trim()).toBe('ready');
   const sessions = await (await page.request.get('/api/sessions')).json();
   const kernelId: string = sessions.find((s: { path: string }) => s.path.endsWith(file)).kernel.id;
-  const answer = await page.request.post(`/jupyter-remote-hw/api/hibernate/${kernelId}`, {
-    data: {}
-  });
-  expect(answer.status()).toBe(200);
+  // "Hibernate Now", beside "Hibernate After…" in the toolbar item's menu.
+  await item.click({ button: 'right' });
+  await page.locator('.lm-Menu-item', { hasText: 'Hibernate Now' }).click();
 
   // Opened again later: the toolbar reads from the server that its kernel hibernates.
   await page.notebook.close(true);

@@ -90,14 +90,14 @@ test('pick the SSH host, run there, switch back carrying a variable, terminate',
   expect((await page.notebook.getCellTextOutput(0))?.join('').trim()).toBe('42');
   await expect(status).toContainText('local running · free');
 
-  // The panel lists both machines; terminate the SSH host after confirming.
+  // The panel lists both machines; stop the SSH host after confirming.
   await page.sidebar.openTab('jp-RemoteHW-machines');
   const panel = page.locator('#jp-RemoteHW-machines');
   const ssh = panel.locator('li[data-name="ssh-testhost"]');
   await expect(ssh).toContainText('0 kernels');
   await expect(panel.locator('li[data-name="local"]')).toContainText('1 kernel');
-  await ssh.locator('button.jp-RemoteHW-terminate').click();
-  await expect(page.locator(DIALOG)).toContainText('Terminate ssh-testhost?');
+  await ssh.locator('button.jp-RemoteHW-stop').click();
+  await expect(page.locator(DIALOG)).toContainText('Stop ssh-testhost? No kernel runs there');
   await page.locator(`${DIALOG} .jp-Dialog-button.jp-mod-accept`).click();
   await expect(ssh).toHaveCount(0);
   await expect(panel.locator('li[data-name="local"]')).toBeVisible();
@@ -134,10 +134,18 @@ test('a failed launch names the step and what to try', async ({ page }) => {
   await dialog.locator('.jp-Dialog-button.jp-mod-accept').click();
   const error = page.locator(`${DIALOG}`, { hasText: 'Switching to Gone GPU 80 GiB · deadhost failed' });
   await expect(error).toContainText("step 'connect'", { timeout: 60000 });
-  await expect(error).toContainText('Check that `ssh <host>` works');
+  await expect(error).toContainText('Check that `ssh deadhost` works');
+  // Enter would press Close; Escape closes it too.
+  await expect(error.getByRole('button', { name: 'Close' })).toBeFocused();
   await expect(item).toHaveClass(/jp-mod-error/);
   await error.screenshot({ path: path.join(IMAGES, 'launch-error.png') });
-  await error.getByRole('button', { name: 'Close' }).click();
+  await page.keyboard.press('Escape');
+  await expect(error).toHaveCount(0);
   // The notebook keeps its kernel on this machine.
   await expect(item).toHaveText('CPU · local');
+  // The picker now says the host is unreachable, and since when.
+  await item.click();
+  await dialog.locator('input[type=search]').fill('gone');
+  await expect(dialog.locator('tr[data-name="ssh-deadhost"]')).toContainText(/unreachable for \d+ s/);
+  await page.keyboard.press('Escape');
 });

@@ -58,13 +58,15 @@ test('switch to the SSH host: a lock stays behind with its reason, json is re-im
   await page.notebook.runCell(0, true);
   expect((await page.notebook.getCellTextOutput(0))?.join('').trim()).toBe('1 False');
 
-  // Terminating the machine from the panel says so at once, then when it is done.
+  // Stopping the host from the panel says so at once, then when it is done.
   await page.sidebar.openTab('jp-RemoteHW-machines');
   const ssh = page.locator('#jp-RemoteHW-machines li[data-name="ssh-testhost"]');
-  await ssh.locator('button.jp-RemoteHW-terminate').click();
+  await ssh.locator('button.jp-RemoteHW-stop').click();
   await page.locator(`${DIALOG} .jp-Dialog-button.jp-mod-accept`).click();
-  await expect(page.getByText('Terminating ssh-testhost…')).toBeVisible({ timeout: 1000 });
-  await expect(page.getByText('ssh-testhost: terminated')).toBeVisible({ timeout: 30000 });
+  await expect(page.getByText('Stopping ssh-testhost…')).toBeVisible({ timeout: 1000 });
+  await expect(page.getByText('ssh-testhost: 1 kernel shut down; its agent stopped')).toBeVisible({
+    timeout: 30000
+  });
   await expect(ssh).toHaveCount(0);
 });
 

@@ -4,15 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from ...agent_client import AgentClient, AgentError, AgentUnavailableError, Progress
+from ...ledger import Ledger
 from ...transport import SSHConnection, TransportError, TransportManager
 from ..ssh.provider import SSHMachine
 from ..target import Target
 
-if TYPE_CHECKING:
-    from .account import AWSAccount
+
+class LifetimeSettings(Protocol):
+    """What a held instance reads of the account that holds it (an ``AWSAccount``)."""
+
+    ledger: Ledger | None
+    heartbeat_interval: float
+    relay_buffer_mib: int
+
+    def lifetime_policy(self) -> dict[str, Any]:
+        """The ``set_lifetime`` op's arguments for the instance's agent."""
+        ...
 
 
 class AWSMachine(SSHMachine):
@@ -29,7 +39,7 @@ class AWSMachine(SSHMachine):
         conn: SSHConnection,
         log: logging.Logger,
         idle_exit: float,
-        provider: AWSAccount,
+        provider: LifetimeSettings,
         machine_id: str,
     ) -> None:
         super().__init__(

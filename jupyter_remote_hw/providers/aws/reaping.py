@@ -192,13 +192,3 @@ class AWSReaping(AWSInstances):
     def running_machines(self) -> list[MachineRecord]:
         """Machines that run or are about to, as the ledger has them."""
         return self._ledger().machines(provider=self.name, states=ACTIVE_STATES)
-
-    def live_machines(self) -> list[MachineRecord]:
-        """Our instances that run or are about to (see :meth:`running_machines`)."""
-        return self.running_machines()
-
-    async def reap_unclaimed(self, live_targets: set[str]) -> list[str]:
-        """Terminate our instances that nothing live claims (see :meth:`reap_candidates`;
-        an instance's claim is its clients' heartbeat, not ``live_targets``) and that
-        this ledger launched; return their ids."""
-        return await self.reap(await self.reap_candidates())

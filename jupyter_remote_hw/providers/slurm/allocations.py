@@ -28,7 +28,7 @@ from ..target import Target
 
 if TYPE_CHECKING:
     from ...ledger.store import MachineRecord
-    from .provider import SLURMProvider
+    from .access import ClusterAccess
 
 #: The form of an allocation's name: its target's name, and the allocation's number.
 _NUMBERED = re.compile(r"^(?P<base>.+)\.(?P<number>[1-9][0-9]{0,3})$")
@@ -98,13 +98,13 @@ def place(
     return machine_name(base, number)
 
 
-def _kernels_in(provider: SLURMProvider, machine: str) -> int:
+def _kernels_in(provider: ClusterAccess, machine: str) -> int:
     manager = provider.machine_manager
     placements = manager.placements if manager is not None else {}
     return sum(1 for placed in placements.values() if placed == machine)
 
 
-def running(provider: SLURMProvider) -> list[MachineRecord]:
+def running(provider: ClusterAccess) -> list[MachineRecord]:
     """The allocations of the ledger whose jobs run now (as the ledger last saw them)."""
     if provider.ledger is None:
         return []
@@ -115,7 +115,7 @@ def running(provider: SLURMProvider) -> list[MachineRecord]:
     ]
 
 
-def live_names(provider: SLURMProvider) -> set[str]:
+def live_names(provider: ClusterAccess) -> set[str]:
     """The allocations of the ledger whose jobs are queued or run."""
     if provider.ledger is None:
         return set()
@@ -127,7 +127,7 @@ def live_names(provider: SLURMProvider) -> set[str]:
 
 
 def record_ended(
-    provider: SLURMProvider, pick: Callable[[MachineRecord], bool], why: str
+    provider: ClusterAccess, pick: Callable[[MachineRecord], bool], why: str
 ) -> list[str]:
     """Record as ended (``SLURM job <id> ended: <why>``) the allocations of the ledger
     that are still live there and that ``pick`` picks, so that none is offered to share.
@@ -149,7 +149,7 @@ def record_ended(
 
 
 def forget_ended(
-    provider: SLURMProvider, cluster: str, live: set[str], asked_at: float
+    provider: ClusterAccess, cluster: str, live: set[str], asked_at: float
 ) -> list[str]:
     """Record as ended the allocations of ``cluster`` whose jobs SLURM no longer runs
     or queues (ended while no server watched them: the ledger still has them live),
@@ -176,7 +176,7 @@ def forget_ended(
     )
 
 
-def shared_targets(provider: SLURMProvider, bases: dict[str, Target]) -> list[Target]:
+def shared_targets(provider: ClusterAccess, bases: dict[str, Target]) -> list[Target]:
     """A target for each running allocation: it puts a kernel in that job.
 
     Args:
@@ -209,14 +209,14 @@ def shared_targets(provider: SLURMProvider, bases: dict[str, Target]) -> list[Ta
     return found
 
 
-def _seconds_left(provider: SLURMProvider, machine: str) -> float | None:
+def _seconds_left(provider: ClusterAccess, machine: str) -> float | None:
     """The time an open allocation has left (this server's reading), None if unknown."""
     manager = provider.machine_manager
     opened = manager.cached(machine) if manager is not None else None
     return opened.seconds_left() if opened is not None else None
 
 
-def _warning(provider: SLURMProvider, record: MachineRecord) -> float:
+def _warning(provider: ClusterAccess, record: MachineRecord) -> float:
     """Seconds before its end at which SLURM warns a job of the record's cluster."""
     cluster = str(record.info.get("cluster") or "")
     entry = provider.clusters.get(cluster) or {}
@@ -233,7 +233,7 @@ def allocation_target(name: str, bases: dict[str, Target]) -> Target | None:
     )
 
 
-def availability(provider: SLURMProvider, name: str, base: str) -> str:
+def availability(provider: ClusterAccess, name: str, base: str) -> str:
     """What a shared allocation's target offers, for people: its job and its kernels."""
     machine = machine_name(base, split(name, base.__eq__)[1] or 1)
     kernels = _kernels_in(provider, machine)

@@ -16,11 +16,11 @@ from .queue import JobState, SlurmShell
 
 if TYPE_CHECKING:
     from ..target import Target
-    from .provider import SLURMProvider
+    from .access import ClusterAccess
 
 
 async def terminate_job(
-    provider: SLURMProvider, record: MachineRecord, detail: str = "by the user"
+    provider: ClusterAccess, record: MachineRecord, detail: str = "by the user"
 ) -> MachineRecord:
     """Cancel an allocation's job (the machines panel's Terminate); its kernels end
     with it, and are reported dead with that reason.
@@ -32,14 +32,14 @@ async def terminate_job(
     cluster = str(record.info.get("cluster") or record.region)
     job_id = record.resource_id
     if job_id and record.state not in LEDGER_FINAL and cluster in provider.clusters:
-        shell = provider.shell(cluster, await provider._connect(cluster))
+        shell = provider.shell(cluster, await provider.connect_login(cluster))
         await shell.cancel(job_id)
     return provider.ledger.set_machine_state(
         record.machine_id, "terminated", f"SLURM job {job_id or '?'} was cancelled {detail}"
     )
 
 
-async def end_after_hibernation(provider: SLURMProvider, target: Target) -> str | None:
+async def end_after_hibernation(provider: ClusterAccess, target: Target) -> str | None:
     """The last kernel of allocation ``target`` hibernated and its agent stopped: its
     holder job ends within seconds (it ends once its agent is gone). Record it as ended
     now, so that it is not offered to share meanwhile (a job the ledger has ended that
@@ -53,7 +53,7 @@ async def end_after_hibernation(provider: SLURMProvider, target: Target) -> str 
 
 
 async def reap_jobs(
-    provider: SLURMProvider, live_kernel_targets: set[str], *, dry_run: bool = False
+    provider: ClusterAccess, live_kernel_targets: set[str], *, dry_run: bool = False
 ) -> tuple[list[str], list[str]]:
     """Cancel the jobs this ledger started whose kernels are gone, asked on the cluster.
 
@@ -79,7 +79,7 @@ async def reap_jobs(
     unknown: list[str] = []
     for cluster in provider.clusters:
         try:
-            shell = provider.shell(cluster, await provider._connect(cluster))
+            shell = provider.shell(cluster, await provider.connect_login(cluster))
             jobs = await shell.ours()
         except (TransportError, SLURMError, OSError) as exc:
             provider.log.warning("reap: %s", exc)
@@ -105,7 +105,7 @@ async def reap_jobs(
 
 
 async def _why_reaped(
-    provider: SLURMProvider,
+    provider: ClusterAccess,
     shell: SlurmShell,
     state: JobState,
     record: MachineRecord,

@@ -21,7 +21,7 @@ from ...transport import TransportError
 from ..target import Target
 
 if TYPE_CHECKING:
-    from .provider import SLURMProvider
+    from .access import ClusterAccess
 
 #: The place's ``host`` of a cluster: ``slurm:<cluster>``.
 PREFIX = "slurm:"
@@ -45,16 +45,16 @@ class HibernatedOnCluster:
     """The :class:`.provider.SLURMProvider` hooks of hibernated state (see the module)."""
 
     @property
-    def _slurm(self) -> SLURMProvider:
-        return cast("SLURMProvider", self)
+    def _slurm(self) -> ClusterAccess:
+        return cast("ClusterAccess", self)
 
     def hibernation_place(self, target: Target) -> FarPlace | None:
         """The cluster's shared ``root``/hibernated, for every allocation of the cluster."""
-        found = self._slurm._find(target.name)
+        found = self._slurm.find_target(target.name)
         if found is None:
             return None
         cluster = found[0]
-        root = str(self._slurm._cluster(cluster).get("root") or DEFAULT_ROOT).rstrip("/")
+        root = str(self._slurm.cluster_settings(cluster).get("root") or DEFAULT_ROOT).rstrip("/")
         return FarPlace(
             self._slurm.name, PREFIX + cluster, f"{root}/hibernated", f"SLURM cluster {cluster}"
         )
@@ -71,7 +71,7 @@ class HibernatedOnCluster:
         """The file read over the login node's connection (SFTP)."""
         cluster = self._place_cluster(place)
         try:
-            conn = await (await self._slurm._connect(cluster)).wait_connected()
+            conn = await (await self._slurm.connect_login(cluster)).wait_connected()
             async with conn.start_sftp_client() as sftp, sftp.open(_sftp_path(path), "rb") as file:
                 data = await file.read()
         except (asyncssh.Error, TransportError) as exc:
@@ -82,7 +82,7 @@ class HibernatedOnCluster:
         """The directory removed over the login node's connection."""
         cluster = self._place_cluster(place)
         try:
-            shell = await self._slurm._connect(cluster)
+            shell = await self._slurm.connect_login(cluster)
             result = await shell.run(f"rm -rf -- {_shell_path(place.path)}")
         except TransportError as exc:
             raise OSError(f"the login node of {cluster} cannot be reached: {exc}") from None

@@ -20,14 +20,14 @@ from .machine import ready_line
 from .queue import JobState, SlurmShell
 
 if TYPE_CHECKING:
-    from .provider import SLURMProvider
+    from .access import ClusterAccess
 
 #: Seconds the agent in a job has to answer before the job counts as having none.
 ASK_WAIT = 15.0
 
 
 async def live_kernels(
-    provider: SLURMProvider, shell: SlurmShell, state: JobState, job_dir: str
+    provider: ClusterAccess, shell: SlurmShell, state: JobState, job_dir: str
 ) -> int | None:
     """How many kernels run in job ``state`` now, as the agent in it says: 0 when its
     agent does not answer (it exited, or was killed with them); None when no agent
@@ -45,7 +45,7 @@ async def live_kernels(
     if ready is None or not isinstance(ready.get("socket"), str):
         return None
     socket = str(ready["socket"])
-    entry = provider._cluster(shell.cluster)
+    entry = provider.cluster_settings(shell.cluster)
     node = state.nodes.split(",")[0]
     try:
         async with asyncio.timeout(ASK_WAIT):

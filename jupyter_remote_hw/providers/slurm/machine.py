@@ -120,6 +120,22 @@ class SLURMMachine(SSHMachine):
         """Why the job ended (``SLURM job 12 ended: TIMEOUT (...)``), or None while it runs."""
         return self._ended
 
+    async def confirm_end(self, tries: int = 10, interval: float = 0.5) -> str | None:
+        """Ask SLURM now whether the job ended; while it is ``COMPLETING`` (ending, its
+        final state not yet known), ask again, ``tries`` times at most."""
+        for _ in range(tries):
+            if self._ended is not None:
+                break
+            try:
+                state = await self.refresh()
+            except (TransportError, OSError) as exc:
+                self.log.debug("machine %s: job state not read: %s", self.target.name, exc)
+                break
+            if state.state != "COMPLETING":
+                break
+            await asyncio.sleep(interval)
+        return self._ended
+
     def seconds_left(self) -> float | None:
         """Seconds before the job's time limit (from the last check, less the time since);
         None when unknown."""

@@ -141,7 +141,8 @@ class SLURMProvider(HibernatedOnCluster, Provider):
 
     # ------------------------------------------------------------------ plumbing
 
-    def _cluster(self, name: str) -> dict[str, Any]:
+    def cluster_settings(self, name: str) -> dict[str, Any]:
+        """A copy of the entry of cluster ``name`` (``c.SLURMProvider.clusters``)."""
         return dict(self.clusters[name])
 
     def _cache_file(self, cluster: str) -> Path | None:
@@ -149,7 +150,7 @@ class SLURMProvider(HibernatedOnCluster, Provider):
             return None
         return Path(self.ledger.path).parent / "slurm" / f"{cluster}.sinfo"
 
-    async def _connect(
+    async def connect_login(
         self, cluster: str, transport: TransportManager | None = None
     ) -> SSHConnection:
         """The login node's SSH connection (through ``transport``, default the shared one).
@@ -159,7 +160,7 @@ class SLURMProvider(HibernatedOnCluster, Provider):
         """
         transport = transport or self.transport
         assert transport is not None
-        login = str(self._cluster(cluster)["login"])
+        login = str(self.cluster_settings(cluster)["login"])
         try:
             return await transport.connect(login)
         except TransportError as exc:
@@ -171,8 +172,8 @@ class SLURMProvider(HibernatedOnCluster, Provider):
 
     def shell(self, cluster: str, conn: SSHConnection) -> SlurmShell:
         """A runner of SLURM commands on ``cluster``'s login node."""
-        env = {str(k): str(v) for k, v in dict(self._cluster(cluster).get("env") or {}).items()}
-        return SlurmShell(cluster, conn, env)
+        env = dict(self.cluster_settings(cluster).get("env") or {})
+        return SlurmShell(cluster, conn, {str(k): str(v) for k, v in env.items()})
 
     # ------------------------------------------------------------------ targets
 
@@ -188,7 +189,7 @@ class SLURMProvider(HibernatedOnCluster, Provider):
         """
         for name in [cluster] if cluster else list(self.clusters):
             try:
-                conn = await self._connect(name, transport)
+                conn = await self.connect_login(name, transport)
                 shell = self.shell(name, conn)
                 if transport is None:  # on the ledger's own thread: note ended jobs too
                     asked_at = time.time()
@@ -210,7 +211,8 @@ class SLURMProvider(HibernatedOnCluster, Provider):
                     path.parent.mkdir(parents=True, exist_ok=True)
                     path.write_text(text)
 
-    def _cached_rows(self, cluster: str) -> list[NodeRow] | None:
+    def cached_rows(self, cluster: str) -> list[NodeRow] | None:
+        """The partitions of ``cluster`` as last read (or cached on disk), or None."""
         if cluster in self._rows:
             return self._rows[cluster][1]
         path = self._cache_file(cluster)
@@ -262,12 +264,12 @@ class SLURMProvider(HibernatedOnCluster, Provider):
     def offers(self, cluster: str) -> list[Offer]:
         """The partitions × GPU types of ``cluster`` as last read (configured partitions
         sinfo does not list are kept, so that launching them says what is wrong)."""
-        entry = self._cluster(cluster)
+        entry = self.cluster_settings(cluster)
         partitions = [str(p) for p in entry.get("partitions") or []]
-        rows = self._cached_rows(cluster)
+        rows = self.cached_rows(cluster)
         if rows is None:
             self._read_now(cluster)
-            rows = self._cached_rows(cluster)
+            rows = self.cached_rows(cluster)
         if rows is None:
             return []
         found = offers(rows, partitions or None, int(entry.get("gpus", 1)))
@@ -289,15 +291,15 @@ class SLURMProvider(HibernatedOnCluster, Provider):
         if found is not None:
             return found
         cluster = cluster_of(self.clusters, name)
-        if cluster is None or cluster not in self._errors or self._cached_rows(cluster):
+        if cluster is None or cluster not in self._errors or self.cached_rows(cluster):
             return None
-        return unreached_target(cluster, self._cluster(cluster), name)
+        return unreached_target(cluster, self.cluster_settings(cluster), name)
 
     def placement(self, name: str, taken: Collection[str], current: str | None) -> str:
         """A new allocation for each kernel, unless it asks for a running one or its
         cluster's entry says ``share`` (see :func:`.allocations.place`)."""
-        found = self._find(name)
-        share = found is not None and bool(self._cluster(found[0]).get("share"))
+        found = self.find_target(name)
+        share = found is not None and bool(self.cluster_settings(found[0]).get("share"))
         names = {name_of(c, o) for c, o in self._all_offers()}
         return place(
             name, {*taken, *live_names(self)}, names.__contains__, current=current, share=share
@@ -307,7 +309,7 @@ class SLURMProvider(HibernatedOnCluster, Provider):
         self._refresh_soon()
         found = []
         for cluster in self.clusters:
-            entry = self._cluster(cluster)
+            entry = self.cluster_settings(cluster)
             for offer in self.offers(cluster):
                 found.append(
                     make_target(
@@ -324,7 +326,7 @@ class SLURMProvider(HibernatedOnCluster, Provider):
 
     def availability(self, target_name: str) -> str | None:
         """What is free now on a target's nodes (as last read), for people."""
-        found = self._find(target_name)
+        found = self.find_target(target_name)
         if found is None:
             return None
         cluster, offer = found
@@ -335,18 +337,18 @@ class SLURMProvider(HibernatedOnCluster, Provider):
 
     def hibernate_after_for(self, target: Target) -> float:
         """The cluster's ``hibernate_after``, else :attr:`hibernate_after`."""
-        found = self._find(target.name)
-        entry = self._cluster(found[0]) if found is not None else {}
+        found = self.find_target(target.name)
+        entry = self.cluster_settings(found[0]) if found is not None else {}
         return float(entry.get("hibernate_after", self.hibernate_after))
 
     def specs(self, target_name: str) -> dict[str, Any] | None:
         """What one allocation of a target holds: its GPUs, and the CPUs and memory the
         cluster's entry asks for (the node's are in the label)."""
-        found = self._find(target_name)
+        found = self.find_target(target_name)
         if found is None:
             return None
         cluster, offer = found
-        entry = self._cluster(cluster)
+        entry = self.cluster_settings(cluster)
         gpus = int(entry.get("gpus", 1)) if offer.gpu_type != "" else 0
         return {
             "gpu": (offer.gpu_type or "GPU").upper() if gpus else None,
@@ -356,7 +358,7 @@ class SLURMProvider(HibernatedOnCluster, Provider):
             "memory_gib": memory_gib(str(entry["mem"])) if entry.get("mem") else None,
         }
 
-    def _find(self, target_name: str) -> tuple[str, Offer] | None:
+    def find_target(self, target_name: str) -> tuple[str, Offer] | None:
         """The cluster and offer of a target or of one of its allocations, as last read."""
         found = {name_of(cluster, offer): (cluster, offer) for cluster, offer in self._all_offers()}
         return found.get(split(target_name, found.__contains__)[0])
@@ -375,7 +377,7 @@ class SLURMProvider(HibernatedOnCluster, Provider):
     def target_usability(self, target_name: str) -> Unusable | None:
         """Why ``target_name``'s cluster cannot be used now: its login node could not be
         asked (other clusters' troubles are not its own)."""
-        found = self._find(target_name)
+        found = self.find_target(target_name)
         cluster = found[0] if found is not None else cluster_of(self.clusters, target_name)
         if cluster is None or cluster not in self._errors:
             return None
@@ -389,14 +391,14 @@ class SLURMProvider(HibernatedOnCluster, Provider):
             LoginUnreachableError: The login node cannot be reached.
             UnknownHardwareError: The cluster does not offer ``target``.
         """
-        found = self._find(target.name)
+        found = self.find_target(target.name)
         cluster = found[0] if found is not None else cluster_of(self.clusters, target.name)
         if cluster is None:
             raise UnknownHardwareError(target.name, [t.name for t in self._base_targets()])
-        conn = await self._connect(cluster)
+        conn = await self.connect_login(cluster)
         if found is None:
             await self.refresh(cluster)
-            found = self._find(target.name)
+            found = self.find_target(target.name)
         if found is None:
             raise UnknownHardwareError(target.name, [t.name for t in self._base_targets()])
         return found[0], found[1], conn
@@ -411,7 +413,7 @@ class SLURMProvider(HibernatedOnCluster, Provider):
         allocation = await live_allocation(self, target, shell, steps)
         if allocation is None:
             allocation = await submit(self, cluster, offer, target, shell, steps)
-        entry = self._cluster(cluster)
+        entry = self.cluster_settings(cluster)
         idle = float(entry.get("idle_stop", self.idle_stop))
         machine = SLURMMachine(
             target,

@@ -10,7 +10,7 @@ from ..target import Target, slug
 from ..usability import Unusable
 
 if TYPE_CHECKING:
-    from .provider import SLURMProvider
+    from .access import ClusterAccess
 
 
 def cluster_of(clusters: Mapping[str, Any], target_name: str) -> str | None:
@@ -61,7 +61,7 @@ def unreached_target(cluster: str, entry: Mapping[str, Any], name: str) -> Targe
     )
 
 
-def notify_kernels(provider: SLURMProvider, target: Target, line: str) -> None:
+def notify_kernels(provider: ClusterAccess, target: Target, line: str) -> None:
     """Tell the launch listeners (the event socket: toolbar and notices) ``line`` about
     allocation ``target``: one ``time limit`` event for each kernel placed in it, so
     that each notebook shows it (one event with no kernel when none is known)."""

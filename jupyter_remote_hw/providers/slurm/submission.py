@@ -24,7 +24,7 @@ from .trust import MINE, REFUSED, chain, refused_line
 
 if TYPE_CHECKING:
     from ..launch_steps import LaunchSteps
-    from .provider import SLURMProvider
+    from .access import ClusterAccess
 
 #: The jobs' directory under the cluster's root (or the login home).
 BASE = ".local/state/jupyter-remote-hw/slurm"
@@ -58,9 +58,9 @@ done
 
 
 def sbatch_options(
-    provider: SLURMProvider, cluster: str, offer: Offer, base: str, tag: str
+    provider: ClusterAccess, cluster: str, offer: Offer, base: str, tag: str
 ) -> list[str]:
-    entry = provider._cluster(cluster)
+    entry = provider.cluster_settings(cluster)
     gpus = int(entry.get("gpus", 1))
     options = [
         "-p",
@@ -91,9 +91,9 @@ def sbatch_options(
     return options
 
 
-def check_limits(provider: SLURMProvider, cluster: str, offer: Offer) -> None:
+def check_limits(provider: ClusterAccess, cluster: str, offer: Offer) -> None:
     """Refuse, before submitting, a time limit over the partition's own."""
-    entry = provider._cluster(cluster)
+    entry = provider.cluster_settings(cluster)
     asked = parse_duration(_minutes(str(entry.get("time") or "60")))
     limit = parse_duration(offer.time_limit)
     if asked is not None and limit is not None and asked > limit:
@@ -106,7 +106,7 @@ def check_limits(provider: SLURMProvider, cluster: str, offer: Offer) -> None:
 
 
 async def live_allocation(
-    provider: SLURMProvider, target: Target, shell: SlurmShell, steps: LaunchSteps
+    provider: ClusterAccess, target: Target, shell: SlurmShell, steps: LaunchSteps
 ) -> Allocation | None:
     """The allocation this ledger holds for ``target`` when its job still runs."""
     assert provider.ledger is not None
@@ -135,7 +135,7 @@ async def live_allocation(
 
 
 async def submit(
-    provider: SLURMProvider,
+    provider: ClusterAccess,
     cluster: str,
     offer: Offer,
     target: Target,
@@ -144,7 +144,7 @@ async def submit(
 ) -> Allocation:
     """Submit the holder job and wait until it runs (the queue is the launch step)."""
     assert provider.ledger is not None
-    entry = provider._cluster(cluster)
+    entry = provider.cluster_settings(cluster)
     machine_id = "s-" + secrets.token_hex(6)
     tag = f"{COMMENT_TAG}:{machine_id}"
     with steps.step("submit job"):
@@ -172,7 +172,7 @@ async def submit(
                 cluster,
                 result.stderr,
                 partition=offer.partition,
-                partitions=sorted({r.partition for r in provider._cached_rows(cluster) or []}),
+                partitions=sorted({r.partition for r in provider.cached_rows(cluster) or []}),
                 detail=f"{offer.gres or 'CPUs'}:{entry.get('gpus', 1)}".lstrip(":"),
                 time=str(entry.get("time") or "60"),
             )
@@ -204,7 +204,7 @@ async def submit(
 
 
 async def sbatch(
-    provider: SLURMProvider,
+    provider: ClusterAccess,
     shell: SlurmShell,
     cluster: str,
     offer: Offer,
@@ -216,7 +216,7 @@ async def sbatch(
     options = shlex.join(sbatch_options(provider, cluster, offer, "@BASE@", tag))
     options = options.replace("'@BASE@/%j.out'", '"$b/%j.out"').replace("@BASE@", '"$b"')
     script = HOLDER_SCRIPT.replace("{base}", '"$JRHW_BASE"').replace(
-        "{agent_wait}", str(int(provider._cluster(cluster).get("agent_wait", AGENT_WAIT)))
+        "{agent_wait}", str(int(provider.cluster_settings(cluster).get("agent_wait", AGENT_WAIT)))
     )
     dirs = chain('"$h"', BASE)
     return await shell.run(
@@ -228,7 +228,7 @@ async def sbatch(
 
 
 async def wait_running(
-    provider: SLURMProvider, shell: SlurmShell, job_id: str, steps: LaunchSteps
+    provider: ClusterAccess, shell: SlurmShell, job_id: str, steps: LaunchSteps
 ) -> JobState:
     """Report the job's queue state every :attr:`queue_poll` seconds until it runs.
 

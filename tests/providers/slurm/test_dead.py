@@ -13,6 +13,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from jupyter_remote_hw.machines import MachineManager
+from jupyter_remote_hw.transfer.variables import ANSWER_WAIT
 
 from ...testhosts import SSHTestHost
 from .conftest import A100, dead_answers, dev_config, job_state, slurm
@@ -99,7 +100,8 @@ async def test_a_hibernation_that_meets_the_end_of_the_job_is_refused_saying_why
 ) -> None:
     """The job ends from outside and a hibernation is asked for at once (before the
     server has noticed: the save meets the end) or seconds later: a 409 that names the
-    end, never a 500; the kernel stays dead, each cell answered."""
+    end as soon as the server knows it, never a 500; the kernel stays dead, each cell
+    answered."""
     kernel_id = await kernels.start(A100)
     kc = await kernels.channels(kernel_id)
     ran = await kc.execute("import os; x = 1; print(os.environ['SLURM_JOB_ID'])")
@@ -107,9 +109,13 @@ async def test_a_hibernation_that_meets_the_end_of_the_job_is_refused_saying_why
     assert slurm("scancel", job_id).returncode == 0
     await asyncio.sleep(after)
     caplog.clear()
+    asked = time.monotonic()
     with pytest.raises(HTTPClientError) as refusal:
         await jp_fetch("jupyter-remote-hw", "api", "hibernate", kernel_id, method="POST", body="{}")
     assert refusal.value.code == 409, refusal.value
+    # The save learns of the death as the server does (before, it waited out the
+    # kernel's silence: 10 s, beyond a slow machine's request timeout).
+    assert time.monotonic() - asked < ANSWER_WAIT
     assert refusal.value.response is not None
     message = json.loads(refusal.value.response.body)["message"]
     assert f"SLURM job {job_id} ended: CANCELLED" in message and "\n" not in message
@@ -140,3 +146,24 @@ async def test_a_shutdown_that_meets_the_end_of_the_job_succeeds(
     assert deleted.code == 204, deleted.body
     assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
     assert job_state(job_id) in ("CANCELLED", "COMPLETING", "")
+
+
+async def test_a_machine_asked_right_after_its_job_ended_says_so_at_once(
+    kernels: Any, jp_serverapp: Any
+) -> None:
+    """When a kernel's agent goes away, whether its job ended decides the answer (a
+    shutdown that meets the end succeeds): SLURM is asked at once, not at its next look,
+    and asked again while the job is still completing."""
+    kernel_id = await kernels.start(A100)
+    kc = await kernels.channels(kernel_id)
+    job_id = (await kc.execute("import os; print(os.environ['SLURM_JOB_ID'])")).stdout.strip()
+    await kc.close()
+    machine = jp_serverapp.kernel_manager.get_kernel(kernel_id).provisioner.machine
+    assert await machine.confirm_end() is None  # it runs
+    assert slurm("scancel", job_id).returncode == 0
+    asked = time.monotonic()
+    reason = await machine.confirm_end()
+    assert reason is not None and reason.startswith(f"SLURM job {job_id} "), reason
+    assert "CANCELLED" in reason and time.monotonic() - asked < 8
+    assert machine.end_reason() == reason
+    await kernels.stop(kernel_id)

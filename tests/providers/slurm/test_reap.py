@@ -107,9 +107,9 @@ async def test_reap_leaves_a_job_whose_agent_a_launch_is_starting(make: Any) -> 
     provider = make()
     await provider.refresh()
     target = next(t for t in provider.targets() if t.name == "slurm-dev-gpu-a100")
-    cluster, offer = provider._find(target.name) or ("", None)
+    cluster, offer = provider.find_target(target.name) or ("", None)
     assert offer is not None and provider.transport is not None
-    shell = provider.shell(cluster, await provider._connect(cluster))
+    shell = provider.shell(cluster, await provider.connect_login(cluster))
     # The job runs, and its agent is not there yet: a launch of a kernel the ledger
     # knows is about to start it.
     allocation = await submit(

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .provider import SLURMProvider
+from ..providers.slurm.provider import SLURMProvider
 
 if TYPE_CHECKING:
-    from ...machines import MachineManager
+    from ..machines import MachineManager
 
 
 async def reap_slurm(

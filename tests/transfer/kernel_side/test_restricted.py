@@ -22,8 +22,8 @@ from traitlets import TraitError
 from traitlets.config import Config
 
 from jupyter_remote_hw.transfer import TransferError, dump_variable, dump_variables
-from jupyter_remote_hw.transfer.pickling import Pickled, from_segments, to_segments
-from jupyter_remote_hw.transfer.restricted import (
+from jupyter_remote_hw.transfer.kernel_side.pickling import Pickled, from_segments, to_segments
+from jupyter_remote_hw.transfer.kernel_side.restricted import (
     SETTING,
     SharedKernelPulls,
     load_variables_restricted,

@@ -3,8 +3,8 @@
 A kernel's time is its notebook's when the notebook set one (``PUT
 /jupyter-remote-hw/api/hibernate-after/<kernel id>``, kept on the provisioner and in
 the ledger), else its target's ``hibernate_after`` (see
-:meth:`..providers.base.Provider.hibernate_after_for`). The hibernation timer
-(:mod:`.hibernation_timer`) and the machines listing read it here, so they agree.
+:meth:`...providers.base.Provider.hibernate_after_for`). The hibernation timer
+(:mod:`.timer`) and the machines listing read it here, so they agree.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, TypedDict
 
-from ..provisioner import RemoteHWProvisioner
+from ...provisioner import RemoteHWProvisioner
 
 #: The longest time a notebook may ask for: 7 days, in seconds.
 MAX_HIBERNATE_AFTER = 7 * 24 * 3600

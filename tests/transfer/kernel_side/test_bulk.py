@@ -13,13 +13,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from jupyter_remote_hw.transfer import TransferError, bulk, dump_variables, load_variables
-from jupyter_remote_hw.transfer.bulk import BulkStream
+from jupyter_remote_hw.transfer import TransferError, dump_variables, load_variables
 from jupyter_remote_hw.transfer.client import TransferClient
+from jupyter_remote_hw.transfer.kernel_side import bulk
+from jupyter_remote_hw.transfer.kernel_side.bulk import BulkStream
 from jupyter_remote_hw.transport import SSHConnection, TransportSettings
 
-from ..testhosts import SSHTestHost
-from .conftest import StartKernel, evaluate, run
+from ...testhosts import SSHTestHost
+from ..conftest import StartKernel, evaluate, run
 
 PENDING = "get_ipython().kernel.shell_handlers['remote_hw_transfer_request'].__self__.pending"
 #: The kernel's bulk stream threads still running.

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-REPO = str(Path(__file__).resolve().parents[2])
+REPO = str(Path(__file__).resolve().parents[3])
 
 WORKER = r"""
 import collections, datetime, decimal, fractions, json, os, pathlib, pickle, sys, uuid
@@ -29,10 +29,10 @@ try:
 except ImportError:
     torch = None
 from jupyter_remote_hw.transfer import TransferError
-from jupyter_remote_hw.transfer.allowlist import ALLOWED, ALLOWED_ATTRIBUTES
-from jupyter_remote_hw.transfer.pickling import Pickled
-from jupyter_remote_hw.transfer import restricted, restricted_checks
-from jupyter_remote_hw.transfer.restricted import load_variables_restricted
+from jupyter_remote_hw.transfer.kernel_side.allowlist import ALLOWED, ALLOWED_ATTRIBUTES
+from jupyter_remote_hw.transfer.kernel_side.pickling import Pickled
+from jupyter_remote_hw.transfer.kernel_side import restricted, restricted_checks
+from jupyter_remote_hw.transfer.kernel_side.restricted import load_variables_restricted
 
 events = []
 FORBIDDEN = ("os.system", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen",

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from jupyter_remote_hw.cli.commands import main
+from jupyter_remote_hw.cli.sharing import COMMANDS, SharingCommands, add_parsers, run
 from jupyter_remote_hw.sharing import ShareError
-from jupyter_remote_hw.sharing.cli import COMMANDS, SharingCommands, add_parsers, run
 
+from ..sharing.conftest import OwnedKernel, owned, started_client, stop_client, teammate_key  # noqa: F401 (fixtures)
+from ..sharing.conftest import run as execute
 from ..testhosts import SSHTestHost
-from .conftest import OwnedKernel, started_client, stop_client
-from .conftest import run as execute
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -1,21 +1,21 @@
 """Switching a notebook's kernel to other hardware: what could be carried, and the
-switch itself (a mixin of :class:`.hardware_actions.HardwareActions`)."""
+switch itself (a mixin of :class:`..hardware_actions.HardwareActions`)."""
 
 from __future__ import annotations
 
 import contextlib
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..provisioner import RemoteHWProvisioner
-from ..provisioner.operations import SWITCH, KernelOperations, OperationConflictError
-from ..transfer import TransferError
-from .request_errors import HardwareRequestError
-from .switching import CARRY_ALL, CarryError, carry, kernel_namespace, mark_missing_modules
+from ...provisioner import RemoteHWProvisioner
+from ...provisioner.operations import SWITCH, KernelOperations, OperationConflictError
+from ...transfer import TransferError
+from ..request_errors import HardwareRequestError
+from .carry import CARRY_ALL, CarryError, carry, kernel_namespace, mark_missing_modules
 
 if TYPE_CHECKING:
-    from ..machines.manager import MachineManager
-    from ..providers import Target
-    from .hardware_events import EventHub
+    from ...machines.manager import MachineManager
+    from ...providers import Target
+    from ..hardware_events import EventHub
 
 
 class SwitchingHost(Protocol):
@@ -37,7 +37,7 @@ class SwitchingHost(Protocol):
 
 
 class SessionSwitching:
-    """The switching actions, mixed into :class:`.hardware_actions.HardwareActions`,
+    """The switching actions, mixed into :class:`..hardware_actions.HardwareActions`,
     whose managers and target, session and kernel-start actions they use."""
 
     async def kernel_variables(

@@ -5,10 +5,11 @@ from __future__ import annotations
 import collections
 
 import pytest
-import torch
 
-from jupyter_remote_hw.transfer.devices import device_of
-from jupyter_remote_hw.transfer.kernel_handler import _placed
+from jupyter_remote_hw.transfer.kernel_side.devices import device_of
+from jupyter_remote_hw.transfer.kernel_side.kernel_handler import _placed
+
+torch = pytest.importorskip("torch", reason="needs torch (pip install torch)")
 
 
 def test_the_device_of_tensors_modules_and_the_containers_around_them() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from jupyter_remote_hw.transfer.buffers import MAPPED_FROM, empty_segment
+from jupyter_remote_hw.transfer.kernel_side.buffers import MAPPED_FROM, empty_segment
 
 
 def test_small_segments_are_bytearrays_and_large_ones_zeroed_maps() -> None:

@@ -14,9 +14,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .hardware_actions import HardwareRequestError
-from .hibernate_times import MAX_HIBERNATE_AFTER, hibernate_after_of, target_hibernate_after
-from .hibernation_actions import HibernationActions
+from ..hardware_actions import HardwareRequestError
+from .actions import HibernationActions
+from .times import MAX_HIBERNATE_AFTER, hibernate_after_of, target_hibernate_after
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """Hibernating a kernel and waking it, from the REST API: free of HTTP.
 
-The handlers in :mod:`.handlers` call these; a :class:`.hardware_actions.HardwareRequestError`
+The handlers in :mod:`..handlers` call these; a :class:`..hardware_actions.HardwareRequestError`
 carries the HTTP status of what cannot be done. The work is the provisioner's
-(:mod:`..provisioner.hibernating`); this says it in the API's words and publishes
+(:mod:`...provisioner.hibernating`); this says it in the API's words and publishes
 ``hibernation`` events (the save's steps and bytes) and ``machine`` events.
 """
 
@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ..hibernation import (
+from ...hibernation import (
     POLICIES,
     Policy,
     RestoreError,
@@ -21,12 +21,12 @@ from ..hibernation import (
     StoreFullError,
     UnsavableStateError,
 )
-from ..providers import UnknownHardwareError
-from ..provisioner import RemoteHWProvisioner
-from ..provisioner.hibernating import HibernationStateError, WakeError
-from ..provisioner.moving import MoveError
-from ..provisioner.operations import OperationConflictError
-from .hardware_actions import HardwareActions, HardwareRequestError
+from ...providers import UnknownHardwareError
+from ...provisioner import RemoteHWProvisioner
+from ...provisioner.hibernating import HibernationStateError, WakeError
+from ...provisioner.moving import MoveError
+from ...provisioner.operations import OperationConflictError
+from ..hardware_actions import HardwareActions, HardwareRequestError
 
 #: Seconds between two ``hibernation`` progress events of one kernel.
 EVENT_EVERY = 0.5

@@ -1,7 +1,7 @@
 """What a hardware switch carries from the old kernel to the new one: the listing
 the user confirms first, then the modules re-imported and the variables copied.
 
-Free of HTTP; :class:`.hardware_actions.HardwareActions` runs a switch's steps
+Free of HTTP; :class:`..hardware_actions.HardwareActions` runs a switch's steps
 and turns the errors raised here into request errors.
 """
 
@@ -14,11 +14,11 @@ from typing import Any
 
 from jupyter_client.multikernelmanager import MultiKernelManager
 
-from ..agent_client import AgentError, AgentUnavailableError
-from ..machines.manager import MachineManager
-from ..transfer import TransferError
-from ..transfer.client import TransferClient
-from ..transfer.variables import (
+from ...agent_client import AgentError, AgentUnavailableError
+from ...machines.manager import MachineManager
+from ...transfer import TransferError
+from ...transfer.client import TransferClient
+from ...transfer.variables import (
     BusyKernelError,
     kernel_namespace,
     source_and_destination,
@@ -31,7 +31,7 @@ CARRY_ALL = "all"
 #: Seconds to wait for the new hardware's agent to say which modules it lacks.
 FIND_MODULES_WAIT = 5.0
 
-#: Called with a switch step's name and its fields (see :class:`.hardware_events.EventHub`).
+#: Called with a switch step's name and its fields (see :class:`..hardware_events.EventHub`).
 StepReporter = Callable[..., None]
 
 

@@ -4,7 +4,7 @@ been idle (no cell running, no message) past its hibernate time is hibernated, a
 
 How long is idle is the kernel's notebook's time when it set one, else its target's
 (``c.AWSProvider.hibernate_after``, a SLURM cluster's ``hibernate_after``...; see
-:mod:`.hibernate_times`).
+:mod:`.times`).
 A kernel that cannot hibernate now (the policy refuses what it holds, the store is
 full) is told so once, on the event socket and in the log, and tried again only after
 it was used again.
@@ -16,12 +16,12 @@ import datetime
 import logging
 from typing import Any
 
-from ..errors import log_failure
-from ..machines.manager import MachineManager
-from ..provisioner import RemoteHWProvisioner
-from .hardware_actions import HardwareRequestError
-from .hibernate_times import hibernate_after_of
-from .hibernation_actions import HibernationActions
+from ...errors import log_failure
+from ...machines.manager import MachineManager
+from ...provisioner import RemoteHWProvisioner
+from ..hardware_actions import HardwareRequestError
+from .actions import HibernationActions
+from .times import hibernate_after_of
 
 #: Seconds after a failed attempt during which the kernel's activity is the attempt's.
 SETTLE = 2.0
@@ -40,7 +40,7 @@ class IdleHibernation:
         machines: The machine manager (its providers say each target's time).
         kernel_manager: The server's kernel manager.
         log: Where to log.
-        policy: ``partial`` or ``refuse`` (see :func:`..hibernation.save`).
+        policy: ``partial`` or ``refuse`` (see :func:`...hibernation.save`).
     """
 
     def __init__(

@@ -19,7 +19,7 @@ from jupyter_remote_hw.transfer import (
     dump_variables,
     load_variables,
 )
-from jupyter_remote_hw.transfer.pickling import Pickled, probe_variable
+from jupyter_remote_hw.transfer.kernel_side.pickling import Pickled, probe_variable
 
 NOTEBOOK_CODE = """
 def scale(x, factor=3):

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jupyter_remote_hw.transfer.allowlist import ALLOWED
+from jupyter_remote_hw.transfer.kernel_side.allowlist import ALLOWED
 
 from .loader_child import LoaderChild
 

@@ -21,14 +21,14 @@ from tabulate import tabulate
 from ..agent_client import AgentError, AgentUnavailableError
 from ..ledger.store import ShareRecord
 from ..machines.manager import MachineManager
+from ..sharing.join import Attachment
+from ..sharing.lookup import find_kernel, open_machine
+from ..sharing.owner import DEFAULT_AUTHORIZED_KEYS, ShareOwner, read_public_key
+from ..sharing.provisioner import prune_kernelspecs, write_kernelspec
+from ..sharing.roles import COLLABORATOR, DEFAULT_EXPIRES, VIEWER, ShareError, parse_duration
+from ..sharing.sharefile import ShareFile
 from ..transport import TransportError
 from ..validation import NAME, SHARE_ID, argument_type, check_identifier
-from .join import Attachment
-from .lookup import find_kernel, open_machine
-from .owner import DEFAULT_AUTHORIZED_KEYS, ShareOwner, read_public_key
-from .provisioner import prune_kernelspecs, write_kernelspec
-from .roles import COLLABORATOR, DEFAULT_EXPIRES, VIEWER, ShareError, parse_duration
-from .sharefile import ShareFile
 
 COMMANDS = ("share", "shares", "revoke", "join")
 """The subcommands this module adds."""

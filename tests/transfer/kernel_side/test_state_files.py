@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_remote_hw.transfer import TransferError
-from jupyter_remote_hw.transfer.state_files import read_state, write_state
+from jupyter_remote_hw.transfer.kernel_side.state_files import read_state, write_state
 
 NOBODY = 65534
 

@@ -1,0 +1,111 @@
+import { Signal } from '@lumino/signaling';
+
+// JupyterLab's packages are ES modules jest does not load; the status item uses only
+// these parts of them here.
+jest.mock('@jupyterlab/apputils', () => ({
+  Notification: { warning: jest.fn() },
+  Dialog: class {},
+  Clipboard: {}
+}));
+jest.mock('@jupyterlab/coreutils', () => ({ URLExt: {} }));
+jest.mock('@jupyterlab/services', () => ({ ServerConnection: {} }));
+// Lumino's widgets need browser events jsdom lacks; a plain node stands in.
+jest.mock('@lumino/widgets', () => ({
+  Widget: class {
+    node = document.createElement('div');
+    addClass(name: string): void {
+      this.node.classList.add(name);
+    }
+    setHidden(hidden: boolean): void {
+      this.node.hidden = hidden;
+    }
+    dispose(): void {
+      this.node.remove();
+    }
+  }
+}));
+
+import type { HardwareAPI, HardwareEvents } from '../src/api';
+import type { IMachineKernel } from '../src/model';
+import type { IMachine } from '../src/model';
+import { MachinesModel } from '../src/machines';
+import { MachineStatus } from '../src/statusbar';
+
+const KERNEL_ID = 'k-1';
+
+function machine(kernel: Partial<IMachineKernel>): IMachine {
+  return {
+    name: 'ssh-box',
+    provider: 'ssh',
+    hardware: 'A10G 24 GiB',
+    where: 'box',
+    state: 'running',
+    kernels: [
+      {
+        id: KERNEL_ID,
+        owner: 'server',
+        execution_state: 'idle',
+        state: 'idle',
+        kernel_name: 'remote-hw-ssh-box',
+        display_name: 'Python 3 (ipykernel)',
+        path: 'a.ipynb',
+        started: 1,
+        uptime_seconds: 1,
+        cost_so_far: 0,
+        ...kernel
+      }
+    ],
+    price_per_hour: 0,
+    cost_so_far: 0,
+    idle_stop_in: null,
+    actions: ['start', 'terminate'],
+    shareable: true
+  };
+}
+
+const flush = () => new Promise(resolve => setTimeout(resolve, 0));
+
+describe('the status bar item while a kernel wakes', () => {
+  it('stops saying "waking" once the kernel is idle, even when no wake step says so', async () => {
+    let listing = [
+      machine({
+        state: 'hibernated',
+        hibernated: { bytes: 10, saved_at: 1, left_out: [], waking: false, wake_error: null }
+      })
+    ];
+    const api = { machines: async () => listing } as unknown as HardwareAPI;
+    const owner = {};
+    const received = new Signal<object, any>(owner);
+    const events = { received } as unknown as HardwareEvents;
+    const model = new MachinesModel(api, events, 0);
+    const status = new MachineStatus(events, model);
+    const statusChanged = new Signal<object, string>(owner);
+    const context = {
+      session: { kernel: { id: KERNEL_ID, name: 'remote-hw-ssh-box' } },
+      kernelChanged: new Signal<object, unknown>(owner),
+      statusChanged
+    };
+    status.sessionContext = context as any;
+    await flush();
+    expect(status.hibernated).toBe(true);
+
+    // A cell wakes it: a step shows; then the last step's event is lost.
+    received.emit({
+      type: 'launch',
+      time: 0,
+      kernel_id: KERNEL_ID,
+      step: 'connect',
+      state: 'started'
+    });
+    expect(status.node.classList.contains('jp-mod-waking')).toBe(true);
+    expect(status.text).toContain('connect');
+    listing = [machine({})];
+    statusChanged.emit('idle');
+    await flush();
+    expect(status.node.classList.contains('jp-mod-waking')).toBe(false);
+    expect(status.text).toContain('ssh-box');
+    expect(status.text).not.toContain('waking');
+    status.dispose();
+    model.dispose();
+  });
+});
