@@ -307,37 +307,26 @@ async def test_execution_state_follows_iopub(
 
 
 async def test_kernel_outlives_client_connection(agent: Agent) -> None:
+    """A started kernel keeps running, and keeps its state, after its client hangs up.
+
+    (A start whose client hangs up before the answer is ended instead: see
+    tests/agent/test_stale_starts.py.)
+    """
     first = await agent.client()
     started = await start(agent, first, kernel_id="lasting")
     with kernel_client(started["connection"]) as kc:
         execute(kc, "x = 'kept'")
     await first.close()
 
-    # A start whose client hangs up before the answer still completes.
     second = await agent.client()
-    await second.send_raw(b'{"id": 1, "op": "start_kernel", "args": {"kernel_id": "orphan"}}\n')
-    await second.close()
-
-    third = await agent.client()
     try:
         assert running(started["pid"])
-        status = await state_of(third, "lasting")
+        status = await state_of(second, "lasting")
         assert status["alive"] is True
         with kernel_client(started["connection"]) as kc:
             assert value_of(kc, "x") == "'kept'"
-
-        async def orphan_ready() -> dict[str, Any] | None:
-            kernels = (await third.call("list_kernels"))["kernels"]
-            found = [
-                k for k in kernels if k["kernel_id"] == "orphan" and k["execution_state"] == "idle"
-            ]
-            return found[0] if found else None
-
-        orphan = await eventually(orphan_ready, 60)
-        assert orphan is not None and orphan["alive"]
-        agent.kernel_pids.add(orphan["pid"])
     finally:
-        await third.close()
+        await second.close()
 
 
 async def test_shutdown_kernel_leaves_nothing_behind(agent: Agent, client: AgentClient) -> None:
