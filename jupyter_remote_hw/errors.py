@@ -51,6 +51,17 @@ def expected_error(exc: BaseException) -> BaseException | None:
     return None
 
 
+def detail_of(exc: BaseException) -> str | None:
+    """The OS's own text of the failure at the root of ``exc`` (an error's ``detail``,
+    ``[Errno 111] Connect call failed (...)``), where its message says it in plain
+    words; None when none of its causes carries one."""
+    for cause in causes(exc):
+        detail = getattr(cause, "detail", None)
+        if isinstance(detail, str) and detail:
+            return detail
+    return None
+
+
 def is_expected(exc: BaseException) -> bool:
     """Whether ``exc`` is the user's to fix (see :func:`expected_error`)."""
     return expected_error(exc) is not None
@@ -75,6 +86,7 @@ __all__ = [
     "EXPECTED_ERRORS",
     "UserError",
     "causes",
+    "detail_of",
     "expected_error",
     "is_expected",
     "log_failure",

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..agent_client import AgentError, AgentUnavailableError
+from ..errors import detail_of
 from ..ledger.records import MAGIC_OWNER, magic_owner
 from ..ledger.store import ACTIVE_STATES, FINAL_STATES, MachineRecord
 from ..machines.manager import MachineManager
@@ -59,6 +60,7 @@ def _launch_failure(exc: BaseException) -> HardwareRequestError | None:
         step=error.step,
         hint=error.hint or None,
         host_key=host_key_details(exc),
+        detail=detail_of(exc),
     )
 
 

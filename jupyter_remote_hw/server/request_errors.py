@@ -18,6 +18,8 @@ class HardwareRequestError(Exception):
         hint: What to try, for launch failures.
         host_key: For a host whose key is not trusted: its destination, real host
             and port, and the key's fingerprint (see :func:`.user_errors.host_key_details`).
+        detail: The OS's own text of the failure, where the message says it in plain
+            words (the front end shows it behind a "details" toggle).
     """
 
     def __init__(
@@ -28,6 +30,7 @@ class HardwareRequestError(Exception):
         step: str | None = None,
         hint: str | None = None,
         host_key: dict[str, Any] | None = None,
+        detail: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -35,11 +38,12 @@ class HardwareRequestError(Exception):
         self.step = step
         self.hint = hint
         self.host_key = host_key
+        self.detail = detail
 
     def to_json(self) -> dict[str, Any]:
         """The error as the REST API sends it, with the commands its text quotes."""
         body: dict[str, Any] = {"message": str(self)}
-        for key in ("field", "step", "hint", "host_key"):
+        for key in ("field", "step", "hint", "host_key", "detail"):
             if getattr(self, key):
                 body[key] = getattr(self, key)
         body["commands"] = commands_in(str(self), self.hint)

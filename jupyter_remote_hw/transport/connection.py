@@ -24,6 +24,7 @@ from .errors import (
     ConnectionFailedError,
     HostUnreachableError,
     TransportError,
+    in_words,
 )
 from .forward import LocalForward
 from .login import VerifiedLogin
@@ -195,14 +196,16 @@ class SSHConnection(VerifiedLogin, ConnectionChannels):
                 "should log in without asking for a password.",
             ) from None
         except (OSError, TimeoutError, asyncssh.ConnectionLost) as exc:
-            reason = str(exc) or type(exc).__name__
             if isinstance(exc, TimeoutError):
-                reason = f"no answer within {self.settings.connect_timeout:g} s"
+                reason, detail = f"no answer within {self.settings.connect_timeout:g} s", None
+            else:
+                reason, detail = in_words(exc)
             raise HostUnreachableError(
                 self.destination,
                 f"cannot reach {where}: {reason}. Check HostName and Port for "
                 f"'{self.destination}' in your ssh config, that the machine is running, "
                 "and that sshd listens there.",
+                detail=detail,
             ) from None
         except asyncssh.DisconnectError as exc:
             raise HostUnreachableError(

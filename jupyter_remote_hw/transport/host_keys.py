@@ -14,7 +14,7 @@ from pathlib import Path
 import asyncssh
 
 from .connection import SSHConnection
-from .errors import HostUnreachableError, TransportError
+from .errors import HostUnreachableError, TransportError, in_words
 from .login import known_hosts_name, recorded_host_keys
 from .settings import TransportSettings
 
@@ -63,10 +63,11 @@ async def fetch_presented_key(destination: str, settings: TransportSettings) -> 
     try:
         key = await conn.presented_key()
     except (OSError, TimeoutError, asyncssh.Error) as exc:
+        reason, detail = in_words(exc)
         raise HostUnreachableError(
             destination,
-            f"cannot reach {destination} ({host}:{port}) to read its host key: "
-            f"{exc or type(exc).__name__}",
+            f"cannot reach {destination} ({host}:{port}) to read its host key: {reason}",
+            detail=detail,
         ) from None
     if key is None:
         raise TransportError(destination, f"{destination} ({host}:{port}) sent no host key")

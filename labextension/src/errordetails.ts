@@ -25,6 +25,8 @@ export interface IErrorDetails {
   commands: string[];
   /** Set when the error is an SSH host key not known yet, which the user may trust. */
   hostKey?: IHostKey;
+  /** The operating system's own text of the failure, shown behind a "Details" toggle. */
+  detail?: string;
 }
 
 const COMMAND = /`([^`\n]+)`/g;
@@ -87,7 +89,8 @@ export function errorDetails(error: unknown): IErrorDetails {
       commands: Array.isArray(body.commands)
         ? body.commands.filter((c: string) => !PLACEHOLDER.test(c))
         : commandsIn(error.message, error.hint),
-      hostKey: hostKey ?? hostKeyIn(error.message)
+      hostKey: hostKey ?? hostKeyIn(error.message),
+      ...(typeof body.detail === 'string' && body.detail ? { detail: body.detail } : {})
     };
   }
   const message = error instanceof Error ? error.message : String(error);

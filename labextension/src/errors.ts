@@ -21,7 +21,8 @@ export interface ITrustResult {
   already_trusted: boolean;
 }
 
-/** The dialog's body: message, host key, step, hint and commands. */
+/** The dialog's body: message, host key, step, hint, commands, and the OS's text behind
+ * a "Details" toggle. */
 export class ErrorBody extends Widget {
   constructor(readonly details: IErrorDetails) {
     super();
@@ -67,6 +68,17 @@ export class ErrorBody extends Widget {
         commands.appendChild(commandBlock(command));
       }
       this.node.appendChild(commands);
+    }
+    if (details.detail) {
+      // What the operating system said, for whoever needs it: not in the way of the words.
+      const toggle = document.createElement('details');
+      toggle.className = 'jp-RemoteHW-error-detail';
+      const summary = document.createElement('summary');
+      summary.textContent = 'Details';
+      const text = document.createElement('pre');
+      text.textContent = details.detail;
+      toggle.append(summary, text);
+      this.node.appendChild(toggle);
     }
   }
 

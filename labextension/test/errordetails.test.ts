@@ -1,5 +1,21 @@
+// JupyterLab's packages are ES modules jest does not load; the error body uses only
+// these parts of them here.
+jest.mock('@jupyterlab/apputils', () => ({ Dialog: class {}, Clipboard: {} }));
+jest.mock('@jupyterlab/coreutils', () => ({ URLExt: {} }));
+jest.mock('@jupyterlab/services', () => ({ ServerConnection: {} }));
+// Lumino's widgets need browser events jsdom lacks; a plain node stands in.
+jest.mock('@lumino/widgets', () => ({
+  Widget: class {
+    node = document.createElement('div');
+    addClass(name: string): void {
+      this.node.classList.add(name);
+    }
+  }
+}));
+
 import { HardwareAPIError } from '../src/api';
 import { commandsIn, errorDetails, hostKeyIn } from '../src/errordetails';
+import { ErrorBody } from '../src/errors';
 
 const FINGERPRINT = 'SHA256:ROv2lbSq13PnELtUMKtQJ8qzZ+VpjGOl9+aMdrWhXFo';
 const UNKNOWN =
@@ -81,5 +97,35 @@ describe('errorDetails', () => {
     expect(details.commands).toHaveLength(3);
     expect(details.hostKey?.port).toBe(2222);
     expect(errorDetails('plain').message).toBe('plain');
+  });
+});
+
+describe('the OS detail', () => {
+  const REFUSED =
+    "Launching a kernel on ssh-gone failed at step 'connect' after 0.0 s: cannot reach gone " +
+    '(127.0.0.1:2) : nothing accepts connections on that port.';
+  const OS = "[Errno 111] Connect call failed ('127.0.0.1', 2)";
+
+  it("is taken from the server's answer and shown closed behind Details", () => {
+    const error = new HardwareAPIError(REFUSED, 502, undefined, 'connect', undefined, {
+      detail: OS
+    });
+    const details = errorDetails(error);
+    expect(details.detail).toBe(OS);
+    const body = new ErrorBody(details);
+    const toggle = body.node.querySelector('details.jp-RemoteHW-error-detail');
+    expect(toggle).not.toBeNull();
+    expect((toggle as HTMLDetailsElement).open).toBe(false);
+    expect(toggle?.querySelector('summary')?.textContent).toBe('Details');
+    expect(toggle?.querySelector('pre')?.textContent).toBe(OS);
+    // The words come first and do not repeat the OS's text.
+    const message = body.node.querySelector('.jp-RemoteHW-error-message')?.textContent;
+    expect(message).toBe(REFUSED);
+    expect(message).not.toContain('Errno');
+  });
+
+  it('adds no toggle when there is nothing more to say', () => {
+    const body = new ErrorBody(errorDetails(new HardwareAPIError(REFUSED, 502)));
+    expect(body.node.querySelector('details')).toBeNull();
   });
 });

@@ -233,6 +233,10 @@ async def test_an_unreachable_host_is_one_warning_line(server: Server) -> None:
         error
     )
     assert "host_key" not in error
+    # Plain words in the message; the OS's own text only behind the "details" toggle.
+    assert "nothing accepts connections on that port" in error["message"], error
+    assert "Errno" not in error["message"] and "Connect call failed" not in error["message"]
+    assert "Connect call failed" in error["detail"] or "refused" in error["detail"], error
     # The listing says so from now on, with since when and why; it can still be picked.
     row = await hardware_row(server, "ssh-gone")
     assert row["usable"] is True and row["unreachable"]["reason"] == "unreachable", row

@@ -18,6 +18,7 @@ from jupyter_remote_hw.transport import (
     SSHConnection,
     TransportSettings,
 )
+from jupyter_remote_hw.transport.errors import in_words
 
 from ..conftest import TEST_TRANSPORT, settings_for
 from ..testhosts import SSHTestHost, free_port, keygen
@@ -37,8 +38,10 @@ async def test_unreachable_port_is_named(ssh_host: SSHTestHost, tmp_path: Path) 
     with pytest.raises(HostUnreachableError) as err:
         await conn.open()
     message = str(err.value)
-    assert f"cannot reach closed (127.0.0.1:{port})" in message
-    assert "Connection refused" in message or "Connect call failed" in message
+    assert f"cannot reach closed (127.0.0.1:{port}): nothing accepts connections" in message
+    assert "Errno" not in message
+    detail = err.value.detail or ""
+    assert "Connection refused" in detail or "Connect call failed" in detail, detail
     assert "HostName and Port" in message
     assert conn.state == ConnectionState.FAILED
 
@@ -201,3 +204,33 @@ async def test_a_jump_host_by_bracketed_address_and_port_connects(
     with pytest.raises(HostUnreachableError) as raised:
         await SSHConnection("badport", settings_for(config)).open()
     assert "has the port 'twentytwo', not a number" in str(raised.value)
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize(
+    ("raised", "words", "detail"),
+    [
+        (
+            ConnectionRefusedError(111, "Connect call failed ('10.0.0.7', 22)"),
+            "nothing accepts",
+            True,
+        ),
+        (OSError(113, "Connect call failed ('10.0.0.7', 22)"), "no route to that host", True),
+        (
+            OSError(
+                "Multiple exceptions: [Errno 111] Connect call failed ('::1', 22, 0, 0), "
+                "[Errno 111] Connect call failed ('127.0.0.1', 22)"
+            ),
+            "nothing accepts",
+            True,
+        ),
+        (socket.gaierror(-2, "Name or service not known"), "does not resolve", True),
+        (OSError("something new"), "something new", False),
+    ],
+)
+def test_a_failure_to_connect_is_said_in_words_with_the_os_text_kept_apart(
+    raised: BaseException, words: str, detail: bool
+) -> None:
+    said, kept = in_words(raised)
+    assert words in said and "Errno" not in said
+    assert (kept == str(raised)) if detail else kept is None

@@ -135,10 +135,19 @@ test('a failed launch names the step and what to try', async ({ page }) => {
   const error = page.locator(`${DIALOG}`, { hasText: 'Switching to Gone GPU 80 GiB · deadhost failed' });
   await expect(error).toContainText("step 'connect'", { timeout: 60000 });
   await expect(error).toContainText('Check that `ssh deadhost` works');
+  // Plain words first; what the operating system said waits, closed, behind Details.
+  const message = error.locator('.jp-RemoteHW-error-message');
+  await expect(message).toContainText('nothing accepts connections on that port');
+  await expect(message).not.toContainText('Errno');
   // Enter would press Close; Escape closes it too.
   await expect(error.getByRole('button', { name: 'Close' })).toBeFocused();
   await expect(item).toHaveClass(/jp-mod-error/);
   await error.screenshot({ path: path.join(IMAGES, 'launch-error.png') });
+  const detail = error.locator('details.jp-RemoteHW-error-detail');
+  await expect(detail).not.toHaveAttribute('open', /.*/);
+  await detail.locator('summary').click();
+  await expect(detail.locator('pre')).toContainText(/Connect call failed|refused/);
+  await detail.locator('summary').click();
   await page.keyboard.press('Escape');
   await expect(error).toHaveCount(0);
   // The notebook keeps its kernel on this machine.
