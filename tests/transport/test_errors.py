@@ -206,7 +206,6 @@ async def test_a_jump_host_by_bracketed_address_and_port_connects(
     assert "has the port 'twentytwo', not a number" in str(raised.value)
 
 
-@pytest.mark.fast
 @pytest.mark.parametrize(
     ("raised", "words", "detail"),
     [
