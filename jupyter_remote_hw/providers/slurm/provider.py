@@ -48,7 +48,17 @@ from .queue import OURS_COMMAND, SlurmShell, parse_ours
 from .reach import cluster_of, notify_kernels, unreachable, unreached_target
 from .settings import CLUSTER_KEYS, check_clusters
 from .submission import live_allocation, submit
-from .targets import SINFO_COMMAND, NodeRow, Offer, make_target, memory_gib, offers, parse_sinfo
+from .targets import (
+    READ_COMMAND,
+    MemoryDefault,
+    NodeRow,
+    Offer,
+    allocation_specs,
+    make_target,
+    offers,
+    parse_memory_default,
+    parse_sinfo,
+)
 from .targets import target_name as name_of
 
 if TYPE_CHECKING:
@@ -131,6 +141,7 @@ class SLURMProvider(HibernatedOnCluster, Provider):
         if not self.owner:
             self.owner = default_owner()
         self._rows: dict[str, tuple[float, list[NodeRow]]] = {}
+        self._memory: dict[str, MemoryDefault] = {}
         self._errors: dict[str, str] = {}
         self._tried: set[str] = set()
         self._refreshing: asyncio.Task[None] | None = None
@@ -193,18 +204,19 @@ class SLURMProvider(HibernatedOnCluster, Provider):
                 shell = self.shell(name, conn)
                 if transport is None:  # on the ledger's own thread: note ended jobs too
                     asked_at = time.time()
-                    both = f"{SINFO_COMMAND} && echo @@ && {OURS_COMMAND}"
+                    both = f"{READ_COMMAND} && echo @@ && {OURS_COMMAND}"
                     text, _, ours = (await shell.checked(both, "sinfo or squeue")).partition("@@\n")
                     live = {state.job_id for state, _ in parse_ours(ours)}
                     forget_ended(self, name, live, asked_at)
                 else:
-                    text = await shell.checked(SINFO_COMMAND, "sinfo")
+                    text = await shell.checked(READ_COMMAND, "sinfo")
             except (TransportError, SLURMError, OSError) as exc:
                 self._errors[name] = str(exc)
                 self.log.warning("%s", exc)
                 continue
             self._errors.pop(name, None)
             self._rows[name] = (time.monotonic(), parse_sinfo(text))
+            self._memory[name] = parse_memory_default(text)
             path = self._cache_file(name)
             if path is not None:
                 with contextlib.suppress(OSError):
@@ -218,8 +230,10 @@ class SLURMProvider(HibernatedOnCluster, Provider):
         path = self._cache_file(cluster)
         if path is not None and path.exists():
             with contextlib.suppress(OSError):
-                rows = parse_sinfo(path.read_text())
+                text = path.read_text()
+                rows = parse_sinfo(text)
                 self._rows[cluster] = (float("-inf"), rows)
+                self._memory[cluster] = parse_memory_default(text)
                 return rows
         return None
 
@@ -272,7 +286,8 @@ class SLURMProvider(HibernatedOnCluster, Provider):
             rows = self.cached_rows(cluster)
         if rows is None:
             return []
-        found = offers(rows, partitions or None, int(entry.get("gpus", 1)))
+        default = self._memory.get(cluster, MemoryDefault())
+        found = offers(rows, partitions or None, int(entry.get("gpus", 1)), default)
         listed = {o.partition for o in found}
         found += [Offer(p, None) for p in partitions if p not in listed]
         return found
@@ -310,18 +325,7 @@ class SLURMProvider(HibernatedOnCluster, Provider):
         found = []
         for cluster in self.clusters:
             entry = self.cluster_settings(cluster)
-            for offer in self.offers(cluster):
-                found.append(
-                    make_target(
-                        cluster,
-                        str(entry["login"]),
-                        offer,
-                        int(entry.get("gpus", 1)),
-                        python=str(entry.get("python") or "python3"),
-                        root=str(entry["root"]) if entry.get("root") else None,
-                        workdir=str(entry.get("workdir") or "~"),
-                    )
-                )
+            found += [make_target(cluster, entry, offer) for offer in self.offers(cluster)]
         return found
 
     def availability(self, target_name: str) -> str | None:
@@ -342,21 +346,12 @@ class SLURMProvider(HibernatedOnCluster, Provider):
         return float(entry.get("hibernate_after", self.hibernate_after))
 
     def specs(self, target_name: str) -> dict[str, Any] | None:
-        """What one allocation of a target holds: its GPUs, and the CPUs and memory the
-        cluster's entry asks for (the node's are in the label)."""
+        """What one allocation of a target holds (see :func:`.targets.allocation_specs`)."""
         found = self.find_target(target_name)
         if found is None:
             return None
         cluster, offer = found
-        entry = self.cluster_settings(cluster)
-        gpus = int(entry.get("gpus", 1)) if offer.gpu_type != "" else 0
-        return {
-            "gpu": (offer.gpu_type or "GPU").upper() if gpus else None,
-            "gpu_count": gpus,
-            "gpu_memory_gib": None,
-            "vcpus": int(entry.get("cpus", 1)),
-            "memory_gib": memory_gib(str(entry["mem"])) if entry.get("mem") else None,
-        }
+        return allocation_specs(self.cluster_settings(cluster), offer)
 
     def find_target(self, target_name: str) -> tuple[str, Offer] | None:
         """The cluster and offer of a target or of one of its allocations, as last read."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..target import Target, slug
 
@@ -21,6 +22,16 @@ SINFO_FIELDS = (
     "CPUsState",
 )
 SINFO_COMMAND = "sinfo -h -N -O '" + ",".join(f"{name}:256|" for name in SINFO_FIELDS) + "'"
+
+#: The memory SLURM gives a job that asks for none, appended to sinfo's lines (which
+#: :func:`parse_sinfo` skips): ``DefMemPerCPU = 1024``, or nothing where none is set.
+DEFAULTS_COMMAND = "{ scontrol show config 2>/dev/null | grep -E '^DefMemPer(CPU|Node) ' || true; }"
+
+#: What one reading of a cluster's partitions runs on its login node.
+READ_COMMAND = f"{SINFO_COMMAND} && {DEFAULTS_COMMAND}"
+
+#: ``DefMemPerCPU = 1024`` (MB) or ``DefMemPerNode = UNLIMITED``.
+_DEFAULT = re.compile(r"^DefMemPer(?P<per>CPU|Node)\s*=\s*(?P<mb>\d+)\s*$", re.MULTILINE)
 
 #: A GRES entry: ``gpu:a100:2``, ``gpu:2``, ``gpu:a100:2(S:0-1)``, ``gpu:a100:1(IDX:0)``.
 _GRES = re.compile(r"^gpu(?::(?P<type>[^:(,]+))?:(?P<count>\d+)")
@@ -94,6 +105,25 @@ def parse_sinfo(text: str) -> list[NodeRow]:
     return rows
 
 
+@dataclass(frozen=True)
+class MemoryDefault:
+    """The memory SLURM gives a job that asks for none (``scontrol show config``).
+
+    Attributes:
+        per_cpu_mb: ``DefMemPerCPU``, None when not set.
+        per_node_mb: ``DefMemPerNode``, None when not set or unlimited.
+    """
+
+    per_cpu_mb: int | None = None
+    per_node_mb: int | None = None
+
+
+def parse_memory_default(text: str) -> MemoryDefault:
+    """The cluster's default memory per job, from :data:`READ_COMMAND`'s output."""
+    found = {m["per"]: int(m["mb"]) for m in _DEFAULT.finditer(text)}
+    return MemoryDefault(found.get("CPU") or None, found.get("Node") or None)
+
+
 @dataclass
 class Offer:
     """One partition × GPU type: the target it makes and what its nodes have now.
@@ -108,6 +138,7 @@ class Offer:
         gpus_free: GPUs free now, over usable nodes.
         nodes_free: Usable nodes where one more kernel fits now.
         time_limit: The partition's time limit as SLURM prints it.
+        default_memory: What memory the cluster gives a job that asks for none.
     """
 
     partition: str
@@ -119,6 +150,7 @@ class Offer:
     gpus_free: int = 0
     nodes_free: int = 0
     time_limit: str = ""
+    default_memory: MemoryDefault = field(default_factory=MemoryDefault)
 
     @property
     def gres(self) -> str:
@@ -127,14 +159,38 @@ class Offer:
             return ""
         return "gpu" if self.gpu_type is None else f"gpu:{self.gpu_type}"
 
-    def label(self, gpus: int) -> str:
-        """The hardware label: ``A100 ×1 (of 2 per node) · 2 CPUs · 4 GiB``."""
-        memory = f"{self.memory_mb / 1024:g} GiB"
-        cpus = f"{self.cpus} CPU{'s' if self.cpus != 1 else ''}"
+    def memory_gib(self, cpus: int, asked: str | None) -> float | None:
+        """The memory one job gets in GiB: what the cluster's entry asks for (``--mem``),
+        else the cluster's default for ``cpus`` CPUs, else the whole node's (a cluster
+        without a default does not limit a job's memory); None when unknown."""
+        if asked:
+            return memory_gib(asked)
+        node = self.memory_mb or None
+        default = self.default_memory
+        if default.per_cpu_mb:
+            mb: int | None = default.per_cpu_mb * cpus
+        else:
+            mb = default.per_node_mb or node
+        if mb is None:
+            return None
+        return round(min(mb, node or mb) / 1024, 2)
+
+    def label(self, gpus: int, cpus: int, memory: float | None) -> str:
+        """The hardware label, for one job (what the node has after "of"):
+        ``A100 ×1 of 2 · 1 of 2 CPUs · 1 of 4 GiB``."""
+
+        def part(mine: float | None, node: float, unit: str) -> str:
+            whole = f"{node:g} {unit}"
+            if mine is None or mine >= node:
+                return whole
+            return f"{mine:g} of {whole}"
+
+        cpus_part = part(cpus, self.cpus, "CPU" if self.cpus == 1 else "CPUs")
+        memory_part = part(memory, self.memory_mb / 1024, "GiB")
         if self.gpu_type == "":
-            return f"{cpus} · {memory}"
+            return f"{cpus_part} · {memory_part}"
         name = (self.gpu_type or "GPU").upper()
-        return f"{name} ×{gpus} (of {self.gpus_per_node} per node) · {cpus} · {memory}"
+        return f"{name} ×{gpus} of {self.gpus_per_node} · {cpus_part} · {memory_part}"
 
     def availability(self) -> str:
         """What is free now, for people: ``2 of 2 GPUs free on 1 node``."""
@@ -145,14 +201,22 @@ class Offer:
         return f"{self.gpus_free} of {self.gpus_per_node * count} GPUs free on {nodes}"
 
 
-def offers(rows: list[NodeRow], partitions: list[str] | None, gpus: int) -> list[Offer]:
+def offers(
+    rows: list[NodeRow],
+    partitions: list[str] | None,
+    gpus: int,
+    default_memory: MemoryDefault | None = None,
+) -> list[Offer]:
     """Group sinfo's rows by partition and GPU type (only ``partitions`` when given)."""
     found: dict[tuple[str, str | None], Offer] = {}
+    default = default_memory or MemoryDefault()
     for row in rows:
         if partitions and row.partition not in partitions:
             continue
         gpu_type = row.gpu_type if row.gpus else ""
-        offer = found.setdefault((row.partition, gpu_type), Offer(row.partition, gpu_type))
+        offer = found.setdefault(
+            (row.partition, gpu_type), Offer(row.partition, gpu_type, default_memory=default)
+        )
         first = not offer.nodes
         offer.nodes.append(row.node)
         offer.cpus = row.cpus if first else min(offer.cpus, row.cpus)
@@ -188,36 +252,48 @@ def memory_gib(text: str) -> float | None:
         return None
 
 
-def make_target(
-    cluster: str,
-    login: str,
-    offer: Offer,
-    gpus: int,
-    *,
-    python: str,
-    root: str | None,
-    workdir: str | None,
-) -> Target:
-    """The picker's target for ``offer``."""
+def make_target(cluster: str, entry: dict[str, Any], offer: Offer) -> Target:
+    """The picker's target for ``offer`` of the cluster configured by ``entry``."""
+    cpus = int(entry.get("cpus", 1))
+    memory = offer.memory_gib(cpus, str(entry["mem"]) if entry.get("mem") else None)
     return Target(
         name=target_name(cluster, offer),
         provider="slurm",
         where=f"SLURM {cluster} · {offer.partition}",
-        hardware=offer.label(gpus),
-        host=login,
-        python=python,
-        root=root,
-        workdir=workdir,
+        hardware=offer.label(int(entry.get("gpus", 1)), cpus, memory),
+        host=str(entry["login"]),
+        python=str(entry.get("python") or "python3"),
+        root=str(entry["root"]) if entry.get("root") else None,
+        workdir=str(entry.get("workdir") or "~"),
     )
 
 
+def allocation_specs(entry: dict[str, Any], offer: Offer) -> dict[str, Any]:
+    """What one allocation of ``offer`` holds (the hardware listing's columns): its GPUs,
+    the CPUs the cluster's entry asks for, and the memory the job gets."""
+    gpus = int(entry.get("gpus", 1)) if offer.gpu_type != "" else 0
+    cpus = int(entry.get("cpus", 1))
+    return {
+        "gpu": (offer.gpu_type or "GPU").upper() if gpus else None,
+        "gpu_count": gpus,
+        "gpu_memory_gib": None,
+        "vcpus": cpus,
+        "memory_gib": offer.memory_gib(cpus, str(entry["mem"]) if entry.get("mem") else None),
+    }
+
+
 __all__ = [
+    "DEFAULTS_COMMAND",
+    "READ_COMMAND",
     "SINFO_COMMAND",
+    "MemoryDefault",
     "NodeRow",
     "Offer",
+    "allocation_specs",
     "make_target",
     "memory_gib",
     "offers",
+    "parse_memory_default",
     "parse_sinfo",
     "target_name",
 ]

@@ -239,17 +239,18 @@ async def test_the_hardware_listing_shows_slurm_targets_with_what_is_free(
         "slurm-dev-gpu-t4",
     ]
     a100 = options["slurm-dev-gpu-a100"]
-    assert a100["label"] == "A100 ×1 (of 2 per node) · 2 CPUs · 4 GiB · SLURM dev · gpu"
+    assert a100["label"] == "A100 ×1 of 2 · 1 of 2 CPUs · 1 of 4 GiB · SLURM dev · gpu"
     assert a100["availability"] == "2 of 2 GPUs free on 1 node"
-    # The columns say what one allocation holds: one A100 and the CPUs asked for (the
-    # node's CPUs and memory are in the label); no GPU memory, which sinfo does not say.
+    # The columns say what one allocation holds, as the label does: one A100, the CPUs
+    # asked for, the memory the cluster gives them (DefMemPerCPU = 1024 MB); no GPU
+    # memory, which sinfo does not say.
     assert (
         a100["gpu"],
         a100["gpu_count"],
         a100["gpu_memory_gib"],
         a100["vcpus"],
         a100["memory_gib"],
-    ) == ("A100", 1, None, 1, None)
+    ) == ("A100", 1, None, 1, 1.0)
     assert a100["kernel_name"] == A100 and a100["provider_title"] == "SLURM"
 
 

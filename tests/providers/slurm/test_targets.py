@@ -6,6 +6,12 @@ from pathlib import Path
 
 from jupyter_remote_hw.ledger import Ledger
 from jupyter_remote_hw.providers.slurm import SLURMProvider
+from jupyter_remote_hw.providers.slurm.targets import (
+    DEFAULTS_COMMAND,
+    MemoryDefault,
+    Offer,
+    parse_memory_default,
+)
 from jupyter_remote_hw.transport import TransportManager
 
 from ...conftest import TEST_TRANSPORT
@@ -39,9 +45,11 @@ async def test_targets_are_partitions_by_gpu_type_with_availability(
         ]
         a100 = targets["slurm-dev-gpu-a100"]
         assert a100.provider == "slurm" and a100.host == login_host.alias
-        assert a100.hardware == "A100 ×1 (of 2 per node) · 2 CPUs · 4 GiB"
+        # What one kernel's job gets, and after "of" what its node has: one CPU (the
+        # entry asks for none) and the cluster's DefMemPerCPU of 1024 MB for it.
+        assert a100.hardware == "A100 ×1 of 2 · 1 of 2 CPUs · 1 of 4 GiB"
         assert a100.where == "SLURM dev · gpu"
-        assert targets["slurm-dev-gpu-t4"].hardware == "T4 ×1 (of 1 per node) · 1 CPU · 2 GiB"
+        assert targets["slurm-dev-gpu-t4"].hardware == "T4 ×1 of 1 · 1 CPU · 1 of 2 GiB"
         assert slurm_provider.availability("slurm-dev-gpu-t4") == "1 of 1 GPUs free on 1 node"
 
         # A job on the T4 shows in the availability once sinfo is read again.
@@ -93,3 +101,24 @@ def test_memory_of_an_allocation_in_gib() -> None:
         16.0,
         None,
     ]
+
+
+def test_the_memory_a_job_gets_is_what_it_asks_for_else_the_clusters_default() -> None:
+    config = "DefMemPerCPU            = 1024\nDefMemPerNode           = UNLIMITED\n"
+    assert parse_memory_default(config) == MemoryDefault(per_cpu_mb=1024)
+    assert parse_memory_default("DefMemPerNode = 3072\n") == MemoryDefault(per_node_mb=3072)
+    assert parse_memory_default("a|b|c\n") == MemoryDefault()  # sinfo's lines alone
+    assert "|| true" in DEFAULTS_COMMAND  # a cluster without a default fails no reading
+
+    node = {"partition": "gpu", "gpu_type": "a100", "cpus": 8, "memory_mb": 65536}
+    per_cpu = Offer(**node, gpus_per_node=4, default_memory=MemoryDefault(per_cpu_mb=4096))
+    assert per_cpu.memory_gib(2, None) == 8.0
+    assert per_cpu.memory_gib(2, "24G") == 24.0  # the entry's --mem wins
+    assert per_cpu.memory_gib(32, None) == 64.0  # never more than the node has
+    per_node = Offer(**node, gpus_per_node=4, default_memory=MemoryDefault(per_node_mb=16384))
+    assert per_node.memory_gib(2, None) == 16.0
+    unlimited = Offer(**node, gpus_per_node=4)
+    assert unlimited.memory_gib(2, None) == 64.0  # not limited: the node's
+    assert Offer("gpu", None).memory_gib(1, None) is None  # nothing known of the node
+    assert per_cpu.label(1, 2, 8.0) == "A100 ×1 of 4 · 2 of 8 CPUs · 8 of 64 GiB"
+    assert unlimited.label(4, 8, 64.0) == "A100 ×4 of 4 · 8 CPUs · 64 GiB"
