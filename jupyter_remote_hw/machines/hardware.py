@@ -161,6 +161,10 @@ def target_option(manager: MachineManager, target: Target) -> HardwareOption:
     specs = provider.specs(target.name) if provider is not None else None
     if specs is not None:
         parsed = {**parsed, **specs}
+    # What its agent measured fills what the label and the provider left blank.
+    for column, value in manager.measured.of(target.name).items():
+        if parsed.get(column) is None and column not in extra:
+            parsed[column] = value
     unusable = provider.target_usability(target.name) if provider is not None else None
     unreachable_now = manager.unreachable.get(target.name) if state is None else None
     if state == "reconnecting":

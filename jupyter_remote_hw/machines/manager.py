@@ -39,6 +39,7 @@ from ..providers.launch_steps import LaunchError, LaunchListener, LaunchSteps
 from ..providers.registry import provider_classes
 from ..transport import HostKeyError, TransportError, TransportManager
 from ..transport.state import ConnectionState, StateChange
+from .measured import MeasuredHosts
 
 T = TypeVar("T")
 
@@ -167,6 +168,8 @@ class MachineManager(SingletonConfigurable):
         #: Targets whose last connection failed, by name: since when, and why (cleared
         #: by the next connection that succeeds). See :meth:`machine`.
         self.unreachable: dict[str, Unreachable] = {}
+        #: What each target's agent measured of its host (CPUs, memory), for the listing.
+        self.measured = MeasuredHosts(self.log)
         #: Called with a target's name and whether its link is up, whenever that changes.
         self.link_listeners: list[Callable[[str, bool], None]] = []
         self._locks: dict[str, asyncio.Lock] = {}
@@ -395,6 +398,7 @@ class MachineManager(SingletonConfigurable):
             self.unreachable.pop(target.name, None)
             self._machines[target.name] = machine
             self._watch_link(machine)
+            self.measured.measure_soon(machine)
             return machine
 
     def _watch_link(self, machine: Machine) -> None:
@@ -474,6 +478,7 @@ class MachineManager(SingletonConfigurable):
             await self.on_home(self._close())
 
     async def _close(self) -> None:
+        await self.measured.close()
         for name in list(self._machines):
             await self.release_if_idle(name)
         machines = list(self._machines.values())

@@ -3,6 +3,7 @@ and on the loopback sshd test host."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -83,6 +84,7 @@ async def test_hardware_lists_local_and_the_ssh_host(
     assert (ssh["gpu"], ssh["gpu_count"], ssh["gpu_memory_gib"]) == ("Test GPU", 1, 24.0)
     assert ssh["where"] == ssh_host.alias and ssh["usable"] is True
     assert ssh["machine_state"] is None  # nothing connected yet
+    assert (ssh["vcpus"], ssh["memory_gib"]) == (None, None)  # so nothing measured yet
 
 
 @pytest.mark.parametrize(
@@ -239,6 +241,18 @@ async def test_switch_to_the_ssh_host_carrying_what_can_be_carried_then_terminat
     assert any(e["type"] == "launch" and e["step"] == "connect" for e in events.received)
     machines = {m["name"]: m for m in (await get(jp_fetch, "machines"))["machines"]}
     assert machines[SSH_TARGET]["state"] == "running"
+    # Once reached, the host's CPUs and memory as its agent measured them fill the columns
+    # its label leaves blank (the test host is this machine, seen through sshd).
+    row: dict[str, Any] = {}
+    for _ in range(100):
+        row = {h["name"]: h for h in (await get(jp_fetch, "hardware"))["hardware"]}[SSH_TARGET]
+        if row["vcpus"] is not None:
+            break
+        await asyncio.sleep(0.1)
+    local = {h["name"]: h for h in (await get(jp_fetch, "hardware"))["hardware"]}["local"]
+    assert row["vcpus"] == len(os.sched_getaffinity(0)), row
+    assert row["memory_gib"] == pytest.approx(local["memory_gib"], abs=0.2), row
+    assert row["gpu_memory_gib"] == 24.0  # the label's own, kept
     assert [k["id"] for k in machines[SSH_TARGET]["kernels"]] == [new_id]
     assert machines[SSH_TARGET]["idle_stop_in"] is None  # no idle stop on an SSH host
     # With an idle-stop policy (as cloud machines get), the countdown is listed.
