@@ -16,6 +16,7 @@ import asyncssh
 from .errors import (
     CommandTimeoutError,
     ConnectionFailedError,
+    in_words,
 )
 from .forward import LocalForward
 from .settings import TransportSettings
@@ -81,7 +82,9 @@ class ConnectionChannels:
             CommandTimeoutError: It did not finish within ``timeout`` seconds
                 (default: the settings' ``command_timeout``); its whole process
                 group on the host is killed.
-            ConnectionFailedError: There is no connection to run it on.
+            ConnectionFailedError: There is no connection to run it on, or it was
+                lost while the command ran (whether the command did its work is then
+                not known: nothing is run again).
         """
         limit = timeout if timeout is not None else self.settings.command_timeout
         conn = await self.wait_connected(self.settings.forward_wait_timeout)
@@ -111,12 +114,27 @@ class ConnectionChannels:
                 f"ssh {self.destination}: `{command}` did not finish within {limit:g} s "
                 "and was killed",
             ) from None
+        except (OSError, asyncssh.Error) as exc:  # "Channel not open for sending", a reset
+            process.close()
+            raise self._lost(command, in_words(exc)[0], str(exc) or type(exc).__name__) from None
+        if process.exit_status is None:  # its channel closed with no status: the link went
+            raise self._lost(command, "it closed before the command ended", None)
         prefix = "" if pgid is not None else first
         return CommandResult(
             command=command,
             exit_status=process.exit_status,
             stdout=str(stdout or ""),
             stderr=prefix + str(stderr or ""),
+        )
+
+    def _lost(self, command: str, reason: str, detail: str | None) -> ConnectionFailedError:
+        """The error of a command whose connection was lost while it ran."""
+        return ConnectionFailedError(
+            self.destination,
+            f"ssh {self.destination}: the connection was lost while `{command}` ran "
+            f"({reason}); whether it did its work is not known. Try again once "
+            f"`ssh {self.destination}` works.",
+            detail=detail,
         )
 
     @contextlib.asynccontextmanager

@@ -141,6 +141,16 @@ async def test_reconnects_after_sshd_kills_the_connection(ssh_host: SSHTestHost)
         assert (await conn.run("echo again")).stdout == "again\n"
 
 
+async def test_a_connection_lost_while_a_command_runs_is_said_so(ssh_host: SSHTestHost) -> None:
+    async with SSHConnection(ssh_host.alias, settings_for(ssh_host.ssh_config)) as conn:
+        # The command ends its own connection (its sshd session) while it is sent input.
+        with pytest.raises(ConnectionFailedError) as err:
+            await conn.run("kill -TERM $PPID; sleep 5", input="x" * 4_000_000)
+        message = str(err.value)
+        assert "the connection was lost while `kill -TERM $PPID; sleep 5` ran" in message
+        assert "whether it did its work is not known" in message
+
+
 async def test_default_config_is_the_users_ssh_config(
     ssh_host: SSHTestHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
