@@ -24,6 +24,7 @@ import { joinShare } from './sharing';
 import { joinedKernel } from './sharemodel';
 import { addHardwareMonitor } from './monitor';
 import { IMetadataModel, NotebookHibernateTime } from './notebooktime';
+import { RemoteCellsItem } from './remotecells';
 import { MachineStatus } from './statusbar';
 
 /** Unique id of the main plugin, as listed by JupyterLab's plugin manager. */
@@ -46,6 +47,13 @@ const CHIP_SVG =
 
 /** The sidebar's icon: a chip. */
 export const chipIcon = new LabIcon({ name: 'jupyter-remote-hw:chip', svgstr: CHIP_SVG });
+
+/** The sources of a notebook model's cells (none for another document's model). */
+function cellSources(model: unknown): string[] {
+  const cells = (model as { cells?: Iterable<{ sharedModel: { getSource(): string } }> } | null)
+    ?.cells;
+  return cells ? Array.from(cells, cell => cell.sharedModel.getSource()) : [];
+}
 
 /** The session of a notebook panel, or null for other widgets. */
 function sessionOf(widget: Widget | null): ISessionContext | null {
@@ -90,6 +98,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
           panel.toolbar.addItem('remoteHardware', item);
         }
         items.set(panel.id, item);
+        // The machines this notebook's %%remote cells run on (remotecells.ts).
+        const remoteCells = new RemoteCellsItem(
+          machinesModel,
+          context.sessionContext,
+          () => cellSources(context.model),
+          () => void app.commands.execute(CommandIDs.machines)
+        );
+        if (!panel.toolbar.insertAfter('remoteHardware', 'remoteCells', remoteCells)) {
+          panel.toolbar.addItem('remoteCells', remoteCells);
+        }
         // A kernel whose hardware ended is not replaced without asking (kernelgone.ts).
         const gone = new KernelGoneWatch(context.sessionContext, {
           machines: machinesModel,
@@ -118,6 +136,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         }
         panel.disposed.connect(() => {
           gone.dispose();
+          remoteCells.dispose();
           items.delete(panel.id);
           times.delete(panel.id);
         });

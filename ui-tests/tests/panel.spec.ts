@@ -143,6 +143,14 @@ test('stopping a host that holds only a %%remote kernel ends it and says so', as
   await expect
     .poll(async () => (await page.notebook.getCellTextOutput(1))?.join(''), { timeout: 90000 })
     .toContain('on the host');
+  // The notebook's toolbar says that some of its cells run on the host, and on what.
+  const sign = page.locator('.jp-NotebookPanel:visible .jp-RemoteHW-remoteCells');
+  await expect(sign).toHaveText('%%remote · Test GPU 24 GiB', { timeout: 15000 });
+  await expect(sign).toBeVisible();
+  await expect(sign).toHaveAttribute('title', /Test GPU 24 GiB on testhost: 1 kernel/);
+  await page
+    .locator('.jp-NotebookPanel:visible .jp-NotebookPanel-toolbar')
+    .screenshot({ path: path.join(IMAGES, 'remote-cells-toolbar.png') });
 
   await page.sidebar.openTab('jp-RemoteHW-machines');
   const ssh = page.locator(`${PANEL} li[data-name="ssh-testhost"]`);
@@ -164,6 +172,7 @@ test('stopping a host that holds only a %%remote kernel ends it and says so', as
     timeout: 30000
   });
   await expect(ssh).toHaveCount(0);
+  await expect(sign).toBeHidden();
 
   // The notebook's next %%remote cell does not run on a new kernel without `x`.
   await page.notebook.addCell('code', '%%remote ssh-testhost\nprint(x)');
