@@ -117,7 +117,12 @@ describe('the toolbar sign', () => {
     const context = { path: 'train.ipynb', statusChanged } as unknown as ISessionContext;
     let sources = ['x = 1'];
     const shown: string[] = [];
-    const item = new RemoteCellsItem(model, context, () => sources, () => shown.push('panel'));
+    const item = new RemoteCellsItem(
+      model,
+      context,
+      () => sources,
+      () => shown.push('panel')
+    );
     expect(item.node.classList.contains('jp-mod-empty')).toBe(true);
 
     // A plain cell ran: the listing is not read for it.
