@@ -118,6 +118,31 @@ describe('a notebook whose kernel ended', () => {
     expect(asked).not.toHaveBeenCalled();
   });
 
+  it('does not ask for a notebook closed meanwhile, nor when a switch put a kernel in its place', async () => {
+    // The tab was closed as the hardware ended: nobody is there to ask.
+    const closed = notebook();
+    const { ask: askClosed, lose: loseClosed } = watch([], closed);
+    closed.isDisposed = true;
+    loseClosed('session');
+    await flush();
+    await flush();
+    expect(askClosed).not.toHaveBeenCalled();
+
+    // A switch: the old kernel goes first, the new one comes before the listing is read.
+    const { context, ask, lose } = watch([]);
+    lose('kernel');
+    context.session = { kernel: { id: 'k-2', name: 'remote-hw-ssh-other' } };
+    context.kernelChanged.emit({
+      name: 'kernel',
+      oldValue: null,
+      newValue: context.session.kernel
+    });
+    await flush();
+    await flush();
+    expect(ask).not.toHaveBeenCalled();
+    expect(context.kernelPreference.shouldStart).toBe(true); // JupyterLab's own, untouched
+  });
+
   it('starts what the user chose, and gives JupyterLab its preference back after', async () => {
     const { context, ask, pick, lose } = watch([]);
     ask.mockResolvedValueOnce('again' as any);
