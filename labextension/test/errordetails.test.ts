@@ -1,17 +1,8 @@
-// JupyterLab's packages are ES modules jest does not load; the error body uses only
-// these parts of them here.
-jest.mock('@jupyterlab/apputils', () => ({ Dialog: class {}, Clipboard: {} }));
-jest.mock('@jupyterlab/coreutils', () => ({ URLExt: {} }));
-jest.mock('@jupyterlab/services', () => ({ ServerConnection: {} }));
-// Lumino's widgets need browser events jsdom lacks; a plain node stands in.
-jest.mock('@lumino/widgets', () => ({
-  Widget: class {
-    node = document.createElement('div');
-    addClass(name: string): void {
-      this.node.classList.add(name);
-    }
-  }
-}));
+// JupyterLab's and Lumino's widget packages, as the unit tests stand them in (fakes.ts).
+jest.mock('@jupyterlab/apputils', () => jest.requireActual('./fakes').apputils);
+jest.mock('@jupyterlab/coreutils', () => jest.requireActual('./fakes').coreutils);
+jest.mock('@jupyterlab/services', () => jest.requireActual('./fakes').services);
+jest.mock('@lumino/widgets', () => jest.requireActual('./fakes').luminoWidgets);
 
 import { HardwareAPIError } from '../src/api';
 import { commandsIn, errorDetails, hostKeyIn } from '../src/errordetails';

@@ -1,29 +1,10 @@
 import { Signal } from '@lumino/signaling';
 
-// JupyterLab's packages are ES modules jest does not load; the status item uses only
-// these parts of them here.
-jest.mock('@jupyterlab/apputils', () => ({
-  Notification: { warning: jest.fn() },
-  Dialog: class {},
-  Clipboard: {}
-}));
-jest.mock('@jupyterlab/coreutils', () => ({ URLExt: {} }));
-jest.mock('@jupyterlab/services', () => ({ ServerConnection: {} }));
-// Lumino's widgets need browser events jsdom lacks; a plain node stands in.
-jest.mock('@lumino/widgets', () => ({
-  Widget: class {
-    node = document.createElement('div');
-    addClass(name: string): void {
-      this.node.classList.add(name);
-    }
-    setHidden(hidden: boolean): void {
-      this.node.hidden = hidden;
-    }
-    dispose(): void {
-      this.node.remove();
-    }
-  }
-}));
+// JupyterLab's and Lumino's widget packages, as the unit tests stand them in (fakes.ts).
+jest.mock('@jupyterlab/apputils', () => jest.requireActual('./fakes').apputils);
+jest.mock('@jupyterlab/coreutils', () => jest.requireActual('./fakes').coreutils);
+jest.mock('@jupyterlab/services', () => jest.requireActual('./fakes').services);
+jest.mock('@lumino/widgets', () => jest.requireActual('./fakes').luminoWidgets);
 
 import type { HardwareAPI, HardwareEvents } from '../src/api';
 import type { IMachineKernel } from '../src/model';

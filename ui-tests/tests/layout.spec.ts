@@ -8,6 +8,8 @@
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import * as path from 'path';
 
+import { notebookOn } from './notebooks';
+
 const IMAGES = path.resolve(__dirname, '..', '..', 'docs', 'images');
 const TOOLBAR = '.jp-RemoteHW-toolbarItem:visible';
 const PANEL = '#jp-RemoteHW-machines';
@@ -69,17 +71,11 @@ test('the panel and its confirmation fit at both window sizes, in both themes', 
   page,
   tmpPath
 }) => {
-  const notebook = {
-    cells: [
-      { cell_type: 'code', execution_count: null, metadata: {}, outputs: [], source: 'x = 1' }
-    ],
-    metadata: {
-      kernelspec: { name: 'remote-hw-ssh-testhost', display_name: 'Python 3', language: 'python' }
-    },
-    nbformat: 4,
-    nbformat_minor: 5
-  };
-  await page.contents.uploadContent(JSON.stringify(notebook), 'text', `${tmpPath}/layout.ipynb`);
+  await page.contents.uploadContent(
+    notebookOn('remote-hw-ssh-testhost', 'x = 1'),
+    'text',
+    `${tmpPath}/layout.ipynb`
+  );
   await page.filebrowser.refresh();
   await page.notebook.open('layout.ipynb');
   await expect(page.locator(TOOLBAR)).toHaveText('Test GPU 24 GiB · testhost', { timeout: 90000 });

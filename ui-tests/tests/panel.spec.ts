@@ -7,6 +7,8 @@
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import * as path from 'path';
 
+import { notebookOn } from './notebooks';
+
 const IMAGES = path.resolve(__dirname, '..', '..', 'docs', 'images');
 const TOOLBAR = '.jp-RemoteHW-toolbarItem:visible';
 const PANEL = '#jp-RemoteHW-machines';
@@ -20,13 +22,7 @@ async function openNotebook(
   kernel: string,
   source: string
 ) {
-  const notebook = {
-    cells: [{ cell_type: 'code', execution_count: null, metadata: {}, outputs: [], source }],
-    metadata: { kernelspec: { name: kernel, display_name: 'Python 3', language: 'python' } },
-    nbformat: 4,
-    nbformat_minor: 5
-  };
-  await page.contents.uploadContent(JSON.stringify(notebook), 'text', `analysis/${file}`);
+  await page.contents.uploadContent(notebookOn(kernel, source), 'text', `analysis/${file}`);
   await page.notebook.open(file);
 }
 

@@ -7,6 +7,8 @@
 import { expect, test } from '@jupyterlab/galata';
 import * as path from 'path';
 
+import { notebookOn } from './notebooks';
+
 const IMAGES = path.resolve(__dirname, '..', '..', 'docs', 'images');
 const TOOLBAR = '.jp-RemoteHW-toolbarItem:visible';
 
@@ -19,17 +21,8 @@ for (const size of [
   test(`the status bar fits at ${size.width}×${size.height}`, async ({ page, tmpPath }) => {
     await page.setViewportSize(size);
     const file = `status-${size.width}.ipynb`;
-    const notebook = {
-      cells: [
-        { cell_type: 'code', execution_count: null, metadata: {}, outputs: [], source: 'x = 1' }
-      ],
-      metadata: {
-        kernelspec: { name: 'remote-hw-ssh-testhost', display_name: 'Python 3', language: 'python' }
-      },
-      nbformat: 4,
-      nbformat_minor: 5
-    };
-    expect(await page.contents.uploadContent(JSON.stringify(notebook), 'text', `${tmpPath}/${file}`)).toBe(
+    const notebook = notebookOn('remote-hw-ssh-testhost', 'x = 1');
+    expect(await page.contents.uploadContent(notebook, 'text', `${tmpPath}/${file}`)).toBe(
       true
     );
     await page.filebrowser.refresh();
