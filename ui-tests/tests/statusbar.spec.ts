@@ -22,12 +22,12 @@ for (const size of [
     await page.setViewportSize(size);
     const file = `status-${size.width}.ipynb`;
     const notebook = notebookOn('remote-hw-ssh-testhost', 'x = 1');
-    expect(await page.contents.uploadContent(notebook, 'text', `${tmpPath}/${file}`)).toBe(
-      true
-    );
+    expect(await page.contents.uploadContent(notebook, 'text', `${tmpPath}/${file}`)).toBe(true);
     await page.filebrowser.refresh();
     await page.notebook.open(file);
-    await expect(page.locator(TOOLBAR)).toHaveText('Test GPU 24 GiB · testhost', { timeout: 90000 });
+    await expect(page.locator(TOOLBAR)).toHaveText('Test GPU 24 GiB · testhost', {
+      timeout: 90000
+    });
     await page.notebook.runCell(0, true);
 
     const machine = page.locator('.jp-RemoteHW-status');
