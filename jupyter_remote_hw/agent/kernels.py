@@ -247,13 +247,21 @@ class KernelManager(KernelStarting):
 
     # ------------------------------------------------------------------ control
 
-    async def restart(self, kernel_id: str | None, timeout: float, now: bool) -> dict[str, Any]:
+    async def restart(
+        self,
+        kernel_id: str | None,
+        timeout: float,
+        now: bool,
+        stopped: Callable[[str], Awaitable[None]] | None = None,
+    ) -> dict[str, Any]:
         """Replace a kernel's process with a new one on the same ports and key.
 
         Args:
             kernel_id: The kernel.
             timeout: Seconds to wait for the new process to answer.
             now: Kill the old process at once instead of SIGTERM first.
+            stopped: Awaited with the kernel's id once the old process is gone, before
+                the new one starts.
 
         Returns:
             ``{"kernel_id", "pid", "connection"}`` with the same connection as before.
@@ -268,6 +276,8 @@ class KernelManager(KernelStarting):
             if self.kernels.get(kernel.kernel_id) is not kernel:
                 raise self._gone(kernel.kernel_id)
             await self._stop_process(kernel, now=now)
+            if stopped is not None:
+                await stopped(kernel.kernel_id)
             await self._launch_and_wait(kernel, timeout)
             log.info("kernel %s restarted (pid %d)", kernel.kernel_id, kernel.pid)
             return kernel.start_result()

@@ -115,6 +115,7 @@ class AgentOperations:
             arg_str(args, op, "kernel_id", required=True),
             timeout=arg_seconds(args, op, "timeout", DEFAULT_START_TIMEOUT),
             now=arg_bool(args, op, "now", False),
+            stopped=self.relays.new_process,  # what was queued for the old one is void
         )
 
     async def _interrupt_kernel(self, args: dict[str, Any]) -> dict[str, Any]:

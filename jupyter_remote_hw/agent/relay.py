@@ -122,12 +122,23 @@ class KernelRelay:
         self._subscribed = asyncio.Event()
         self._link: asyncio.StreamWriter | None = None
         self._link_task: asyncio.Future[None] | None = None
+        self._context = context
+        self._process = 0
+        """How many times the kernel's process was replaced (see :meth:`new_process`)."""
+        self._sockets: list[Any] = []
+        self._readers: list[asyncio.Future[None]] = []
+        self._open_kernel_sockets()
+
+    # ------------------------------------------------------------------ kernel side
+
+    def _open_kernel_sockets(self) -> None:
+        """Connect to the kernel's channels and read them."""
         zmq = zmq_module
         identity = ("relay-" + uuid.uuid4().hex).encode()
-        self._sockets: list[Any] = []
+        self._sockets = []
         for name in CHANNELS:
             kind = zmq.SUB if name == "iopub" else zmq.DEALER
-            sock = context.socket(kind)
+            sock = self._context.socket(kind)
             sock.setsockopt(zmq.LINGER, 0)
             # Our own bound, not libzmq's, decides what is dropped.
             sock.setsockopt(zmq.RCVHWM, 0)
@@ -136,11 +147,30 @@ class KernelRelay:
                 sock.setsockopt(zmq.SUBSCRIBE, b"")
             else:
                 sock.setsockopt(zmq.IDENTITY, identity)
-            sock.connect(channel_url(connection, name + "_port"))
+            sock.connect(channel_url(self.connection, name + "_port"))
             self._sockets.append(sock)
         self._readers = [asyncio.ensure_future(self._read_kernel(i)) for i in range(len(CHANNELS))]
 
-    # ------------------------------------------------------------------ kernel side
+    async def _close_kernel_sockets(self) -> None:
+        for task in self._readers:
+            task.cancel()
+        await asyncio.gather(*self._readers, return_exceptions=True)
+        for sock in self._sockets:
+            sock.close(linger=0)
+
+    async def new_process(self) -> None:
+        """The kernel's process is being replaced on the same ports (a restart): what our
+        side sent to the old one and is still here (a restart's own ``shutdown_request``,
+        sent to a process that had died, held by libzmq or waiting for the old process's
+        IOPub) is dropped, not handed to the new one, which it would end at once. What
+        the old one said is kept."""
+        log.info(
+            "kernel %s: a new process; what was sent to the old one is dropped", self.kernel_id
+        )
+        self._process += 1
+        await self._close_kernel_sockets()
+        self._subscribed.clear()  # the new process's IOPub, before the next request
+        self._open_kernel_sockets()
 
     async def _read_kernel(self, channel: int) -> None:
         sock = self._sockets[channel]
@@ -303,9 +333,11 @@ class KernelRelay:
             if frame.channel == _IOPUB:
                 continue  # nothing is sent to a kernel's IOPub
             self._received = frame.seq
+            process = self._process
             if not self._subscribed.is_set():
                 await self._wait_subscribed()
-            await self._sockets[frame.channel].send_multipart(frame.parts)
+            if process == self._process:  # else it was for a process that is gone
+                await self._sockets[frame.channel].send_multipart(frame.parts)
             acks.schedule()
 
     async def _wait_subscribed(self) -> None:
@@ -326,14 +358,10 @@ class KernelRelay:
         """Stop relaying: close the stream, the kernel sockets, and forget what is kept."""
         if self._link is not None:
             self._link.transport.abort()
-        for task in self._readers:
-            task.cancel()
-        await asyncio.gather(*self._readers, return_exceptions=True)
         if self._link_task is not None:
             self._link_task.cancel()
             await asyncio.gather(self._link_task, return_exceptions=True)
-        for sock in self._sockets:
-            sock.close(linger=0)
+        await self._close_kernel_sockets()
         self._kept.clear()
 
 
@@ -386,6 +414,13 @@ class KernelRelays:
             )
             self._relays[kernel_id] = relay
         await relay.attach(args, reader, writer, answer)
+
+    async def new_process(self, kernel_id: str) -> None:
+        """The kernel's process is being replaced on the same ports (see
+        :meth:`KernelRelay.new_process`)."""
+        relay = self._relays.get(kernel_id)
+        if relay is not None:
+            await relay.new_process()
 
     async def drop(self, kernel_id: str) -> None:
         """The kernel ended: close its relay."""
