@@ -75,11 +75,13 @@ class SLURMMachine(SSHMachine):
         watch_interval: Seconds between checks of the job's state.
         lifetime: The agent's lifetime policy (idle stop), with ``scancel`` as its
             stop command; empty: none.
-        notify: Called with a line for the user when SLURM warns that the job's
-            time is nearly up.
+        notify: Called with a line for the user when the job's time is nearly up
+            (SLURM's signal reached the job, or its queue says so).
         bridged: Carry every stream to the node through a job step (see
             :mod:`.bridge`); False where the login node reaches the node's sockets
             itself (a single-host cluster).
+        warn: Seconds before the time limit at which the user is told (the cluster
+            entry's ``warn``, which SLURM's ``--signal`` is also given).
     """
 
     def __init__(
@@ -98,6 +100,7 @@ class SLURMMachine(SSHMachine):
         lifetime: dict[str, Any] | None = None,
         notify: Callable[[str], None] | None = None,
         bridged: bool = True,
+        warn: float = 300.0,
     ) -> None:
         super().__init__(target, transport, conn, log, idle_exit, relay_buffer)
         self.shell = shell
@@ -107,6 +110,7 @@ class SLURMMachine(SSHMachine):
         self.lifetime = dict(lifetime or {})
         self.notify = notify
         self.bridged = bridged
+        self.warn = warn
         self._warned = False
         self._read_at = time.monotonic()
         self.job: JobState | None = None
@@ -162,7 +166,7 @@ class SLURMMachine(SSHMachine):
         self.job, self._read_at = state, time.monotonic()
         if state.ended and self._ended is None:
             self._mark_ended(state, await self._stopped_by_agent(state))
-        elif state.marked and not self._warned:
+        elif not self._warned and (state.marked or self._warning_due(state)):
             self._warned = True
             left = state.seconds_left()
             when = f"in {left:.0f} s" if left is not None else "soon"
@@ -176,6 +180,14 @@ class SLURMMachine(SSHMachine):
             if self.notify is not None:
                 self.notify(notice)
         return state
+
+    def _warning_due(self, state: JobState) -> bool:
+        """Whether the job is within :attr:`warn` seconds of its time limit, as SLURM's
+        queue says: the notice does not wait for SLURM's own signal, which comes up to a
+        minute late or early (the resolution of its timers), or not at all when the job
+        ends first."""
+        left = state.seconds_left()
+        return state.state == "RUNNING" and left is not None and left <= self.warn
 
     async def _stopped_by_agent(self, state: JobState) -> str | None:
         """Why the agent cancelled its own job (its idle stop), when it did."""

@@ -424,6 +424,7 @@ class SLURMProvider(HibernatedOnCluster, Provider):
             lifetime={"idle_stop": idle, "deadman": 0.0} if idle else None,
             notify=lambda line: notify_kernels(self, target, line),
             bridged=str(entry.get("reach") or "bridge") != "direct",
+            warn=float(entry.get("warn", 300)),
         )
         try:
             with steps.step("prepare host"):

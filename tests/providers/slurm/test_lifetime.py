@@ -57,7 +57,6 @@ async def test_time_limit_kills_the_kernel_with_slurms_reason(
     jp_server_config: dict[str, Any],
     kernels: Any,
     manager: Any,
-    short_tmp: Path,
 ) -> None:
     events: list[dict[str, Any]] = []
     manager.launch_listeners.append(events.append)
@@ -74,9 +73,9 @@ async def test_time_limit_kills_the_kernel_with_slurms_reason(
     assert death["kernel_id"] == kernel_id and death["state"] == "failed"
     assert death["detail"] == (f"SLURM job {job_id} ended: TIMEOUT (it reached its time limit)")
     assert job_state(job_id) == "TIMEOUT"
-    # SLURM's early warning reached the holder job, and the user was told before the end.
-    warned = short_tmp / "c" / ".local/state/jupyter-remote-hw/slurm" / job_id / "warned"
-    assert warned.exists()
+    # The user was told before the end: when SLURM's early warning reached the holder
+    # job, or when the queue said the time left was under `warn`, whichever came first
+    # (SLURM's signal may come a minute late, or not before the end on a loaded machine).
     notices = [e for e in events if e["step"] == "time limit"]
     assert len(notices) == 1 and events.index(notices[0]) < events.index(death)
     # The notice names the kernel, so that its notebook shows it.
