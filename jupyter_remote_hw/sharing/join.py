@@ -69,6 +69,68 @@ class Attachment:
                 file's, the host refused the key (revoked, expired, or not the
                 key that was shared), or the host cannot be reached.
         """
+        await self._connect()
+        try:
+            await self._forward()
+            share = self.share
+            if share.role != COLLABORATOR:
+                self.facade = ReadOnlyKernel(
+                    self.local_ports["iopub_port"],
+                    share.owner,
+                    share.kernel_id,
+                    log=self.log,
+                    on_detach=self.detached.set,
+                )
+                await self.facade.start()
+            elif self.guard_control:
+                self.guard = ControlGuard(
+                    self.local_ports["control_port"],
+                    share.key,
+                    share.signature_scheme,
+                    self.detached.set,
+                    self.log,
+                )
+                await self.guard.start()
+        except BaseException:
+            await self.close()
+            raise
+        self.log.info(
+            "attached to kernel %s of %s as %s",
+            self.share.kernel_id,
+            self.share.owner,
+            self.share.role,
+        )
+        return self
+
+    async def reopen(self) -> None:
+        """Connect again after the connection dropped (a cut link), forwarding the same
+        local ports, so that the clients here reconnect by themselves (what they send
+        meanwhile waits in their own sockets).
+
+        Raises:
+            ShareError: As :meth:`open`: ``REFUSED`` once the share was revoked or has
+                expired (the attachment has ended), ``UNREACHABLE`` while the host
+                cannot be reached (try again later).
+        """
+        self._drop_connection()
+        await self._connect()
+        try:
+            await self._forward(dict(self.local_ports))
+        except BaseException:
+            self._drop_connection()
+            raise
+        self.log.info("attached again to kernel %s of %s", self.share.kernel_id, self.share.owner)
+
+    def _drop_connection(self) -> None:
+        """Close the forwards and the connection (the clients here keep their ports)."""
+        for listener in self._listeners:
+            listener.close()
+        self._listeners.clear()
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    async def _connect(self) -> None:
         share = self.share
         if share.expires <= time.time():
             raise ShareError(
@@ -113,34 +175,15 @@ class Attachment:
             raise ShareError(
                 f"cannot reach {self.where}: {exc or type(exc).__name__}", UNREACHABLE
             ) from None
-        try:
-            for name, port in share.ports.items():
-                listener = await self.conn.forward_local_port("127.0.0.1", 0, "127.0.0.1", port)
-                self._listeners.append(listener)
-                self.local_ports[name] = listener.get_port()
-            if share.role != COLLABORATOR:
-                self.facade = ReadOnlyKernel(
-                    self.local_ports["iopub_port"],
-                    share.owner,
-                    share.kernel_id,
-                    log=self.log,
-                    on_detach=self.detached.set,
-                )
-                await self.facade.start()
-            elif self.guard_control:
-                self.guard = ControlGuard(
-                    self.local_ports["control_port"],
-                    share.key,
-                    share.signature_scheme,
-                    self.detached.set,
-                    self.log,
-                )
-                await self.guard.start()
-        except BaseException:
-            await self.close()
-            raise
-        self.log.info("attached to kernel %s of %s as %s", share.kernel_id, share.owner, share.role)
-        return self
+
+    async def _forward(self, ports: dict[str, int] | None = None) -> None:
+        """Forward the share's ports from ``ports`` here (any free ones when None)."""
+        assert self.conn is not None
+        for name, port in self.share.ports.items():
+            here = (ports or {}).get(name, 0)
+            listener = await self.conn.forward_local_port("127.0.0.1", here, "127.0.0.1", port)
+            self._listeners.append(listener)
+            self.local_ports[name] = listener.get_port()
 
     def connection_info(self) -> dict[str, Any]:
         """The connection info a Jupyter client uses to attach here."""

@@ -23,7 +23,7 @@ from jupyter_core.paths import jupyter_data_dir
 from traitlets import Unicode
 
 from .join import Attachment
-from .roles import COLLABORATOR, ShareError
+from .roles import COLLABORATOR, UNREACHABLE, ShareError
 from .sharefile import ShareFile
 
 PROVISIONER_NAME = "remote-hw-share"
@@ -55,14 +55,22 @@ class SharedKernelProvisioner(KernelProvisionerBase):
         return self.attachment is not None
 
     async def poll(self) -> int | None:
-        """None while attached; 0 once detached or dropped by the host."""
+        """None while attached, or while a dropped connection cannot be made again yet
+        (a cut link: it is tried again at each poll); 0 once detached, or once the host
+        refuses this side (the share was revoked or has expired)."""
         attachment = self.attachment
-        if attachment is None or attachment.detached.is_set() or attachment.conn is None:
+        if attachment is None or attachment.detached.is_set():
             return 0
-        if attachment.conn.is_closed():
-            self._ended(attachment)
-            await attachment.close()  # its forwards too: the server may drop the kernel now
-            return 0
+        if attachment.conn is None or attachment.conn.is_closed():
+            try:
+                await attachment.reopen()
+            except ShareError as exc:
+                if exc.kind == UNREACHABLE:
+                    self.log.debug("shared kernel: not attached again yet: %s", exc)
+                    return None  # the link is down: the share may still be good
+                self._ended(attachment)
+                await attachment.close()  # its forwards too: the server may drop the kernel now
+                return 0
         return None
 
     def _ended(self, attachment: Attachment) -> None:

@@ -20,7 +20,8 @@ from jupyter_remote_hw.sharing.provisioner import (
     write_kernelspec,
 )
 
-from .conftest import OwnedKernel, run
+from ..testhosts import NetnsTestHost
+from .conftest import OwnedKernel, own_kernel, run
 
 
 @pytest.fixture(autouse=True)
@@ -130,3 +131,39 @@ async def test_a_revoked_share_reads_as_ended_with_the_reason(
         assert f"the share {share_id} was revoked or has expired" in provisioner.ended_reason
     finally:
         await manager.shutdown_kernel(now=True)
+
+
+async def test_a_collaborator_kernel_survives_a_cut_link(
+    ns_host: NetnsTestHost, teammate_key: Path, tmp_path: Path, short_tmp: Path
+) -> None:
+    """A cut of the link between the teammate and the owner's host drops the teammate's
+    SSH connection; the share is still good, so the kernel here attaches again once the
+    link is back, on the same ports, with the owner's variables (before, it read as ended
+    and the teammate's server dropped it)."""
+    async with own_kernel(ns_host, short_tmp) as owned:
+        assert (await run(owned.client, "from_owner = 41"))["status"] == "ok"
+        manager = await attached_manager(owned, teammate_key, tmp_path, COLLABORATOR)
+        try:
+            provisioner = manager.provisioner
+            assert isinstance(provisioner, SharedKernelProvisioner)
+            assert provisioner.attachment is not None and provisioner.attachment.conn is not None
+            ports = dict(provisioner.attachment.local_ports)
+            ns_host.link.cut()
+            try:
+                provisioner.attachment.conn.close()  # what the cut does, once noticed
+                for _ in range(3):
+                    assert await manager.is_alive()  # the link is down, the share is good
+                    await asyncio.sleep(0.5)
+            finally:
+                ns_host.link.restore()
+            deadline = asyncio.get_running_loop().time() + 30
+            while provisioner.attachment.conn is None or provisioner.attachment.conn.is_closed():
+                assert asyncio.get_running_loop().time() < deadline, "never attached again"
+                assert await manager.is_alive()
+                await asyncio.sleep(0.2)
+            assert provisioner.attachment.local_ports == ports
+            reply, outputs = await client_run(manager, "print(from_owner + 1)")
+            assert reply["status"] == "ok", reply
+            assert "42" in "".join(o["content"].get("text", "") for o in outputs)
+        finally:
+            await manager.shutdown_kernel(now=True)
