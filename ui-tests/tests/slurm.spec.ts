@@ -52,7 +52,10 @@ test('SLURM partitions with what is free; a pending launch shows its place in th
   await dialog.locator('input[type=search]').fill('slurm');
   await expect(dialog.locator('tr[data-name^="slurm-dev-"]')).toHaveCount(4, { timeout: 30000 });
   const a100 = dialog.locator('tr[data-name="slurm-dev-gpu-a100"]');
-  await expect(a100).toContainText('A100 ×1 (of 2 per node)');
+  // What one kernel's job gets, the node's after "of"; the columns say the same.
+  await expect(a100).toContainText('A100 ×1 of 2 · 1 of 2 CPUs · 1 of 4 GiB');
+  await expect(a100.locator('td').nth(3)).toHaveText('1');
+  await expect(a100.locator('td').nth(4)).toHaveText('1 GiB');
   await expect(a100.locator('td').last()).toHaveText(/^[0-2] of 2 GPUs free on 1 node$/);
   const t4 = dialog.locator('tr[data-name="slurm-dev-gpu-t4"]');
   await expect(t4.locator('td').last()).toHaveText(/^[01] of 1 GPUs free on 1 node$/);
