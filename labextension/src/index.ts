@@ -48,13 +48,6 @@ const CHIP_SVG =
 /** The sidebar's icon: a chip. */
 export const chipIcon = new LabIcon({ name: 'jupyter-remote-hw:chip', svgstr: CHIP_SVG });
 
-/** The sources of a notebook model's cells (none for another document's model). */
-function cellSources(model: unknown): string[] {
-  const cells = (model as { cells?: Iterable<{ sharedModel: { getSource(): string } }> } | null)
-    ?.cells;
-  return cells ? Array.from(cells, cell => cell.sharedModel.getSource()) : [];
-}
-
 /** The session of a notebook panel, or null for other widgets. */
 function sessionOf(widget: Widget | null): ISessionContext | null {
   if (!widget || !widget.hasClass('jp-NotebookPanel')) {
@@ -102,7 +95,6 @@ const plugin: JupyterFrontEndPlugin<void> = {
         const remoteCells = new RemoteCellsItem(
           machinesModel,
           context.sessionContext,
-          () => cellSources(context.model),
           () => void app.commands.execute(CommandIDs.machines)
         );
         if (!panel.toolbar.insertAfter('remoteHardware', 'remoteCells', remoteCells)) {

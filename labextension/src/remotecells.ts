@@ -5,6 +5,7 @@
  * where each of those kernels can be shut down or its machine stopped.
  */
 import { ISessionContext } from '@jupyterlab/apputils';
+import type { KernelMessage } from '@jupyterlab/services';
 import { Widget } from '@lumino/widgets';
 
 import type { MachinesModel } from './machines';
@@ -74,15 +75,14 @@ export function runsElsewhere(source: string): boolean {
 export class RemoteCellsItem extends Widget {
   /**
    * @param model - The machines listing.
-   * @param context - The notebook's session: its path, and its kernel's busy/idle.
-   * @param sources - The sources of the notebook's cells, to know when a cell that ran
-   *   may have started or ended a `%%remote` kernel (the listing is then read again).
+   * @param context - The notebook's session: its path, the code its kernel runs (IOPub's
+   *   `execute_input`) and its busy/idle: once a cell that runs elsewhere has ended, it
+   *   may have started or ended a `%%remote` kernel, and the listing is read again.
    * @param show - Opens the Remote hardware panel.
    */
   constructor(
     readonly model: MachinesModel,
     readonly context: ISessionContext,
-    readonly sources: () => string[],
     readonly show: () => void
   ) {
     super({ node: document.createElement('button') });
@@ -93,6 +93,7 @@ export class RemoteCellsItem extends Widget {
     this.node.appendChild(this._label);
     this.node.addEventListener('click', () => this.show());
     model.changed.connect(this.render, this);
+    context.iopubMessage.connect(this.onIOPub, this);
     context.statusChanged.connect(this.onStatus, this);
     this.render();
   }
@@ -107,17 +108,25 @@ export class RemoteCellsItem extends Widget {
       return;
     }
     this.model.changed.disconnect(this.render, this);
+    this.context.iopubMessage.disconnect(this.onIOPub, this);
     this.context.statusChanged.disconnect(this.onStatus, this);
     super.dispose();
   }
 
-  /** Read the listing again once a cell ran, if one of the cells runs elsewhere. */
+  /** Note a cell whose code runs elsewhere, as the kernel announces the code it runs. */
+  private onIOPub(_: ISessionContext, message: KernelMessage.IMessage): void {
+    if (message.header.msg_type === 'execute_input') {
+      const code = (message.content as { code?: unknown }).code;
+      this._elsewhere ||= typeof code === 'string' && runsElsewhere(code);
+    }
+  }
+
+  /** Read the listing again once the kernel is idle after such a cell. */
   private onStatus(_: ISessionContext, status: string): void {
-    const busy = status === 'busy';
-    if (this._wasBusy && status === 'idle' && this.sources().some(runsElsewhere)) {
+    if (status === 'idle' && this._elsewhere) {
+      this._elsewhere = false;
       this.model.refresh().catch(() => undefined);
     }
-    this._wasBusy = busy;
   }
 
   private render(): void {
@@ -136,5 +145,5 @@ export class RemoteCellsItem extends Widget {
   }
 
   private _label = document.createElement('span');
-  private _wasBusy = false;
+  private _elsewhere = false;
 }

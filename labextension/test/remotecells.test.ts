@@ -83,7 +83,7 @@ describe('the machines of a notebook’s %%remote cells', () => {
 });
 
 describe('the toolbar sign', () => {
-  it('shows once the listing names a %%remote kernel of the notebook, and reads it again after such a cell ran', async () => {
+  it('shows once the listing names a %%remote kernel of the notebook, and reads it again after such a cell ran, not after others', async () => {
     let listing: IMachine[] = [];
     let reads = 0;
     const api = {
@@ -95,28 +95,30 @@ describe('the toolbar sign', () => {
     const events = { received: new Signal<object, any>({}) } as unknown as HardwareEvents;
     const model = new MachinesModel(api, events, 0);
     const statusChanged = new Signal<object, string>({});
-    const context = { path: 'train.ipynb', statusChanged } as unknown as ISessionContext;
-    let sources = ['x = 1'];
+    const iopubMessage = new Signal<object, any>({});
+    const context = {
+      path: 'train.ipynb',
+      statusChanged,
+      iopubMessage
+    } as unknown as ISessionContext;
+    const ran = (code: string) => {
+      statusChanged.emit('busy');
+      iopubMessage.emit({ header: { msg_type: 'execute_input' }, content: { code } });
+      statusChanged.emit('idle');
+    };
     const shown: string[] = [];
-    const item = new RemoteCellsItem(
-      model,
-      context,
-      () => sources,
-      () => shown.push('panel')
-    );
+    const item = new RemoteCellsItem(model, context, () => shown.push('panel'));
     expect(item.node.classList.contains('jp-mod-empty')).toBe(true);
 
-    // A plain cell ran: the listing is not read for it.
-    statusChanged.emit('busy');
-    statusChanged.emit('idle');
+    // A plain cell ran: the listing is not read for it, even in a notebook that has
+    // %%remote cells elsewhere.
+    ran('x = 1');
     await Promise.resolve();
     expect(reads).toBe(0);
 
     // A %%remote cell ran: the listing is read again, and the sign shows its machine.
-    sources = ['%%remote ssh-a\ny = 2'];
     listing = [machine('ssh-a', 'running', [kernel('k1', MAGIC, 'train.ipynb')])];
-    statusChanged.emit('busy');
-    statusChanged.emit('idle');
+    ran('%%remote ssh-a\ny = 2');
     await new Promise(resolve => setTimeout(resolve, 0));
     expect(reads).toBe(1);
     expect(item.node.classList.contains('jp-mod-empty')).toBe(false);
