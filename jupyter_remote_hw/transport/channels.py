@@ -104,7 +104,12 @@ class ConnectionChannels:
                 first = str(await process.stderr.readline())
                 if first.startswith(_PGID_MARK):
                     pgid = first[len(_PGID_MARK) :].strip()
-                stdout, stderr = await process.communicate(input)
+                try:
+                    stdout, stderr = await process.communicate(input)
+                except BrokenPipeError:
+                    # The command ended (or closed its input) before it read all of it,
+                    # as a check that refuses does: what it said and its status stand.
+                    stdout, stderr = await process.communicate()
         except TimeoutError:
             process.close()
             if pgid and pgid.isdigit():
@@ -114,7 +119,7 @@ class ConnectionChannels:
                 f"ssh {self.destination}: `{command}` did not finish within {limit:g} s "
                 "and was killed",
             ) from None
-        except (OSError, asyncssh.Error) as exc:  # "Channel not open for sending", a reset
+        except (OSError, asyncssh.Error) as exc:  # a reset
             process.close()
             raise self._lost(command, in_words(exc)[0], str(exc) or type(exc).__name__) from None
         if process.exit_status is None:  # its channel closed with no status: the link went

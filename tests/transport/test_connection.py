@@ -151,6 +151,18 @@ async def test_a_connection_lost_while_a_command_runs_is_said_so(ssh_host: SSHTe
         assert "whether it did its work is not known" in message
 
 
+async def test_a_command_that_ends_before_reading_its_input_gives_its_own_answer(
+    ssh_host: SSHTestHost,
+) -> None:
+    """A command that refuses before it reads its input (a check that fails first) is
+    answered with its own output and status, not as a lost connection."""
+    async with SSHConnection(ssh_host.alias, settings_for(ssh_host.ssh_config)) as conn:
+        for _ in range(3):
+            result = await conn.run("sleep 0.3; echo refused >&2; exit 3", input="x" * 20_000_000)
+            assert result.exit_status == 3, result
+            assert result.stderr.strip().endswith("refused"), result
+
+
 async def test_default_config_is_the_users_ssh_config(
     ssh_host: SSHTestHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
