@@ -79,7 +79,13 @@ async def start(kernels: AsyncMultiKernelManager, home: str, **env: str) -> str:
     kernel_id = str(
         await kernels.start_kernel(
             kernel_name="python3",
-            env={**os.environ, "PYTHONPATH": str(REPO), **env},
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(
+                    filter(None, [str(REPO), os.environ.get("PYTHONPATH")])
+                ),
+                **env,
+            },
             cwd=home,
         )
     )

@@ -158,7 +158,9 @@ def start_server(
         "JUPYTER_CONFIG_DIR": str(dirs["config"]),
         "JUPYTER_DATA_DIR": str(dirs["data"]),
         "JUPYTER_RUNTIME_DIR": str(dirs["runtime"]),
-        "PYTHONPATH": str(REPO),
+        # This checkout first, then what the caller had (wheels carried to a bare
+        # machine, say).
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     }
     controller, stdin = pty.openpty() if terminal else (None, subprocess.DEVNULL)
     try:
