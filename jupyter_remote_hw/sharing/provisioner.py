@@ -79,7 +79,8 @@ class SharedKernelProvisioner(KernelProvisionerBase):
         reason = (
             f"{attachment.where} ended the attachment to {share.owner}'s kernel "
             f"{share.kernel_id}: the share {share.share_id} was revoked or has expired, "
-            "or the kernel was shut down"
+            "or the kernel was shut down or hibernated (a share ends with its kernel's run: "
+            "ask for a new one once it runs again)"
         )
         if self.ended_reason != reason:
             self.ended_reason = reason

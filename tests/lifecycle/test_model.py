@@ -499,6 +499,11 @@ class Lifecycle(RuleBasedStateMachine):
         answer = self.run(self._operation(notebook, "hibernate"))
         if answer.code == 200:
             notebook.hibernated = True
+            # A share ends with its kernel's run on the host: the teammate is cut off.
+            for teammate in self.joined.values():
+                if teammate.shared_kernel == notebook.kernel_id:
+                    teammate.revoked = True
+                    self.shares[teammate.share_id] = True
         else:
             assert answer.code == 409, answer
 

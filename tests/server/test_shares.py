@@ -333,6 +333,43 @@ async def test_a_hibernated_kernel_is_shared_once_it_is_awake(
     shares.append(json.loads(response.body)["share"]["share_id"])
 
 
+async def test_hibernating_a_shared_kernel_ends_its_shares_and_says_so(
+    jp_fetch: Fetch,
+    jp_serverapp: Any,
+    start_kernel: StartKernel,
+    channels: OpenChannels,
+    shares: list[str],
+    ssh_host: SSHTestHost,
+    teammate_key: Path,
+) -> None:
+    """A share is of one run of the kernel: hibernating it cuts the teammate off (their
+    kernel reads as ended, naming hibernation), the key line goes, the listing shows the
+    share ended with why, and the owner's kernel wakes with its state."""
+    owner_id = await start_kernel(SSH_KERNEL)
+    owner = await channels(owner_id)
+    assert (await owner.execute("x = 5")).ename is None
+    granted = await share(jp_fetch, shares, owner_id, teammate_key, "collaborator")
+    share_id = granted["share"]["share_id"]
+    joined = await join(jp_fetch, granted["share_file"], teammate_key)
+    teammate = await channels(joined["kernel_id"])
+    assert (await teammate.execute("print(x)")).stdout.strip() == "5"
+
+    response = await jp_fetch(*API, "hibernate", owner_id, method="POST", body="{}")
+    assert json.loads(response.body)["hibernated"] is True
+    assert key_lines(ssh_host, share_id) == []
+    teammate_kernel = jp_serverapp.kernel_manager.get_kernel(joined["kernel_id"])
+    started = time.monotonic()
+    while await teammate_kernel.is_alive():
+        assert time.monotonic() - started < 15, "the teammate's kernel was not cut off"
+        await asyncio.sleep(0.2)
+    assert "shut down or hibernated" in teammate_kernel.provisioner.ended_reason
+    assert (await get(jp_fetch, "shares"))["shares"] == []
+    response = await jp_fetch(*API, "shares", params={"all": "1"})
+    (ended,) = json.loads(response.body)["shares"]
+    assert (ended["share_id"], ended["state"]) == (share_id, "revoked")
+    assert (await owner.execute("print(x)", timeout=120)).stdout.strip() == "5"
+
+
 async def test_revoking_an_unknown_share_is_404(jp_fetch: Fetch) -> None:
     code, error = await failure(jp_fetch, "shares", "nosuchshare", method="DELETE")
     assert (code, error["field"]) == (404, "share_id")
