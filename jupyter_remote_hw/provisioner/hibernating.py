@@ -59,6 +59,9 @@ if TYPE_CHECKING:
 
 #: Seconds between two progress notes of a restore's bytes on the launch steps.
 PROGRESS_EVERY = 0.5
+#: Seconds a kernel that reads as busy may take to be idle before a hibernation is
+#: refused as one of a running cell (a request of the server's own is that short).
+BUSY_GRACE = 2.0
 
 
 class HibernationStateError(UserError):
@@ -148,7 +151,7 @@ class KernelHibernation:
             raise HibernationStateError(f"kernel {p.kernel_id} is not running")
         if refusal := restart_refusal(p):
             raise HibernationStateError(f"kernel {p.kernel_id} is dead: {refusal}")
-        if getattr(p.parent, "execution_state", None) == "busy":
+        if not await _idle_within(p, BUSY_GRACE):
             raise HibernationStateError(
                 f"kernel {p.kernel_id} is running a cell: it can hibernate once the cell ends"
             )
@@ -472,6 +475,18 @@ class KernelHibernation:
 
 #: Seconds a wake leaves for the steps after connecting, of the launch's time.
 WAKE_AFTER_CONNECT = 30.0
+
+
+async def _idle_within(p: RemoteHWProvisioner, seconds: float) -> bool:
+    """Whether the kernel is idle, or becomes idle within ``seconds``: a request of the
+    server's own (a variables listing, kernel info for a new websocket) reads as busy
+    for a moment, and must not refuse a hibernation as a user's running cell does."""
+    deadline = time.monotonic() + seconds
+    while getattr(p.parent, "execution_state", None) == "busy":
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
 
 
 def _host_unreachable(exc: BaseException) -> bool:

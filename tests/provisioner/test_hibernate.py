@@ -194,6 +194,29 @@ async def test_a_kernel_whose_variables_were_read_here_still_hibernates(
         assert woken.status == "ok" and woken.stdout.strip() == str(42 + woken_times), woken
 
 
+async def test_a_running_cell_keeps_its_kernel_awake_and_one_ending_at_once_does_not(
+    start_kernel: StartKernel, channels: OpenChannels, jp_fetch: Fetch
+) -> None:
+    """A cell that runs on refuses a hibernation (409, saying why) and finishes; one that
+    ends within a moment (as a request of the server's own does) lets it hibernate."""
+    kernel_id = await start_kernel(SSH_KERNEL)
+    kc = await channels(kernel_id)
+    assert (await kc.execute("import time\nx = 1")).status == "ok"
+    long = await kc.start("time.sleep(5)\nx = 2")
+    await asyncio.sleep(0.5)
+    with pytest.raises(HTTPClientError) as refused:
+        await hibernate(jp_fetch, kernel_id)
+    error = json.loads(refused.value.response.body)
+    assert refused.value.code == 409 and "is running a cell" in error["message"], error
+    assert (await kc.collect(long, timeout=30)).status == "ok"
+
+    short = await kc.start("time.sleep(0.8)\nx = 3")
+    await asyncio.sleep(0.2)
+    assert (await hibernate(jp_fetch, kernel_id))["hibernated"] is True
+    assert (await kc.collect(short, timeout=30)).status == "ok"
+    assert (await kc.execute("x", timeout=120)).result == "3"
+
+
 async def test_a_failed_wake_keeps_the_state_and_the_next_cell_retries(
     start_kernel: StartKernel,
     channels: OpenChannels,
