@@ -1,19 +1,24 @@
-"""A kernel on this machine (``local``) hibernates and wakes as one on a host does: its
-state goes to the store, its process ends, and the next cell starts it again with its
+"""A kernel on this machine (``local``) hibernates and wakes as one on a host does: it
+writes its state to this machine's disk itself (the store keeps the manifest), its
+process ends, and the next cell starts it again with its
 variables, on the same ports; a kernel hibernated on a host can wake here too. Real
 jupyter_server, real sshd test host, real ipykernels."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from .conftest import LOCAL_KERNEL, SSH_KERNEL, Fetch, OpenChannels, StartKernel
-from .test_hibernate import gone, hibernate, kernel_row, provisioner_of, stored
+from .test_hibernate import gone, hibernate, kernel_row, provisioner_of, store, stored
 
 
 async def test_a_kernel_on_this_machine_hibernates_and_wakes(
-    start_kernel: StartKernel, channels: OpenChannels, jp_fetch: Fetch, jp_serverapp: Any
+    start_kernel: StartKernel,
+    channels: OpenChannels,
+    jp_fetch: Fetch,
+    jp_serverapp: Any,
 ) -> None:
     kernel_id = await start_kernel(LOCAL_KERNEL)
     kc = await channels(kernel_id)
@@ -27,6 +32,13 @@ async def test_a_kernel_on_this_machine_hibernates_and_wakes(
     assert await gone(pid)  # its process, and the memory it held, are released
     assert provisioner_of(jp_serverapp, kernel_id).hibernation.hibernated
     assert stored(kernel_id)
+    # The kernel wrote its variables beside the local agent's state; the store holds
+    # only the manifest.
+    far = store().entry(kernel_id).far
+    assert far is not None and far["label"] == "this machine's disk", far
+    kept = Path(far["path"])
+    local_state = Path(jp_serverapp.config.LocalProvider.state_dir).resolve()
+    assert kept.parent == local_state / "hibernated" and list(kept.glob("var-*.bin"))
     assert (await kernel_row(jp_fetch, kernel_id))["state"] == "hibernated"
 
     woken = await kc.execute("x += 1\nprint(x, os.getpid())", timeout=60)
@@ -34,7 +46,7 @@ async def test_a_kernel_on_this_machine_hibernates_and_wakes(
     value, new_pid = woken.stdout.split()
     assert value == "42" and int(new_pid) != pid
     assert jp_serverapp.kernel_manager.get_kernel(kernel_id).get_connection_info() == ports
-    assert not stored(kernel_id)
+    assert not stored(kernel_id) and not kept.exists()
     # It hibernates again, and a restart or a shutdown still works on it.
     assert (await hibernate(jp_fetch, kernel_id))["hibernated"] is True
     assert (await kc.execute("x", timeout=60)).result == "42"

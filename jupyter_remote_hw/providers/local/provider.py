@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +22,7 @@ from ...agent.hardware import (
     parse_gpu_csv,
 )
 from ...agent_client import AgentClient, Progress, start_local_agent
+from ...hibernation.far import FarPlace
 from ...transfer.client import open_local_stream
 from ..base import Machine, Provider
 from ..relayed import Forward, RelayedMachine, Where
@@ -30,6 +33,11 @@ if TYPE_CHECKING:
     from ..launch_steps import LaunchSteps
 
 DEFAULT_STATE_DIR = "~/.local/state/jupyter-remote-hw/local"
+
+
+#: The ``host`` of this machine's place for hibernated state: ``local:`` and its name.
+PLACE_PREFIX = "local:"
+PLACE_LABEL = "this machine's disk"
 
 
 @functools.cache
@@ -137,6 +145,38 @@ class LocalProvider(Provider):
     def price_per_hour(self, target: Target) -> float | None:
         """Nothing: this machine is the user's own."""
         return 0.0
+
+    def hibernation_place(self, target: Target) -> FarPlace | None:
+        """This machine's own disk, beside the agent's state: a kernel here writes its
+        state straight to disk, and reads it back there, without passing it through the
+        Jupyter server's memory."""
+        root = Path(self.state_dir).expanduser().resolve()
+        return FarPlace(
+            self.name, PLACE_PREFIX + socket.gethostname(), str(root / "hibernated"), PLACE_LABEL
+        )
+
+    def _in_place(self, place: FarPlace, path: str) -> Path:
+        """``path``, which must lie in ``place`` on this machine.
+
+        Raises:
+            OSError: ``place`` is another machine's, or ``path`` lies outside it.
+        """
+        if place.host != PLACE_PREFIX + socket.gethostname():
+            raise OSError(f"{place.label} of {place.host} is not this machine's")
+        base, found = Path(place.path).expanduser(), Path(path).expanduser()
+        if not found.resolve().is_relative_to(base.resolve()):
+            raise OSError(f"{path} is not in {place.path}")
+        return found
+
+    async def read_hibernated(self, place: FarPlace, path: str) -> bytes:
+        """The file, read from this machine's disk (for a kernel woken elsewhere)."""
+        return await asyncio.to_thread(self._in_place(place, path).read_bytes)
+
+    async def remove_hibernated(self, place: FarPlace) -> str:
+        """The directory removed from this machine's disk."""
+        found = self._in_place(place, place.path)
+        await asyncio.to_thread(shutil.rmtree, found, ignore_errors=True)
+        return f"its saved state in {place.path} on {place.label} removed"
 
     async def open_machine(self, target: Target, steps: LaunchSteps) -> Machine:
         machine = LocalMachine(
