@@ -465,8 +465,13 @@ async def main_async(args: argparse.Namespace) -> Steps:
         finally:
             server.stop()
             AsyncHTTPClient().close()
+            log = (root / "server.log").read_text()
+            # Where a hibernation's and a wake's time went, step by step, as the server says.
+            for line in log.splitlines():
+                if any(word in line for word in (" saved: ", " woke on ", " hibernated: ")):
+                    print("server:", line.split("] ", 1)[-1])
             if check.steps.failed:
-                print("--- server log (end) ---\n" + (root / "server.log").read_text()[-6000:])
+                print("--- server log (end) ---\n" + log[-6000:])
         check.steps.results.insert(0, {"step": "machine", **facts})
         return check.steps
 

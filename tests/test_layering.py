@@ -83,6 +83,12 @@ CLASS_EXCEPTIONS: dict[str, str] = {
         "acknowledged and what is held while the kernel sleeps are one state machine; "
         "its clients and stand-in are already their own classes"
     ),
+    "jupyter_remote_hw/provisioner/hibernating.py:KernelHibernation": (
+        "one kernel's hibernation: saving, sleeping, waking, the base kept for the next "
+        "save, and what a restart, a shutdown or the next server does to them are one "
+        "state machine; where the state is kept (far_state), the relay while asleep "
+        "(asleep) and moving between targets (moving) are already their own modules"
+    ),
 }
 
 

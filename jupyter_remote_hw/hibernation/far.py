@@ -6,7 +6,7 @@ op: the same pickles and out-of-band buffers a transfer sends, written into a
 temporary directory, flushed and renamed into place), so the bytes never cross
 the network. The store on our side keeps only the entry's manifest, whose
 ``far`` says where the data lives (:class:`FarPlace`) and whose
-``variables`` carry each file's sizes and SHA-256.
+``variables`` carry each file's sizes and digest.
 
 A kernel whose host reads the place (the same ``host`` key: the same instance,
 or any allocation of the same cluster) reads the files itself (the ``load``
@@ -17,7 +17,6 @@ that made the place (:class:`FarAccess`), each checked before it is sent.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
@@ -25,6 +24,7 @@ from typing import Any
 
 from ..transfer import Pickled, TransferError
 from ..transfer.client import TransferClient
+from ..transfer.kernel_side.state_files import matches
 from .errors import CorruptEntryError, RestoreError
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,12 @@ class FarPlace:
     def child(self, name: str) -> FarPlace:
         """The place of one entry in this directory."""
         return FarPlace(self.provider, self.host, f"{self.path.rstrip('/')}/{name}", self.label)
+
+    def base(self) -> FarPlace:
+        """Where this entry is kept, once its kernel woke, as the base of its next save
+        (see :mod:`..transfer.kernel_side.state_files`)."""
+        parent, _, name = self.path.rstrip("/").rpartition("/")
+        return FarPlace(self.provider, self.host, f"{parent}/.base-{name}", self.label)
 
     def to_json(self) -> dict[str, str]:
         """As kept in a manifest's ``far``."""
@@ -141,7 +147,7 @@ async def read_through(
             raise CorruptEntryError(f"{what} cannot be read from here: {exc}") from None
         if len(data) != sum(sizes):
             raise CorruptEntryError(f"{what} has {len(data)} bytes, not {sum(sizes)}")
-        if hashlib.sha256(data).hexdigest() != variable.get("sha256"):
+        if not matches(variable, [data]):
             raise CorruptEntryError(f"{what} was changed after it was saved (its checksum differs)")
         view = memoryview(data)
         parts: list[Any] = []

@@ -72,6 +72,50 @@ async def delete_state(p: RemoteHWProvisioner, running: bool) -> None:
     await asyncio.to_thread(store.delete, p.kernel_id)
 
 
+async def keep_as_base(p: RemoteHWProvisioner) -> FarPlace | None:
+    """After a wake: the store's entry goes; its directory, where the woken kernel reads
+    it, stays as the base of the kernel's next save (which links what did not change
+    from there); returns where, or None when it went too (kept elsewhere, or in the
+    store)."""
+    store = p.manager.hibernation_store
+    try:
+        entry = await asyncio.to_thread(store.entry, p.kernel_id)
+    except EntryNotFoundError:
+        return None
+    place = FarPlace.from_json(entry.far)
+    base = _base(p)
+    if place is None or base is None or base.host != place.host or p.parent is None:
+        await delete_state(p, running=True)
+        return None
+    try:
+        async with transfer_client(p.parent, p.kernel_id) as client:
+            await client.unstore(place.path, keep=True)
+    except (TransferError, OSError, KeyError) as exc:
+        p.log.info("kernel %s: its saved state was not kept as a base: %s", p.kernel_id, exc)
+        await delete_state(p, running=True)
+        return None
+    await asyncio.to_thread(store.delete, p.kernel_id)
+    return place.base()
+
+
+async def drop_base(p: RemoteHWProvisioner, base: FarPlace) -> None:
+    """The kernel ended awake: remove the base its last wake kept (best effort, said in
+    the log), through the provider that made the place."""
+    owner = _provider(p, base.provider)
+    if owner is None:
+        return
+    try:
+        p.log.info("kernel %s: %s", p.kernel_id, await owner.remove_hibernated(base))
+    except OSError as exc:
+        p.log.warning(
+            "kernel %s: the base of its next save in %s on %s was not removed: %s",
+            p.kernel_id,
+            base.path,
+            base.label,
+            exc,
+        )
+
+
 async def _remove(p: RemoteHWProvisioner, place: FarPlace, running: bool) -> str:
     base = _base(p) if running else None
     if base is not None and base.host == place.host and p.parent is not None:
@@ -97,4 +141,4 @@ async def _remove(p: RemoteHWProvisioner, place: FarPlace, running: bool) -> str
         return f"its saved state stays in {place.path} on {place.label}"
 
 
-__all__ = ["access_for", "delete_state", "place_for"]
+__all__ = ["access_for", "delete_state", "drop_base", "keep_as_base", "place_for"]

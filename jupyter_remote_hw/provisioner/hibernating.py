@@ -44,12 +44,13 @@ from ..hibernation import (
     save,
 )
 from ..hibernation.errors import EntryNotFoundError
+from ..hibernation.far import FarPlace
 from ..hibernation.restore import wake_notice
 from ..hibernation.store import size_text
 from ..providers.launch_steps import LaunchError, LaunchSteps
 from ..transport import AuthenticationError, HostKeyError, TransportError
 from .asleep import sleeping_relay
-from .far_state import access_for, delete_state, place_for
+from .far_state import access_for, delete_state, drop_base, keep_as_base, place_for
 from .kernel_end import end_reason, restart_refusal
 from .moving import Place, check_wake_target, is_on, move, move_back
 from .operations import HIBERNATION, RESTART, SHUTDOWN, WAKE
@@ -97,6 +98,9 @@ class KernelHibernation:
         #: The target whose host could not be told to stop the kernel (a link cut as a
         #: wake failed): the next wake replaces that kernel, a shutdown stops it.
         self.left_on: str | None = None
+        #: Where the state of its last hibernation stays, once it woke, as the base of
+        #: its next save (removed when the kernel is shut down); None: nowhere.
+        self.base: FarPlace | None = None
 
     @property
     def hibernated(self) -> bool:
@@ -382,7 +386,9 @@ class KernelHibernation:
             ) from exc
         for note in summary.notes:
             steps.note(note)
-        await delete_state(p, running=True)  # while its clients are held: its own request
+        # While its clients are held (its own request): the saved state stays, where the
+        # kernel reads it, as the base of its next save.
+        self.base = await keep_as_base(p)
         # Awake before the held cell goes: once it is answered, no wake is left to refuse.
         self.relay, self.state, self.wake_error = None, None, None
         await self._record()
@@ -450,6 +456,12 @@ class KernelHibernation:
         left_on, self.left_on = self.left_on, None
         if left_on is not None:
             await self.p.launcher.stop_left(left_on)
+
+    async def ended_awake(self) -> None:
+        """The kernel was shut down awake: remove the base its last wake kept."""
+        base, self.base = self.base, None
+        if base is not None:
+            await drop_base(self.p, base)
 
     async def leave_for_next_server(self) -> None:
         """The Jupyter server stops while the kernel hibernates: close its relay and keep

@@ -27,6 +27,7 @@ from traitlets import Float, Unicode
 
 from ..agent_client import AgentError, AgentUnavailableError
 from ..hibernation import Policy, Progress, RestoreSummary, SaveSummary
+from ..hibernation.far import FarPlace
 from ..ledger.store import SERVER_OWNER
 from ..machines.manager import MachineManager, server_config
 from ..providers import Machine, Target
@@ -384,6 +385,8 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             await self.hibernation.discard()
             self.manager.ledger.remove_kernel(self.kernel_id)
             self.manager.unplace(self.kernel_id)
+        if not restart:
+            await self.hibernation.ended_awake()
         if restart or self.host_connection is None:
             return
         machine = self.machine
@@ -447,6 +450,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             else {}
         )
         info["hibernated"] = self.hibernation.summary()
+        info["save_base"] = self.hibernation.base.to_json() if self.hibernation.base else None
         info["hibernate_after"] = self.hibernate_after
         info["run_by_others"] = self.run_by_others.marked
         return info
@@ -458,6 +462,8 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         self.manager.placements[self.kernel_id] = self.target
         self.hibernate_after = provisioner_info.get("hibernate_after")  # as written above
         self.run_by_others.marked = provisioner_info.get("run_by_others") is True
+        # Where its last wake kept its state (the next server removes it at shutdown).
+        self.hibernation.base = FarPlace.from_json(provisioner_info.get("save_base"))
         self.local_ports = {
             k: int(v) for k, v in dict(provisioner_info.get("local_ports") or {}).items()
         }

@@ -169,11 +169,13 @@ class KernelQueries:
         )
         return list(content["assigned"])
 
-    async def unstore(self, path: str) -> str | None:
-        """Have the kernel remove what :meth:`store` wrote into ``path``; the path removed,
-        or None when nothing was there."""
+    async def unstore(self, path: str, keep: bool = False) -> str | None:
+        """Have the kernel remove what :meth:`store` wrote into ``path`` (``keep``: keep it
+        as the base of the next save, whose unchanged variables it links); the path, or
+        None when nothing was there."""
         content, _ = await self._request(
-            {"op": "unstore", "path": path}, action=f"removing saved state on {self.where}"
+            {"op": "unstore", "path": path, "keep": keep},
+            action=f"removing saved state on {self.where}",
         )
         removed = content.get("removed")
         return str(removed) if removed else None

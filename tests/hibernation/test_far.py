@@ -54,11 +54,12 @@ async def test_the_kernel_writes_its_state_on_its_host_and_a_kernel_there_reads_
     assert sorted(p.name for p in Path(far.path).parent.iterdir()) == [kernel]
     # The data is in the host's directory; the store holds the manifest alone.
     written = sorted(p.name for p in Path(far.path).iterdir())
-    assert written == ["var-0000.bin", "var-0001.bin", "var-0002.bin"]
+    # Its files, and their list (the base of the next save once the kernel woke).
+    assert written == ["index.json", "var-0000.bin", "var-0001.bin", "var-0002.bin"]
     assert sorted(p.name for p in summary.entry.path.iterdir()) == ["manifest.json"]
     manifest = json.loads((summary.entry.path / "manifest.json").read_text())
     assert manifest["far"]["path"] == far.path and manifest["far"]["host"] == "host-a"
-    data = sum(p.stat().st_size for p in Path(far.path).iterdir())
+    data = sum(p.stat().st_size for p in Path(far.path).glob("var-*.bin"))
     assert manifest["total_bytes"] == data > 8_000_000
     [entry] = store.entries()
     assert entry.far == far.to_json() and entry.nbytes > data  # listed with its far bytes

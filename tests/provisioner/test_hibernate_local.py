@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .conftest import LOCAL_KERNEL, SSH_KERNEL, Fetch, OpenChannels, StartKernel
 from .test_hibernate import gone, hibernate, kernel_row, provisioner_of, store, stored
 
@@ -70,3 +72,40 @@ async def test_a_kernel_hibernated_on_a_host_wakes_on_this_machine(
     assert json.loads(answer.body)["target"] == "local"
     assert provisioner_of(jp_serverapp, kernel_id).target == "local"
     assert (await kc.execute("x + 1", timeout=60)).result == "42"
+
+
+async def test_a_second_hibernation_links_what_did_not_change(
+    start_kernel: StartKernel, channels: OpenChannels, jp_fetch: Fetch, jp_serverapp: Any
+) -> None:
+    """Hibernated, woken and hibernated again: the unchanged array is linked from the
+    first save, not written again; the store counts the entry whole; shutting the kernel
+    down awake removes the base its wake kept."""
+    kernel_id = await start_kernel(LOCAL_KERNEL)
+    kc = await channels(kernel_id)
+    ran = await kc.execute("import numpy as np\nbig = np.arange(4_000_000.0)\nsmall = 1")
+    assert ran.status == "ok", ran
+    await hibernate(jp_fetch, kernel_id)
+    entry = store().entry(kernel_id)
+    assert entry.far is not None
+    kept = Path(entry.far["path"])
+    [big] = [v for v in entry.manifest["variables"] if v["name"] == "big"]
+    inode = (kept / big["file"]).stat().st_ino
+
+    assert (await kc.execute("small = 2", timeout=60)).status == "ok"  # wakes it
+    base = kept.parent / f".base-{kept.name}"
+    assert not kept.exists() and base.is_dir() and not stored(kernel_id)
+
+    await hibernate(jp_fetch, kernel_id)
+    again = store().entry(kernel_id)
+    [big_again] = [v for v in again.manifest["variables"] if v["name"] == "big"]
+    assert (kept / big_again["file"]).stat().st_ino == inode  # linked from the base
+    assert again.manifest["total_bytes"] == entry.manifest["total_bytes"]
+    assert not base.exists()
+    assert (await kc.execute("print(big.sum(), small)", timeout=60)).stdout.split() == [
+        str(np.arange(4_000_000.0).sum()),
+        "2",
+    ]
+    assert base.is_dir()  # woken again: kept as the next base
+    response = await jp_fetch("api", "kernels", kernel_id, method="DELETE")
+    assert response.code == 204
+    assert not base.exists() and not kept.exists()

@@ -491,8 +491,9 @@ class TransferHandler:
     def _op_unstore(
         self, content: dict[str, Any], buffers: list[Any]
     ) -> tuple[dict[str, Any], list[Any]]:
-        """Remove a directory written by ``store``."""
-        return {"removed": remove_state(str(content["path"]))}, []
+        """Remove a directory written by ``store`` (with ``keep``: keep it as the base of
+        the next save, see :func:`.state_files.remove_state`)."""
+        return {"removed": remove_state(str(content["path"]), bool(content.get("keep")))}, []
 
     def _op_read(
         self, content: dict[str, Any], buffers: list[Any]

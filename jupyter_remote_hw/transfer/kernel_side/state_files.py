@@ -7,7 +7,19 @@ variable, its pickle stream then its out-of-band buffers, back to back. Writing
 is atomic: the files go into a temporary directory beside the entry, each is
 flushed to disk, then the directory is renamed into place; a failure removes
 the temporary directory and leaves an older entry as it was. Reading checks
-every file against its SHA-256 before anything is rebuilt.
+every file against its digest before anything is rebuilt.
+
+A file's digest (``digest``) is the SHA-256 of the SHA-256 of each 8 MiB piece, in
+order, so that the pieces are hashed on every core at once (``hashlib`` lets go of
+the GIL); entries written before it have the file's plain ``sha256`` instead, and
+are read as they were.
+
+Saves are incremental: once a kernel woke, its entry is kept beside it as its
+*base* (``.base-<name>``, see :func:`remove_state`, with ``index.json`` listing
+its files), and the next save links each variable whose bytes did not change
+from there instead of writing it again (same name, sizes and digest); the base
+goes once the new entry is in place. All or nothing still: the new entry is
+whole or absent, the base whole until then.
 
 Runs inside kernels on hosts (see ``kernel_handler``): Python 3.8 syntax, the
 standard library and cloudpickle only.
@@ -17,9 +29,11 @@ from __future__ import annotations
 
 import binascii
 import hashlib
+import json
 import os
 import shutil
 import stat
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from .errors import TransferError
@@ -28,6 +42,83 @@ from .pickling import Pickled, dump_variables, to_segments
 #: Bytes read or written, and hashed, at a time.
 PIECE = 8 * 1024 * 1024
 _TEMP = ".tmp-"
+_BASE = ".base-"
+#: The base's list of its files (the variables as :func:`write_state` returns them).
+INDEX = "index.json"
+#: How a ``digest`` is made (its prefix): SHA-256 over the SHA-256 of each piece.
+DIGEST = "sha256-8m:"
+
+_hashing: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _hashing
+    if _hashing is None:
+        _hashing = ThreadPoolExecutor(
+            max_workers=min(32, os.cpu_count() or 1), thread_name_prefix="jrhw-hash"
+        )
+    return _hashing
+
+
+def _pieces(views: list[memoryview]) -> list[list[memoryview]]:
+    """The file's bytes (``views`` back to back) cut at every :data:`PIECE` bytes of the
+    file, whatever its segments: each piece as the slices of views it spans."""
+    pieces: list[list[memoryview]] = []
+    piece: list[memoryview] = []
+    room = PIECE
+    for view in views:
+        start = 0
+        while start < view.nbytes:
+            part = view[start : start + room]
+            piece.append(part)
+            start += part.nbytes
+            room -= part.nbytes
+            if not room:
+                pieces.append(piece)
+                piece, room = [], PIECE
+    if piece or not pieces:
+        pieces.append(piece)
+    return pieces
+
+
+def _piece_hash(piece: list[memoryview]) -> bytes:
+    digest = hashlib.sha256()
+    for part in piece:
+        digest.update(part)
+    return digest.digest()
+
+
+def _hash_pieces(views: list[memoryview]) -> list[Future[bytes]]:
+    """Each piece's SHA-256, hashed on every core; futures, in order."""
+    return [_pool().submit(_piece_hash, piece) for piece in _pieces(views)]
+
+
+def _combine(hashes: list[Future[bytes]]) -> str:
+    outer = hashlib.sha256()
+    for each in hashes:
+        outer.update(each.result())
+    return DIGEST + outer.hexdigest()
+
+
+def file_digest(views: list[Any]) -> str:
+    """The ``digest`` of a file made of ``views`` back to back (see the module)."""
+    return _combine(_hash_pieces([memoryview(view).cast("B") for view in views]))
+
+
+def matches(variable: dict[str, Any], views: list[Any]) -> bool:
+    """Whether a file's bytes (``views``) are those saved for ``variable``: its
+    ``digest``, or the plain ``sha256`` of an entry written before digests."""
+    if "digest" in variable:
+        return file_digest(views) == str(variable["digest"])
+    whole = hashlib.sha256()
+    for view in views:
+        whole.update(view)
+    return whole.hexdigest() == variable.get("sha256")
+
+
+def base_path(path: str) -> str:
+    """Where the entry at ``path`` is kept as the base of its next save."""
+    return os.path.join(os.path.dirname(path), _BASE + os.path.basename(path))
 
 
 def _size_text(count: float) -> str:
@@ -115,17 +206,52 @@ def check_room(directory: str, nbytes: int, max_bytes: int, min_free: int) -> No
 
 
 def _write_file(path: str, views: list[memoryview]) -> str:
-    digest = hashlib.sha256()
+    """Write ``views`` to a new file, flushed, hashing them meanwhile; its digest."""
+    hashes = _hash_pieces(views)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as out:
         for view in views:
             for start in range(0, view.nbytes, PIECE):
-                piece = view[start : start + PIECE]
-                digest.update(piece)
-                out.write(piece)
+                out.write(view[start : start + PIECE])
         out.flush()
         os.fsync(out.fileno())
-    return digest.hexdigest()
+    return _combine(hashes)
+
+
+def _base_files(path: str) -> dict[str, dict[str, Any]]:
+    """The variables of the entry's base, by name, whose files are there; {} without one."""
+    base = base_path(path)
+    try:
+        with open(os.path.join(base, INDEX), encoding="utf-8") as source:
+            listed = json.load(source)
+    except (OSError, ValueError):
+        return {}
+    found = {}
+    for variable in listed if isinstance(listed, list) else []:
+        try:
+            file = os.path.join(base, os.path.basename(str(variable["file"])))
+            if os.path.getsize(file) == int(variable["nbytes"]) and "digest" in variable:
+                found[str(variable["name"])] = dict(variable, path=file)
+        except (OSError, KeyError, TypeError, ValueError):
+            continue
+    return found
+
+
+def _kept(
+    before: dict[str, Any] | None, item: dict[str, Any], views: list[memoryview], file: str
+) -> str | None:
+    """Link the base's file of an unchanged variable to ``file``; its digest, or None
+    when it changed (or cannot be linked: it is then written)."""
+    if before is None or [int(size) for size in before["segments"]] != list(item["segments"]):
+        return None
+    digest = file_digest(views)
+    if digest != before["digest"]:
+        return None
+    try:
+        os.link(before["path"], file)
+    except OSError:
+        return None
+    return digest
 
 
 def write_state(
@@ -139,7 +265,8 @@ def write_state(
 
     Returns:
         ``{"path": the directory as this host reads it, "variables": [{"name",
-        "type", "segments", "nbytes", "file", "sha256"}], "total_bytes"}``.
+        "type", "segments", "nbytes", "file", "digest"}], "total_bytes",
+        "written_bytes"}``: ``written_bytes`` leaves out what was kept from the base.
 
     Raises:
         NotSerializableError, MissingVariableError: A variable cannot go (named).
@@ -157,6 +284,8 @@ def write_state(
         f"{_TEMP}{os.path.basename(path)}-{binascii.hexlify(os.urandom(4)).decode()}",
     )
     os.mkdir(temp, 0o700)
+    base = _base_files(path)
+    written = 0
     try:
         variables = []
         position = 0
@@ -164,15 +293,23 @@ def write_state(
             name = f"var-{index:04d}.bin"
             views = segments[position : position + len(item["segments"])]
             position += len(views)
+            file = os.path.join(temp, name)
             try:
-                digest = _write_file(os.path.join(temp, name), views)
+                digest = _kept(base.get(str(item["name"])), item, views, file)
+                if digest is None:
+                    digest = _write_file(file, views)
+                    written += sum(item["segments"])
             except OSError as exc:
                 raise TransferError(
                     "writing {!r} into {} failed: {}. Nothing was saved.".format(
                         item["name"], path, exc
                     )
                 ) from None
-            variables.append(dict(item, nbytes=sum(item["segments"]), file=name, sha256=digest))
+            variables.append(dict(item, nbytes=sum(item["segments"]), file=name, digest=digest))
+        with open(os.path.join(temp, INDEX), "w", encoding="utf-8") as index_file:
+            json.dump(variables, index_file)
+            index_file.flush()
+            os.fsync(index_file.fileno())
         _fsync_directory(temp)
         old = None
         if os.path.lexists(path):
@@ -185,7 +322,8 @@ def write_state(
         raise
     if old is not None:
         _remove(old)
-    return {"path": path, "variables": variables, "total_bytes": total}
+    _remove(base_path(path))  # what it kept is linked into the new entry
+    return {"path": path, "variables": variables, "total_bytes": total, "written_bytes": written}
 
 
 def read_state(directory: str, variables: list[dict[str, Any]]) -> list[Pickled]:
@@ -203,7 +341,6 @@ def read_state(directory: str, variables: list[dict[str, Any]]) -> list[Pickled]
         file = os.path.join(path, os.path.basename(str(variable["file"])))
         sizes = [int(size) for size in variable["segments"]]
         what = "the saved {!r} ({}) in {}".format(name, variable.get("type"), file)
-        digest = hashlib.sha256()
         parts = []
         try:
             with open(file, "rb") as source:
@@ -216,11 +353,10 @@ def read_state(directory: str, variables: list[dict[str, Any]]) -> list[Pickled]
                         if not count:
                             raise TransferError(f"{what} is cut short", name)
                         done += count
-                    digest.update(part)
                     parts.append(part)
         except OSError as exc:
             raise TransferError(f"{what} cannot be read: {exc}", name) from None
-        if digest.hexdigest() != variable.get("sha256"):
+        if not matches(variable, parts):
             raise TransferError(
                 f"{what} was changed after it was saved (its checksum differs)", name
             )
@@ -228,11 +364,20 @@ def read_state(directory: str, variables: list[dict[str, Any]]) -> list[Pickled]
     return pickled
 
 
-def remove_state(directory: str) -> str | None:
-    """Remove an entry's directory; the path removed, or None when there was none."""
+def remove_state(directory: str, keep: bool = False) -> str | None:
+    """Remove an entry's directory, or with ``keep`` (its kernel woke) keep it as the
+    base of the next save, replacing an older base; the path, or None when there was
+    none. Without ``keep``, its base goes too."""
     path = state_path(directory)
+    if not keep:
+        _remove(base_path(path))
     if not os.path.lexists(path):
         return None
+    if keep:
+        base = base_path(path)
+        _remove(base)
+        os.rename(path, base)
+        return path
     aside = os.path.join(
         os.path.dirname(path),
         f"{_TEMP}{os.path.basename(path)}-{binascii.hexlify(os.urandom(4)).decode()}",

@@ -1,16 +1,26 @@
 """Hibernated state kept on a kernel's host: the directory that holds the saved entries
-(``hibernated/``) is the owner's alone, or nothing is written or read there (issue 31)."""
+(``hibernated/``) is the owner's alone, or nothing is written or read there (issue 31);
+saves after a wake link what did not change; every file is checked as it is read."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from jupyter_remote_hw.transfer import TransferError
-from jupyter_remote_hw.transfer.kernel_side.state_files import read_state, write_state
+from jupyter_remote_hw.transfer.kernel_side.state_files import (
+    base_path,
+    file_digest,
+    read_state,
+    remove_state,
+    write_state,
+)
 
 NOBODY = 65534
 
@@ -51,3 +61,69 @@ def test_a_parent_of_another_user_is_refused_for_writing_and_reading(tmp_path: P
             attempt()
         assert f"(uid {NOBODY})" in str(caught.value)
     assert not (parent / "k2").exists()
+
+
+def _file_of(written: dict[str, Any], name: str) -> Path:
+    (variable,) = [v for v in written["variables"] if v["name"] == name]
+    return Path(written["path"]) / variable["file"]
+
+
+def test_a_save_after_a_wake_links_what_did_not_change_and_writes_the_rest(
+    tmp_path: Path,
+) -> None:
+    """Incremental: the woken kernel's entry stays as the base; the next save links each
+    unchanged variable from it (same inode, nothing written), writes the changed one,
+    reads back equal, and the base goes once the new entry is in place."""
+    entry = str(tmp_path / "hibernated" / "k1")
+    namespace = {"big": np.arange(3_000_000, dtype=np.float64), "small": [1, 2, 3]}
+    first = write_state(namespace, ["big", "small"], entry)
+    assert first["written_bytes"] == first["total_bytes"]
+    big_inode = _file_of(first, "big").stat().st_ino
+    assert remove_state(entry, keep=True) == first["path"]
+    base = base_path(first["path"])
+    assert not os.path.exists(entry) and os.path.isdir(base)
+
+    namespace["small"] = [4, 5, 6]
+    second = write_state(namespace, ["big", "small"], entry)
+    assert _file_of(second, "big").stat().st_ino == big_inode  # linked, not written
+    small = sum(v["nbytes"] for v in second["variables"] if v["name"] == "small")
+    assert second["written_bytes"] == small < second["total_bytes"] // 1000
+    assert not os.path.exists(base)
+    back = {p.name: p for p in read_state(entry, second["variables"])}
+    assert set(back) == {"big", "small"}
+
+    # A changed array is written again, not linked.
+    assert remove_state(entry, keep=True)
+    namespace["big"][7] = -1.0
+    third = write_state(namespace, ["big"], entry)
+    assert third["written_bytes"] == third["total_bytes"]
+    assert _file_of(third, "big").stat().st_ino != big_inode
+    # Removing an entry for good takes its base with it.
+    assert remove_state(entry, keep=True)
+    assert os.path.isdir(base_path(third["path"]))
+    write_state(namespace, ["small"], entry)
+    remove_state(entry)
+    assert not os.path.exists(entry) and not os.path.exists(base_path(third["path"]))
+
+
+def test_a_changed_file_is_refused_and_an_older_entry_still_reads(tmp_path: Path) -> None:
+    entry = str(tmp_path / "hibernated" / "k1")
+    written = write_state({"x": list(range(1000))}, ["x"], entry)
+    (variable,) = written["variables"]
+    assert variable["digest"].startswith("sha256-8m:")
+    file = _file_of(written, "x")
+    data = bytearray(file.read_bytes())
+    # The digest is the file's, whatever its segments (our side reads it whole).
+    assert file_digest([data]) == variable["digest"]
+    assert file_digest([data[:5], data[5:]]) == variable["digest"]
+    # An entry written before digests (its file's plain SHA-256) reads as it did.
+    older = {k: v for k, v in variable.items() if k != "digest"}
+    older["sha256"] = hashlib.sha256(data).hexdigest()
+    (back,) = read_state(entry, [older])
+    assert back.name == "x"
+    data[-2] ^= 0xFF
+    file.chmod(0o600)
+    file.write_bytes(bytes(data))
+    for each in (variable, older):
+        with pytest.raises(TransferError, match="changed after it was saved"):
+            read_state(entry, [each])
