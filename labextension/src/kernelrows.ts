@@ -5,7 +5,7 @@
  * the server's (jupyter_remote_hw/machines/view.py), the ones `jupyter remote-hw list`
  * shows too.
  */
-import { formatPrice, type IMachine, type IMachineKernel } from './model';
+import { formatPrice, type IMachine, type IMachineKernel, machineLabel } from './model';
 
 /** The note under a kernel that someone else can run code in, and its tooltip. */
 export const RUN_BY_OTHERS = {
@@ -159,7 +159,7 @@ export function kernelRow(
     button.className = 'jp-mod-styled jp-RemoteHW-wakeKernel';
     button.textContent = 'Wake';
     button.title = 'Start its hardware again and restore its variables (the next cell does too)';
-    button.setAttribute('aria-label', `Wake ${kernelTitle(kernel)} on ${machine.name}`);
+    button.setAttribute('aria-label', `Wake ${kernelTitle(kernel)} on ${machineLabel(machine)}`);
     button.addEventListener('click', wake);
     row.appendChild(button);
   }
@@ -167,7 +167,7 @@ export function kernelRow(
     const button = document.createElement('button');
     button.className = 'jp-mod-styled jp-RemoteHW-shareKernel';
     button.textContent = 'Share…';
-    button.setAttribute('aria-label', `Share ${kernelTitle(kernel)} on ${machine.name}`);
+    button.setAttribute('aria-label', `Share ${kernelTitle(kernel)} on ${machineLabel(machine)}`);
     button.addEventListener('click', share);
     row.appendChild(button);
   }

@@ -5,7 +5,7 @@
  */
 import { kernelTitle } from './kernelrows';
 import type { IMachineKernel } from './model';
-import { IMachine } from './model';
+import { IMachine, machineLabel } from './model';
 
 /** Providers of hardware the user owns: a stop ends its kernels and agent, the host runs on. */
 export const OWNED_PROVIDERS = ['local', 'ssh'];
@@ -48,33 +48,33 @@ export function endConfirm(
   if (action === 'stop' && stopsOnlyKernels(machine)) {
     if (!kernels.length) {
       return {
-        question: `Stop ${machine.name}? No kernel runs there; its agent stops (the host keeps running: it is yours).`,
+        question: `Stop ${machineLabel(machine)}? No kernel runs there; its agent stops (the host keeps running: it is yours).`,
         kernels
       };
     }
     const these = kernels.length === 1 ? 'this kernel is' : `these ${kernels.length} kernels are`;
     const their = kernels.length === 1 ? 'its' : 'their';
     return {
-      question: `Stop ${machine.name}? The host keeps running (it is yours), but its agent stops and ${these} shut down, ${their} variables lost:`,
+      question: `Stop ${machineLabel(machine)}? The host keeps running (it is yours), but its agent stops and ${these} shut down, ${their} variables lost:`,
       kernels
     };
   }
   if (action === 'stop') {
     return {
-      question: `Stop ${machine.name}? Its kernels end and their variables are lost; its disk stays, and it can be started again.`,
+      question: `Stop ${machineLabel(machine)}? Its kernels end and their variables are lost; its disk stays, and it can be started again.`,
       kernels
     };
   }
   if (!kernels.length) {
     return {
-      question: `Terminate ${machine.name}? No kernel runs there; its agent stops.`,
+      question: `Terminate ${machineLabel(machine)}? No kernel runs there; its agent stops.`,
       kernels
     };
   }
   const these = kernels.length === 1 ? 'This kernel is' : `These ${kernels.length} kernels are`;
   const their = kernels.length === 1 ? 'its' : 'their';
   return {
-    question: `Terminate ${machine.name}? ${these} shut down and ${their} variables lost:`,
+    question: `Terminate ${machineLabel(machine)}? ${these} shut down and ${their} variables lost:`,
     kernels
   };
 }
@@ -106,11 +106,11 @@ export function endedMessage(
   action: 'stop' | 'terminate'
 ): { message: string; type: 'success' | 'warning' } {
   if (action === 'stop' && !stopsOnlyKernels(before)) {
-    return { message: `${before.name}: ${after.state}`, type: 'success' };
+    return { message: `${machineLabel(before)}: ${after.state}`, type: 'success' };
   }
   const ended = after.kernels_shut_down ?? [];
   const kept = after.kernels_kept ?? [];
-  const parts = [`${before.name}: ${plural(ended.length, 'kernel')} shut down`];
+  const parts = [`${machineLabel(before)}: ${plural(ended.length, 'kernel')} shut down`];
   if (!kept.length) {
     const done = action === 'stop' ? 'its agent stopped' : 'terminated';
     parts.push(after.agent_stopped === false ? 'its agent keeps running' : done);
@@ -120,6 +120,6 @@ export function endedMessage(
   for (const kernel of kept) {
     parts.push(`kept ${titles.get(kernel.id) ?? 'a kernel'}: ${kernel.reason}`);
   }
-  parts.push(`${before.name} is still ${after.state}`);
+  parts.push(`${machineLabel(before)} is still ${after.state}`);
   return { message: parts.join('; '), type: 'warning' };
 }

@@ -312,13 +312,24 @@ export function nextSelection(
   return usable[(at + step + usable.length) % usable.length];
 }
 
-/** The status bar's text for a machine: `ssh-box running · free · 2 kernels`. */
+/**
+ * How a person reads a machine: its hardware and where it is (`A10G 24 GiB · gpu-box`),
+ * as the toolbar says it; the target's name (an id of the config) only when neither
+ * is known.
+ */
+export function machineLabel(machine: Pick<IMachine, 'name' | 'hardware' | 'where'>): string {
+  const parts = [machine.hardware, machine.where].filter(part => part && part.trim());
+  return parts.length ? [...new Set(parts)].join(' · ') : machine.name;
+}
+
+/** The status bar's text for a machine: `A10G 24 GiB · gpu-box · running · free`. */
 export function machineStatusText(machine: IMachine, now: number = Date.now() / 1000): string {
+  const label = machineLabel(machine);
   if (machine.state === 'reconnecting' && machine.link_down_since) {
     const down = Math.max(0, Math.round(now - machine.link_down_since));
-    return `${machine.name} reconnecting to ${machine.where} · ${down} s`;
+    return `${label} · reconnecting · ${down} s`;
   }
-  const parts = [`${machine.name} ${machine.state}`];
+  const parts = [label, machine.state];
   const price = formatPrice(machine.price_per_hour);
   if (price) {
     parts.push(price);
@@ -346,7 +357,7 @@ export function totalText(machines: IMachine[]): string {
   }
   const billed = machines.filter(m => BILLED_STATES.includes(m.state));
   const perHour = billed.reduce((sum, m) => sum + (m.price_per_hour ?? 0), 0);
-  const unknown = billed.filter(m => m.price_per_hour === null).map(m => m.name);
+  const unknown = billed.filter(m => m.price_per_hour === null).map(machineLabel);
   const spent = machines.reduce((sum, m) => sum + (m.cost_so_far ?? 0), 0);
   const parts = [`$${perHour.toFixed(2)}/h now`];
   if (unknown.length) {

@@ -198,7 +198,7 @@ export class HardwareSection {
       return;
     }
     this._where.textContent =
-      `${notebook} · ${metrics.target ?? 'this machine'} · ${metrics.hardware}` +
+      `${notebook} · ${metrics.hardware} · ${metrics.where || 'this machine'}` +
       (metrics.gpus.length ? '' : ' · no GPU');
     this._where.title = metricsTooltip(metrics);
     for (const meter of meters(metrics)) {

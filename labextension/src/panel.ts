@@ -12,14 +12,22 @@ import { HardwareAPI, HardwareEvents } from './api';
 import { showError } from './errors';
 import { endConfirmNode, endedMessage } from './machineactions';
 import {
-  IHardwareEvent,
-  IMachine,
   formatCost,
   formatDuration,
   formatPrice,
+  IHardwareEvent,
+  IMachine,
+  machineLabel,
   totalText
 } from './model';
-import { IShare, activeShares, roleText, shareFacts, shortKernelId } from './sharemodel';
+import {
+  IShare,
+  IShareNames,
+  activeShares,
+  roleText,
+  shareFacts,
+  sharedKernelText
+} from './sharemodel';
 import {
   KERNEL_TICK_MS,
   LISTING_POLL_MS,
@@ -164,7 +172,7 @@ export class MachinesPanel extends Widget {
       item.appendChild(who);
       const facts = document.createElement('div');
       facts.className = 'jp-RemoteHW-machineFacts';
-      facts.textContent = shareFacts(share, now);
+      facts.textContent = shareFacts(share, now, this.shareNames(share));
       item.appendChild(facts);
       const actions = document.createElement('div');
       actions.className = 'jp-RemoteHW-machineActions';
@@ -182,13 +190,24 @@ export class MachinesPanel extends Widget {
     }
   }
 
+  /** A share's notebook and machine as this panel's listing names them. */
+  private shareNames(share: IShare): IShareNames {
+    for (const machine of this.machines) {
+      const kernel = machine.kernels.find(k => k.id === share.kernel_id);
+      if (kernel) {
+        return { kernel: kernel.path || undefined, machine: machineLabel(machine) };
+      }
+    }
+    return {};
+  }
+
   /** Confirm, then revoke a share. */
   async revoke(share: IShare): Promise<void> {
     const answer = await showDialog({
       title: 'Revoke share',
       body:
-        `Revoke the share with ${share.teammate}? Their connection to kernel ` +
-        `${shortKernelId(share.kernel_id)} on ${share.target} drops within seconds; ` +
+        `Revoke the share with ${share.teammate}? Their connection to ` +
+        `${sharedKernelText(share, this.shareNames(share))} drops within seconds; ` +
         'your kernel keeps running.',
       buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Revoke' })],
       defaultButton: 0
@@ -213,7 +232,13 @@ export class MachinesPanel extends Widget {
 
   /** Share one kernel of a machine, then show the new share in the list. */
   async share(machine: IMachine, kernelId: string): Promise<void> {
-    const result = await shareKernel(this.api, machine.name, kernelId);
+    const kernel = machine.kernels.find(k => k.id === kernelId);
+    const result = await shareKernel(
+      this.api,
+      machineLabel(machine),
+      kernelId,
+      kernel?.path ?? undefined
+    );
     if (result) {
       await this.refreshShares();
     }
@@ -291,8 +316,9 @@ export class MachinesPanel extends Widget {
     item.dataset.name = machine.name;
     const name = document.createElement('div');
     name.className = 'jp-RemoteHW-machineName';
-    name.textContent = `${machine.name} · ${machine.hardware} · ${machine.where}`;
-    name.title = name.textContent; // elided to one line; the whole name on hover
+    name.textContent = machineLabel(machine);
+    // Elided to one line; the whole of it on hover, with the target's name in the config.
+    name.title = `${name.textContent} (${machine.name})`;
     item.appendChild(name);
     const facts = document.createElement('div');
     facts.className = 'jp-RemoteHW-machineFacts';
@@ -337,7 +363,7 @@ export class MachinesPanel extends Widget {
         `jp-mod-styled jp-RemoteHW-${action}` +
         (action === 'terminate' ? ' jp-RemoteHW-destructive' : '');
       button.textContent = action === 'stop' ? 'Stop' : 'Terminate';
-      button.setAttribute('aria-label', `${button.textContent} ${machine.name}`);
+      button.setAttribute('aria-label', `${button.textContent} ${machineLabel(machine)}`);
       button.addEventListener('click', () => void this.act(machine, action));
       actions.appendChild(button);
     }
@@ -349,7 +375,7 @@ export class MachinesPanel extends Widget {
   async act(machine: IMachine, action: 'stop' | 'terminate'): Promise<void> {
     const label = action === 'terminate' ? 'Terminate' : 'Stop';
     const answer = await showDialog({
-      title: `${label} ${machine.name}`,
+      title: `${label} ${machineLabel(machine)}`,
       body: new Widget({ node: endConfirmNode(machine, action) }),
       buttons: [Dialog.cancelButton(), Dialog.warnButton({ label })],
       defaultButton: 0 // the safe one: Enter keeps everything running
@@ -358,7 +384,7 @@ export class MachinesPanel extends Widget {
       return;
     }
     const verb = action === 'terminate' ? 'Terminating' : 'Stopping';
-    const pending = Notification.emit(`${verb} ${machine.name}…`, 'in-progress', {
+    const pending = Notification.emit(`${verb} ${machineLabel(machine)}…`, 'in-progress', {
       autoClose: false
     });
     try {
@@ -372,7 +398,7 @@ export class MachinesPanel extends Widget {
       });
     } catch (error) {
       Notification.dismiss(pending);
-      await showError(`${action} ${machine.name} failed`, error, {
+      await showError(`${label} ${machineLabel(machine)} failed`, error, {
         api: this.api,
         retry: () => this.api.machineAction(machine.name, action)
       });

@@ -193,7 +193,7 @@ export class HardwareToolbarItem extends Widget {
     if (!kernelId) {
       return;
     }
-    const timer = this.startProgress(option.name, 'waking');
+    const timer = this.startProgress(option, 'waking');
     try {
       await this.store.machines.wake(kernelId, option.name);
       this.progress = null;
@@ -227,7 +227,7 @@ export class HardwareToolbarItem extends Widget {
       return;
     }
     const answer = await showDialog({
-      title: `Cancel the launch on ${launching.target}?`,
+      title: `Cancel the launch on ${launching.label || launching.target}?`,
       body:
         `${where}. Cancelling stops it and releases what it holds (a job waiting in a ` +
         'SLURM queue is cancelled); the notebook stays on the kernel it has now.',
@@ -245,7 +245,10 @@ export class HardwareToolbarItem extends Widget {
       await this.store.api.cancelLaunch(launching.kernelId);
     } catch (error) {
       this.cancelling = false;
-      await showError(`The launch on ${launching.target} cannot be cancelled`, error);
+      await showError(
+        `The launch on ${launching.label || launching.target} cannot be cancelled`,
+        error
+      );
     }
   }
 
@@ -261,7 +264,7 @@ export class HardwareToolbarItem extends Widget {
   /** Switch the notebook's kernel to `option`, showing progress here. */
   async switchTo(option: IHardware, carry: string[]): Promise<void> {
     const session = this.sessionContext.session;
-    const timer = this.startProgress(option.name, session ? 'starting kernel' : 'starting');
+    const timer = this.startProgress(option, session ? 'starting kernel' : 'starting');
     try {
       if (!session) {
         // No kernel yet: start one on the chosen hardware.
@@ -300,7 +303,7 @@ export class HardwareToolbarItem extends Widget {
         return;
       }
       this.display(
-        `${option.name}: failed${step ? ` at ${step}` : ''}`,
+        `${option.label}: failed${step ? ` at ${step}` : ''}`,
         errorText(failure),
         'error'
       );
@@ -315,8 +318,16 @@ export class HardwareToolbarItem extends Widget {
   }
 
   /** Show a launch on `target` here from its first `step`, its time ticking; the timer. */
-  private startProgress(target: string, step: string): number {
-    this.progress = { target, step, detail: '', startedAt: Date.now(), failed: false, done: false };
+  private startProgress(option: IHardware, step: string): number {
+    this.progress = {
+      target: option.name,
+      label: option.label,
+      step,
+      detail: '',
+      startedAt: Date.now(),
+      failed: false,
+      done: false
+    };
     this.showProgress();
     return window.setInterval(() => this.showProgress(), 1000);
   }
@@ -402,6 +413,15 @@ export class HardwareToolbarItem extends Widget {
       failed: false,
       done: false
     };
+    // Its label, once the listing says it (the target's name meanwhile).
+    void this.store.options().then(options => {
+      const option = options.find(o => o.name === event.target);
+      const progress = this.progress;
+      if (option && progress && progress.target === event.target) {
+        progress.label = option.label;
+        this.showProgress();
+      }
+    });
     this._following = window.setInterval(() => this.showProgress(), 1000);
   }
 
@@ -413,9 +433,11 @@ export class HardwareToolbarItem extends Widget {
     if (progress?.failed && this.cancelling) {
       this.cancelling = false;
       void this.refresh();
-      Notification.info(`The launch on ${progress.target} was cancelled.`, { autoClose: 5000 });
+      const where = progress.label || progress.target;
+      Notification.info(`The launch on ${where} was cancelled.`, { autoClose: 5000 });
     } else if (progress?.failed) {
-      this.display(`${progress.target}: failed at ${progress.step}`, progress.detail, 'error');
+      const where = progress.label || progress.target;
+      this.display(`${where}: failed at ${progress.step}`, progress.detail, 'error');
     } else {
       void this.refresh();
     }

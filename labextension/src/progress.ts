@@ -6,7 +6,10 @@ import { IHardwareEvent, formatDuration, targetOfKernel } from './model';
 
 /** The state of one launch, as the toolbar shows it while a kernel starts. */
 export interface ILaunchProgress {
+  /** The target launched on (what its events name). */
   target: string;
+  /** How a person reads it (`A10G 24 GiB · gpu-box`); the target's name until known. */
+  label?: string;
   step: string;
   detail: string;
   startedAt: number;
@@ -47,7 +50,7 @@ export function applyLaunchEvent(
 }
 
 /**
- * The toolbar's text during a launch: `ssh-box: connect · 3 s`, then what the step
+ * The toolbar's text during a launch: `A10G 24 GiB · gpu-box: connect · 3 s`, then what the step
  * says (`… · 3 s · uploading the agent`): the time, which ticks, is never the part a
  * narrow toolbar cuts off.
  */
@@ -55,7 +58,7 @@ export function progressText(progress: ILaunchProgress, now: number): string {
   const elapsed = formatDuration((now - progress.startedAt) / 1000);
   const step = progress.step || 'starting';
   const detail = progress.detail ? ` · ${progress.detail}` : '';
-  return `${progress.target}: ${step} · ${elapsed}${detail}`;
+  return `${progress.label || progress.target}: ${step} · ${elapsed}${detail}`;
 }
 
 /** Kernel states in which a notebook waits for its kernel to start. */

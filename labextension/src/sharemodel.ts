@@ -149,10 +149,24 @@ export function activeShares(shares: IShare[], nowSeconds: number): IShare[] {
     .sort((a, b) => b.created - a.created);
 }
 
+/** How a person reads a share's kernel and machine (its notebook, its hardware). */
+export interface IShareNames {
+  /** The kernel's notebook, where the machines listing knows it. */
+  kernel?: string;
+  /** The machine's hardware and place (`A10G 24 GiB · gpu-box`). */
+  machine?: string;
+}
+
+/** `analysis/train.ipynb on A10G 24 GiB · gpu-box`; ids where the names are not known. */
+export function sharedKernelText(share: IShare, names: IShareNames = {}): string {
+  const kernel = names.kernel || `kernel ${shortKernelId(share.kernel_id)}`;
+  return `${kernel} on ${names.machine || share.target}`;
+}
+
 /** The facts line of a share in the panel: kernel, machine, time left, joins. */
-export function shareFacts(share: IShare, nowSeconds: number): string {
+export function shareFacts(share: IShare, nowSeconds: number, names: IShareNames = {}): string {
   return [
-    `kernel ${shortKernelId(share.kernel_id)} on ${share.target}`,
+    sharedKernelText(share, names),
     formatTimeLeft(share.expires, nowSeconds),
     joinsText(share, nowSeconds)
   ].join(' · ');

@@ -10,18 +10,19 @@ import { HardwareAPI, HardwareAPIError } from './api';
 import { errorText } from './model';
 import {
   DEFAULT_SHARE_EXPIRY,
+  formatTimeLeft,
   IJoinResult,
   IShareFile,
   IShareRequest,
   IShareResult,
-  SHARE_ROLES,
-  ShareRole,
-  formatTimeLeft,
   joinSummary,
   parseShareFile,
   publicKeyProblem,
   roleText,
+  SHARE_ROLES,
+  sharedKernelText,
   shareFileNote,
+  ShareRole,
   shortKernelId
 } from './sharemodel';
 
@@ -137,6 +138,7 @@ export interface IShareForm {
 export class ShareBody extends Widget implements Dialog.IBodyWidget<IShareForm> {
   constructor(
     readonly machine: string,
+    readonly notebook: string | undefined,
     readonly kernelId: string,
     values: IShareForm,
     problem: IProblem | null
@@ -146,7 +148,7 @@ export class ShareBody extends Widget implements Dialog.IBodyWidget<IShareForm> 
     this.addClass('jp-RemoteHW-shareForm');
     formHead(
       this.node,
-      `Kernel ${shortKernelId(kernelId)} on ${machine}. The host's sshd lets the teammate's ` +
+      `${notebook ? `The kernel of ${notebook}` : `Kernel ${shortKernelId(kernelId)}`} on ${machine}. The host's sshd lets the teammate's ` +
         'key reach this kernel only, as the role allows; you can revoke the share at any time.',
       problem
     );
@@ -236,7 +238,10 @@ export function downloadShareFile(file: IShareFile, filename: string): void {
 
 /** The result dialog's body: what was shared, the share file, and how to send it. */
 export class ShareResultBody extends Widget {
-  constructor(readonly result: IShareResult) {
+  constructor(
+    readonly result: IShareResult,
+    readonly names: { kernel?: string; machine?: string } = {}
+  ) {
     super();
     this.addClass('jp-RemoteHW-form');
     this.addClass('jp-RemoteHW-shareResult');
@@ -247,7 +252,7 @@ export class ShareResultBody extends Widget {
       ['Share id', share.share_id],
       ['Teammate', `${share.teammate} (${share.fingerprint})`],
       ['Role', roleText(share.role)],
-      ['Kernel', `${shortKernelId(share.kernel_id)} on ${share.target}`],
+      ['Kernel', sharedKernelText(share, this.names)],
       [
         'Expires',
         `${new Date(share.expires * 1000).toLocaleString()} (${formatTimeLeft(share.expires, now)})`
@@ -292,14 +297,15 @@ export class ShareResultBody extends Widget {
 export async function shareKernel(
   api: HardwareAPI,
   machine: string,
-  kernelId: string
+  kernelId: string,
+  notebook?: string
 ): Promise<IShareResult | null> {
   let values: IShareForm = { public_key: '', role: 'viewer', expires: DEFAULT_SHARE_EXPIRY };
   let problem: IProblem | null = null;
   for (;;) {
     const answer = await showDialog({
       title: 'Share kernel with a teammate',
-      body: new ShareBody(machine, kernelId, values, problem),
+      body: new ShareBody(machine, notebook, kernelId, values, problem),
       buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Share' })],
       focusNodeSelector: 'textarea',
       hasClose: true
@@ -328,7 +334,7 @@ export async function shareKernel(
     }
     await showDialog({
       title: `Shared with ${result.share.teammate}`,
-      body: new ShareResultBody(result),
+      body: new ShareResultBody(result, { kernel: notebook, machine }),
       buttons: [Dialog.okButton({ label: 'Done' })],
       focusNodeSelector: '.jp-RemoteHW-download',
       hasClose: true

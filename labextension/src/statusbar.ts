@@ -18,7 +18,7 @@ import {
 import { savingLabel } from './hibernation';
 import { MachinesModel } from './machines';
 import { isTimeLimitWarning } from './metrics';
-import { IHardwareEvent, IMachine, machineStatusText, targetOfKernel } from './model';
+import { IHardwareEvent, IMachine, machineLabel, machineStatusText, targetOfKernel } from './model';
 
 /** Shows the machine of the notebook in focus (and says when its time limit nears). */
 export class MachineStatus extends Widget {
@@ -190,7 +190,7 @@ export class MachineStatus extends Widget {
     const saved = kernel?.state === 'hibernated' ? kernel.hibernated : null;
     if (machine && saved) {
       this.display(
-        hibernatedStatusText(machine.name, saved),
+        hibernatedStatusText(machineLabel(machine), saved),
         hibernatedStatusDetail(saved),
         saved.waking ? 'waking' : 'hibernated'
       );

@@ -43,7 +43,7 @@ describe('the terminate confirmation', () => {
     ]);
     const { question, kernels } = endConfirm(three, 'terminate');
     expect(question).toBe(
-      'Terminate gpu-box? These 3 kernels are shut down and their variables lost:'
+      'Terminate A10G 24GB · gpu-box? These 3 kernels are shut down and their variables lost:'
     );
     expect(kernels).toEqual([
       'train.ipynb · Python 3 (ipykernel)',
@@ -56,7 +56,7 @@ describe('the terminate confirmation', () => {
 
   it('says when nothing runs there', () => {
     const { question, kernels } = endConfirm(machine([]), 'terminate');
-    expect(question).toBe('Terminate gpu-box? No kernel runs there; its agent stops.');
+    expect(question).toBe('Terminate A10G 24GB · gpu-box? No kernel runs there; its agent stops.');
     expect(kernels).toEqual([]);
     expect(endConfirmNode(machine([]), 'terminate').querySelector('ul')).toBeNull();
   });
@@ -76,7 +76,10 @@ describe('what a terminate reports', () => {
       },
       'terminate'
     );
-    expect(done).toEqual({ message: 'gpu-box: 1 kernel shut down; terminated', type: 'success' });
+    expect(done).toEqual({
+      message: 'A10G 24GB · gpu-box: 1 kernel shut down; terminated',
+      type: 'success'
+    });
   });
 
   it('names what was kept and why, and the state the machine is really in', () => {
@@ -95,7 +98,7 @@ describe('what a terminate reports', () => {
     );
     expect(done.type).toBe('warning');
     expect(done.message).toBe(
-      `gpu-box: 1 kernel shut down; kept other.ipynb · Python 3 (ipykernel): ${reason}; gpu-box is still running`
+      `A10G 24GB · gpu-box: 1 kernel shut down; kept other.ipynb · Python 3 (ipykernel): ${reason}; A10G 24GB · gpu-box is still running`
     );
   });
 });
@@ -104,10 +107,10 @@ describe('stopping hardware the user owns', () => {
   it('ends its kernels and agent and says the host runs on', () => {
     const host = machine([kernel()]);
     expect(endConfirm(host, 'stop').question).toBe(
-      'Stop gpu-box? The host keeps running (it is yours), but its agent stops and this kernel is shut down, its variables lost:'
+      'Stop A10G 24GB · gpu-box? The host keeps running (it is yours), but its agent stops and this kernel is shut down, its variables lost:'
     );
     expect(endConfirm(machine([]), 'stop').question).toBe(
-      'Stop gpu-box? No kernel runs there; its agent stops (the host keeps running: it is yours).'
+      'Stop A10G 24GB · gpu-box? No kernel runs there; its agent stops (the host keeps running: it is yours).'
     );
     const done = endedMessage(
       host,
@@ -121,7 +124,7 @@ describe('stopping hardware the user owns', () => {
       'stop'
     );
     expect(done).toEqual({
-      message: 'gpu-box: 1 kernel shut down; its agent stopped',
+      message: 'A10G 24GB · gpu-box: 1 kernel shut down; its agent stopped',
       type: 'success'
     });
   });
@@ -130,7 +133,7 @@ describe('stopping hardware the user owns', () => {
     const cloud = { ...machine([kernel()]), provider: 'aws', actions: ['stop', 'terminate'] };
     expect(endConfirm(cloud, 'stop').question).toContain('its disk stays');
     expect(endedMessage(cloud, { ...cloud, state: 'stopped' }, 'stop')).toEqual({
-      message: 'gpu-box: stopped',
+      message: 'A10G 24GB · gpu-box: stopped',
       type: 'success'
     });
   });

@@ -9,6 +9,7 @@ import {
   formatPrice,
   gpuText,
   machineOfKernel,
+  machineLabel,
   machineStatusText,
   nextSelection,
   pickerColumns,
@@ -217,19 +218,25 @@ describe('machines and errors', () => {
 
   it('puts state, price, cost and idle countdown in the status bar', () => {
     expect(machineStatusText(machine)).toBe(
-      'g5-1 running · $1.01/h · $0.42 so far · idle stop in 25 min'
+      'A10G 24 GiB · us-east-1 · running · $1.01/h · $0.42 so far · idle stop in 25 min'
     );
     expect(
       machineStatusText({ ...machine, price_per_hour: 0, cost_so_far: 0, idle_stop_in: null })
-    ).toBe('g5-1 running · free');
+    ).toBe('A10G 24 GiB · us-east-1 · running · free');
+  });
+
+  it('names a machine by its hardware and place, its target only when neither is known', () => {
+    expect(machineLabel(machine)).toBe('A10G 24 GiB · us-east-1');
+    expect(machineLabel({ name: 'local', hardware: 'CPU', where: 'CPU' })).toBe('CPU');
+    expect(machineLabel({ name: 'ssh-box', hardware: '', where: ' ' })).toBe('ssh-box');
   });
 
   it('says which host a lost link is reconnecting to, and for how long', () => {
     const down = { ...machine, state: 'reconnecting', where: 'gpu-box', link_down_since: 1000 };
-    expect(machineStatusText(down, 1042.4)).toBe('g5-1 reconnecting to gpu-box · 42 s');
+    expect(machineStatusText(down, 1042.4)).toBe('A10G 24 GiB · gpu-box · reconnecting · 42 s');
     // Without the time (an older server), the plain state.
     expect(machineStatusText({ ...down, link_down_since: null }, 1042)).toBe(
-      'g5-1 reconnecting · $1.01/h · $0.42 so far · idle stop in 25 min'
+      'A10G 24 GiB · gpu-box · reconnecting · $1.01/h · $0.42 so far · idle stop in 25 min'
     );
   });
 
@@ -294,7 +301,16 @@ describe('the total of the machines', () => {
   });
 
   it('names a running machine whose price is not known', () => {
-    const slurm = { ...base, name: 'slurm-a100', price_per_hour: null, cost_so_far: null };
-    expect(totalText([base, slurm])).toBe('$1.01/h now + slurm-a100: price unknown · $0.42 so far');
+    const slurm = {
+      ...base,
+      name: 'slurm-dev-a100',
+      hardware: 'A100 ×1 of 2',
+      where: 'SLURM dev',
+      price_per_hour: null,
+      cost_so_far: null
+    };
+    expect(totalText([base, slurm])).toBe(
+      '$1.01/h now + A100 ×1 of 2 · SLURM dev: price unknown · $0.42 so far'
+    );
   });
 });

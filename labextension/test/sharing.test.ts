@@ -86,6 +86,10 @@ describe('shares in the panel', () => {
     expect(shareFacts(share({}), NOW)).toBe(
       'kernel 3f2a9c1e on ssh-box · 7 h 50 min left · not joined yet'
     );
+    // Where the machines listing knows them: the notebook and the hardware, not ids.
+    expect(
+      shareFacts(share({}), NOW, { kernel: 'train.ipynb', machine: 'A10G 24 GiB · box' })
+    ).toBe('train.ipynb on A10G 24 GiB · box · 7 h 50 min left · not joined yet');
   });
 
   it('keeps only shares in force, newest first', () => {

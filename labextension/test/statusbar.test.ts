@@ -84,7 +84,7 @@ describe('the status bar item while a kernel wakes', () => {
     statusChanged.emit('idle');
     await flush();
     expect(status.node.classList.contains('jp-mod-waking')).toBe(false);
-    expect(status.text).toContain('ssh-box');
+    expect(status.text).toContain('A10G 24 GiB · box');
     expect(status.text).not.toContain('waking');
     status.dispose();
     model.dispose();

@@ -57,7 +57,7 @@ test('a hibernated kernel says so at $0/h and wakes on the next cell with its va
   // from the toolbar item's context menu: in its metadata, on the server, in the
   // status bar's tooltip.
   const status = page.locator(STATUS);
-  await expect(status).toContainText('ssh-testhost running');
+  await expect(status).toContainText('Test GPU 24 GiB · testhost · running');
   const timeOf = async (): Promise<unknown> => {
     const listed = await (await page.request.get('/jupyter-remote-hw/api/machines')).json();
     const kernels = listed.machines.flatMap((m: { kernels: unknown[] }) => m.kernels);
@@ -89,7 +89,7 @@ test('a hibernated kernel says so at $0/h and wakes on the next cell with its va
   await expect(notice).toContainText('Not saved: handle.');
   await expect(item).toHaveAttribute('title', /Not saved: handle \(.*open file.*\)\./);
   // The status bar says it too; its tooltip says what was saved and how to wake it.
-  await expect(status).toHaveText('ssh-testhost · hibernated · $0/h');
+  await expect(status).toHaveText('Test GPU 24 GiB · testhost · hibernated · $0/h');
   await expect(status).toHaveAttribute('title', /saved on the Jupyter server.*Click to wake it/);
   await page.sidebar.openTab('jp-RemoteHW-machines');
   const row = page.locator(
@@ -111,7 +111,7 @@ test('a hibernated kernel says so at $0/h and wakes on the next cell with its va
   await expect(outputs.first()).toContainText('This kernel woke from hibernation');
   await expect(outputs.first()).toContainText('handle (_io.TextIOWrapper): it is an open file');
   await expect(item).toHaveText('Test GPU 24 GiB · testhost', { timeout: 30000 });
-  await expect(status).toContainText('ssh-testhost running', { timeout: 30000 });
+  await expect(status).toContainText('Test GPU 24 GiB · testhost · running', { timeout: 30000 });
   const after = await (await page.request.get('/api/sessions')).json();
   expect(after.find((s: { path: string }) => s.path.endsWith(file)).kernel.id).toBe(kernelId);
 });
@@ -157,7 +157,9 @@ test('a hibernated kernel wakes on other hardware picked in the toolbar, its var
   expect(kernel.name).toBe('remote-hw-ssh-sparebox');
   // The status bar follows the machine that lists the kernel, and JupyterLab's own
   // kernel indicator names the new kernelspec.
-  await expect(page.locator(STATUS)).toContainText('ssh-sparebox running', { timeout: 30000 });
+  await expect(page.locator(STATUS)).toContainText('Spare GPU 16 GiB · sparebox · running', {
+    timeout: 30000
+  });
   const specs = await (await page.request.get('/api/kernelspecs')).json();
   const indicated = (): Promise<string> =>
     page.evaluate(

@@ -35,7 +35,7 @@ test('a local kernel: RAM and CPU in the status bar, refreshed, and bars in the 
   // The panel's "Hardware" section has bars for RAM and CPU, and no GPU.
   await page.sidebar.openTab('jp-RemoteHW-machines');
   const section = page.locator(SECTION);
-  await expect(section).toContainText('monitor.ipynb · local');
+  await expect(section).toContainText(/monitor\.ipynb · .+ · this machine/);
   await expect(section).toContainText('no GPU');
   await expect(section.locator('[role=meter]')).toHaveCount(2);
   const ram = section.locator('[role=meter][aria-label="RAM"]');
@@ -83,7 +83,7 @@ test('a kernel on the SSH host: its GPU in the status bar and the panel', async 
 
   await page.sidebar.openTab('jp-RemoteHW-machines');
   const section = page.locator(SECTION);
-  await expect(section).toContainText('gpu.ipynb · ssh-testhost · Test GPU 24 GiB');
+  await expect(section).toContainText('gpu.ipynb · Test GPU 24 GiB · testhost');
   await expect(section.locator('[role=meter][aria-label="GPU"]')).toHaveAttribute(
     'aria-valuenow',
     '37'

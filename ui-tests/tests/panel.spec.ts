@@ -39,9 +39,10 @@ test('kernels are listed by notebook with hardware, state, uptime and cost', asy
   await page.sidebar.openTab('jp-RemoteHW-machines');
   const panel = page.locator(PANEL);
   const local = panel.locator('li[data-name="local"]');
+  // The card reads `<hardware> · this machine`, its target's name on hover.
   const localHardware = (await local.locator('.jp-RemoteHW-machineName').textContent())!.split(
     ' · '
-  )[1];
+  )[0];
   const train = local.locator('li.jp-RemoteHW-kernel');
   await expect(train).toHaveCount(1);
   await expect(train.locator('.jp-RemoteHW-kernelTitle')).toHaveText(
@@ -67,7 +68,8 @@ test('kernels are listed by notebook with hardware, state, uptime and cost', asy
   // one line, elided, with the whole of it on hover.
   await expect(panel.locator('.jp-RemoteHW-total')).toHaveText('Total: $0.00/h now');
   const name = panel.locator('li[data-name="ssh-testhost"] .jp-RemoteHW-machineName');
-  await expect(name).toHaveAttribute('title', (await name.textContent())!);
+  await expect(name).toHaveText('Test GPU 24 GiB · testhost');
+  await expect(name).toHaveAttribute('title', 'Test GPU 24 GiB · testhost (ssh-testhost)');
   expect(await name.evaluate(node => getComputedStyle(node).textOverflow)).toBe('ellipsis');
 
   // The uptime ticks without a new listing.
@@ -143,7 +145,7 @@ test('stopping a host that holds only a %%remote kernel ends it and says so', as
   const sign = page.locator('.jp-NotebookPanel:visible .jp-RemoteHW-remoteCells');
   await expect(sign).toHaveText('%%remote · Test GPU 24 GiB', { timeout: 15000 });
   await expect(sign).toBeVisible();
-  await expect(sign).toHaveAttribute('title', /Test GPU 24 GiB on testhost: 1 kernel/);
+  await expect(sign).toHaveAttribute('title', /Test GPU 24 GiB on testhost: (\w+, )?1 kernel/);
   await page
     .locator('.jp-NotebookPanel:visible .jp-NotebookPanel-toolbar')
     .screenshot({ path: path.join(IMAGES, 'remote-cells-toolbar.png') });
@@ -164,7 +166,7 @@ test('stopping a host that holds only a %%remote kernel ends it and says so', as
   await dialog.screenshot({ path: path.join(IMAGES, 'stop-confirm.png') });
   await dialog.locator('.jp-Dialog-button.jp-mod-accept').click();
   // Said once it has really happened, from what the server ended.
-  await expect(page.getByText('ssh-testhost: 1 kernel shut down; its agent stopped')).toBeVisible({
+  await expect(page.getByText('Test GPU 24 GiB · testhost: 1 kernel shut down; its agent stopped')).toBeVisible({
     timeout: 30000
   });
   await expect(ssh).toHaveCount(0);

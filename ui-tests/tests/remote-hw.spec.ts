@@ -74,7 +74,7 @@ test('pick the SSH host, run there, switch back carrying a variable, terminate',
 
   // The status bar shows the machine.
   const status = page.locator('.jp-RemoteHW-status');
-  await expect(status).toContainText('ssh-testhost running · free');
+  await expect(status).toContainText('Test GPU 24 GiB · testhost · running · free');
 
   // Back to local, carrying x.
   await item.click();
@@ -88,7 +88,7 @@ test('pick the SSH host, run there, switch back carrying a variable, terminate',
   await page.notebook.setCell(0, 'code', 'print(x + 1)');
   await page.notebook.runCell(0, true);
   expect((await page.notebook.getCellTextOutput(0))?.join('').trim()).toBe('42');
-  await expect(status).toContainText('local running · free');
+  await expect(status).toContainText(/· this machine · running · free/);
 
   // The panel lists both machines; stop the SSH host after confirming.
   await page.sidebar.openTab('jp-RemoteHW-machines');
@@ -97,7 +97,7 @@ test('pick the SSH host, run there, switch back carrying a variable, terminate',
   await expect(ssh).toContainText('0 kernels');
   await expect(panel.locator('li[data-name="local"]')).toContainText('1 kernel');
   await ssh.locator('button.jp-RemoteHW-stop').click();
-  await expect(page.locator(DIALOG)).toContainText('Stop ssh-testhost? No kernel runs there');
+  await expect(page.locator(DIALOG)).toContainText('Stop Test GPU 24 GiB · testhost? No kernel runs there');
   await page.locator(`${DIALOG} .jp-Dialog-button.jp-mod-accept`).click();
   await expect(ssh).toHaveCount(0);
   await expect(panel.locator('li[data-name="local"]')).toBeVisible();

@@ -163,7 +163,8 @@ test('share a kernel as collaborator, join it, see each other, revoke', async ({
   const panel = page.locator(PANEL);
   const listed = panel.locator(`li.jp-RemoteHW-share[data-share-id="${shareId}"]`);
   await expect(listed).toContainText('ada@laptop · collaborator');
-  await expect(listed).toContainText('on ssh-testhost');
+  // Named by its notebook and hardware, as the panel lists them, not by ids.
+  await expect(listed).toContainText(/\.ipynb on Test GPU 24 GiB · testhost · /);
   await expect(listed).toContainText('not joined yet');
   // From the share on, the owner's kernel says that someone else can run code in it.
   await expect(panel.locator('.jp-RemoteHW-kernel .jp-RemoteHW-runByOthers')).toHaveText(

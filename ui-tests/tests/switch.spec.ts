@@ -47,7 +47,7 @@ test('switch to the SSH host: a lock stays behind with its reason, json is re-im
   await page.locator(`${DIALOG} .jp-Dialog-button.jp-mod-accept`).click();
   const busy = page.locator(`${TOOLBAR}.jp-mod-busy`);
   await expect(busy).toBeVisible({ timeout: 1000 });
-  await expect(busy).toContainText(/^ssh-testhost: /);
+  await expect(busy).toContainText(/^Test GPU 24 GiB · testhost: /);
   await expect(item).toHaveText('Test GPU 24 GiB · testhost', { timeout: 90000 });
   await expect(page.locator('.jp-Notification-Toast-warning, .Toastify__toast')).toContainText(
     're-imported json'
@@ -63,8 +63,8 @@ test('switch to the SSH host: a lock stays behind with its reason, json is re-im
   const ssh = page.locator('#jp-RemoteHW-machines li[data-name="ssh-testhost"]');
   await ssh.locator('button.jp-RemoteHW-stop').click();
   await page.locator(`${DIALOG} .jp-Dialog-button.jp-mod-accept`).click();
-  await expect(page.getByText('Stopping ssh-testhost…')).toBeVisible({ timeout: 1000 });
-  await expect(page.getByText('ssh-testhost: 1 kernel shut down; its agent stopped')).toBeVisible({
+  await expect(page.getByText('Stopping Test GPU 24 GiB · testhost…')).toBeVisible({ timeout: 1000 });
+  await expect(page.getByText('Test GPU 24 GiB · testhost: 1 kernel shut down; its agent stopped')).toBeVisible({
     timeout: 30000
   });
   await expect(ssh).toHaveCount(0);
@@ -106,7 +106,7 @@ test('a notebook opened on the SSH host shows the launch steps in its toolbar', 
   await page.filebrowser.refresh();
   await page.notebook.open(file);
   const item = page.locator(TOOLBAR);
-  await expect(page.locator(`${TOOLBAR}.jp-mod-busy`)).toContainText(/^ssh-testhost: /);
+  await expect(page.locator(`${TOOLBAR}.jp-mod-busy`)).toContainText(/^Test GPU 24 GiB · testhost: /);
   await expect(item).toHaveText('Test GPU 24 GiB · testhost', { timeout: 90000 });
   await expect(item).not.toHaveClass(/jp-mod-busy/);
 });
