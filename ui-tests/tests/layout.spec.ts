@@ -8,6 +8,7 @@
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import * as path from 'path';
 
+import { luminance } from './colours';
 import { notebookOn } from './notebooks';
 
 const IMAGES = path.resolve(__dirname, '..', '..', 'docs', 'images');
@@ -15,16 +16,6 @@ const TOOLBAR = '.jp-RemoteHW-toolbarItem:visible';
 const PANEL = '#jp-RemoteHW-machines';
 
 test.use({ autoGoto: true });
-
-/** The relative luminance (0 black, 1 white) of a CSS `rgb(...)`/`rgba(...)` colour. */
-function luminance(colour: string): number {
-  const [r, g, b] = (colour.match(/[\d.]+/g) ?? ['0', '0', '0']).slice(0, 3).map(Number);
-  const linear = (c: number) => {
-    const v = c / 255;
-    return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
-  };
-  return 0.2126 * linear(r) + 0.7152 * linear(g) + 0.0722 * linear(b);
-}
 
 /** The first colour behind `selector` that is not transparent (walking up the tree). */
 async function background(page: IJupyterLabPageFixture, selector: string): Promise<string> {
