@@ -5,6 +5,8 @@
 import { expect, test } from '@jupyterlab/galata';
 import * as path from 'path';
 
+import { luminance } from './colours';
+
 const IMAGES = path.resolve(__dirname, '..', '..', 'docs', 'images');
 const TOOLBAR = '.jp-RemoteHW-toolbarItem';
 const DIALOG = '.jp-Dialog';
@@ -148,6 +150,19 @@ test('a failed launch names the step and what to try', async ({ page }) => {
   await detail.locator('summary').click();
   await expect(detail.locator('pre')).toContainText(/Connect call failed|refused/);
   await detail.locator('summary').click();
+  // In the dark theme at 1280×800 too: inside the window, light words on a dark dialog.
+  await page.theme.setDarkTheme();
+  await page.setViewportSize({ width: 1280, height: 800 });
+  const box = (await error.locator('.jp-Dialog-content').boundingBox())!;
+  expect(box.x).toBeGreaterThanOrEqual(0);
+  expect(box.y).toBeGreaterThanOrEqual(0);
+  expect(box.x + box.width).toBeLessThanOrEqual(1280);
+  expect(box.y + box.height).toBeLessThanOrEqual(800);
+  expect(luminance(await message.evaluate(node => getComputedStyle(node).color))).toBeGreaterThan(0.4);
+  await error.locator('.jp-Dialog-content').screenshot({
+    path: path.join(IMAGES, 'launch-error-dark.png')
+  });
+  await page.theme.setLightTheme();
   await page.keyboard.press('Escape');
   await expect(error).toHaveCount(0);
   // The notebook keeps its kernel on this machine.
