@@ -100,6 +100,16 @@ async def stdout_until(channels: KernelChannels, text: str, timeout: float = 30.
     return seen
 
 
+async def cut_off(serverapp: Any, kernel_id: str, since: float, within: float) -> Any:
+    """The teammate's kernel, once the server reads it as ended (within ``within``
+    seconds of ``since``)."""
+    kernel = serverapp.kernel_manager.get_kernel(kernel_id)
+    while await kernel.is_alive():
+        assert time.monotonic() - since < within, "the teammate's kernel was not cut off"
+        await asyncio.sleep(0.2)
+    return kernel
+
+
 async def test_collaborator_joins_through_the_api_and_revoke_cuts_them_off(
     jp_fetch: Fetch,
     jp_serverapp: Any,
@@ -160,10 +170,7 @@ async def test_collaborator_joins_through_the_api_and_revoke_cuts_them_off(
     assert revoked["share"]["state"] == "revoked" and revoked["closed"] >= 1
     assert key_lines(ssh_host, share_id) == []
     # The teammate's kernel is cut off within seconds; the owner's runs on.
-    teammate_kernel = jp_serverapp.kernel_manager.get_kernel(joined["kernel_id"])
-    while await teammate_kernel.is_alive():
-        assert time.monotonic() - started < 10, "the teammate's kernel was not cut off"
-        await asyncio.sleep(0.2)
+    await cut_off(jp_serverapp, joined["kernel_id"], started, 10)
     assert (await owner.execute("print(x + y)")).stdout.strip() == "48"
     assert (await get(jp_fetch, "shares"))["shares"] == []
     response = await jp_fetch(*API, "shares", params={"all": "1"})
@@ -357,11 +364,7 @@ async def test_hibernating_a_shared_kernel_ends_its_shares_and_says_so(
     response = await jp_fetch(*API, "hibernate", owner_id, method="POST", body="{}")
     assert json.loads(response.body)["hibernated"] is True
     assert key_lines(ssh_host, share_id) == []
-    teammate_kernel = jp_serverapp.kernel_manager.get_kernel(joined["kernel_id"])
-    started = time.monotonic()
-    while await teammate_kernel.is_alive():
-        assert time.monotonic() - started < 15, "the teammate's kernel was not cut off"
-        await asyncio.sleep(0.2)
+    teammate_kernel = await cut_off(jp_serverapp, joined["kernel_id"], time.monotonic(), 15)
     assert "shut down or hibernated" in teammate_kernel.provisioner.ended_reason
     assert (await get(jp_fetch, "shares"))["shares"] == []
     response = await jp_fetch(*API, "shares", params={"all": "1"})
