@@ -6,14 +6,17 @@ jupyter_server, real sshd test host, real ipykernels."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..serverprocess import Server
 from .conftest import LOCAL_KERNEL, SSH_KERNEL, Fetch, OpenChannels, StartKernel
-from .test_hibernate import gone, hibernate, kernel_row, provisioner_of, store, stored
+from .test_hibernate import gone, hibernate, kernel_row, ours, provisioner_of, store, stored
+from .test_reattach import dirs, http_client, start_server  # noqa: F401 (fixtures)
 
 
 async def test_a_kernel_on_this_machine_hibernates_and_wakes(
@@ -109,3 +112,35 @@ async def test_a_second_hibernation_links_what_did_not_change(
     response = await jp_fetch("api", "kernels", kernel_id, method="DELETE")
     assert response.code == 204
     assert not base.exists() and not kept.exists()
+
+
+async def test_the_next_server_removes_the_base_of_a_kernel_it_shuts_down(
+    start_server: Any, http_client: None, short_tmp: Path
+) -> None:
+    """Found by the lifecycle soak: a kernel woken under one server, which was then
+    killed, left the base of its next save behind when the next server shut it down
+    (the base was known only in the first server's memory; the ledger keeps it now)."""
+    first: Server = start_server()
+    await first.ready()
+    kernel_id = (await first.api("kernels", method="POST", body={"name": LOCAL_KERNEL}))["id"]
+    kc = await first.channels(kernel_id)
+    assert (await kc.execute("x = 41")).status == "ok"
+    assert (await ours(first, "POST", f"hibernate/{kernel_id}", {}))["hibernated"]
+    assert (await kc.execute("x += 1", timeout=60)).status == "ok"  # wakes it
+    await kc.close()
+    base = short_tmp / "l" / "hibernated" / f".base-{kernel_id}"
+    assert base.is_dir()
+    first.process.kill()
+    first.process.wait(30)
+
+    second: Server = start_server()
+    await second.ready()
+    for _ in range(100):
+        if kernel_id in [k["id"] for k in await second.api("kernels")]:
+            break
+        await asyncio.sleep(0.2)
+    kc = await second.channels(kernel_id)
+    assert (await kc.execute("x", timeout=60)).result == "42"
+    await kc.close()
+    await second.api("kernels", kernel_id, method="DELETE")
+    assert not base.exists(), second.log.read_text()[-3000:]
