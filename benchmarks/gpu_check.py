@@ -177,6 +177,24 @@ def disk_figures(directory: Path, nbytes: int) -> dict[str, float]:
     return {"disk_write_mib_s": rate(nbytes, written), "disk_read_mib_s": rate(nbytes, read)}
 
 
+def cp_sync_seconds(directory: Path, nbytes: int) -> float:
+    """Seconds ``cp`` and ``sync`` take to copy a file of ``nbytes`` on this disk (its
+    source freshly written, so read from the page cache, as a save reads memory)."""
+    source, copy = directory / "cp-source.bin", directory / "cp-copy.bin"
+    block = os.urandom(64 * MIB)
+    with source.open("wb") as out:
+        for _ in range(max(1, nbytes // len(block))):
+            out.write(block)
+    subprocess.run(["sync"], check=True)
+    began = time.perf_counter()
+    subprocess.run(["cp", str(source), str(copy)], check=True)
+    subprocess.run(["sync"], check=True)
+    seconds = time.perf_counter() - began
+    source.unlink()
+    copy.unlink()
+    return seconds
+
+
 def copy_figures(nbytes: int) -> dict[str, float]:
     """The GPU's own copies of ``nbytes``: device to host and host to device, pageable
     and pinned host memory (what ``cudaMemcpy`` does under ``tensor.cpu()``)."""
@@ -306,6 +324,12 @@ class Check:
         saved = await self.ours("hibernate", self.kernel_id, method="POST")
         first = time.perf_counter() - began
         after = smi()
+        # The same bytes copied on the same disk by cp and sync, for the ratio.
+        cp_sync = cp_sync_seconds(self.workdir, int(saved["bytes"]))
+        disk = {
+            "cp_sync_mib_s": rate(saved["bytes"], cp_sync),
+            "ratio_to_cp_sync": round(cp_sync / first, 2),
+        }
         if held:
             given_back = after[0]["used_mib"] <= before[0]["used_mib"] + RELEASED_SLACK_MIB
             self.steps.expect(
@@ -316,6 +340,7 @@ class Check:
                 seconds=round(first, 2),
                 bytes=saved["bytes"],
                 mib_s=rate(saved["bytes"], first),
+                **disk,
             )
         else:
             self.steps.expect(
@@ -325,6 +350,7 @@ class Check:
                 seconds=round(first, 2),
                 bytes=saved["bytes"],
                 mib_s=rate(saved["bytes"], first),
+                **disk,
             )
         began = time.perf_counter()
         seen = await cell(
