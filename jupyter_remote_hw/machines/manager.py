@@ -377,6 +377,7 @@ class MachineManager(SingletonConfigurable):
 
     async def machine(self, target: Target, steps: LaunchSteps) -> Machine:
         """The prepared machine for ``target``, connecting and preparing it when needed."""
+        steps.for_target(target)
         lock = self._locks.setdefault(target.name, asyncio.Lock())
         async with lock:
             machine = self._machines.get(target.name)

@@ -18,6 +18,7 @@ from ..transport import (
     TransportError,
 )
 from .errors import UnknownHardwareError
+from .target import Target
 
 LaunchListener = Callable[[dict[str, Any]], None]
 """Receives launch events: ``{"kernel_id", "target", "step", "state", "seconds", "detail"}``
@@ -118,6 +119,9 @@ class LaunchSteps:
         listeners: list[LaunchListener] | None = None,
     ) -> None:
         self.where = where
+        #: How a person reads the target (``A10G 24 GiB · gpu-box``), once a machine for
+        #: it is sought (see :meth:`for_target`); its messages say that, not its name.
+        self.label: str | None = None
         self.kernel_id = kernel_id
         self.log = log
         self.listeners = list(listeners or [])
@@ -126,6 +130,14 @@ class LaunchSteps:
         """What :meth:`note` reported, in order (e.g. the kernel's working directory)."""
         self.current: str | None = None
         self._began = time.monotonic()
+
+    def for_target(self, target: Target) -> None:
+        """Name the launch's target in its errors by its hardware and place."""
+        self.label = " · ".join(dict.fromkeys(p for p in (target.hardware, target.where) if p))
+
+    @property
+    def _named(self) -> str:
+        return self.label or self.where
 
     @property
     def elapsed(self) -> float:
@@ -167,7 +179,7 @@ class LaunchSteps:
         except Exception as exc:
             self._finish(name, began, ok=False, detail=str(exc))
             status, hint = _classify(exc, name)
-            raise LaunchError(self.where, name, self.elapsed, str(exc), hint, status) from exc
+            raise LaunchError(self._named, name, self.elapsed, str(exc), hint, status) from exc
         except BaseException:  # cancelled, e.g. by the launch timeout
             self._finish(name, began, ok=False, detail="cancelled")
             raise
@@ -196,7 +208,7 @@ class LaunchSteps:
             else (self.current or "launch")
         )
         return LaunchError(
-            self.where,
+            self._named,
             step,
             self.elapsed,
             f"timed out (the limit is {limit:g} s)",
@@ -208,7 +220,7 @@ class LaunchSteps:
         """The error for a launch cancelled by ``by`` (``the user``) while under way."""
         step = self.current or (self.records[-1].name if self.records else "launch")
         return LaunchError(
-            self.where,
+            self._named,
             step,
             self.elapsed,
             f"cancelled by {by}",

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from jupyter_remote_hw.agent_client import AgentError, AgentUnavailableError
-from jupyter_remote_hw.providers import UnknownHardwareError
+from jupyter_remote_hw.providers import Target, UnknownHardwareError
 from jupyter_remote_hw.providers.launch_steps import (
     STEP_HINTS,
     LaunchError,
@@ -140,6 +140,19 @@ def test_failing_step_names_step_elapsed_and_hint() -> None:
         f"{error.elapsed:.1f} s: kernel died on start. {STEP_HINTS['start kernel']}"
     )
     assert isinstance(error.__cause__, RuntimeError)
+
+
+def test_once_its_target_is_known_a_failure_names_its_hardware_and_place() -> None:
+    events: list[dict[str, Any]] = []
+    steps = make_steps(events.append)
+    steps.for_target(
+        Target(name="ssh-gpu-a", provider="ssh", where="gpu-a", hardware="A10G 24 GiB")
+    )
+    error = fail_in(steps, "connect", RuntimeError("no route"))
+    assert error.where == "A10G 24 GiB · gpu-a"
+    assert str(error).startswith("Launching a kernel on A10G 24 GiB · gpu-a failed at step")
+    # Its events still name the target: the notebook's toolbar follows them by it.
+    assert {event["target"] for event in events} == {"ssh-gpu-a"}
 
 
 def test_elapsed_counts_from_the_start_of_the_launch() -> None:

@@ -229,9 +229,10 @@ async def test_an_unreachable_host_is_one_warning_line(server: Server) -> None:
     began = time.time()
     code, error = await call(server, "jupyter-remote-hw/api/launch", {"hardware": "ssh-gone"})
     assert code == 502, error
-    assert error["message"].startswith("Launching a kernel on ssh-gone failed at step 'connect'"), (
-        error
-    )
+    # Named as a person reads it, by its hardware and place, not by the target's name.
+    assert error["message"].startswith(
+        "Launching a kernel on Gone GPU 80 GiB · gone failed at step 'connect'"
+    ), error
     assert "host_key" not in error
     # Plain words in the message; the OS's own text only behind the "details" toggle.
     assert "nothing accepts connections on that port" in error["message"], error

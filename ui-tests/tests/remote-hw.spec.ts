@@ -136,6 +136,7 @@ test('a failed launch names the step and what to try', async ({ page }) => {
   await dialog.locator('.jp-Dialog-button.jp-mod-accept').click();
   const error = page.locator(`${DIALOG}`, { hasText: 'Switching to Gone GPU 80 GiB · deadhost failed' });
   await expect(error).toContainText("step 'connect'", { timeout: 60000 });
+  await expect(error).toContainText('Launching a kernel on Gone GPU 80 GiB · deadhost failed');
   await expect(error).toContainText('Check that `ssh deadhost` works');
   // Plain words first; what the operating system said waits, closed, behind Details.
   const message = error.locator('.jp-RemoteHW-error-message');
