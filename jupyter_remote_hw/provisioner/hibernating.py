@@ -546,18 +546,25 @@ def _wake_failure(exc: BaseException, steps: LaunchSteps, ended: str | None) -> 
 
 
 def _restore_progress(steps: LaunchSteps, progress: Progress | None) -> Progress:
-    """Report a restore's steps and bytes on the launch steps (every
+    """Report a restore's steps, bytes and rate on the launch steps (every
     :data:`PROGRESS_EVERY` seconds at most) and to ``progress``."""
-    last: dict[str, Any] = {"step": None, "at": 0.0}
+    last: dict[str, Any] = {"step": None, "at": 0.0, "began": 0.0}
 
     def report(step: str, done: int, total: int) -> None:
         if progress is not None:
             progress(step, done, total)
         now = time.monotonic()
-        if step == last["step"] and now - last["at"] < PROGRESS_EVERY and done < total:
+        if step != last["step"]:
+            last["began"] = now
+        elif now - last["at"] < PROGRESS_EVERY and done < total:
             return
         last.update(step=step, at=now)
-        steps.note(f"{step}: {size_text(done)} of {size_text(total)}" if total else step)
+        if not total:
+            steps.note(step)
+            return
+        took = now - last["began"]
+        rate = f" · {size_text(done / took)}/s" if done and took > 0.05 else ""
+        steps.note(f"{step}: {size_text(done)} of {size_text(total)}{rate}")
 
     return report
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import signal
 from pathlib import Path
@@ -162,6 +163,9 @@ async def test_a_hibernated_kernel_keeps_its_id_and_wakes_on_the_next_cell(
     done = [e["step"] for e in events if e["state"] == "done"]
     assert "start kernel" in done and done[-1] == "restore state", events
     assert all(e["kernel_id"] == kernel_id for e in events)
+    # The restore's progress says its bytes and their rate.
+    notes = [e["detail"] for e in events if e["step"] == "restore state" and e["detail"]]
+    assert any(re.search(r" of [\d.]+ [KMG]?i?B · [\d.]+ [KMG]?i?B/s$", n) for n in notes), notes
     states = [
         m["content"]["execution_state"] for m in fresh.seen if m["header"]["msg_type"] == "status"
     ]
