@@ -60,25 +60,33 @@ def _pool() -> ThreadPoolExecutor:
     return _hashing
 
 
-def _pieces(views: list[memoryview]) -> list[list[memoryview]]:
-    """The file's bytes (``views`` back to back) cut at every :data:`PIECE` bytes of the
-    file, whatever its segments: each piece as the slices of views it spans."""
-    pieces: list[list[memoryview]] = []
-    piece: list[memoryview] = []
-    room = PIECE
-    for view in views:
+class _Hasher:
+    """Hashes a file's bytes, given in file order, one :data:`PIECE` at a time as each
+    piece is whole (on every core), so that hashing overlaps reading or writing."""
+
+    def __init__(self) -> None:
+        self.hashes: list[Future[bytes]] = []
+        self._piece: list[memoryview] = []
+        self._room = PIECE
+
+    def add(self, view: memoryview) -> None:
+        """The next bytes of the file (kept as they are until :meth:`digest`)."""
         start = 0
         while start < view.nbytes:
-            part = view[start : start + room]
-            piece.append(part)
+            part = view[start : start + self._room]
+            self._piece.append(part)
             start += part.nbytes
-            room -= part.nbytes
-            if not room:
-                pieces.append(piece)
-                piece, room = [], PIECE
-    if piece or not pieces:
-        pieces.append(piece)
-    return pieces
+            self._room -= part.nbytes
+            if not self._room:
+                self.hashes.append(_pool().submit(_piece_hash, self._piece))
+                self._piece, self._room = [], PIECE
+
+    def digest(self) -> str:
+        """The file's ``digest`` (see the module), once every piece is hashed."""
+        if self._piece or not self.hashes:
+            self.hashes.append(_pool().submit(_piece_hash, self._piece))
+            self._piece = []
+        return _combine(self.hashes)
 
 
 def _piece_hash(piece: list[memoryview]) -> bytes:
@@ -86,11 +94,6 @@ def _piece_hash(piece: list[memoryview]) -> bytes:
     for part in piece:
         digest.update(part)
     return digest.digest()
-
-
-def _hash_pieces(views: list[memoryview]) -> list[Future[bytes]]:
-    """Each piece's SHA-256, hashed on every core; futures, in order."""
-    return [_pool().submit(_piece_hash, piece) for piece in _pieces(views)]
 
 
 def _combine(hashes: list[Future[bytes]]) -> str:
@@ -102,7 +105,10 @@ def _combine(hashes: list[Future[bytes]]) -> str:
 
 def file_digest(views: list[Any]) -> str:
     """The ``digest`` of a file made of ``views`` back to back (see the module)."""
-    return _combine(_hash_pieces([memoryview(view).cast("B") for view in views]))
+    hasher = _Hasher()
+    for view in views:
+        hasher.add(memoryview(view).cast("B"))
+    return hasher.digest()
 
 
 def matches(variable: dict[str, Any], views: list[Any]) -> bool:
@@ -207,15 +213,17 @@ def check_room(directory: str, nbytes: int, max_bytes: int, min_free: int) -> No
 
 def _write_file(path: str, views: list[memoryview]) -> str:
     """Write ``views`` to a new file, flushed, hashing them meanwhile; its digest."""
-    hashes = _hash_pieces(views)
+    hasher = _Hasher()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as out:
         for view in views:
             for start in range(0, view.nbytes, PIECE):
-                out.write(view[start : start + PIECE])
+                piece = view[start : start + PIECE]
+                hasher.add(piece)
+                out.write(piece)
         out.flush()
         os.fsync(out.fileno())
-    return _combine(hashes)
+    return hasher.digest()
 
 
 def _base_files(path: str) -> dict[str, dict[str, Any]]:
@@ -327,7 +335,7 @@ def write_state(
 
 
 def read_state(directory: str, variables: list[dict[str, Any]]) -> list[Pickled]:
-    """The variables written by :func:`write_state`, each file checked against its SHA-256.
+    """The variables written by :func:`write_state`, each file checked against its digest.
 
     Raises:
         TransferError: A file is missing, cut short or changed (named, with its
@@ -342,6 +350,9 @@ def read_state(directory: str, variables: list[dict[str, Any]]) -> list[Pickled]
         sizes = [int(size) for size in variable["segments"]]
         what = "the saved {!r} ({}) in {}".format(name, variable.get("type"), file)
         parts = []
+        # Each piece is hashed as soon as it is read (the digest), so checking overlaps
+        # reading; an entry from before digests is checked after, as it was.
+        hasher = _Hasher() if "digest" in variable else None
         try:
             with open(file, "rb") as source:
                 for size in sizes:
@@ -352,11 +363,17 @@ def read_state(directory: str, variables: list[dict[str, Any]]) -> list[Pickled]
                         count = source.readinto(view[done : done + PIECE])
                         if not count:
                             raise TransferError(f"{what} is cut short", name)
+                        if hasher is not None:
+                            hasher.add(view[done : done + count])
                         done += count
                     parts.append(part)
         except OSError as exc:
             raise TransferError(f"{what} cannot be read: {exc}", name) from None
-        if not matches(variable, parts):
+        if hasher is not None:
+            unchanged = hasher.digest() == str(variable["digest"])
+        else:
+            unchanged = matches(variable, parts)
+        if not unchanged:
             raise TransferError(
                 f"{what} was changed after it was saved (its checksum differs)", name
             )
