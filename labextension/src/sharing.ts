@@ -320,9 +320,13 @@ export async function shareKernel(
       continue;
     }
     const request: IShareRequest = { kernel: kernelId, ...values };
-    const pending = Notification.emit(`Sharing kernel ${shortKernelId(kernelId)}…`, 'in-progress', {
-      autoClose: false
-    });
+    const pending = Notification.emit(
+      `Sharing ${notebook ? `the kernel of ${notebook}` : `kernel ${shortKernelId(kernelId)}`}…`,
+      'in-progress',
+      {
+        autoClose: false
+      }
+    );
     let result: IShareResult;
     try {
       result = await api.share(request);
