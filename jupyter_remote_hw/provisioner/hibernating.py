@@ -192,6 +192,7 @@ class KernelHibernation:
             raise HibernationStateError(f"kernel {p.kernel_id} was not hibernated: {why}") from None
         finally:
             self._saving = None
+        self.base = None  # the save took what it kept from there, and removed it
         self._settling = True
         try:
             await relay.sleep()
@@ -453,6 +454,7 @@ class KernelHibernation:
             self.p.log.warning(
                 "kernel %s: its saved state was not deleted: %s", self.p.kernel_id, exc
             )
+        await self.ended_awake()  # a base a failed save left
         left_on, self.left_on = self.left_on, None
         if left_on is not None:
             await self.p.launcher.stop_left(left_on)

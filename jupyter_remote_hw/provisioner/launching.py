@@ -306,13 +306,13 @@ class KernelLauncher:
         except AgentError as exc:
             if exc.kind != "unknown_kernel":
                 raise
-            self.p.manager.ledger.remove_kernel(self.p.kernel_id)
+            await self._forget_gone()
             raise KernelGoneError(
                 f"kernel {self.p.kernel_id} is no longer on {self.p.target}: it ended while "
                 "no Jupyter server watched it; start a new kernel"
             ) from exc
         if not status.get("alive"):
-            self.p.manager.ledger.remove_kernel(self.p.kernel_id)
+            await self._forget_gone()
             raise KernelGoneError(
                 f"kernel {self.p.kernel_id} is no longer running on {self.p.target} (exit "
                 f"code {status.get('exit_code')}): it ended while no Jupyter server watched "
@@ -321,6 +321,12 @@ class KernelLauncher:
         state = status.get("execution_state")
         self.p.reattached_state = state if state in ("idle", "busy") else None
         return dict(status["connection"])
+
+    async def _forget_gone(self) -> None:
+        """A kernel that ended while no server watched it: its ledger row goes, and the
+        base of its next save that its last wake kept."""
+        self.p.manager.ledger.remove_kernel(self.p.kernel_id)
+        await self.p.hibernation.ended_awake()
 
     async def stop_left(self, target: str) -> None:
         """Stop the kernel that a failed stop left on ``target``'s host (a link cut as a

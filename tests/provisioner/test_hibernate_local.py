@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +146,32 @@ async def test_the_next_server_removes_the_base_of_a_kernel_it_shuts_down(
     await kc.close()
     await second.api("kernels", kernel_id, method="DELETE")
     assert not base.exists(), second.log.read_text()[-3000:]
+
+
+async def test_a_kernel_that_ended_while_no_server_watched_leaves_no_base(
+    start_server: Any, http_client: None, short_tmp: Path
+) -> None:
+    """Found by the lifecycle soak: woken (its base kept), then its server killed and its
+    process killed; the next server finds it gone, forgets it and removes its base."""
+    first: Server = start_server()
+    await first.ready()
+    kernel_id = (await first.api("kernels", method="POST", body={"name": LOCAL_KERNEL}))["id"]
+    kc = await first.channels(kernel_id)
+    assert (await kc.execute("x = 41")).status == "ok"
+    assert (await ours(first, "POST", f"hibernate/{kernel_id}", {}))["hibernated"]
+    woken = await kc.execute("import os\nprint(os.getpid())", timeout=60)
+    await kc.close()
+    base = short_tmp / "l" / "hibernated" / f".base-{kernel_id}"
+    assert base.is_dir()
+    first.process.kill()
+    first.process.wait(30)
+    os.kill(int(woken.stdout), signal.SIGKILL)
+
+    second: Server = start_server()
+    await second.ready()
+    for _ in range(150):
+        if not base.exists():
+            break
+        await asyncio.sleep(0.2)
+    assert not base.exists(), second.log.read_text()[-3000:]
+    assert kernel_id not in [k["id"] for k in await second.api("kernels")]
