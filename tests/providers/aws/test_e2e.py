@@ -233,7 +233,7 @@ async def test_a_hibernated_kernel_stops_its_instance_and_the_next_cell_starts_i
     # Its variables wait on the instance's own disk (the test host's, under its root),
     # kept while it is stopped; the server's store holds the manifest alone.
     far = Path(aws.remote_root) / "hibernated" / kernel_id
-    assert sorted(p.name for p in far.iterdir()) == ["var-0000.bin"]
+    assert sorted(p.name for p in far.iterdir()) == ["index.json", "var-0000.bin"]
     entry = manager.hibernation_store.entry(kernel_id)
     assert sorted(p.name for p in entry.path.iterdir()) == ["manifest.json"]
     assert entry.far is not None and entry.far["host"] == f"aws:{record.resource_id}"

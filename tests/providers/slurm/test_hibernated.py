@@ -36,7 +36,7 @@ async def test_deleting_a_kernels_state_kept_on_a_cluster_removes_it_there(
     store = HibernationStore(root=str(store_root), max_bytes=0, min_free_bytes=0)
     await save(kernels, kernel_id, store, far=place)
     far = root / "hibernated" / kernel_id
-    assert sorted(p.name for p in far.iterdir()) == ["var-0000.bin"]
+    assert sorted(p.name for p in far.iterdir()) == ["index.json", "var-0000.bin"]
 
     def cli(*argv: str) -> tuple[int, str, str]:
         return run_cli(

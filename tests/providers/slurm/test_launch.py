@@ -281,7 +281,7 @@ async def test_a_hibernated_kernel_ends_its_job_and_the_next_cell_runs_in_a_new_
     slurm_provider = manager.providers["slurm"]
     assert isinstance(slurm_provider, SLURMProvider)
     far = Path(slurm_provider.clusters["dev"]["root"]) / "hibernated" / kernel_id
-    assert sorted(p.name for p in far.iterdir()) == ["var-0000.bin"]
+    assert sorted(p.name for p in far.iterdir()) == ["index.json", "var-0000.bin"]
     entry = manager.hibernation_store.entry(kernel_id)
     assert sorted(p.name for p in entry.path.iterdir()) == ["manifest.json"]
     assert entry.far is not None and entry.far["host"] == "slurm:dev"
