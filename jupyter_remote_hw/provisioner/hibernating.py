@@ -454,7 +454,6 @@ class KernelHibernation:
             self.p.log.warning(
                 "kernel %s: its saved state was not deleted: %s", self.p.kernel_id, exc
             )
-        await self.ended_awake()  # a base a failed save left
         left_on, self.left_on = self.left_on, None
         if left_on is not None:
             await self.p.launcher.stop_left(left_on)
