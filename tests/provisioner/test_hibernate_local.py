@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..kernelws import Execution
 from ..serverprocess import Server
 from .conftest import LOCAL_KERNEL, SSH_KERNEL, Fetch, OpenChannels, StartKernel
 from .test_hibernate import gone, hibernate, kernel_row, ours, provisioner_of, store, stored
@@ -116,24 +117,34 @@ async def test_a_second_hibernation_links_what_did_not_change(
     assert not base.exists() and not kept.exists()
 
 
+async def woken_then_server_killed(
+    first: Server, cell: str, local_state: Path
+) -> tuple[str, Execution]:
+    """A local kernel on ``first`` (its state under ``local_state``) that hibernated and
+    was woken by ``cell``, its base kept, then ``first`` killed; its id, and what
+    ``cell`` did."""
+    await first.ready()
+    kernel_id = (await first.api("kernels", method="POST", body={"name": LOCAL_KERNEL}))["id"]
+    kc = await first.channels(kernel_id)
+    assert (await kc.execute("x = 41")).status == "ok"
+    assert (await ours(first, "POST", f"hibernate/{kernel_id}", {}))["hibernated"]
+    woken = await kc.execute(cell, timeout=60)
+    assert woken.status == "ok", woken
+    await kc.close()
+    assert (local_state / "hibernated" / f".base-{kernel_id}").is_dir()
+    first.process.kill()
+    first.process.wait(30)
+    return kernel_id, woken
+
+
 async def test_the_next_server_removes_the_base_of_a_kernel_it_shuts_down(
     start_server: Any, http_client: None, short_tmp: Path
 ) -> None:
     """Found by the lifecycle soak: a kernel woken under one server, which was then
     killed, left the base of its next save behind when the next server shut it down
     (the base was known only in the first server's memory; the ledger keeps it now)."""
-    first: Server = start_server()
-    await first.ready()
-    kernel_id = (await first.api("kernels", method="POST", body={"name": LOCAL_KERNEL}))["id"]
-    kc = await first.channels(kernel_id)
-    assert (await kc.execute("x = 41")).status == "ok"
-    assert (await ours(first, "POST", f"hibernate/{kernel_id}", {}))["hibernated"]
-    assert (await kc.execute("x += 1", timeout=60)).status == "ok"  # wakes it
-    await kc.close()
+    kernel_id, _ = await woken_then_server_killed(start_server(), "x += 1", short_tmp / "l")
     base = short_tmp / "l" / "hibernated" / f".base-{kernel_id}"
-    assert base.is_dir()
-    first.process.kill()
-    first.process.wait(30)
 
     second: Server = start_server()
     await second.ready()
@@ -153,18 +164,10 @@ async def test_a_kernel_that_ended_while_no_server_watched_leaves_no_base(
 ) -> None:
     """Found by the lifecycle soak: woken (its base kept), then its server killed and its
     process killed; the next server finds it gone, forgets it and removes its base."""
-    first: Server = start_server()
-    await first.ready()
-    kernel_id = (await first.api("kernels", method="POST", body={"name": LOCAL_KERNEL}))["id"]
-    kc = await first.channels(kernel_id)
-    assert (await kc.execute("x = 41")).status == "ok"
-    assert (await ours(first, "POST", f"hibernate/{kernel_id}", {}))["hibernated"]
-    woken = await kc.execute("import os\nprint(os.getpid())", timeout=60)
-    await kc.close()
+    kernel_id, woken = await woken_then_server_killed(
+        start_server(), "import os\nx += 1\nprint(os.getpid())", short_tmp / "l"
+    )
     base = short_tmp / "l" / "hibernated" / f".base-{kernel_id}"
-    assert base.is_dir()
-    first.process.kill()
-    first.process.wait(30)
     os.kill(int(woken.stdout), signal.SIGKILL)
 
     second: Server = start_server()
