@@ -83,7 +83,7 @@ test('SLURM partitions with what is free; a pending launch shows its place in th
   // the job and leaves the notebook on its kernel.
   await busy.click();
   const confirm = page.locator(DIALOG);
-  await expect(confirm).toContainText('Cancel the launch on slurm-dev-gpu-t4?');
+  await expect(confirm).toContainText(/^Cancel the launch on T4 ×1 of 1 · .* · SLURM dev · gpu\?/);
   await expect(confirm).toContainText('#1 in the gpu queue');
   await confirm.locator('.jp-Dialog-button.jp-mod-accept').click();
   await expect(item).toHaveText('CPU · local', { timeout: 30000 });

@@ -32,10 +32,10 @@ for (const size of [
 
     const machine = page.locator('.jp-RemoteHW-status');
     const use = page.locator('.jp-RemoteHW-monitor');
-    await expect(machine).toContainText('ssh-testhost', { timeout: 30000 });
+    await expect(machine).toContainText('Test GPU 24 GiB · testhost', { timeout: 30000 });
     await expect(use).toContainText('GPU', { timeout: 30000 });
     // The details are on hover.
-    await expect(machine).toHaveAttribute('title', /^Remote hardware: ssh-testhost/);
+    await expect(machine).toHaveAttribute('title', /^Remote hardware: Test GPU 24 GiB · testhost/);
     expect(await use.getAttribute('title')).toBeTruthy();
 
     // Nothing is pushed off the bar: the bell is on screen, the bar does not overflow.
