@@ -295,7 +295,8 @@ class RemoteSessions:
         finally:
             self.machines.launch_listeners.remove(listener)
         client = manager.client()
-        client.start_channels()
+        # No heartbeat: the manager says whether the kernel lives (see transfer_client).
+        client.start_channels(hb=False)
         try:
             await client.wait_for_ready(timeout=60)
         except BaseException:

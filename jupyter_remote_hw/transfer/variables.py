@@ -103,7 +103,10 @@ async def transfer_client(kernel_manager: Kernels, kernel_id: str) -> AsyncItera
     client = manager.client(session=session)
     if not isinstance(client, AsyncKernelClient):
         raise TypeError(f"kernel {kernel_id}: an async kernel manager is needed")
-    client.start_channels()
+    # No heartbeat: the manager says whether the kernel lives, and jupyter_client's
+    # heartbeat thread, stopped before it first ran (a save that fails at once), spins
+    # making sockets until the server has no file descriptors left.
+    client.start_channels(hb=False)
     try:
         async with KernelLink(client) as link:
             # Where it runs, for messages ("the kernel on ssh-gpu-box did not answer"): a
