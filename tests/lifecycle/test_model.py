@@ -197,7 +197,9 @@ class World:
         )
         self.servers: list[Server] = []
         self.logs_read: dict[Path, int] = {}
-        self.pids: set[int] = set()
+        #: The kernel processes that answered a probe, by pid, with their start times:
+        #: a pid alone may be reused by any process once the kernel ended.
+        self.pids: dict[int, str] = {}
 
     @property
     def server(self) -> Server:
@@ -321,6 +323,15 @@ def _probe(names: tuple[str, ...] = NAMES) -> str:
     )
 
 
+def _started(pid: int) -> str:
+    """When process ``pid`` started (clock ticks after boot), or "" when there is none."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22: after the name, the 20th
+
+
 def _shown(value: Any) -> str:
     if isinstance(value, Notebook):
         return f"<{value.path} {value.target} {value.kernel_id[:8]}>"
@@ -436,7 +447,7 @@ class Lifecycle(RuleBasedStateMachine):
         assert not self.world.tracebacks()
 
     def _alive(self) -> set[int]:
-        return {pid for pid in self.world.pids if Path(f"/proc/{pid}").exists()}
+        return {pid for pid, began in self.world.pids.items() if began and _started(pid) == began}
 
     # -- what users do --------------------------------------------------------------------
 
@@ -976,7 +987,7 @@ class Lifecycle(RuleBasedStateMachine):
         said = json.loads(ran.stdout.strip().splitlines()[-1])
         notebook.job = said["job"]
         self.last_pid = int(said["pid"])
-        self.world.pids.add(self.last_pid)
+        self.world.pids[self.last_pid] = _started(self.last_pid)
         return dict(said["vars"])
 
     async def _after_kill(self, notebook: Notebook, ran: Execution) -> None:
