@@ -24,7 +24,7 @@ from typing import Any
 
 from ..transfer import Pickled, TransferError
 from ..transfer.client import TransferClient
-from ..transfer.kernel_side.state_files import matches
+from ..transfer.kernel_side.state_files import matches, unreadable_because
 from .errors import CorruptEntryError, RestoreError
 
 log = logging.getLogger(__name__)
@@ -140,11 +140,11 @@ async def read_through(
         name, kind = str(variable["name"]), str(variable["type"])
         where = f"{place.path.rstrip('/')}/{variable['file']}"
         sizes = [int(size) for size in variable["segments"]]
-        what = f"the saved {name!r} ({kind}) in {where} on {place.label}"
+        what = f"the saved {name!r} ({kind}, file {variable['file']}) on {place.label}"
         try:
             data = await read(place, where)
         except OSError as exc:
-            raise CorruptEntryError(f"{what} cannot be read from here: {exc}") from None
+            raise CorruptEntryError(f"{what} {unreadable_because(exc)}") from None
         if len(data) != sum(sizes):
             raise CorruptEntryError(f"{what} has {len(data)} bytes, not {sum(sizes)}")
         if not matches(variable, [data]):

@@ -235,9 +235,9 @@ async def restore(
     began = time.monotonic()
     steps = Steps(progress)
     what = (
-        f"restoring the saved state of kernel {kernel_id}"
+        "restoring the kernel's saved state"
         if entry_id == kernel_id
-        else f"restoring kernel {entry_id} into kernel {kernel_id}"
+        else "restoring another kernel's saved state into this one"
     )
     kernel_manager_of(kernel_manager, kernel_id)
     try:

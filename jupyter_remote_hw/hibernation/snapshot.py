@@ -229,7 +229,7 @@ async def save(
             left = unsaved(found)
             if left and policy == "refuse":
                 raise UnsavableStateError(
-                    f"kernel {kernel_id} holds what cannot be saved: {_named(left)}. Nothing "
+                    f"the kernel holds what cannot be saved: {_named(left)}. Nothing "
                     "was saved and the kernel keeps running as it was.",
                     left,
                 )
@@ -283,7 +283,7 @@ async def save(
         raise
     except Exception as exc:
         raise SaveError(
-            f"saving kernel {kernel_id} failed while {steps.current}: "
+            f"saving the kernel's state failed while {steps.current}: "
             f"{type(exc).__name__}: {exc}. Nothing was saved and the kernel "
             "keeps running as it was.",
             steps.current,

@@ -52,6 +52,7 @@ from traitlets.config import LoggingConfigurable
 
 from ..processes import process_alive
 from ..transfer.kernel_side.pickling import Pickled, to_segments
+from ..transfer.kernel_side.state_files import unreadable_because
 from ..validation import KERNEL_ID, check_identifier
 from . import files
 from .errors import CorruptEntryError, EntryNotFoundError, StoreFullError
@@ -483,13 +484,13 @@ class HibernationStore(LoggingConfigurable):
                     f"{path / MANIFEST} lists a variable it cannot "
                     f"describe ({type(exc).__name__}: {exc})"
                 ) from None
-            what = f"the saved {name!r} ({kind}) in {where}"
+            what = f"the saved {name!r} ({kind}, file {where.name})"
             if where.parent != path:
                 raise CorruptEntryError(f"{what} lies outside its entry")
             try:
                 parts, digest = files.read_parts(where, sizes, moved)
             except (OSError, ValueError) as exc:
-                raise CorruptEntryError(f"{what} cannot be read: {exc}") from None
+                raise CorruptEntryError(f"{what} {unreadable_because(exc)}") from None
             if digest != written:
                 raise CorruptEntryError(
                     f"{what} was changed after it was saved (its checksum differs)"

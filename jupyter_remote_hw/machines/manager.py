@@ -499,3 +499,10 @@ class MachineManager(SingletonConfigurable):
             await machine.close()
         else:
             await provider.release(machine)
+
+
+def target_label(manager: MachineManager, name: str) -> str:
+    """Target ``name`` as people read it (``A10G 24 GiB · gpu-box``); the name itself
+    when no provider knows it any more."""
+    found = manager.known_targets([name]).get(name)
+    return found.label if found else name

@@ -133,7 +133,7 @@ class LaunchSteps:
 
     def for_target(self, target: Target) -> None:
         """Name the launch's target in its errors by its hardware and place."""
-        self.label = " · ".join(dict.fromkeys(p for p in (target.hardware, target.where) if p))
+        self.label = target.label
 
     @property
     def _named(self) -> str:

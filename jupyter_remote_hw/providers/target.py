@@ -56,6 +56,12 @@ class Target:
     workdir: str | None = None
 
     @property
+    def label(self) -> str:
+        """The machine as people read it: ``<hardware> · <where>`` (``A10G 24 GiB ·
+        gpu-box``), each part once."""
+        return " · ".join(dict.fromkeys(p for p in (self.hardware, self.where) if p))
+
+    @property
     def display_name(self) -> str:
         """The kernel picker's label: ``Python 3 · <hardware> · <where>``."""
         return f"Python 3 · {self.hardware} · {self.where}"

@@ -47,6 +47,7 @@ from ..hibernation.errors import EntryNotFoundError
 from ..hibernation.far import FarPlace
 from ..hibernation.restore import wake_notice
 from ..hibernation.store import size_text
+from ..machines.manager import target_label
 from ..providers.launch_steps import LaunchError, LaunchSteps
 from ..transport import AuthenticationError, HostKeyError, TransportError
 from .asleep import sleeping_relay
@@ -125,7 +126,7 @@ class KernelHibernation:
         """
         manager = self.p.parent
         if not isinstance(manager, KernelManager):
-            raise HibernationStateError(f"kernel {self.p.kernel_id} has no kernel manager")
+            raise HibernationStateError(f"{self.p.named} has no kernel manager")
         return manager
 
     def summary(self) -> dict[str, Any] | None:
@@ -149,20 +150,20 @@ class KernelHibernation:
         p = self.p
         machine = p.machine
         if self.hibernated and not self.waking:
-            raise HibernationStateError(f"kernel {p.kernel_id} is already hibernated")
+            raise HibernationStateError(f"{p.named} is already hibernated")
         p.operations.refuse_if_busy(HIBERNATION)
         if p.host_connection is None or machine is None:
-            raise HibernationStateError(f"kernel {p.kernel_id} is not running")
+            raise HibernationStateError(f"{p.named} is not running")
         if refusal := restart_refusal(p):
-            raise HibernationStateError(f"kernel {p.kernel_id} is dead: {refusal}")
+            raise HibernationStateError(f"{p.named} is dead: {refusal}")
         if not await _idle_within(p, BUSY_GRACE):
             raise HibernationStateError(
-                f"kernel {p.kernel_id} is running a cell: it can hibernate once the cell ends"
+                f"{p.named} is running a cell: it can hibernate once the cell ends"
             )
         relay = machine.relay(p.kernel_id)
         if relay is None:
             raise HibernationStateError(
-                f"kernels on {p.target} cannot hibernate: their ports are the kernel's own, "
+                f"{p.named} cannot hibernate: its ports are the kernel's own, "
                 "with no relay to keep them while it is away"
             )
         relay.hold(self._wake_requested)
@@ -183,13 +184,13 @@ class KernelHibernation:
             if cancelled and current is not None and current.cancelling():
                 raise
             if ended and (cancelled or isinstance(exc, Exception)):
-                raise HibernationStateError(f"kernel {p.kernel_id} died during its save: {ended}")
+                raise HibernationStateError(f"{p.named} died during its save: {ended}")
             if not cancelled:
                 raise
             why = p.operations.ended("its state was being saved") or (
                 "a cell was run while its state was being saved, so it keeps running"
             )
-            raise HibernationStateError(f"kernel {p.kernel_id} was not hibernated: {why}") from None
+            raise HibernationStateError(f"{p.named} was not hibernated: {why}") from None
         finally:
             self._saving = None
         self.base = None  # the save took what it kept from there, and removed it
@@ -313,8 +314,8 @@ class KernelHibernation:
         if moving and (not self.hibernated or self.waking):
             doing = "being woken" if self.hibernated else "running"
             raise HibernationStateError(
-                f"kernel {self.p.kernel_id} is {doing} on {self.p.target}, so it cannot "
-                f"wake on {target}: switch its hardware instead"
+                f"{self.p.named} is {doing}, so it cannot wake on "
+                f"{target_label(self.p.manager, str(target))}: switch its hardware instead"
             )
         self.p.operations.refuse_if_busy(WAKE)  # a wake under way is joined
         if not self.hibernated:
@@ -348,7 +349,7 @@ class KernelHibernation:
             p.log.warning("kernel %s cannot be woken: %s", p.kernel_id, deleted)
             await relay.refuse_held(deleted, retry=False)
             await self._record()
-            raise WakeError(f"kernel {p.kernel_id} cannot be woken: {deleted}")
+            raise WakeError(f"{p.named} cannot be woken: {deleted}")
         steps = p.manager.steps(p.target, p.kernel_id)
         p.launch_steps = steps
         try:
@@ -378,11 +379,9 @@ class KernelHibernation:
             if isinstance(exc, asyncio.CancelledError):
                 if not p.operations.ended_by:
                     raise
-                raise HibernationStateError(
-                    f"kernel {p.kernel_id} was not woken: {reason}"
-                ) from None
+                raise HibernationStateError(f"{p.named} was not woken: {reason}") from None
             raise WakeError(
-                f"kernel {p.kernel_id} could not be woken: {reason}. Its saved state is "
+                f"{p.named} could not be woken: {reason}. Its saved state is "
                 "kept and it still hibernates; run a cell or wake it to try again."
             ) from exc
         for note in summary.notes:
@@ -426,8 +425,7 @@ class KernelHibernation:
         p = self.p
         if not any(e.entry_id == p.kernel_id for e in await asyncio.to_thread(self.store.entries)):
             raise HibernationStateError(
-                f"kernel {p.kernel_id} hibernated, but its saved state is not in "
-                f"{self.store.path} any more"
+                f"{p.named} hibernated, but its saved state is not in {self.store.path} any more"
             )
         kernel_info = info.get("kernel_info")
         self.relay, p.local_ports, p.connection_info = await sleeping_relay(

@@ -308,13 +308,13 @@ class KernelLauncher:
                 raise
             await self._forget_gone()
             raise KernelGoneError(
-                f"kernel {self.p.kernel_id} is no longer on {self.p.target}: it ended while "
+                f"{self.p.named} is no longer there: it ended while "
                 "no Jupyter server watched it; start a new kernel"
             ) from exc
         if not status.get("alive"):
             await self._forget_gone()
             raise KernelGoneError(
-                f"kernel {self.p.kernel_id} is no longer running on {self.p.target} (exit "
+                f"{self.p.named} is no longer running (exit "
                 f"code {status.get('exit_code')}): it ended while no Jupyter server watched "
                 "it; start a new kernel"
             )

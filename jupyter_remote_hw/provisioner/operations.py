@@ -40,12 +40,12 @@ class KernelOperations:
     """Which operation runs on one kernel, and who waits for it.
 
     Args:
-        kernel_id: The kernel's id, for messages (a callable: the provisioner learns
-            its id after it is made).
+        named: The kernel as messages name it (a callable: the provisioner learns
+            where it runs after it is made).
     """
 
-    def __init__(self, kernel_id: Callable[[], str]) -> None:
-        self._kernel_id = kernel_id
+    def __init__(self, named: Callable[[], str]) -> None:
+        self._named = named
         self.running: str | None = None
         """The operation under way, or None."""
         self.ended_by: str | None = None
@@ -63,7 +63,7 @@ class KernelOperations:
         running = self.running
         if running is not None and not running == wanted == WAKE:
             raise OperationConflictError(
-                f"kernel {self._kernel_id()}: {running} is under way, so {wanted} cannot "
+                f"{self._named()}: {running} is under way, so {wanted} cannot "
                 "start now; try again once it has ended"
             )
 

@@ -29,7 +29,7 @@ from ..agent_client import AgentError, AgentUnavailableError
 from ..hibernation import Policy, Progress, RestoreSummary, SaveSummary
 from ..hibernation.far import FarPlace
 from ..ledger.store import SERVER_OWNER
-from ..machines.manager import MachineManager, server_config
+from ..machines.manager import MachineManager, server_config, target_label
 from ..providers import Machine, Target
 from ..providers.base import PORT_NAMES
 from ..providers.launch_steps import LaunchError, LaunchSteps
@@ -127,7 +127,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         """Starts, restarts and adopts the kernel on its machine (see :mod:`.launching`)."""
         self.launch_kwargs: dict[str, Any] = {}
         """The arguments of the last launch; a wake from hibernation launches with them."""
-        self.operations = KernelOperations(lambda: self.kernel_id)
+        self.operations = KernelOperations(lambda: self.named)
         """The operation under way on the kernel: one at a time (see :mod:`.operations`)."""
         self.run_by_others = RunByOthers(self)
         """Whether someone else could run code in the kernel (see :mod:`.run_by_others`)."""
@@ -165,6 +165,11 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             self._resolved = self.manager.target(self.target)
         return self._resolved
 
+    @property
+    def named(self) -> str:
+        """The kernel as messages name it, by its machine: ``the kernel on A10G · gpu-box``."""
+        return f"the kernel on {target_label(self.manager, self.target)}"
+
     def place_on(self, target: Target) -> None:
         """Make ``target`` the kernel's (where :meth:`..machines.manager.MachineManager.place`
         placed it)."""
@@ -172,7 +177,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
 
     async def agent_call(self, op: str, wait: float | None = 30.0, **args: Any) -> dict[str, Any]:
         if self.machine is None:
-            raise AgentUnavailableError(f"kernel {self.kernel_id} has no machine")
+            raise AgentUnavailableError(f"{self.named} is not running")
         client = await self.machine.agent()
         return await client.call(op, wait, kernel_id=self.kernel_id, **args)
 
@@ -188,7 +193,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             NotImplementedError: Its machine cannot open streams.
         """
         if self.machine is None:
-            raise AgentUnavailableError(f"kernel {self.kernel_id} has no machine")
+            raise AgentUnavailableError(f"{self.named} is not running")
         return await self.machine.open_stream(where)
 
     # ------------------------------------------------------------------ process-like API
@@ -437,18 +442,14 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         reattaching, so it is never written to the ledger.
         """
         info: dict[str, Any] = await super().get_provisioner_info()
-        connection = {
+        info["connection_info"] = {
             k: v for k, v in dict(info.get("connection_info") or {}).items() if k != "key"
         }
-        info["connection_info"] = connection
         info["version"] = INFO_VERSION
         info["target"] = self.target
         info["local_ports"] = dict(self.local_ports)
-        info["remote_ports"] = (
-            {name: int(self.host_connection[name]) for name in PORT_NAMES}
-            if self.host_connection
-            else {}
-        )
+        remote = self.host_connection
+        info["remote_ports"] = {n: int(remote[n]) for n in PORT_NAMES} if remote else {}
         info["hibernated"] = self.hibernation.summary()
         info["save_base"] = self.hibernation.base.to_json() if self.hibernation.base else None
         info["hibernate_after"] = self.hibernate_after
@@ -464,6 +465,5 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         self.run_by_others.marked = provisioner_info.get("run_by_others") is True
         # Where its last wake kept its state (the next server removes it at shutdown).
         self.hibernation.base = FarPlace.from_json(provisioner_info.get("save_base"))
-        self.local_ports = {
-            k: int(v) for k, v in dict(provisioner_info.get("local_ports") or {}).items()
-        }
+        ports = dict(provisioner_info.get("local_ports") or {})
+        self.local_ports = {k: int(v) for k, v in ports.items()}

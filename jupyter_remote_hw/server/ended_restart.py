@@ -61,7 +61,7 @@ class EndedKernelActionHandler(KernelActionHandler):
             # and lose track of the kernel; it refuses an interrupt with a bare 500.
             raise web.HTTPError(
                 409,
-                f"kernel {kernel_id} is being started, restarted or shut down: try "
+                f"{_named(kernel)} is being started, restarted or shut down: try "
                 f"the {action} again once that has ended",
             )
         if action == "restart" and kernel_id in self.kernel_manager:
@@ -76,6 +76,14 @@ class EndedKernelActionHandler(KernelActionHandler):
                     tell_failed(provisioner, "restart kernel", refused)
                     raise web.HTTPError(409, one_line(refused))
         await super().post(kernel_id, action)  # type: ignore[misc]
+
+
+def _named(kernel: Any) -> str:
+    """A kernel as messages name it: by its machine when it is one of ours."""
+    provisioner = getattr(kernel, "provisioner", None)
+    if isinstance(provisioner, RemoteHWProvisioner):
+        return provisioner.named
+    return f"the kernel ({getattr(kernel, 'kernel_name', 'unknown')})"
 
 
 __all__ = ["KERNEL_ACTION_ROUTE", "EndedKernelActionHandler"]

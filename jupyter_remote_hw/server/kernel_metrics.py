@@ -18,6 +18,7 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
 from ..agent.metrics import MetricsSampler
 from ..agent_client import AgentError, AgentUnavailableError
+from ..machines.manager import target_label
 from ..providers.local import detect_hardware
 from ..provisioner import RemoteHWProvisioner
 from ..transport import TransportError
@@ -86,7 +87,7 @@ class KernelMetrics:
         if isinstance(provisioner, RemoteHWProvisioner) and provisioner.hibernation.hibernated:
             raise HardwareRequestError(
                 409,
-                f"kernel {kernel_id} hibernates: its hardware was released ($0/h); its use "
+                f"{provisioner.named} hibernates: its hardware was released ($0/h); its use "
                 "shows again once it wakes (run a cell, or wake it)",
                 "kernel_id",
             )
@@ -96,8 +97,9 @@ class KernelMetrics:
         if not isinstance(provisioner, LocalProvisioner):
             raise HardwareRequestError(
                 409,
-                f"kernel {kernel_id} is not started by jupyter-remote-hw nor a process of "
-                f"this machine ({type(provisioner).__name__}): its hardware use is not "
+                f"the kernel ({getattr(kernel, 'kernel_name', '?')}) is not started by "
+                "jupyter-remote-hw nor a process of this machine "
+                f"({type(provisioner).__name__}): its hardware use is not "
                 "available here",
                 "kernel_id",
             )
@@ -121,14 +123,15 @@ class KernelMetrics:
         if machine is None:
             raise HardwareRequestError(
                 409,
-                f"kernel {kernel_id} runs on {target_name}, which is not connected yet: "
+                f"the kernel runs on {target_label(machines, target_name)}, which is not connected "
+                "yet: "
                 "try again once the kernel has started",
                 "kernel_id",
             )
         if not machine.link_up:
             raise HardwareRequestError(
                 409,
-                f"the link to {machine.target.where} ({target_name}) is down and being "
+                f"the link to {machine.target.label} is down and being "
                 "re-established: its hardware use shows again once it is back",
                 "kernel_id",
             )
@@ -143,8 +146,8 @@ class KernelMetrics:
             if exc.kind == "unknown_kernel":
                 raise HardwareRequestError(
                     409,
-                    f"the agent on {machine.target.where} no longer runs kernel "
-                    f"{kernel_id}: restart the kernel",
+                    f"the agent on {machine.target.label} no longer runs this kernel: "
+                    "restart the kernel",
                     "kernel_id",
                 ) from None
             raise HardwareRequestError(

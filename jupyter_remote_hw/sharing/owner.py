@@ -127,9 +127,11 @@ class ShareOwner:
         try:
             status = await client.call("kernel_status", kernel_id=kernel_id)
         except AgentError as exc:
-            raise ShareError(f"cannot share kernel {kernel_id}: {exc}", UNKNOWN) from None
+            raise ShareError(
+                f"cannot share the kernel on {machine.target.label}: {exc}", UNKNOWN
+            ) from None
         if not status.get("alive"):
-            raise ShareError(f"kernel {kernel_id} on {machine.target.name} is not running", REFUSED)
+            raise ShareError(f"the kernel on {machine.target.label} is not running", REFUSED)
         connection = dict(status["connection"])
         share_id = secrets.token_urlsafe(9).replace("-", "x").replace("_", "y")
         expires = time.time() + expires_in

@@ -161,7 +161,8 @@ async def test_a_notebook_closed_during_a_switch_leaves_no_kernel(
     code, error = await switching
     assert code == 409, error
     assert error["message"] == (
-        f"kernel {kernel_id} was not switched: it was shut down while it switched to {SSH_TARGET}"
+        f"the kernel of {session['path']} was not switched: it was shut down while it "
+        f"switched to {MachineManager.instance().target(SSH_TARGET).label}"
     )
     assert jp_serverapp.kernel_manager.list_kernel_ids() == []
     assert await left_on_host(kernel_id) == []
@@ -309,7 +310,9 @@ async def test_a_failed_wake_says_why_in_plain_sentences(
     message = error["message"]
     assert code == 502 and "could not be woken" in message, error
     assert ".." not in message, message
-    assert f"into kernel {kernel_id}" not in message, message
+    # The kernel is named by its machine, not by its id.
+    assert message.startswith("the kernel on Test GPU 24 GiB · testhost could not"), message
+    assert kernel_id not in message, message
     (tmp_path / part.name).rename(part)
 
 

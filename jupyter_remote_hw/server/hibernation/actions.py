@@ -56,8 +56,9 @@ class HibernationActions:
         if not isinstance(provisioner, RemoteHWProvisioner):
             raise HardwareRequestError(
                 409,
-                f"kernel {kernel_id} does not run on remote hardware: only kernels started "
-                "on a hardware target can hibernate",
+                f"the kernel ({kernel_manager.get_kernel(kernel_id).kernel_name}) does not "
+                "run on remote hardware: only kernels started on a hardware target can "
+                "hibernate",
                 "kernel_id",
             )
         return provisioner

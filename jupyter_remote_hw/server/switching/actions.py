@@ -131,9 +131,10 @@ class SessionSwitching:
                     )
                 except CarryError as exc:
                     raise HardwareRequestError(409, str(exc), "session_id") from None
-                if why := operations.ended(f"it switched to {target.name}"):
+                if why := operations.ended(f"it switched to {target.label}"):
+                    notebook = session.get("path") or "this session"
                     raise HardwareRequestError(
-                        409, f"kernel {old_id} was not switched: {why}", "session_id"
+                        409, f"the kernel of {notebook} was not switched: {why}", "session_id"
                     )
                 progress("switching session", kernel_id=new_id)
                 await self.session_manager.update_session(session_id, kernel_id=new_id)
@@ -184,11 +185,11 @@ def _check_awake(kernel_manager: Any, kernel_id: str) -> None:
     """
     known = kernel_id in kernel_manager
     kernel = kernel_manager.get_kernel(kernel_id) if known else None
-    hibernation = getattr(getattr(kernel, "provisioner", None), "hibernation", None)
-    if getattr(hibernation, "hibernated", False):
+    provisioner = getattr(kernel, "provisioner", None)
+    if isinstance(provisioner, RemoteHWProvisioner) and provisioner.hibernation.hibernated:
         raise HardwareRequestError(
             409,
-            f"kernel {kernel_id} hibernates: wake it on the hardware you want instead "
+            f"{provisioner.named} hibernates: wake it on the hardware you want instead "
             f'(POST /jupyter-remote-hw/api/wake/{kernel_id} with {{"target": ...}}, or '
             "pick the hardware in the notebook's toolbar); it brings all its variables",
             "kernel_id",

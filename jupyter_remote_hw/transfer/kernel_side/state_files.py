@@ -334,6 +334,14 @@ def write_state(
     return {"path": path, "variables": variables, "total_bytes": total, "written_bytes": written}
 
 
+def unreadable_because(exc: Exception) -> str:
+    """Why a saved file cannot be read, in words and without its path (the caller names
+    the variable and its file)."""
+    if isinstance(exc, FileNotFoundError):
+        return "is missing from the saved state"
+    return f"cannot be read: {getattr(exc, 'strerror', None) or exc}"
+
+
 def read_state(directory: str, variables: list[dict[str, Any]]) -> list[Pickled]:
     """The variables written by :func:`write_state`, each file checked against its digest.
 
@@ -348,7 +356,9 @@ def read_state(directory: str, variables: list[dict[str, Any]]) -> list[Pickled]
         name = str(variable["name"])
         file = os.path.join(path, os.path.basename(str(variable["file"])))
         sizes = [int(size) for size in variable["segments"]]
-        what = "the saved {!r} ({}) in {}".format(name, variable.get("type"), file)
+        what = "the saved {!r} ({}, file {})".format(
+            name, variable.get("type"), os.path.basename(file)
+        )
         parts = []
         # Each piece is hashed as soon as it is read (the digest), so checking overlaps
         # reading; an entry from before digests is checked after, as it was.
@@ -368,7 +378,7 @@ def read_state(directory: str, variables: list[dict[str, Any]]) -> list[Pickled]
                         done += count
                     parts.append(part)
         except OSError as exc:
-            raise TransferError(f"{what} cannot be read: {exc}", name) from None
+            raise TransferError(f"{what} {unreadable_because(exc)}", name) from None
         if hasher is not None:
             unchanged = hasher.digest() == str(variable["digest"])
         else:
