@@ -31,10 +31,10 @@ REPLY_OK_EMPTY = {"comm_info_request": {"status": "ok", "comms": {}}}
 """Requests a frontend sends on its own, answered as if by an idle kernel."""
 
 
-def read_only_message(owner: str, kernel_id: str) -> str:
+def read_only_message(owner: str) -> str:
     """The message a viewer gets for any attempt to run code."""
     return (
-        f"read-only share: {owner} shared kernel {kernel_id} with you as a viewer. "
+        f"read-only share: {owner} shared this kernel with you as a viewer. "
         "You see its outputs as they happen but cannot run code here; ask "
         f"{owner} for a collaborator share to run code."
     )
@@ -46,7 +46,6 @@ class ReadOnlyKernel:
     Args:
         upstream_iopub: The local port that reaches the owner's IOPub (a forward).
         owner: Who shared the kernel.
-        kernel_id: The owner's kernel.
         log: Where to log.
     """
 
@@ -54,13 +53,12 @@ class ReadOnlyKernel:
         self,
         upstream_iopub: int,
         owner: str,
-        kernel_id: str,
         log: logging.Logger | None = None,
         on_detach: Callable[[], None] | None = None,
     ) -> None:
         self.upstream_iopub = upstream_iopub
         self.on_detach = on_detach
-        self.message = read_only_message(owner, kernel_id)
+        self.message = read_only_message(owner)
         self.log = log or logging.getLogger(__name__)
         self.session = Session(key=b"", username="viewer")
         self.ports: dict[str, int] = {}

@@ -77,7 +77,6 @@ class Attachment:
                 self.facade = ReadOnlyKernel(
                     self.local_ports["iopub_port"],
                     share.owner,
-                    share.kernel_id,
                     log=self.log,
                     on_detach=self.detached.set,
                 )

@@ -77,8 +77,8 @@ class SharedKernelProvisioner(KernelProvisionerBase):
         """The host dropped this side: say why, once, where the server shows it."""
         share = attachment.share
         reason = (
-            f"{attachment.where} ended the attachment to {share.owner}'s kernel "
-            f"{share.kernel_id}: the share {share.share_id} was revoked or has expired, "
+            f"{attachment.where} ended the attachment to {share.owner}'s kernel: the share "
+            "was revoked or has expired, "
             "or the kernel was shut down or hibernated (a share ends with its kernel's run: "
             "ask for a new one once it runs again)"
         )
