@@ -264,7 +264,7 @@ class KernelStarting:
         except OSError as exc:
             raise AgentError(
                 START_FAILED,
-                f"cannot start kernel {kernel_id} on {self.hostname}: "
+                f"cannot start the kernel on {self.hostname}: "
                 f"{kernel.launch.argv[0]}: {exc.strerror or exc}; check the kernel's argv and cwd",
             )
         kernel.attach(process)
@@ -283,14 +283,14 @@ class KernelStarting:
             log.warning("kernel %s died during startup with code %s", kernel_id, kernel.exit_code)
             raise AgentError(
                 KERNEL_DIED,
-                f"kernel {kernel_id} on {self.hostname} exited with code {kernel.exit_code} "
+                f"the kernel on {self.hostname} exited with code {kernel.exit_code} "
                 f"before it answered; its log ({log_path}) ends with:\n{tail}",
             )
         await self._stop_process(kernel, now=True)
         tail = log_tail(log_path)
         raise AgentError(
             KERNEL_TIMEOUT,
-            f"kernel {kernel_id} on {self.hostname} did not answer within {timeout:.0f} s "
+            f"the kernel on {self.hostname} did not answer within {timeout:.0f} s "
             f"and was stopped; pass a longer timeout if the host is slow. "
             f"Its log ({log_path}) ends with:\n{tail}",
         )
