@@ -663,9 +663,11 @@ class Lifecycle(RuleBasedStateMachine):
         if teammate.kernel_id not in self.joined:
             return
         answer = self.run(self.world.call("DELETE", f"api/kernels/{teammate.kernel_id}"))
-        # A revoked share's kernel is dropped once the host ends its attachment (seconds
-        # after the revoke): then it is gone already.
-        assert answer.code == 204 or (teammate.revoked and answer.code == 404), answer
+        # A share that ended (revoked, or its kernel's run ended: the owner switched,
+        # hibernated or shut it down) has its kernel dropped once the host ends its
+        # attachment, seconds later: then it is gone already.
+        ended = teammate.revoked or not self._shared(teammate)
+        assert answer.code == 204 or (ended and answer.code == 404), answer
         self.joined.pop(teammate.kernel_id)
         if self._live(teammate.owner) and not teammate.owner.killed:
             self._check(teammate.owner)
