@@ -4,7 +4,7 @@ machine that runs exactly one kernel."""
 from __future__ import annotations
 
 from ..agent_client import AgentError, AgentUnavailableError
-from ..machines.manager import MachineManager
+from ..machines.manager import MachineManager, target_label
 from ..providers import Machine, UnknownHardwareError
 from ..transport import TransportError
 from .roles import REFUSED, UNKNOWN, UNREACHABLE, ShareError
@@ -22,7 +22,8 @@ async def open_machine(manager: MachineManager, target_name: str) -> Machine:
     except UnknownHardwareError as exc:
         raise ShareError(str(exc), UNKNOWN) from None
     except (AgentUnavailableError, TransportError) as exc:
-        raise ShareError(f"cannot reach {target_name}: {exc}", UNREACHABLE) from None
+        where = target_label(manager, target_name)
+        raise ShareError(f"cannot reach {where}: {exc}", UNREACHABLE) from None
 
 
 async def find_kernel(manager: MachineManager, key: str) -> tuple[Machine, str]:
@@ -43,8 +44,9 @@ async def find_kernel(manager: MachineManager, key: str) -> tuple[Machine, str]:
     if matches:
         kernel_id = matches[0].kernel_id
         if manager.hibernation_store.entry_path(kernel_id).is_dir():
+            where = target_label(manager, matches[0].target)
             raise ShareError(
-                f"kernel {kernel_id} hibernates: wake it (run a cell in it), then share it",
+                f"the kernel on {where} hibernates: wake it (run a cell in it), then share it",
                 REFUSED,
             )
         return await open_machine(manager, matches[0].target), kernel_id

@@ -332,7 +332,8 @@ async def test_a_hibernated_kernel_is_shared_once_it_is_awake(
     code, error = await failure(jp_fetch, "shares", body=body)
     assert (code, error["field"]) == (409, "kernel"), error
     assert error["message"] == (
-        f"kernel {kernel_id} hibernates: wake it (run a cell in it), then share it"
+        "the kernel on Test GPU 24 GiB · testhost hibernates: wake it (run a cell in it), "
+        "then share it"
     )
     assert (await owner.execute("print(x)", timeout=120)).stdout.strip() == "1"
     response = await jp_fetch(*API, "shares", method="POST", body=json.dumps(body))
