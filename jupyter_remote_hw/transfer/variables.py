@@ -140,8 +140,9 @@ async def _rebuilt_as_from(
     :func:`others_could_run_code`), with the owner's ``c.SharedKernelPulls.allowed_types``."""
     if await others_could_run_code(kernel_manager, kernel_id):
         manager = kernel_manager_of(kernel_manager, kernel_id)
+        named = getattr(manager.provisioner, "named", None) or f"the {manager.kernel_name} kernel"
         destination.restricted = restriction(
-            f"kernel {kernel_id} ({manager.kernel_name}), which someone else can run code in",
+            f"{named}, which someone else can run code in",
             SharedKernelPulls(parent=manager).allowed_types,
         )
     return destination

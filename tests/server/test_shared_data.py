@@ -103,7 +103,10 @@ async def test_a_switch_carries_data_from_a_shared_kernel_without_running_its_co
     (refused,) = report["not_carried"]
     assert refused["name"] == "evil", report
     assert "refused to rebuild 'evil'" in refused["reason"]
-    assert "which someone else can run code in" in refused["reason"]
+    assert (
+        "the kernel on Test GPU 24 GiB · testhost, which someone else can run code in"
+        in (refused["reason"])
+    ), refused
     assert f"{__import__('os').system.__module__}.system" in refused["reason"]
     assert not marker.exists(), "the teammate's code ran in the owner's new kernel"
     new = await channels(report["kernel_id"])
