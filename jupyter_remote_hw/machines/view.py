@@ -40,8 +40,8 @@ OWNED_PROVIDERS = frozenset({"local", "ssh"})
 def owned_hardware_note(target: Target) -> str:
     """Why hardware the user already has cannot be stopped, and what does what they want."""
     return (
-        f"{target.name} ({target.provider} provider) cannot be stopped: it is "
-        f"{target.where}, hardware you already have, not a machine launched for you. "
+        f"{target.label} cannot be stopped: it is hardware you already have "
+        f"({target.provider} provider), not a machine launched for you. "
         "Terminate it to shut down its kernels and its agent."
     )
 

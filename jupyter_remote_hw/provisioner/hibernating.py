@@ -519,7 +519,8 @@ async def _launch_waiting_for_host(p: RemoteHWProvisioner, steps: LaunchSteps) -
 
     def say(state: RetryCallState) -> None:
         waited = time.monotonic() - began
-        steps.note(f"{p.target} cannot be reached; trying again ({waited:.0f} s so far)")
+        where = target_label(p.manager, p.target)
+        steps.note(f"{where} cannot be reached; trying again ({waited:.0f} s so far)")
 
     async for attempt in AsyncRetrying(
         retry=retry_if_exception(_host_unreachable),

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..machines.manager import target_label
+
 if TYPE_CHECKING:
     from .provisioner import RemoteHWProvisioner
 
@@ -45,7 +47,7 @@ def restart_refusal(p: RemoteHWProvisioner) -> str | None:
     ended = end_reason(p)
     if not ended:
         return None
-    return f"{ended}; start a new kernel to run on {p.target} again"
+    return f"{ended}; start a new kernel to run on {target_label(p.manager, p.target)} again"
 
 
 def end_reason(p: RemoteHWProvisioner) -> str | None:

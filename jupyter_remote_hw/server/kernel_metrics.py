@@ -152,13 +152,13 @@ class KernelMetrics:
                 ) from None
             raise HardwareRequestError(
                 502,
-                f"the agent on {machine.target.where} could not read its hardware use: {exc}",
+                f"the agent on {machine.target.label} could not read its hardware use: {exc}",
                 "kernel_id",
             ) from None
         except (AgentUnavailableError, TransportError, TimeoutError, OSError) as exc:
             raise HardwareRequestError(
                 409,
-                f"the agent on {machine.target.where} ({target_name}) did not answer: "
+                f"the agent on {machine.target.label} did not answer: "
                 f"{exc or 'no answer in time'}; try again in a moment",
                 "kernel_id",
             ) from None
