@@ -263,7 +263,7 @@ async def restore(
                 steps.step(f"copying saved state from {place.label}")
                 pickled = await read_through(place, list(manifest["variables"]), far.read)
         if restricted is None and manifest.get("run_by_others"):  # saved marked: the mark holds
-            restricted = restriction(f"kernel {entry_id} as saved (others could run code in it)")
+            restricted = restriction("the kernel as it was saved (others could run code in it)")
         summary = RestoreSummary(
             entry_id,
             left_out=list(manifest.get("left_out") or []),

@@ -73,6 +73,6 @@ class RunByOthers:
         if not self.marked:
             return None
         return restriction(
-            f"kernel {self.p.kernel_id} as it was saved (someone else could run code in it)",
+            f"{self.p.named} as it was saved (someone else could run code in it)",
             SharedKernelPulls(parent=self.p).allowed_types,
         )
