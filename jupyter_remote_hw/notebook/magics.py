@@ -117,7 +117,7 @@ class _LaunchDisplay:
             return  # it was running already: nothing was shown
         total = sum(seconds for _, seconds in self.done)
         steps = " · ".join(f"{step} {seconds:.1f} s" for step, seconds in self.done)
-        text = f"Kernel on {self.target.name} ({self.target.hardware}) ready in {total:.1f} s"
+        text = f"Kernel on {self.target.label} ready in {total:.1f} s"
         self.handle.update({"text/plain": f"{text}: {steps}" if steps else text}, raw=True)
 
     def event(self, event: dict[str, Any]) -> None:
@@ -135,9 +135,7 @@ class _LaunchDisplay:
                 if self.lines[index] == f"… {step}":
                     self.lines[index] = f"{mark} {step} ({seconds:.1f} s)"
                     break
-        text = f"Starting a kernel on {self.target.name} ({self.target.hardware}):\n" + "\n".join(
-            self.lines
-        )
+        text = f"Starting a kernel on {self.target.label}:\n" + "\n".join(self.lines)
         if self.handle is None:
             self.handle = display({"text/plain": text}, raw=True, display_id=True)
         else:
