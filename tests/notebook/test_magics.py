@@ -9,6 +9,7 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,7 +102,8 @@ def test_push_and_pull_through_an_ssh_host_give_equal_values(
     # The first use showed its launch steps while it started, in the cell that started
     # the kernel; once the kernel was ready they became one line, all the notebook keeps.
     launched = text_of(nb.cells[1])
-    assert f"Kernel on {TARGET} ({SHOWN}) ready in " in launched
+    # Named as the picker names the machine: its hardware and place.
+    assert f"Kernel on {SHOWN} · testhost ready in " in launched
     assert "connect channels" in launched and "prepare host" in launched
     assert "Starting a kernel" not in launched and "checking" not in launched
     assert [line for line in launched.splitlines() if "ready in" in line] == [
@@ -272,10 +274,23 @@ def test_interrupting_the_local_cell_interrupts_the_remote_one(
             time.sleep(0.1)
         assert answer["status"] == "ok", answer
         try:
-            wait_for_stream(kc, after, "remote alive kept", 10)  # printed before it answered
-        except queue.Empty:
-            pytest.fail(f"the next cell printed nothing: {answer}")
+            wait_for_stream(kc, after, "remote alive kept", 30)  # printed before it answered
+        except (queue.Empty, AssertionError):
+            pytest.fail(f"the next cell printed nothing: {answer}\n{_threads(kc)}")
     assert not [p for p in processes_under(str(short_tmp / "r")) if "ipykernel" in p]
+
+
+def _threads(kc: Any) -> str:
+    """Where each thread of the local kernel stands, asked on the shell channel (which
+    answers even when nothing comes on IOPub)."""
+    stacks = (
+        "'\\n'.join(f'--- {t.name}\\n' + ''.join(__import__('traceback').format_stack(f)) "
+        "for t in __import__('threading').enumerate() "
+        "for f in [__import__('sys')._current_frames().get(t.ident)] if f)"
+    )
+    msg_id = kc.execute("", silent=True, user_expressions={"stacks": stacks})
+    value = shell_reply(kc, msg_id, 30)["content"]["user_expressions"]["stacks"]
+    return str(value.get("data", {}).get("text/plain", value))
 
 
 def test_a_remote_kernel_that_dies_mid_cell_fails_the_cell_and_a_new_one_starts(
