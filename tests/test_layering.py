@@ -59,6 +59,7 @@ CIRCLE_EXCEPTIONS: dict[tuple[str, ...], str] = {
             "moving",
             "provisioner",
             "run_by_others",
+            "wake_steps",
         )
     ): (
         "the provisioner's collaborators still take the provisioner itself and assign "

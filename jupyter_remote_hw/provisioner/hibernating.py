@@ -23,17 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.manager import KernelManager
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_delay,
-    wait_exponential,
-)
 
 from ..agent_client import AgentError, AgentUnavailableError
 from ..agent_client.relay import KernelRelayClient
-from ..errors import UserError, causes, one_line
+from ..errors import UserError
 from ..hibernation import (
     HibernationStore,
     Policy,
@@ -43,24 +36,26 @@ from ..hibernation import (
     restore,
     save,
 )
-from ..hibernation.errors import EntryNotFoundError
 from ..hibernation.far import FarPlace
 from ..hibernation.restore import wake_notice
 from ..hibernation.store import size_text
 from ..machines.manager import target_label
-from ..providers.launch_steps import LaunchError, LaunchSteps
-from ..transport import AuthenticationError, HostKeyError, TransportError
+from ..transport import TransportError
 from .asleep import sleeping_relay
 from .far_state import access_for, delete_state, drop_base, keep_as_base, place_for
 from .kernel_end import end_reason, restart_refusal
 from .moving import Place, check_wake_target, is_on, move, move_back
 from .operations import HIBERNATION, RESTART, SHUTDOWN, WAKE
+from .wake_steps import (
+    deleted_state,
+    launch_waiting_for_host,
+    restore_progress,
+    wake_failure,
+)
 
 if TYPE_CHECKING:
     from .provisioner import RemoteHWProvisioner
 
-#: Seconds between two progress notes of a restore's bytes on the launch steps.
-PROGRESS_EVERY = 0.5
 #: Seconds a kernel that reads as busy may take to be idle before a hibernation is
 #: refused as one of a running cell (a request of the server's own is that short).
 BUSY_GRACE = 2.0
@@ -341,7 +336,7 @@ class KernelHibernation:
     async def _wake(self, progress: Progress | None, moved_from: Place | None) -> RestoreSummary:
         p, relay = self.p, self.relay
         assert relay is not None
-        deleted = await _deleted_state(self.store, p.kernel_id)
+        deleted = await deleted_state(self.store, p.kernel_id)
         if deleted is not None:  # no wake can succeed: say so at once, launch nothing
             if moved_from is not None:
                 move_back(p, moved_from)
@@ -354,7 +349,7 @@ class KernelHibernation:
         p.launch_steps = steps
         try:
             async with asyncio.timeout(p.launch_timeout):
-                await _launch_waiting_for_host(p, steps)
+                await launch_waiting_for_host(p, steps)
                 with steps.step("restore state"):
                     summary = await restore(
                         self._kernel_manager(),
@@ -363,12 +358,12 @@ class KernelHibernation:
                         p.kernel_id,
                         None,  # tensors back on their devices where it has them, also
                         # on another target (moved_from); else on the CPU, with a note
-                        _restore_progress(steps, progress),
+                        restore_progress(steps, progress),
                         access_for(p),
                         restricted=p.run_by_others.restriction(),
                     )
         except BaseException as exc:
-            reason = _wake_failure(exc, steps, p.operations.ended("it was being woken"))
+            reason = wake_failure(exc, steps, p.operations.ended("it was being woken"))
             self.wake_error = reason
             p.log.warning("kernel %s could not be woken: %s", p.kernel_id, reason)
             if moved_from is not None:  # it still hibernates where it was
@@ -484,10 +479,6 @@ class KernelHibernation:
         await self._record()
 
 
-#: Seconds a wake leaves for the steps after connecting, of the launch's time.
-WAKE_AFTER_CONNECT = 30.0
-
-
 async def _idle_within(p: RemoteHWProvisioner, seconds: float) -> bool:
     """Whether the kernel is idle, or becomes idle within ``seconds``: a request of the
     server's own (a variables listing, kernel info for a new websocket) reads as busy
@@ -498,90 +489,6 @@ async def _idle_within(p: RemoteHWProvisioner, seconds: float) -> bool:
             return False
         await asyncio.sleep(0.05)
     return True
-
-
-def _host_unreachable(exc: BaseException) -> bool:
-    """Whether a launch failed because the host or its agent could not be reached (a
-    link that dropped, before or while the kernel started), not on the host's key, the
-    login, or anything the host said: a wake then tries again."""
-    found = list(causes(exc))
-    if any(isinstance(c, HostKeyError | AuthenticationError) for c in found):
-        return False
-    return any(isinstance(c, TransportError | AgentUnavailableError) for c in found)
-
-
-async def _launch_waiting_for_host(p: RemoteHWProvisioner, steps: LaunchSteps) -> None:
-    """Start the woken kernel's process; while its host cannot be reached (a link that
-    dropped, a host rebooting), try again with backoff, saying so in the progress, for
-    up to the launch's time less :data:`WAKE_AFTER_CONNECT`. The state is safe meanwhile,
-    and the cell that woke the kernel waits as it would for a running kernel."""
-    began = time.monotonic()
-
-    def say(state: RetryCallState) -> None:
-        waited = time.monotonic() - began
-        where = target_label(p.manager, p.target)
-        steps.note(f"{where} cannot be reached; trying again ({waited:.0f} s so far)")
-
-    async for attempt in AsyncRetrying(
-        retry=retry_if_exception(_host_unreachable),
-        wait=wait_exponential(multiplier=0.5, max=5.0),
-        stop=stop_after_delay(max(0.0, p.launch_timeout - WAKE_AFTER_CONNECT)),
-        before_sleep=say,
-        reraise=True,
-    ):
-        with attempt:
-            await p.launcher.launch(steps, dict(p.launch_kwargs), p.launch_timeout)
-
-
-def _wake_failure(exc: BaseException, steps: LaunchSteps, ended: str | None) -> str:
-    """Why a wake failed, in words (``ended``: how a restart or a shutdown ended it)."""
-    if isinstance(exc, asyncio.CancelledError):
-        return ended or "the wake was cancelled"
-    if isinstance(exc, LaunchError):
-        detail = str(exc.__cause__) if exc.__cause__ is not None else exc.reason
-        return f"step '{exc.step}' failed: {one_line(detail).rstrip('.')}"
-    if isinstance(exc, TimeoutError):
-        return f"it took longer than {steps.elapsed:.0f} s (c.RemoteHWProvisioner.launch_timeout)"
-    return one_line(str(exc)).rstrip(".") or type(exc).__name__  # a sentence follows
-
-
-def _restore_progress(steps: LaunchSteps, progress: Progress | None) -> Progress:
-    """Report a restore's steps, bytes and rate on the launch steps (every
-    :data:`PROGRESS_EVERY` seconds at most) and to ``progress``."""
-    last: dict[str, Any] = {"step": None, "at": 0.0, "began": 0.0}
-
-    def report(step: str, done: int, total: int) -> None:
-        if progress is not None:
-            progress(step, done, total)
-        now = time.monotonic()
-        if step != last["step"]:
-            last["began"] = now
-        elif now - last["at"] < PROGRESS_EVERY and done < total:
-            return
-        last.update(step=step, at=now)
-        if not total:
-            steps.note(step)
-            return
-        took = now - last["began"]
-        rate = f" · {size_text(done / took)}/s" if done and took > 0.05 else ""
-        steps.note(f"{step}: {size_text(done)} of {size_text(total)}{rate}")
-
-    return report
-
-
-async def _deleted_state(store: HibernationStore, kernel_id: str) -> str | None:
-    """Why a kernel cannot wake when its saved state was deleted from ``store`` while it
-    hibernated (``jupyter remote-hw hibernated --delete``); else None."""
-    try:
-        await asyncio.to_thread(store.entry, kernel_id)
-    except EntryNotFoundError:
-        return (
-            f"its saved state was deleted from {store.path} (jupyter remote-hw hibernated "
-            "--delete); restart the kernel to run cells in a fresh one, or start a new kernel"
-        )
-    except (OSError, ValueError):
-        return None  # the restore says what is wrong with it
-    return None
 
 
 __all__ = ["HibernationStateError", "KernelHibernation", "WakeError"]
