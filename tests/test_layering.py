@@ -48,25 +48,7 @@ LAYERS: list[tuple[str, set[str]]] = [
 
 #: Circles through imports under ``if TYPE_CHECKING:`` that are left for now, and why.
 #: Shrink it; never grow it.
-CIRCLE_EXCEPTIONS: dict[tuple[str, ...], str] = {
-    tuple(
-        f"jupyter_remote_hw.provisioner.{name}"
-        for name in (
-            "far_state",
-            "hibernating",
-            "kernel_end",
-            "launching",
-            "moving",
-            "provisioner",
-            "run_by_others",
-            "wake_steps",
-        )
-    ): (
-        "the provisioner's collaborators still take the provisioner itself and assign "
-        "into its state; they are to take what they need and return what they change "
-        "(issue 34), after which this circle goes"
-    ),
-}
+CIRCLE_EXCEPTIONS: dict[tuple[str, ...], str] = {}
 
 #: The most lines in one source file (Python or TypeScript).
 MAX_FILE_LINES = 600

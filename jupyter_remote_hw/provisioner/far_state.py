@@ -17,32 +17,32 @@ from ..hibernation import EntryNotFoundError
 from ..hibernation.far import FarAccess, FarPlace
 from ..transfer import TransferError
 from ..transfer.variables import transfer_client
+from .kernel_context import KernelContext
 
 if TYPE_CHECKING:
     from ..providers.base import Provider
-    from .provisioner import RemoteHWProvisioner
 
 
-def _provider(p: RemoteHWProvisioner, name: str) -> Provider | None:
+def _provider(p: KernelContext, name: str) -> Provider | None:
     provider: Provider | None = p.manager.providers.get(name)
     return provider
 
 
-def _base(p: RemoteHWProvisioner) -> FarPlace | None:
+def _base(p: KernelContext) -> FarPlace | None:
     """The provider's place for the kernel's target now, or None (the store)."""
     target = p.resolved_target()
     provider = _provider(p, target.provider)
     return provider.hibernation_place(target) if provider is not None else None
 
 
-def place_for(p: RemoteHWProvisioner) -> FarPlace | None:
+def place_for(p: KernelContext) -> FarPlace | None:
     """Where the kernel writes its state when it hibernates now (a directory of its own
     in its provider's place), or None: into the store."""
     base = _base(p)
     return base.child(p.kernel_id) if base is not None else None
 
 
-def access_for(p: RemoteHWProvisioner) -> FarAccess:
+def access_for(p: KernelContext) -> FarAccess:
     """How a restore into the kernel (just started on its target) reaches state kept far:
     directly when its target's place is the same, else copied by the provider that
     made the place."""
@@ -57,7 +57,7 @@ def access_for(p: RemoteHWProvisioner) -> FarAccess:
     return FarAccess(base.host if base is not None else None, read)
 
 
-async def delete_state(p: RemoteHWProvisioner, running: bool) -> None:
+async def delete_state(p: KernelContext, running: bool) -> None:
     """Delete the kernel's saved state: its directory where it is kept (through the kernel
     when ``running`` on a host that reads it, else through its provider), then the
     store's entry. A far directory that cannot be removed is said in the log."""
@@ -72,7 +72,7 @@ async def delete_state(p: RemoteHWProvisioner, running: bool) -> None:
     await asyncio.to_thread(store.delete, p.kernel_id)
 
 
-async def keep_as_base(p: RemoteHWProvisioner) -> FarPlace | None:
+async def keep_as_base(p: KernelContext) -> FarPlace | None:
     """After a wake: the store's entry goes; its directory, where the woken kernel reads
     it, stays as the base of the kernel's next save (which links what did not change
     from there); returns where, or None when it went too (kept elsewhere, or in the
@@ -98,7 +98,7 @@ async def keep_as_base(p: RemoteHWProvisioner) -> FarPlace | None:
     return place.base()
 
 
-async def drop_base(p: RemoteHWProvisioner, base: FarPlace) -> None:
+async def drop_base(p: KernelContext, base: FarPlace) -> None:
     """The kernel ended awake: remove the base its last wake kept (best effort, said in
     the log), through the provider that made the place."""
     owner = _provider(p, base.provider)
@@ -116,7 +116,7 @@ async def drop_base(p: RemoteHWProvisioner, base: FarPlace) -> None:
         )
 
 
-async def _remove(p: RemoteHWProvisioner, place: FarPlace, running: bool) -> str:
+async def _remove(p: KernelContext, place: FarPlace, running: bool) -> str:
     base = _base(p) if running else None
     if base is not None and base.host == place.host and p.parent is not None:
         try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.manager import KernelManager
@@ -43,18 +43,18 @@ from ..machines.manager import target_label
 from ..transport import TransportError
 from .asleep import sleeping_relay
 from .far_state import access_for, delete_state, drop_base, keep_as_base, place_for
+from .kernel_context import KernelContext
 from .kernel_end import end_reason, restart_refusal
 from .moving import Place, check_wake_target, is_on, move, move_back
 from .operations import HIBERNATION, RESTART, SHUTDOWN, WAKE
+from .run_by_others import RunByOthers
 from .wake_steps import (
+    Relaunch,
     deleted_state,
     launch_waiting_for_host,
     restore_progress,
     wake_failure,
 )
-
-if TYPE_CHECKING:
-    from .provisioner import RemoteHWProvisioner
 
 #: Seconds a kernel that reads as busy may take to be idle before a hibernation is
 #: refused as one of a running cell (a request of the server's own is that short).
@@ -70,14 +70,22 @@ class WakeError(UserError):
 
 
 class KernelHibernation:
-    """Hibernates one provisioner's kernel and wakes it.
+    """Hibernates one provisioner's kernel and wakes it. Where the kernel runs it reports
+    to the provisioner's :class:`~.kernel_run.KernelRun`; it assigns nothing of the
+    provisioner's.
 
     Args:
         provisioner: The provisioner whose kernel it is.
+        run_by_others: The kernel's mark (a save keeps it; a wake restores with it).
+        relaunch: How a wake starts the kernel's process again.
     """
 
-    def __init__(self, provisioner: RemoteHWProvisioner) -> None:
+    def __init__(
+        self, provisioner: KernelContext, run_by_others: RunByOthers, relaunch: Relaunch
+    ) -> None:
         self.p = provisioner
+        self.run_by_others = run_by_others
+        self.relaunch = relaunch
         #: The kernel's relay while it hibernates (None while it runs).
         self.relay: KernelRelayClient | None = None
         #: What the ledger keeps of the hibernation: ``bytes``, ``saved_at``,
@@ -143,11 +151,11 @@ class KernelHibernation:
                 ``StoreFullError``): the kernel runs on as it was.
         """
         p = self.p
-        machine = p.machine
+        machine = p.run.machine
         if self.hibernated and not self.waking:
             raise HibernationStateError(f"{p.named} is already hibernated")
         p.operations.refuse_if_busy(HIBERNATION)
-        if p.host_connection is None or machine is None:
+        if p.run.host_connection is None or machine is None:
             raise HibernationStateError(f"{p.named} is not running")
         if refusal := restart_refusal(p):
             raise HibernationStateError(f"{p.named} is dead: {refusal}")
@@ -200,7 +208,7 @@ class KernelHibernation:
                 "saved_at": time.time(),
                 "left_out": summary.left_out,
                 "kernel_info": (relay.kernel_info or b"").decode(errors="replace") or None,
-                "run_by_others": await p.run_by_others.ask(unknown_marks=True),
+                "run_by_others": await self.run_by_others.ask(unknown_marks=True),
             }
             await self._record()
             await self._stop_remote()
@@ -249,7 +257,7 @@ class KernelHibernation:
         p = self.p
         # First: a poll (jupyter_client's restarter) while it stops must not take the
         # kernel for dead, and restart it behind the hibernation's back.
-        p.host_connection = None
+        p.run.stopped()
         try:
             await p.agent_call("shutdown_kernel", now=True)
             self.left_on = None
@@ -267,11 +275,11 @@ class KernelHibernation:
         """Take the relay out of the machine (it keeps answering on the kernel's ports, the
         heartbeat included) and release the machine when it runs no other kernel."""
         p, relay = self.p, self.relay
-        machine, p.machine = p.machine, None
+        machine = p.run.released()
         if machine is not None:
             await machine.detach(p.kernel_id)
         if relay is not None:
-            await relay.echo_heartbeats(int(p.local_ports.get("hb_port", 0)))
+            await relay.echo_heartbeats(int(p.run.local_ports.get("hb_port", 0)))
         if machine is not None and await p.manager.release_if_idle(machine.target.name):
             provider = p.manager.providers.get(machine.target.provider)
             done = await provider.after_hibernation(machine.target) if provider else None
@@ -346,10 +354,10 @@ class KernelHibernation:
             await self._record()
             raise WakeError(f"{p.named} cannot be woken: {deleted}")
         steps = p.manager.steps(p.target, p.kernel_id)
-        p.launch_steps = steps
+        p.run.launching(steps)
         try:
             async with asyncio.timeout(p.launch_timeout):
-                await launch_waiting_for_host(p, steps)
+                await launch_waiting_for_host(p, steps, self.relaunch)
                 with steps.step("restore state"):
                     summary = await restore(
                         self._kernel_manager(),
@@ -360,7 +368,7 @@ class KernelHibernation:
                         # on another target (moved_from); else on the CPU, with a note
                         restore_progress(steps, progress),
                         access_for(p),
-                        restricted=p.run_by_others.restriction(),
+                        restricted=self.run_by_others.restriction(),
                     )
         except BaseException as exc:
             reason = wake_failure(exc, steps, p.operations.ended("it was being woken"))
@@ -403,7 +411,7 @@ class KernelHibernation:
         p, relay = self.p, self.relay
         assert relay is not None
         await relay.sleep()
-        if p.host_connection is not None or p.machine is not None:  # even if unconfirmed
+        if p.run.host_connection is not None or p.run.machine is not None:  # even unconfirmed
             await self._stop_remote()
         await self._let_machine_go()
 
@@ -423,17 +431,17 @@ class KernelHibernation:
                 f"{p.named} hibernated, but its saved state is not in {self.store.path} any more"
             )
         kernel_info = info.get("kernel_info")
-        self.relay, p.local_ports, p.connection_info = await sleeping_relay(
+        self.relay, ports, connection_info = await sleeping_relay(
             p.kernel_id,
-            p.local_ports,
+            p.run.local_ports,
             kernel_info if isinstance(kernel_info, str) else None,
             self._wake_requested,
             p.log,
         )
+        p.run.asleep(ports, connection_info)  # asleep, it answers as an idle kernel
         self.state = dict(info)
-        p.reattached_state = "idle"  # asleep, it answers as an idle kernel
         p.log.info("kernel %s: taken over hibernated (its state waits in the store)", p.kernel_id)
-        return p.connection_info
+        return connection_info
 
     async def discard(self) -> None:
         """The kernel is shut down, or restarted afresh, while hibernated: delete its saved
@@ -449,7 +457,23 @@ class KernelHibernation:
             )
         left_on, self.left_on = self.left_on, None
         if left_on is not None:
-            await self.p.launcher.stop_left(left_on)
+            await self._stop_left(left_on)
+
+    async def _stop_left(self, target: str) -> None:
+        """Stop the kernel that a failed stop left on ``target``'s host (a link cut as a
+        wake failed), when this side still holds that machine; else its agent ends it
+        once no one holds it."""
+        p = self.p
+        machine = p.manager.cached(target)
+        if machine is None:
+            return
+        try:
+            async with asyncio.timeout(3 * p.poll_timeout):
+                client = await machine.agent()
+                await client.call("shutdown_kernel", None, kernel_id=p.kernel_id, now=True)
+        except (AgentError, AgentUnavailableError, TimeoutError, TransportError) as exc:
+            p.log.info("kernel %s: not stopped on %s: %s", p.kernel_id, target, exc)
+        await p.manager.release_if_idle(target)
 
     async def ended_awake(self) -> None:
         """The kernel was shut down awake: remove the base its last wake kept."""
@@ -479,7 +503,7 @@ class KernelHibernation:
         await self._record()
 
 
-async def _idle_within(p: RemoteHWProvisioner, seconds: float) -> bool:
+async def _idle_within(p: KernelContext, seconds: float) -> bool:
     """Whether the kernel is idle, or becomes idle within ``seconds``: a request of the
     server's own (a variables listing, kernel info for a new websocket) reads as busy
     for a moment, and must not refuse a hibernation as a user's running cell does."""

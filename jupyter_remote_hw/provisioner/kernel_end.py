@@ -8,15 +8,11 @@ kernel's hardware is gone."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..machines.manager import target_label
-
-if TYPE_CHECKING:
-    from .provisioner import RemoteHWProvisioner
+from .kernel_context import KernelContext
 
 
-async def report_end(p: RemoteHWProvisioner, reason: str) -> None:
+async def report_end(p: KernelContext, reason: str) -> None:
     """The kernel's machine ended under it: stop its restarter, and say why, once, where
     its clients and the server show it."""
     parent = p.parent
@@ -29,7 +25,7 @@ async def report_end(p: RemoteHWProvisioner, reason: str) -> None:
             parent.execution_state = "dead"  # jupyter_server lists it so
         if hasattr(parent, "reason"):
             parent.reason = reason  # jupyter_server lists it with the kernel
-    relay = p.machine.relay(p.kernel_id) if p.machine is not None else None
+    relay = p.run.machine.relay(p.kernel_id) if p.run.machine is not None else None
     if relay is not None:
         await relay.sleep()  # its clients' requests go to its stand-in from now on
         await relay.refuse_held(reason, dead=True)
@@ -37,12 +33,12 @@ async def report_end(p: RemoteHWProvisioner, reason: str) -> None:
     tell_failed(p, "kernel died", reason)
 
 
-def restart_refusal(p: RemoteHWProvisioner) -> str | None:
+def restart_refusal(p: KernelContext) -> str | None:
     """Why the kernel cannot be restarted: its machine ended under it, and a restart does
     not quietly take new hardware (a new allocation) in its place. None when it can be
     restarted, as when nothing runs that a restart would replace (a hibernated kernel,
     whose job ended with it, starts afresh where it wakes)."""
-    if p.host_connection is None:
+    if p.run.host_connection is None:
         return None
     ended = end_reason(p)
     if not ended:
@@ -50,12 +46,12 @@ def restart_refusal(p: RemoteHWProvisioner) -> str | None:
     return f"{ended}; start a new kernel to run on {target_label(p.manager, p.target)} again"
 
 
-def end_reason(p: RemoteHWProvisioner) -> str | None:
+def end_reason(p: KernelContext) -> str | None:
     """Why the kernel is dead (its machine ended under it), or None."""
-    return p.dead or (p.machine.end_reason() if p.machine is not None else None)
+    return p.dead or (p.run.machine.end_reason() if p.run.machine is not None else None)
 
 
-def tell_failed(p: RemoteHWProvisioner, step: str, detail: str) -> None:
+def tell_failed(p: KernelContext, step: str, detail: str) -> None:
     """Tell the launch listeners (the notebook's notice) that ``step`` failed."""
     event = {
         "kernel_id": p.kernel_id,

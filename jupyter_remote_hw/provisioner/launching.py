@@ -15,11 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from jupyter_client.connect import KernelConnectionInfo
 
@@ -27,14 +26,14 @@ from ..agent.holds import process_identity
 from ..agent_client import AgentError, AgentUnavailableError
 from ..providers.base import PORT_NAMES
 from ..providers.launch_steps import LaunchError, LaunchSteps
-from ..transport import TransportError
 from .errors import KernelGoneError, KernelLaunchError, MachineEndedError
+from .hibernating import KernelHibernation
+from .kernel_context import KernelContext
 from .kernel_end import restart_refusal
 
 if TYPE_CHECKING:
     from ..agent_client.relay import KernelRelayClient
     from ..providers.target import Target
-    from .provisioner import RemoteHWProvisioner
 
 #: Variables (``fnmatch`` patterns) of the launch environment that a kernel on another
 #: machine gets besides the kernelspec's env and those the launch set or changed over
@@ -74,14 +73,18 @@ def listable(kernel_manager: Any) -> None:
 
 
 class KernelLauncher:
-    """The launch of one :class:`.provisioner.RemoteHWProvisioner`'s kernel.
+    """The launch of one provisioner's kernel. Where the kernel runs it reports to the
+    provisioner's :class:`~.kernel_run.KernelRun`; it assigns nothing of the provisioner's.
 
     Args:
         provisioner: The provisioner whose kernel it launches.
+        hibernation: The kernel's hibernation: a hibernated kernel's relay, kept while
+            it was away, makes a launch a wake.
     """
 
-    def __init__(self, provisioner: RemoteHWProvisioner) -> None:
+    def __init__(self, provisioner: KernelContext, hibernation: KernelHibernation) -> None:
         self.p = provisioner
+        self.hibernation = hibernation
 
     def kernel_env(self, env: dict[str, str] | None, local: bool) -> dict[str, str]:
         """The part of the launch environment that goes to the kernel.
@@ -155,18 +158,18 @@ class KernelLauncher:
         start a new one; then connect its channels here."""
         p = self.p
         record = p.manager.ledger.get_kernel(p.kernel_id)
-        relay = p.hibernation.relay  # a hibernated kernel's, kept while it was away
-        if relay is None and p.host_connection is None and record is not None:
+        relay = self.hibernation.relay  # a hibernated kernel's, kept while it was away
+        if relay is None and p.run.host_connection is None and record is not None:
             return await self.take_over(steps, record.info)
         target = await self.reach_machine(steps)
         if relay is not None:
             remote = await self.wake_here(steps, kwargs, timeout, relay)
-        elif p.host_connection is not None:
+        elif p.run.host_connection is not None:
             with steps.step("start kernel"):
-                remote = await self.restart_remote(kwargs, timeout)
+                remote = await self.restart_remote(steps, kwargs, timeout)
         else:
             with steps.step("start kernel"):
-                remote = await self.start_remote(kwargs, timeout)
+                remote = await self.start_remote(steps, kwargs, timeout)
         return await self.connect(steps, target, remote)
 
     async def take_over(self, steps: LaunchSteps, info: dict[str, Any]) -> KernelConnectionInfo:
@@ -177,7 +180,7 @@ class KernelLauncher:
         hibernated = info.get("hibernated")
         if isinstance(hibernated, dict):
             with steps.step("find kernel"):
-                return await p.hibernation.resume_asleep(hibernated)
+                return await self.hibernation.resume_asleep(hibernated)
         # The previous server's connection file for this kernel id is stale:
         # jupyter_client would trust it instead of what is returned here.
         connection_file = getattr(p.parent, "connection_file", "")
@@ -202,7 +205,7 @@ class KernelLauncher:
         if refused:
             with steps.step("restart kernel"):
                 raise MachineEndedError(refused)
-        p.machine = await p.manager.machine(target, steps)
+        p.run.reached(await p.manager.machine(target, steps))
         return target
 
     async def wake_here(
@@ -211,13 +214,14 @@ class KernelLauncher:
         """Start a hibernated kernel again behind the relay its clients kept: with the key
         they sign with."""
         p = self.p
-        assert p.machine is not None
+        machine = p.run.machine
+        assert machine is not None
         with steps.step("start kernel"):
-            key: Any = p.connection_info["key"]  # bytes, its TypedDict says str
+            key: Any = p.run.connection_info["key"]  # bytes, its TypedDict says str
             key = key.decode() if isinstance(key, bytes) else str(key)
-            remote = await self.start_remote(kwargs, timeout, key)
-            p.host_connection = remote
-            p.machine.adopt(p.kernel_id, relay)
+            remote = await self.start_remote(steps, kwargs, timeout, key)
+            p.run.started(remote)
+            machine.adopt(p.kernel_id, relay)
         return remote
 
     async def connect(
@@ -226,15 +230,12 @@ class KernelLauncher:
         """Make the kernel that runs on the host (``remote``: its connection there)
         reachable here, record it in the ledger, and return what clients connect to."""
         p = self.p
-        assert p.machine is not None
-        p.host_connection = remote
+        machine = p.run.machine
+        assert machine is not None
+        p.run.started(remote)
         with steps.step("connect channels"):
-            local = await p.machine.expose(p.kernel_id, remote, p.local_ports)
-        p.local_ports = {name: int(local[name]) for name in PORT_NAMES}
-        # jupyter_client compares keys as bytes (its TypedDict says str).
-        info = cast(KernelConnectionInfo, {**local, "key": str(remote["key"]).encode()})
-        p.connection_info = info
-        p.launched_at = time.monotonic()
+            local = await machine.expose(p.kernel_id, remote, p.run.local_ports)
+        info = p.run.connected(remote, local)
         p.manager.ledger.put_kernel(
             p.kernel_id,
             str(getattr(p.parent, "kernel_name", "") or target.kernel_name),
@@ -245,7 +246,7 @@ class KernelLauncher:
         return info
 
     async def start_remote(
-        self, kwargs: dict[str, Any], timeout: float, key: str | None = None
+        self, steps: LaunchSteps, kwargs: dict[str, Any], timeout: float, key: str | None = None
     ) -> dict[str, Any]:
         """Start the kernel: in the notebook's directory when the host has it (else in
         the target's working directory), with its environment and its orphan grace
@@ -268,17 +269,19 @@ class KernelLauncher:
             **({"key": key, "replace": True} if key is not None else {}),
         )
         used = started.get("cwd")
-        if used and self.p.launch_steps is not None:
+        if used:
             whose = "the notebook's" if requested else "this process's"
             where = "this machine" if local else target.where
-            self.p.launch_steps.note(
+            steps.note(
                 f"working directory {used} ({whose})"
                 if used == cwd
                 else f"working directory {used} ({whose} {cwd} does not exist on {where})"
             )
         return dict(started["connection"])
 
-    async def restart_remote(self, kwargs: dict[str, Any], timeout: float) -> dict[str, Any]:
+    async def restart_remote(
+        self, steps: LaunchSteps, kwargs: dict[str, Any], timeout: float
+    ) -> dict[str, Any]:
         try:
             restarted = await self.p.agent_call(
                 "restart_kernel", wait=timeout + 5, now=True, timeout=timeout
@@ -288,9 +291,9 @@ class KernelLauncher:
                 raise
             # The host forgot the kernel (its agent was replaced, or it was shut down
             # there): start it afresh, with the key its clients sign with.
-            key: Any = (self.p.connection_info or {}).get("key")
+            key: Any = (self.p.run.connection_info or {}).get("key")
             key = key.decode() if isinstance(key, bytes) else key
-            return await self.start_remote(kwargs, timeout, str(key) if key else None)
+            return await self.start_remote(steps, kwargs, timeout, str(key) if key else None)
         return dict(restarted["connection"])
 
     async def find_remote(self) -> dict[str, Any]:
@@ -318,31 +321,14 @@ class KernelLauncher:
                 f"code {status.get('exit_code')}): it ended while no Jupyter server watched "
                 "it; start a new kernel"
             )
-        state = status.get("execution_state")
-        self.p.reattached_state = state if state in ("idle", "busy") else None
+        self.p.run.found(status.get("execution_state"))
         return dict(status["connection"])
 
     async def _forget_gone(self) -> None:
         """A kernel that ended while no server watched it: its ledger row goes, and the
         base of its next save that its last wake kept."""
         self.p.manager.ledger.remove_kernel(self.p.kernel_id)
-        await self.p.hibernation.ended_awake()
-
-    async def stop_left(self, target: str) -> None:
-        """Stop the kernel that a failed stop left on ``target``'s host (a link cut as a
-        wake failed), when this side still holds that machine; else its agent ends it
-        once no one holds it."""
-        p = self.p
-        machine = p.manager.cached(target)
-        if machine is None:
-            return
-        try:
-            async with asyncio.timeout(3 * p.poll_timeout):
-                client = await machine.agent()
-                await client.call("shutdown_kernel", None, kernel_id=p.kernel_id, now=True)
-        except (AgentError, AgentUnavailableError, TimeoutError, TransportError) as exc:
-            p.log.info("kernel %s: not stopped on %s: %s", p.kernel_id, target, exc)
-        await p.manager.release_if_idle(target)
+        await self.hibernation.ended_awake()
 
     async def abandon(self, maybe_starting: bool) -> None:
         """After a failed launch: stop what was started and let an idle host agent go.
@@ -351,15 +337,15 @@ class KernelLauncher:
             maybe_starting: The launch was cut off, perhaps while the agent was
                 starting the kernel, so stop it even if no answer came back.
         """
-        machine = self.p.machine
+        machine = self.p.run.machine
         if machine is None:
             return
-        if maybe_starting or self.p.host_connection is not None:
+        if maybe_starting or self.p.run.host_connection is not None:
             try:
                 await self.p.agent_call("shutdown_kernel", now=True)
             except (AgentError, AgentUnavailableError, TimeoutError) as exc:
                 self.p.log.debug("kernel %s: nothing to stop: %s", self.p.kernel_id, exc)
             await machine.unexpose(self.p.kernel_id)
             self.p.manager.ledger.remove_kernel(self.p.kernel_id)
-        self.p.host_connection = None
+        self.p.run.stopped()
         await self.p.manager.release_if_idle(machine.target.name)

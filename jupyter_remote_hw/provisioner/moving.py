@@ -9,14 +9,11 @@ nothing else moves.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from jupyter_client.manager import KernelManager
 
 from ..providers import KERNEL_NAME_PREFIX, Target
-
-if TYPE_CHECKING:
-    from .provisioner import RemoteHWProvisioner
+from .kernel_context import KernelContext
 
 
 class MoveError(Exception):
@@ -27,20 +24,20 @@ class MoveError(Exception):
 class Place:
     """Where a kernel was, to put it back there when a wake elsewhere fails."""
 
-    target: str
-    """The provisioner's target (its machine's name)."""
+    target: Target
+    """The provisioner's target."""
     placement: str | None
     """The machine manager's placement of the kernel."""
     kernel_name: str | None
     """Its kernel manager's kernelspec name (None: it has no kernel manager)."""
 
 
-def _kernel_manager(provisioner: RemoteHWProvisioner) -> KernelManager | None:
+def _kernel_manager(provisioner: KernelContext) -> KernelManager | None:
     manager = provisioner.parent
     return manager if isinstance(manager, KernelManager) else None
 
 
-def is_on(provisioner: RemoteHWProvisioner, name: str) -> bool:
+def is_on(provisioner: KernelContext, name: str) -> bool:
     """Whether the kernel is on target ``name`` already: its machine's, or the target its
     kernelspec names (a scheduler's kernel runs in an allocation of that target)."""
     manager = _kernel_manager(provisioner)
@@ -48,7 +45,7 @@ def is_on(provisioner: RemoteHWProvisioner, name: str) -> bool:
     return name == provisioner.target or kernel_name.lower() == KERNEL_NAME_PREFIX + name.lower()
 
 
-def check_wake_target(provisioner: RemoteHWProvisioner, name: str) -> Target:
+def check_wake_target(provisioner: KernelContext, name: str) -> Target:
     """The target called ``name``, where a hibernated kernel can wake (any target: each
     machine, this one included, keeps a kernel's ports with its relay).
 
@@ -58,7 +55,7 @@ def check_wake_target(provisioner: RemoteHWProvisioner, name: str) -> Target:
     return provisioner.manager.target(name)
 
 
-def move(provisioner: RemoteHWProvisioner, target: Target) -> Place:
+def move(provisioner: KernelContext, target: Target) -> Place:
     """Make ``target`` the kernel's: it is placed there (see
     :meth:`..machines.manager.MachineManager.place`) and its kernel manager's kernel
     name becomes that target's kernelspec.
@@ -69,7 +66,7 @@ def move(provisioner: RemoteHWProvisioner, target: Target) -> Place:
     machines, kernel_id = provisioner.manager, provisioner.kernel_id
     manager = _kernel_manager(provisioner)
     was = Place(
-        provisioner.target,
+        provisioner.resolved_target(),
         machines.placements.get(kernel_id),
         manager.kernel_name if manager is not None else None,
     )
@@ -79,10 +76,10 @@ def move(provisioner: RemoteHWProvisioner, target: Target) -> Place:
     return was
 
 
-def move_back(provisioner: RemoteHWProvisioner, place: Place) -> None:
+def move_back(provisioner: KernelContext, place: Place) -> None:
     """Put the kernel back where it was before :func:`move`."""
     machines, kernel_id = provisioner.manager, provisioner.kernel_id
-    provisioner.target = place.target
+    provisioner.place_on(place.target)
     if place.placement is None:
         machines.unplace(kernel_id)
     else:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import signal
-import time
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar, cast
 
@@ -30,13 +29,14 @@ from ..hibernation import Policy, Progress, RestoreSummary, SaveSummary
 from ..hibernation.far import FarPlace
 from ..ledger.store import SERVER_OWNER
 from ..machines.manager import MachineManager, server_config, target_label
-from ..providers import Machine, Target
+from ..providers import Target
 from ..providers.base import PORT_NAMES
 from ..providers.launch_steps import LaunchError, LaunchSteps
 from ..transport import TransportError
 from .errors import KernelLaunchError
 from .hibernating import KernelHibernation
 from .kernel_end import report_end
+from .kernel_run import KernelRun
 from .launching import KernelLauncher, keep_ports, listable
 from .operations import HIBERNATION, RESTART, SHUTDOWN, WAKE, KernelOperations
 from .run_by_others import RunByOthers
@@ -59,12 +59,6 @@ def on_home_loop(
         return await provisioner.manager.on_home(method(*args, **kwargs))
 
     return on_home
-
-
-LAUNCH_FRESH = 1.0
-"""Seconds after a launch in which :meth:`RemoteHWProvisioner.poll` takes the host's
-answer to the launch (the kernel runs) instead of asking again: a client's first
-liveness check, right after the start, costs no round trip to the host."""
 
 
 class RemoteHWProvisioner(KernelProvisionerBase):
@@ -110,37 +104,38 @@ class RemoteHWProvisioner(KernelProvisionerBase):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.machine: Machine | None = None
-        """The machine the kernel runs on (None: not launched, or hibernated)."""
         self._resolved: Target | None = None
-        self.host_connection: dict[str, Any] | None = None
-        """The kernel's connection info on its host (its transport, ports or socket
-        paths there); None while no kernel runs."""
-        self.local_ports: dict[str, int] = {}
-        """The ports here that reach the kernel's channels, by connection key."""
         self._steps: LaunchSteps | None = None
-        self.launch_steps: LaunchSteps | None = None
-        """The steps of the last launch, with their timings."""
-        self.launched_at: float | None = None
-        """When (``time.monotonic``) the kernel last started, while that is recent."""
-        self.launcher = KernelLauncher(self)
-        """Starts, restarts and adopts the kernel on its machine (see :mod:`.launching`)."""
+        self.run = KernelRun()
+        """Where the kernel runs and how it is reached (see :mod:`.kernel_run`)."""
         self.launch_kwargs: dict[str, Any] = {}
         """The arguments of the last launch; a wake from hibernation launches with them."""
         self.operations = KernelOperations(lambda: self.named)
         """The operation under way on the kernel: one at a time (see :mod:`.operations`)."""
         self.run_by_others = RunByOthers(self)
         """Whether someone else could run code in the kernel (see :mod:`.run_by_others`)."""
-        self.hibernation = KernelHibernation(self)
+        self.hibernation = KernelHibernation(
+            self, self.run_by_others, lambda *launch: self.launcher.launch(*launch)
+        )
         """Hibernates the kernel and wakes it (see :mod:`.hibernating`)."""
+        self.launcher = KernelLauncher(self, self.hibernation)
+        """Starts, restarts and adopts the kernel on its machine (see :mod:`.launching`)."""
         self.hibernate_after: float | None = None
         """Seconds idle before the kernel hibernates, as its notebook asked (0: never);
         None: its target's ``hibernate_after``. Kept in the ledger with the kernel."""
         self.dead: str | None = None
         """Why the kernel is dead, once its machine ended under it (see :mod:`.kernel_end`)."""
-        self.reattached_state: str | None = None
-        """The execution state (idle, busy) the host reported for a kernel taken over
-        from an earlier server, as of the takeover; None for a kernel started here."""
+
+    # ------------------------------------------------------------------ where it runs
+
+    @property
+    def connection_info(self) -> KernelConnectionInfo:
+        """What clients here connect to (jupyter_client's; its base class sets it too)."""
+        return self.run.connection_info
+
+    @connection_info.setter
+    def connection_info(self, info: KernelConnectionInfo) -> None:
+        self.run.recorded(info=info)
 
     # ------------------------------------------------------------------ helpers
 
@@ -176,9 +171,9 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         self.target, self._resolved = target.name, target
 
     async def agent_call(self, op: str, wait: float | None = 30.0, **args: Any) -> dict[str, Any]:
-        if self.machine is None:
+        if self.run.machine is None:
             raise AgentUnavailableError(f"{self.named} is not running")
-        client = await self.machine.agent()
+        client = await self.run.machine.agent()
         return await client.call(op, wait, kernel_id=self.kernel_id, **args)
 
     @on_home_loop
@@ -192,9 +187,9 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             AgentUnavailableError: The kernel has no machine.
             NotImplementedError: Its machine cannot open streams.
         """
-        if self.machine is None:
+        if self.run.machine is None:
             raise AgentUnavailableError(f"{self.named} is not running")
-        return await self.machine.open_stream(where)
+        return await self.run.machine.open_stream(where)
 
     # ------------------------------------------------------------------ process-like API
 
@@ -202,7 +197,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
     def has_process(self) -> bool:
         """Whether a kernel was launched (or attached) and not cleaned up; a hibernated
         kernel counts (Jupyter must neither restart it nor take it as dead)."""
-        return self.host_connection is not None or self.hibernation.hibernated
+        return self.run.host_connection is not None or self.hibernation.hibernated
 
     @on_home_loop
     async def poll(self) -> int | None:
@@ -217,10 +212,10 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         """
         if self.operations.running == WAKE:
             return None  # the wake says whether the kernel came up; a restart would drop its state
-        if self.host_connection is None:
+        if self.run.host_connection is None:
             hibernation = self.hibernation
             return None if hibernation.hibernated and not hibernation.stopping else 0
-        machine = self.machine
+        machine = self.run.machine
         ended = machine.end_reason() if machine is not None else None
         if ended:
             if self.dead is None:
@@ -230,10 +225,8 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             return -1
         if machine is None or not machine.link_up:
             return None
-        if self.launched_at is not None:
-            if time.monotonic() - self.launched_at < LAUNCH_FRESH:
-                return None  # the host has just answered that it runs
-            self.launched_at = None
+        if self.run.fresh():
+            return None  # the host has just answered that it runs
         try:
             async with asyncio.timeout(self.poll_timeout):
                 status = await self.agent_call("kernel_status", wait=None)
@@ -261,16 +254,16 @@ class RemoteHWProvisioner(KernelProvisionerBase):
     @on_home_loop
     async def send_signal(self, signum: int) -> None:
         """Signal the kernel's process group on its host (SIGINT interrupts)."""
-        if self.host_connection is None:
+        if self.run.host_connection is None:
             return
         if signum == 0:
             await self.poll()
             return
-        if self.machine is not None and self.machine.end_reason():
+        if self.run.machine is not None and self.run.machine.end_reason():
             return  # its machine ended, and the kernel with it: nothing to signal
         if signum == signal.SIGINT and self.operations.running in (HIBERNATION, WAKE):
             return  # no cell runs, only our save or restore, which an interrupt would break
-        self.launched_at = None
+        self.run.signalled()
         try:
             if signum == signal.SIGINT:
                 await self.agent_call("interrupt_kernel")
@@ -283,7 +276,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         except (AgentUnavailableError, TransportError):
             # Its machine may have ended while we asked (a job cancelled from outside,
             # before the server noticed), the kernel with it: the machine says.
-            if self.machine is None or not await self.machine.confirm_end():
+            if self.run.machine is None or not await self.run.machine.confirm_end():
                 raise
 
     @on_home_loop
@@ -292,10 +285,10 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         clients' reconnects fail, as expected, so they are not logged as warnings. A save
         or a wake under way ends first (see :mod:`.operations`)."""
         await self.operations.stop(RESTART if restart else SHUTDOWN)
-        self.launched_at = None
+        self.run.signalled()
         self.hibernation.stopping = self.hibernation.hibernated
-        if self.machine is not None:
-            self.machine.expect_drops(self.kernel_id)
+        if self.run.machine is not None:
+            self.run.machine.expect_drops(self.kernel_id)
 
     async def kill(self, restart: bool = False) -> None:
         """SIGKILL the kernel's process group (once a save or a wake under way ended)."""
@@ -314,7 +307,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         Raises:
             KernelLaunchError: 404 for unknown hardware.
         """
-        keep_ports(self.parent, self.local_ports)  # before anything awaits
+        keep_ports(self.parent, self.run.local_ports)  # before anything awaits
         listable(self.parent)
         self._steps = self.manager.steps(self.target or "?", self.kernel_id)
         try:
@@ -340,11 +333,11 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         """
         steps = self._steps or self.manager.steps(self.target, self.kernel_id)
         self._steps = None
-        self.launch_steps = steps
+        self.run.launching(steps)
         self.launch_kwargs = dict(kwargs)
         try:
             info = await self.launcher.run(steps, kwargs)
-            if self.hibernation.hibernated and self.host_connection is not None:
+            if self.hibernation.hibernated and self.run.host_connection is not None:
                 await self.hibernation.restarted()  # restarted while hibernated: afresh
         finally:
             self.operations.stopped()  # a restart ends once its kernel runs, or failed
@@ -392,9 +385,9 @@ class RemoteHWProvisioner(KernelProvisionerBase):
             self.manager.unplace(self.kernel_id)
         if not restart:
             await self.hibernation.ended_awake()
-        if restart or self.host_connection is None:
+        if restart or self.run.host_connection is None:
             return
-        machine = self.machine
+        machine = self.run.machine
         try:
             if machine is None or not machine.end_reason():  # else it ended with its machine
                 await self.agent_call("shutdown_kernel", now=True)
@@ -411,7 +404,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
                 self.target,
                 exc,
             )
-        self.host_connection = None
+        self.run.stopped()
         self.manager.ledger.remove_kernel(self.kernel_id)
         self.manager.unplace(self.kernel_id)
         if machine is not None:
@@ -429,7 +422,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         ``recommended`` plus what its last launch took (a slow host's crash loop still
         reaches the restart limit; a kernel killed now and then does not add up to it,
         as it did when this was the whole launch timeout)."""
-        steps = self.launch_steps
+        steps = self.run.steps
         took = sum(r.seconds for r in steps.records) if steps is not None else 0.0
         return recommended + min(took, self.launch_timeout)
 
@@ -447,8 +440,8 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         }
         info["version"] = INFO_VERSION
         info["target"] = self.target
-        info["local_ports"] = dict(self.local_ports)
-        remote = self.host_connection
+        info["local_ports"] = dict(self.run.local_ports)
+        remote = self.run.host_connection
         info["remote_ports"] = {n: int(remote[n]) for n in PORT_NAMES} if remote else {}
         info["hibernated"] = self.hibernation.summary()
         info["save_base"] = self.hibernation.base.to_json() if self.hibernation.base else None
@@ -465,5 +458,4 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         self.run_by_others.marked = provisioner_info.get("run_by_others") is True
         # Where its last wake kept its state (the next server removes it at shutdown).
         self.hibernation.base = FarPlace.from_json(provisioner_info.get("save_base"))
-        ports = dict(provisioner_info.get("local_ports") or {})
-        self.local_ports = {k: int(v) for k, v in ports.items()}
+        self.run.recorded(ports=dict(provisioner_info.get("local_ports") or {}))

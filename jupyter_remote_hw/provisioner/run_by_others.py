@@ -13,14 +13,12 @@ restarts. What comes from a marked kernel is rebuilt only by the restricted load
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..agent_client import AgentError, AgentUnavailableError
 from ..transfer.kernel_side.restricted import SharedKernelPulls, restriction
 from ..transport import TransportError
-
-if TYPE_CHECKING:
-    from .provisioner import RemoteHWProvisioner
+from .kernel_context import KernelContext
 
 
 class RunByOthers:
@@ -30,7 +28,7 @@ class RunByOthers:
         provisioner: The provisioner whose kernel it is.
     """
 
-    def __init__(self, provisioner: RemoteHWProvisioner) -> None:
+    def __init__(self, provisioner: KernelContext) -> None:
         self.p = provisioner
         #: Whether someone else could run code in the kernel at some time in its life.
         self.marked = False
@@ -46,7 +44,7 @@ class RunByOthers:
         p = self.p
         if self.marked:
             return True
-        if p.host_connection is None:
+        if p.run.host_connection is None:
             return True
         try:
             async with asyncio.timeout(p.poll_timeout):

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+from jupyter_client.connect import KernelConnectionInfo
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -24,9 +26,11 @@ from ..hibernation.store import size_text
 from ..machines.manager import target_label
 from ..providers.launch_steps import LaunchError, LaunchSteps
 from ..transport import AuthenticationError, HostKeyError, TransportError
+from .kernel_context import KernelContext
 
-if TYPE_CHECKING:
-    from .provisioner import RemoteHWProvisioner
+#: How a wake starts the kernel's process again: the launch's own path
+#: (:meth:`.launching.KernelLauncher.launch`), with its steps, arguments and timeout.
+Relaunch = Callable[[LaunchSteps, dict[str, Any], float], Awaitable[KernelConnectionInfo]]
 
 #: Seconds between two progress notes of a restore's bytes on the launch steps.
 PROGRESS_EVERY = 0.5
@@ -45,7 +49,7 @@ def host_unreachable(exc: BaseException) -> bool:
     return any(isinstance(c, TransportError | AgentUnavailableError) for c in found)
 
 
-async def launch_waiting_for_host(p: RemoteHWProvisioner, steps: LaunchSteps) -> None:
+async def launch_waiting_for_host(p: KernelContext, steps: LaunchSteps, relaunch: Relaunch) -> None:
     """Start the woken kernel's process; while its host cannot be reached (a link that
     dropped, a host rebooting), try again with backoff, saying so in the progress, for
     up to the launch's time less :data:`WAKE_AFTER_CONNECT`. The state is safe meanwhile,
@@ -65,7 +69,7 @@ async def launch_waiting_for_host(p: RemoteHWProvisioner, steps: LaunchSteps) ->
         reraise=True,
     ):
         with attempt:
-            await p.launcher.launch(steps, dict(p.launch_kwargs), p.launch_timeout)
+            await relaunch(steps, dict(p.launch_kwargs), p.launch_timeout)
 
 
 def wake_failure(exc: BaseException, steps: LaunchSteps, ended: str | None) -> str:
@@ -122,6 +126,7 @@ async def deleted_state(store: HibernationStore, kernel_id: str) -> str | None:
 __all__ = [
     "PROGRESS_EVERY",
     "WAKE_AFTER_CONNECT",
+    "Relaunch",
     "deleted_state",
     "host_unreachable",
     "launch_waiting_for_host",

@@ -344,7 +344,12 @@ class RemoteHWExtension(ExtensionApp):
             # jupyter_server marks every kernel it starts "starting" until its next
             # status message; a kernel taken over has long started: say what it does.
             kernel = kernel_manager.get_kernel(record.kernel_id)
-            state = getattr(kernel.provisioner, "reattached_state", None)
+            provisioner = kernel.provisioner
+            state = (
+                provisioner.run.reattached_state
+                if isinstance(provisioner, RemoteHWProvisioner)
+                else None
+            )
             if state:
                 kernel.execution_state = state  # type: ignore[attr-defined]  # set by jupyter_server
             self.log.info(

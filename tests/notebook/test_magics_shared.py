@@ -40,7 +40,7 @@ def test_a_shared_kernel_cannot_run_code_or_javascript_in_the_owners_notebook(
             f"kernel = sessions.running()[{TARGET!r}]\n"
             f"owner = ShareOwner(sessions.machines.ledger, "
             f"authorized_keys={str(ssh_host.authorized_keys)!r})\n"
-            "granted = sessions.call(owner.share(kernel.manager.provisioner.machine, "
+            "granted = sessions.call(owner.share(kernel.manager.provisioner.run.machine, "
             f"kernel.kernel_id, {teammate.with_suffix('.pub').read_text()!r}, 'collaborator', "
             "expires_in=3600))\nprint('shared')"
         ),

@@ -117,7 +117,7 @@ async def test_a_hibernated_kernel_keeps_its_id_and_wakes_on_the_next_cell(
     # The kernel's process is gone from the host, and so is its machine here ...
     assert await gone(pid)
     provisioner = provisioner_of(jp_serverapp, kernel_id)
-    assert provisioner.hibernation.hibernated and provisioner.machine is None
+    assert provisioner.hibernation.hibernated and provisioner.run.machine is None
     assert MachineManager.instance().cached(SSH_TARGET) is None
     # ... but Jupyter still lists it, alive, under its id; the machines listing says so.
     listed = json.loads((await jp_fetch("api", "kernels")).body)
@@ -248,7 +248,7 @@ async def test_a_failed_wake_keeps_the_state_and_the_next_cell_retries(
     assert "restore state" in text or "saved state" in text, text
     assert "run the cell again" in text
     provisioner = provisioner_of(jp_serverapp, kernel_id)
-    assert provisioner.hibernation.hibernated and provisioner.host_connection is None
+    assert provisioner.hibernation.hibernated and provisioner.run.host_connection is None
     assert kernel_id in jp_serverapp.kernel_manager
     assert stored(kernel_id)
     row = await kernel_row(jp_fetch, kernel_id)

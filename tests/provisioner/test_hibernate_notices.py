@@ -58,7 +58,7 @@ async def test_a_kernel_whose_saved_state_was_deleted_says_so_at_once_and_restar
         assert "saved state was deleted" in evalue and "restart the kernel" in evalue
         assert "kept" not in evalue and "run the cell again" not in evalue, evalue
     provisioner = provisioner_of(jp_serverapp, kernel_id)
-    assert provisioner.machine is None and provisioner.host_connection is None
+    assert provisioner.run.machine is None and provisioner.run.host_connection is None
     assert (
         "saved state was deleted"
         in (await kernel_row(jp_fetch, kernel_id))["hibernated"]["wake_error"]

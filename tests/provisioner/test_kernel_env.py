@@ -55,7 +55,7 @@ CLIENT = textwrap.dedent("""
         output_hook=lambda m: out.append(m["content"].get("text", "")),
     )
     seen = json.loads("".join(out))
-    seen["notes"] = km.provisioner.launch_steps.notes
+    seen["notes"] = km.provisioner.run.steps.notes
     print(json.dumps(seen), flush=True)
     if then == "shutdown":
         kc.stop_channels()

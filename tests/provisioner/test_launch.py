@@ -69,12 +69,12 @@ async def test_kernel_runs_on_the_ssh_host(
     provisioner = provisioner_of(jp_serverapp, kernel_id)
     info = jp_serverapp.kernel_manager.get_kernel(kernel_id).get_connection_info()
     assert info["ip"] == "127.0.0.1"
-    assert provisioner.host_connection is not None
-    assert [info[p] for p in PORTS] != [provisioner.host_connection[p] for p in PORTS]
+    assert provisioner.run.host_connection is not None
+    assert [info[p] for p in PORTS] != [provisioner.run.host_connection[p] for p in PORTS]
     # On the host, its channels and its transfers' bulk streams are UNIX sockets in the
     # agent's owner-only state directory.
-    assert info["transport"] == "tcp" and provisioner.host_connection["transport"] == "ipc"
-    state_dir = os.path.dirname(provisioner.host_connection["ip"])
+    assert info["transport"] == "tcp" and provisioner.run.host_connection["transport"] == "ipc"
+    state_dir = os.path.dirname(provisioner.run.host_connection["ip"])
     assert str(remote_root) in state_dir
     where = await kc.execute(
         "from jupyter_remote_hw.transfer.kernel_side.kernel_handler import "
@@ -95,7 +95,7 @@ async def test_interrupt_keeps_state_and_restart_keeps_machine_and_ports(
     first_pid = (await kc.execute("pid")).result
     km = jp_serverapp.kernel_manager.get_kernel(kernel_id)
     ports = [km.get_connection_info()[p] for p in PORTS]
-    machine = provisioner_of(jp_serverapp, kernel_id).machine
+    machine = provisioner_of(jp_serverapp, kernel_id).run.machine
 
     sleeping = await kc.start("import time; print('sleeping', flush=True); time.sleep(60)")
     await kc.wait_printed(sleeping, "sleeping")  # the cell's own code runs
@@ -113,7 +113,7 @@ async def test_interrupt_keeps_state_and_restart_keeps_machine_and_ports(
     assert (await kc.execute("import os; os.getpid()")).result != first_pid
     km = jp_serverapp.kernel_manager.get_kernel(kernel_id)
     assert [km.get_connection_info()[p] for p in PORTS] == ports
-    assert provisioner_of(jp_serverapp, kernel_id).machine is machine
+    assert provisioner_of(jp_serverapp, kernel_id).run.machine is machine
 
 
 async def test_local_target_is_a_separate_process_under_the_local_agent(
@@ -148,7 +148,7 @@ async def test_launch_steps_are_timed_and_reported(
     ]
     assert all(e["kernel_id"] == kernel_id for e in events)
     assert any(e["state"] == "progress" and "agent" in e["detail"] for e in events)
-    steps = provisioner_of(jp_serverapp, kernel_id).launch_steps
+    steps = provisioner_of(jp_serverapp, kernel_id).run.steps
     assert steps is not None
     assert [r.name for r in steps.records] == done
     assert all(r.ok and r.seconds >= 0 for r in steps.records)
@@ -196,7 +196,7 @@ async def test_a_restart_after_the_host_refused_the_relay_attaches_it_again(
     kc = await channels(kernel_id)
     assert (await kc.execute("1 + 1")).result == "2"
     jp_serverapp.kernel_manager.get_kernel(kernel_id).stop_restarter()
-    machine = provisioner_of(jp_serverapp, kernel_id).machine
+    machine = provisioner_of(jp_serverapp, kernel_id).run.machine
     assert machine is not None
     relay = machine.relay(kernel_id)
     assert relay is not None and relay.attached

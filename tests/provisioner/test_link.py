@@ -43,7 +43,7 @@ async def test_idle_kernel_survives_a_ten_second_cut(
     kc = await channels(kernel_id)
     assert (await kc.execute("import os; x = 7; pid = os.getpid()")).status == "ok"
     pid = (await kc.execute("pid")).result
-    machine = provisioner_of(jp_serverapp, kernel_id).machine
+    machine = provisioner_of(jp_serverapp, kernel_id).run.machine
     assert machine is not None and machine.link_up
 
     ns_host.link.cut()

@@ -112,7 +112,7 @@ async def test_launch_run_a_cell_terminate(
     events = [e.event for e in manager.ledger.machine_events(record.machine_id)]
     assert events[:3] == ["requested", "pending", "running"]
     # The launch went through the cloud steps, each timed.
-    steps = jp_serverapp.kernel_manager.get_kernel(kernel_id).provisioner.launch_steps
+    steps = jp_serverapp.kernel_manager.get_kernel(kernel_id).provisioner.run.steps
     names = [r.name for r in steps.records]
     assert names[:6] == [
         "resolve hardware",

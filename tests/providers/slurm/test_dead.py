@@ -160,7 +160,7 @@ async def test_a_machine_asked_right_after_its_job_ended_says_so_at_once(
     kc = await kernels.channels(kernel_id)
     job_id = (await kc.execute("import os; print(os.environ['SLURM_JOB_ID'])")).stdout.strip()
     await kc.close()
-    machine = jp_serverapp.kernel_manager.get_kernel(kernel_id).provisioner.machine
+    machine = jp_serverapp.kernel_manager.get_kernel(kernel_id).provisioner.run.machine
     assert await machine.confirm_end() is None  # it runs
     assert slurm("scancel", job_id).returncode == 0
     asked = time.monotonic()
