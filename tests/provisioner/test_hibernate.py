@@ -350,6 +350,14 @@ async def test_a_restarted_server_takes_a_hibernated_kernel_over_and_wakes_it(
             break
         await asyncio.sleep(0.2)
     assert listed == [kernel_id], second.log.read_text()[-4000:]
+    # Taken over asleep, it reads as the idle kernel it was, not as one starting (no
+    # client has connected yet, so nothing else would say so).
+    for _ in range(50):
+        state = (await second.api(f"kernels/{kernel_id}"))["execution_state"]
+        if state == "idle":
+            break
+        await asyncio.sleep(0.2)
+    assert state == "idle", second.log.read_text()[-4000:]
     kc = await second.channels(kernel_id)  # answered while it still hibernates
     ran = await kc.execute("x + 1", timeout=120)
     assert ran.result == "43", (ran, second.log.read_text()[-4000:])

@@ -236,6 +236,30 @@ async def test_a_shutdown_during_a_save_ends_the_save_and_the_kernel(
     assert await left_on_host(kernel_id) == []
 
 
+async def test_a_restart_during_a_save_ends_the_save_and_restarts_afresh(
+    jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
+) -> None:
+    _, kernel_id, kc = await kernel_with(sessions, channels, BIG)
+    provisioner = provisioner_of(jp_serverapp, kernel_id)
+
+    saving = asyncio.ensure_future(failure(jp_fetch, "hibernate", kernel_id))
+    await until(lambda: provisioner.operations.running == HIBERNATION)
+    restarted = await jp_fetch("api", "kernels", kernel_id, "restart", method="POST", body="")
+    assert restarted.code == 200
+    code, error = await saving
+    assert code == 409, error
+    assert (
+        "was not hibernated: it was restarted while its state was being saved" in (error["message"])
+    )
+    assert "keeps running" not in error["message"]
+    # Restarted as asked: a fresh kernel, awake, with nothing saved left behind.
+    assert not provisioner.hibernation.hibernated and not stored(kernel_id)
+    fresh = await kc.execute("print('x' in dir())", timeout=120)
+    assert fresh.status == "ok" and fresh.stdout.strip() == "False", fresh
+    assert (await jp_fetch("api", "kernels", kernel_id, method="DELETE")).code == 204
+    assert await left_on_host(kernel_id) == []
+
+
 async def hibernated_with_a_waking_cell(
     jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels, step: str
 ) -> tuple[str, Any, asyncio.Future[Any]]:
