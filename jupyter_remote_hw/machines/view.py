@@ -37,12 +37,20 @@ KERNEL_DISPLAY_NAME = "Python 3 (ipykernel)"
 OWNED_PROVIDERS = frozenset({"local", "ssh"})
 
 
-def owned_hardware_note(target: Target) -> str:
-    """Why hardware the user already has cannot be stopped, and what does what they want."""
+def unstoppable_note(target: Target) -> str:
+    """Why a machine whose provider cannot stop it (a SLURM allocation, which ends with its
+    last kernel) is not stopped, and what does what the user wants."""
     return (
-        f"{target.label} cannot be stopped: it is hardware you already have "
-        f"({target.provider} provider), not a machine launched for you. "
-        "Terminate it to shut down its kernels and its agent."
+        f"{target.label} cannot be stopped: its {target.provider} machine ends when its "
+        "last kernel does. Terminate it to shut its kernels down."
+    )
+
+
+def nothing_to_stop_note(target: Target) -> str:
+    """Why a cloud target with no machine running is not stopped."""
+    return (
+        f"{target.label} has no machine running, so there is nothing to stop: one is "
+        "launched when a kernel first needs it."
     )
 
 
@@ -298,5 +306,6 @@ __all__ = [
     "kernel_state",
     "link_states",
     "machine_state",
-    "owned_hardware_note",
+    "nothing_to_stop_note",
+    "unstoppable_note",
 ]

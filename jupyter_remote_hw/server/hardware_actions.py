@@ -24,7 +24,8 @@ from ..machines.view import (
     KernelFacts,
     MachineView,
     link_states,
-    owned_hardware_note,
+    nothing_to_stop_note,
+    unstoppable_note,
 )
 from ..providers import KERNEL_NAME_PREFIX, Target, UnknownHardwareError
 from ..providers.launch_steps import LaunchError
@@ -300,8 +301,10 @@ class HardwareActions(SessionSwitching):
         record = self._record(target.name)
         if record is None and target.provider in OWNED_PROVIDERS:
             return await self._end_everything(target, None, "stopped")
-        if record is None or not hasattr(self.machines.providers.get(record.provider), "stop"):
-            raise HardwareRequestError(409, owned_hardware_note(target), "name")
+        if not hasattr(self.machines.providers.get(target.provider), "stop"):
+            raise HardwareRequestError(409, unstoppable_note(target), "name")
+        if record is None:
+            raise HardwareRequestError(409, nothing_to_stop_note(target), "name")
         await self._cloud("stop", record)
         return self._publish_machine(target.name, target)
 

@@ -16,7 +16,8 @@ from .apiclient import Fetch, failure
 
 @pytest.fixture
 def jp_server_config(ssh_host: SSHTestHost, short_tmp: Path, remote_root: Path) -> dict[str, Any]:
-    """Local, and "deadhost": the test host's address on a port nothing listens on."""
+    """Local; "deadhost": the test host's address on a port nothing listens on; and a cloud
+    machine offered but never launched (no AWS call is made here)."""
     ssh_config = short_tmp / "ssh_config"
     ssh_config.write_text(
         ssh_host.ssh_config.read_text() + ssh_host.config_block("deadhost", Port=free_port())
@@ -27,6 +28,7 @@ def jp_server_config(ssh_host: SSHTestHost, short_tmp: Path, remote_root: Path) 
         remote_root,
         short_tmp / "l",
         [{"host": "deadhost", "hardware": "Gone GPU 80GB"}],
+        AWSProvider={"machines": [{"name": "g5", "hardware": "g5.xlarge"}]},
     )
 
 
@@ -59,3 +61,15 @@ async def test_a_switch_that_cannot_launch_keeps_the_session_as_it_was(
     assert model["kernel"]["id"] == old_id
     assert jp_serverapp.kernel_manager.list_kernel_ids() == [old_id]
     await jp_fetch("api", "kernels", old_id, method="DELETE")
+
+
+async def test_stopping_a_cloud_target_with_no_machine_says_there_is_nothing_to_stop(
+    jp_fetch: Fetch,
+) -> None:
+    code, error = await failure(jp_fetch, "machines", "aws-g5", "stop", method="POST")
+    assert code == 409
+    assert error["message"].endswith(
+        "has no machine running, so there is nothing to stop: one is launched when a kernel "
+        "first needs it."
+    )
+    assert "hardware you already have" not in error["message"]
