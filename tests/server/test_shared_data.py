@@ -147,7 +147,9 @@ async def test_a_shared_kernel_keeps_its_mark_through_hibernation_and_wakes_with
         MachineManager.instance().placements.pop(later.kernel_id, None)
         body = {"target": target} if target else {}
         woke = await post(jp_fetch, "wake", kernel_id, body=body)
-        assert sorted(woke["assigned"]) == ["x", "z"], woke  # evil left out
+        assert sorted(woke["assigned"]) == ["x", "z"], woke  # evil left out, and why
+        [refused] = [v for v in woke["left_out"] if v["name"] == "evil"]
+        assert "system" in refused["reason"], refused
         shown = await owner.execute("print(x, z['kept'], 'evil' in globals())", timeout=120)
         assert shown.stdout.split() == ["41", "[1,", "2]", "False"], shown
         assert not marker.exists(), "the teammate's code ran when the kernel woke"

@@ -122,8 +122,10 @@ class HibernationActions:
         events. A kernel that is not hibernated is left as it is.
 
         Returns:
-            ``{"kernel_id", "woken", "target", "assigned", "imported", "bytes", "seconds",
-            "notes"}`` (``woken`` false when it was not hibernated).
+            ``{"kernel_id", "woken", "target", "assigned", "imported", "left_out", "bytes",
+            "seconds", "notes"}`` (``woken`` false when it was not hibernated; ``left_out``:
+            ``{"name", "reason"}`` of each variable not restored, what the save left out and
+            what the restricted loader refused).
 
         Raises:
             HardwareRequestError: 400 or 404 for a bad or unknown ``target``, 404, 409
@@ -154,6 +156,7 @@ class HibernationActions:
             "target": provisioner.target,
             "assigned": [v["name"] for v in summary.assigned],
             "imported": [m["module"] for m in summary.imported],
+            "left_out": list(summary.left_out),
             "bytes": summary.total_bytes,
             "seconds": round(summary.seconds, 3),
             "notes": list(summary.notes),
