@@ -1,9 +1,10 @@
 """The ``aws`` provider: EC2 instances launched for the user, reached over SSH.
 
-:class:`AWSProvider` (``provider``: its targets, and the machine for a kernel) is
-built from one class per concern, each on top of the one before:
+:class:`AWSProvider` (``provider``: its targets, and the machine for a kernel) holds
+the settings (``account``: ``c.AWSProvider.*``, boto3 clients, the ledger, the
+machines this process holds) and one object per concern, each given the account and
+the parts it uses:
 
-- ``account``: the settings (``c.AWSProvider.*``), boto3 clients, the ledger;
 - ``access``: the security group (``network``) and key pair (``key_pair``);
 - ``instances``: an instance's state (sync, stop, start, terminate);
 - ``reach``: SSH to a running instance with its known host key (``host_keys``),

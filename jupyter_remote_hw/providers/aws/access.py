@@ -14,16 +14,24 @@ from .network import user_security_group
 from .tags import CREATED_BY, CREATED_BY_TAG, OWNER_TAG
 
 
-class AWSAccess(AWSAccount):
+class InstanceAccess:
     """How an instance lets us in: our security group (SSH from the configured
-    addresses only) and the key pair it is launched with."""
+    addresses only) and the key pair it is launched with.
 
-    async def _network(self, region: str) -> dict[str, Any]:
+    Args:
+        account: The provider's settings and clients.
+    """
+
+    def __init__(self, account: AWSAccount) -> None:
+        self.account = account
+
+    async def network(self, region: str) -> dict[str, Any]:
         """The security group (and subnet) to launch with; ours is created when needed."""
-        network: dict[str, Any] = {"subnet_id": self.subnet_id} if self.subnet_id else {}
-        if self.security_group_id:
-            return {**network, "security_group_id": self.security_group_id}
-        if not self.ssh_cidr:
+        a = self.account
+        network: dict[str, Any] = {"subnet_id": a.subnet_id} if a.subnet_id else {}
+        if a.security_group_id:
+            return {**network, "security_group_id": a.security_group_id}
+        if not a.ssh_cidr:
             raise AWSError(
                 "no SSH access is configured, so the instance could not be reached: set "
                 "c.AWSProvider.ssh_cidr to the addresses you connect from (e.g. "
@@ -32,18 +40,20 @@ class AWSAccess(AWSAccount):
                 kind="config",
             )
         group_id = await user_security_group(
-            self._call,
-            self.client("ec2", region),
-            self.owner,
-            self.ssh_cidr,
+            a.call,
+            a.client("ec2", region),
+            a.owner,
+            a.ssh_cidr,
             (CREATED_BY_TAG, CREATED_BY),
             OWNER_TAG,
-            self.log,
+            a.log,
         )
         return {**network, "security_group_id": group_id}
 
-    def _public_key(self) -> str:
-        path = Path(self.public_key_file).expanduser()
+    def public_key(self) -> str:
+        """The SSH public key put on instances."""
+        a = self.account
+        path = Path(a.public_key_file).expanduser()
         try:
             return path.read_text().strip()
         except OSError as exc:
@@ -55,42 +65,44 @@ class AWSAccess(AWSAccount):
 
     def identity(self) -> Path:
         """The private key used to log in to instances."""
-        if self.identity_file:
-            return Path(self.identity_file).expanduser()
-        public = Path(self.public_key_file).expanduser()
+        a = self.account
+        if a.identity_file:
+            return Path(a.identity_file).expanduser()
+        public = Path(a.public_key_file).expanduser()
         return public.with_suffix("") if public.suffix == ".pub" else public
 
-    async def _key_pair(self, region: str) -> str:
+    async def key_pair(self, region: str) -> str:
         """The key pair to launch with, checked against the local public key."""
         from botocore.exceptions import ClientError
 
-        ec2 = self.client("ec2", region)
-        if self.key_name:
-            local = user_public_key(self.identity_file, self.public_key_file)
-            await checked_key_pair(self._call, ec2, self.key_name, region, local, self.log)
-            return self.key_name
-        material = self._public_key()
+        a = self.account
+        ec2 = a.client("ec2", region)
+        if a.key_name:
+            local = user_public_key(a.identity_file, a.public_key_file)
+            await checked_key_pair(a.call, ec2, a.key_name, region, local, a.log)
+            return a.key_name
+        material = self.public_key()
         digest = (
             base64.b32encode(material.split()[1][-16:].encode()).decode()[:8].lower()
             if len(material.split()) > 1
             else "key"
         )
-        name = f"jupyter-remote-hw-{slug(self.owner)}-{digest}"
+        name = f"jupyter-remote-hw-{slug(a.owner)}-{digest}"
         try:
             await checked_key_pair(
-                self._call,
+                a.call,
                 ec2,
                 name,
                 region,
-                (material, self.public_key_file),
-                self.log,
+                (material, a.public_key_file),
+                a.log,
                 required=True,
             )
             return name
         except ClientError as exc:
             if error_code(exc) != "InvalidKeyPair.NotFound":
                 raise
-        await self._call(
+        await a.call(
             "import the SSH key",
             ec2.import_key_pair,
             KeyName=name,
@@ -100,9 +112,12 @@ class AWSAccess(AWSAccount):
                     "ResourceType": "key-pair",
                     "Tags": [
                         {"Key": CREATED_BY_TAG, "Value": CREATED_BY},
-                        {"Key": OWNER_TAG, "Value": self.owner},
+                        {"Key": OWNER_TAG, "Value": a.owner},
                     ],
                 }
             ],
         )
         return name
+
+
+__all__ = ["InstanceAccess"]

@@ -209,7 +209,7 @@ class AWSAccount(Provider):
         self._clients: dict[tuple[str, str], Any] = {}
         self._clients_lock = threading.Lock()
         self._catalog: Catalog | None = None
-        self._held: weakref.WeakSet[AWSMachine] = weakref.WeakSet()
+        self.held: weakref.WeakSet[AWSMachine] = weakref.WeakSet()
 
     def client(self, service: str, region: str | None = None) -> Any:
         """A boto3 client (cached per service and region)."""
@@ -232,7 +232,7 @@ class AWSAccount(Provider):
         for client in clients:
             client.close()
 
-    async def _call(self, step: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def call(self, step: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a boto3 call in a thread; missing credentials become an AWSError naming ``step``."""
         from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
 
@@ -252,14 +252,20 @@ class AWSAccount(Provider):
             self._catalog = Catalog.load(self.catalog_path or None)
         return self._catalog
 
-    def _ledger(self) -> Ledger:
+    def require_ledger(self) -> Ledger:
+        """The ledger (MachineManager gives it).
+
+        Raises:
+            AWSError: There is none.
+        """
         if self.ledger is None:
             raise AWSError(
                 "the aws provider has no ledger (it is created by MachineManager)", kind="config"
             )
         return self.ledger
 
-    def _state_path(self) -> Path:
+    def state_path(self) -> Path:
+        """The directory of the instances' ssh_config and known_hosts (made owner-only)."""
         path = Path(self.state_dir or Path(jupyter_data_dir()) / "jupyter_remote_hw" / "aws")
         path = path.expanduser()
         if not path.exists():
@@ -280,7 +286,8 @@ class AWSAccount(Provider):
         """The ssh_config alias of a machine's instance."""
         return f"jrhw-{slug(name)}"
 
-    def _target(self, name: str, entry: CatalogEntry) -> Target:
+    def target_for(self, name: str, entry: CatalogEntry) -> Target:
+        """The target of a machine called ``name`` with the catalog's ``entry``."""
         return Target(
             name=name,
             provider=self.name,
@@ -295,7 +302,28 @@ class AWSAccount(Provider):
         """The newest machine of that name that is not terminated, if any."""
         records = [
             m
-            for m in self._ledger().machines(provider=self.name)
+            for m in self.require_ledger().machines(provider=self.name)
             if m.name == name and m.state not in FINAL_STATES
         ]
         return records[-1] if records else None
+
+    async def transport_close(
+        self, record: MachineRecord, ended: str = "terminated", outside: str = ""
+    ) -> None:
+        """Let go of a machine that stopped or ended: its held links and its SSH connection.
+
+        A held :class:`AWSMachine` then answers that its instance is gone, so the
+        next kernel opens (starts or launches) it again instead of reconnecting.
+        ``outside``: why, when the instance ended by something other than this server
+        (EC2's reason); a machine that still holds kernels then keeps their relays, so
+        that they are dead in their clients' eyes with that reason (see
+        :meth:`AWSMachine.end_reason`), and closes with them.
+        """
+        for machine in list(self.held):
+            if machine.machine_id == record.machine_id:
+                machine.ended = ended
+                machine.ended_outside = outside
+                if not (outside and machine.exposed):
+                    await machine.close()
+        if self.transport is not None:
+            await self.transport.close(self.alias(record.name))

@@ -8,7 +8,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ...ledger import FINAL_STATES, MachineRecord
-from .access import AWSAccess
+from .access import InstanceAccess
+from .account import AWSAccount
 from .errors import AWSError, error_code
 from .launch_options import cancel_spot_request
 
@@ -29,17 +30,26 @@ def transition_time(reason: str | None) -> float | None:
     return float(calendar.timegm(time.strptime(found.group(1), "%Y-%m-%d %H:%M:%S")))
 
 
-class AWSInstances(AWSAccess):
-    """An instance's state: read from EC2 into the ledger, stopped, started, terminated."""
+class Instances:
+    """An instance's state: read from EC2 into the ledger, stopped, started, terminated.
+
+    Args:
+        account: The provider's settings and clients.
+        access: How an instance lets us in (a start asks for SSH from here again).
+    """
+
+    def __init__(self, account: AWSAccount, access: InstanceAccess) -> None:
+        self.account = account
+        self.access = access
 
     async def describe(self, record: MachineRecord) -> dict[str, Any] | None:
         """The instance as EC2 describes it, or None when EC2 no longer knows it."""
         from botocore.exceptions import ClientError
 
         try:
-            reply = await self._call(
+            reply = await self.account.call(
                 "describe the instance",
-                self.client("ec2", record.region).describe_instances,
+                self.account.client("ec2", record.region).describe_instances,
                 InstanceIds=[record.resource_id],
             )
         except ClientError as exc:
@@ -74,8 +84,8 @@ class AWSInstances(AWSAccess):
                 # From running, not by us (our stop and terminate record their own
                 # states first): its kernels are dead, and say so to their clients.
                 outside = (detail or "not by this server") if record.state == "running" else ""
-                await self.transport_close(record, state, outside)
-            return self._ledger().set_machine_state(
+                await self.account.transport_close(record, state, outside)
+            return self.account.require_ledger().set_machine_state(
                 record.machine_id, state, f"reported by EC2 {detail}".strip(), at=at
             )
         return record
@@ -84,14 +94,14 @@ class AWSInstances(AWSAccess):
         """Bring every machine the ledger has as not ended in line with EC2 (for ``list``
         and for a periodic call from the server)."""
         synced = []
-        for record in self._ledger().machines(provider=self.name):
+        for record in self.account.require_ledger().machines(provider=self.account.name):
             if record.state not in FINAL_STATES and record.resource_id:
                 synced.append(await self.sync(record))
         return synced
 
-    async def _wait_state(self, machine_id: str, wanted: str, steps: LaunchSteps) -> None:
-        ledger = self._ledger()
-        deadline = time.monotonic() + self.boot_timeout
+    async def wait_state(self, machine_id: str, wanted: str, steps: LaunchSteps) -> None:
+        ledger = self.account.require_ledger()
+        deadline = time.monotonic() + self.account.boot_timeout
         while True:
             record = ledger.get_machine(machine_id)
             assert record is not None
@@ -106,21 +116,21 @@ class AWSInstances(AWSAccess):
             if time.monotonic() > deadline:
                 raise AWSError(
                     f"{record.resource_id} is still {record.state} after "
-                    f"{self.boot_timeout:.0f} s (c.AWSProvider.boot_timeout)"
+                    f"{self.account.boot_timeout:.0f} s (c.AWSProvider.boot_timeout)"
                 )
             steps.note(f"{record.resource_id} is {record.state}")
-            await asyncio.sleep(self.poll_interval)
+            await asyncio.sleep(self.account.poll_interval)
 
     async def stop(self, record: MachineRecord, detail: str = "by the user") -> MachineRecord:
         """Stop an instance (its disk stays; it costs nothing per hour while stopped)."""
-        reply = await self._call(
+        reply = await self.account.call(
             "stop the instance",
-            self.client("ec2", record.region).stop_instances,
+            self.account.client("ec2", record.region).stop_instances,
             InstanceIds=[record.resource_id],
         )
         state = str(reply["StoppingInstances"][0]["CurrentState"]["Name"])
-        await self.transport_close(record, "stopped")
-        return self._ledger().set_machine_state(record.machine_id, state, detail)
+        await self.account.transport_close(record, "stopped")
+        return self.account.require_ledger().set_machine_state(record.machine_id, state, detail)
 
     async def start(
         self, record: MachineRecord, steps: LaunchSteps | None = None, detail: str = "by the user"
@@ -128,65 +138,53 @@ class AWSInstances(AWSAccess):
         """Start a stopped instance again (the budget is checked first)."""
         from ..launch_steps import LaunchSteps
 
-        ledger = self._ledger()
-        self.budget.check(
+        ledger = self.account.require_ledger()
+        self.account.budget.check(
             f"{record.instance_type} ({record.market}) in {record.region}",
             record.price_per_hour,
             ledger,
             exclude=record.machine_id,
         )
-        if record.info.get("security_group_id") and not self.security_group_id and self.ssh_cidr:
-            await self._network(record.region)  # SSH from the current address only
-        await self._call(
+        if (
+            record.info.get("security_group_id")
+            and not self.account.security_group_id
+            and self.account.ssh_cidr
+        ):
+            await self.access.network(record.region)  # SSH from the current address only
+        await self.account.call(
             "start the instance",
-            self.client("ec2", record.region).start_instances,
+            self.account.client("ec2", record.region).start_instances,
             InstanceIds=[record.resource_id],
         )
         ledger.set_machine_state(record.machine_id, "pending", detail)
         ledger.touch_machine(record.machine_id)
-        await self._wait_state(
-            record.machine_id, "running", steps or LaunchSteps(record.name, "-", self.log)
+        await self.wait_state(
+            record.machine_id, "running", steps or LaunchSteps(record.name, "-", self.account.log)
         )
         updated = ledger.get_machine(record.machine_id)
         assert updated is not None
         return updated
 
-    async def _end_instance(self, record: MachineRecord, instance_id: str) -> None:
+    async def end_instance(self, record: MachineRecord, instance_id: str) -> None:
         """Terminate an instance we launched, cancelling its spot request first."""
-        ec2 = self.client("ec2", record.region)
+        ec2 = self.account.client("ec2", record.region)
         if record.market == "spot":
-            request = await cancel_spot_request(self._call, ec2, instance_id)
+            request = await cancel_spot_request(self.account.call, ec2, instance_id)
             if request:
-                self._ledger().note_machine(record.machine_id, "spot request cancelled", request)
-        await self._call(
+                self.account.require_ledger().note_machine(
+                    record.machine_id, "spot request cancelled", request
+                )
+        await self.account.call(
             "terminate the instance", ec2.terminate_instances, InstanceIds=[instance_id]
         )
 
     async def terminate(self, record: MachineRecord, detail: str = "by the user") -> MachineRecord:
         """Terminate an instance: it and its disk are gone, and it costs nothing more."""
-        ledger = self._ledger()
+        ledger = self.account.require_ledger()
         if record.resource_id:
-            await self._end_instance(record, record.resource_id)
-        await self.transport_close(record)
+            await self.end_instance(record, record.resource_id)
+        await self.account.transport_close(record)
         return ledger.set_machine_state(record.machine_id, "terminated", detail)
 
-    async def transport_close(
-        self, record: MachineRecord, ended: str = "terminated", outside: str = ""
-    ) -> None:
-        """Let go of a machine that stopped or ended: its held links and its SSH connection.
 
-        A held :class:`AWSMachine` then answers that its instance is gone, so the
-        next kernel opens (starts or launches) it again instead of reconnecting.
-        ``outside``: why, when the instance ended by something other than this server
-        (EC2's reason); a machine that still holds kernels then keeps their relays, so
-        that they are dead in their clients' eyes with that reason (see
-        :meth:`AWSMachine.end_reason`), and closes with them.
-        """
-        for machine in list(self._held):
-            if machine.machine_id == record.machine_id:
-                machine.ended = ended
-                machine.ended_outside = outside
-                if not (outside and machine.exposed):
-                    await machine.close()
-        if self.transport is not None:
-            await self.transport.close(self.alias(record.name))
+__all__ = ["Instances", "transition_time"]

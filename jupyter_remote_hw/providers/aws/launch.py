@@ -10,6 +10,8 @@ from ...catalog import CatalogEntry
 from ...errors import log_failure
 from ...ledger import FINAL_STATES, MachineExistsError, MachineRecord
 from ..target import slug
+from .access import InstanceAccess
+from .account import AWSAccount
 from .errors import AWSError, error_code, launch_error
 from .host_keys import (
     INJECTED,
@@ -17,22 +19,42 @@ from .host_keys import (
     new_host_key,
     user_data,
 )
+from .instances import Instances
 from .launch_options import METADATA_OPTIONS, root_volume, spot_options
-from .reach import AWSReach
+from .reach import InstanceReach
 from .tags import CREATED_BY, CREATED_BY_TAG, LEDGER_TAG, OWNER_TAG, TARGET_TAG
 
 if TYPE_CHECKING:
     from ..launch_steps import LaunchSteps
 
 
-class AWSLaunch(AWSReach):
+class InstanceLauncher:
     """Launching an instance: budget, AMI, network, key pair, RunInstances, then the wait
-    until it runs; an instance whose launch failed is terminated again."""
+    until it runs; an instance whose launch failed is terminated again.
+
+    Args:
+        account: The provider's settings and clients.
+        access: The security group and key pair to launch with.
+        instances: Instances' state (waiting for one to run, terminating one).
+        reach: Reaching the instance once it runs.
+    """
+
+    def __init__(
+        self,
+        account: AWSAccount,
+        access: InstanceAccess,
+        instances: Instances,
+        reach: InstanceReach,
+    ) -> None:
+        self.account = account
+        self.access = access
+        self.instances = instances
+        self.reach = reach
 
     def _alternatives(self, entry: CatalogEntry) -> tuple[list[str], list[str]]:
         same_gpu = [
             e.instance_type
-            for e in self.catalog.search(
+            for e in self.account.catalog.search(
                 entry.gpu_name.lower() if entry.gpu_name else "cpu", region=entry.region
             )
             if e.instance_type != entry.instance_type and e.price() is not None
@@ -40,7 +62,7 @@ class AWSLaunch(AWSReach):
         regions = sorted(
             {
                 e.region
-                for e in self.catalog.entries
+                for e in self.account.catalog.entries
                 if e.instance_type == entry.instance_type and e.region != entry.region
             }
         )
@@ -81,29 +103,33 @@ class AWSLaunch(AWSReach):
         from ...catalog import wants_spot
         from ..launch_steps import LaunchSteps
 
-        region = region or self.region
-        steps = steps or LaunchSteps(name or hardware, "-", self.log)
+        region = region or self.account.region
+        steps = steps or LaunchSteps(name or hardware, "-", self.account.log)
         with steps.step("requested"):
-            entry = self.catalog.resolve(hardware, region)
-            use_spot = spot if spot is not None else (wants_spot(hardware) or self.market == "spot")
+            entry = self.account.catalog.resolve(hardware, region)
+            use_spot = (
+                spot
+                if spot is not None
+                else (wants_spot(hardware) or self.account.market == "spot")
+            )
             market = "spot" if use_spot else "on-demand"
             price = entry.price(spot=use_spot)
             name = name or "aws-" + slug(entry.instance_type.replace(".", "-"))
-            ledger = self._ledger()
-            if self.live_machine(name) is not None:
+            ledger = self.account.require_ledger()
+            if self.account.live_machine(name) is not None:
                 raise AWSError(
                     f"a machine named {name} already exists: start it "
                     f"(`jupyter remote-hw start {name}`) or pick another name",
                     kind="config",
                 )
             what = f"{entry.instance_type} ({market}) in {region}"
-            self.budget.check(what, price, ledger)  # before anything is asked of AWS
-            if (blocked := await asyncio.to_thread(self.usability)) is not None:
+            self.account.budget.check(what, price, ledger)  # before anything is asked of AWS
+            if (blocked := await asyncio.to_thread(self.account.usability)) is not None:
                 raise AWSError(f"AWS: {blocked.text}", kind="credentials")
-            network = await self._network(region)
-            key_name = await self._key_pair(region)
+            network = await self.access.network(region)
+            key_name = await self.access.key_pair(region)
             ami = await self._ami(region)
-            host_key = new_host_key() if self.host_key_source == "injected" else None
+            host_key = new_host_key() if self.account.host_key_source == "injected" else None
             known = (
                 {
                     "host_key_public": host_key.public,
@@ -118,15 +144,17 @@ class AWSLaunch(AWSReach):
                 record = ledger.add_machine(
                     machine_id,
                     name,
-                    self.name,
-                    owner=self.owner,
+                    self.account.name,
+                    owner=self.account.owner,
                     instance_type=entry.instance_type,
                     region=region,
                     market=market,
                     price_per_hour=price or 0.0,
                     info={"ami": ami, "key_name": key_name, **network, **known},
                     detail=f"{entry.instance_type} {market} at ${price or 0:.4g}/h",
-                    admit=lambda running: self.budget.check(what, price, ledger, running=running),
+                    admit=lambda running: self.account.budget.check(
+                        what, price, ledger, running=running
+                    ),
                 )
             except MachineExistsError as exc:  # launched meanwhile by another process
                 raise AWSError(
@@ -146,48 +174,48 @@ class AWSLaunch(AWSReach):
             ledger.touch_machine(machine_id)
         try:
             with steps.step("running"):
-                await self._wait_state(machine_id, "running", steps)
+                await self.instances.wait_state(machine_id, "running", steps)
             if connect:
-                target = self._target(name, entry)
-                machine = await self.connect(target, steps)
+                target = self.account.target_for(name, entry)
+                machine = await self.reach.connect(target, steps)
                 await machine.close()
         except BaseException as exc:
-            await self._abandon(machine_id, exc)
+            await self.abandon(machine_id, exc)
             raise
         updated = ledger.get_machine(machine_id)
         assert updated is not None
         return updated
 
-    async def _abandon(self, machine_id: str, exc: BaseException) -> None:
+    async def abandon(self, machine_id: str, exc: BaseException) -> None:
         """Terminate an instance whose launch failed, so nothing is left billing."""
-        record = self._ledger().get_machine(machine_id)
+        record = self.account.require_ledger().get_machine(machine_id)
         if record is None or not record.resource_id or record.state in FINAL_STATES:
             return
-        self.log.warning(
+        self.account.log.warning(
             "launch of %s failed (%s): terminating %s", record.name, exc, record.resource_id
         )
         try:
-            await self.terminate(record, detail=f"launch failed: {exc}")
+            await self.instances.terminate(record, detail=f"launch failed: {exc}")
         except Exception as terminate_exc:  # noqa: BLE001 (logged, traceback if a bug)
             log_failure(
-                self.log,
+                self.account.log,
                 terminate_exc,
                 f"could not terminate {record.resource_id} after a failed launch; "
                 "`jupyter remote-hw reap` will find it",
             )
 
     async def _ami(self, region: str) -> str:
-        ssm = self.client("ssm", region)
+        ssm = self.account.client("ssm", region)
         from botocore.exceptions import ClientError
 
         try:
-            reply = await self._call(
-                "read the AMI parameter", ssm.get_parameter, Name=self.ami_ssm_parameter
+            reply = await self.account.call(
+                "read the AMI parameter", ssm.get_parameter, Name=self.account.ami_ssm_parameter
             )
         except ClientError as exc:
             if error_code(exc) == "ParameterNotFound":
                 raise AWSError(
-                    f"the AMI parameter {self.ami_ssm_parameter} does not exist in {region}: "
+                    f"the AMI parameter {self.account.ami_ssm_parameter} does not exist in {region}: "
                     "set c.AWSProvider.ami_ssm_parameter to a parameter naming an AMI "
                     "(aws ssm get-parameters-by-path --path /aws/service/deeplearning/ami "
                     "lists the Deep Learning AMIs)",
@@ -217,7 +245,7 @@ class AWSLaunch(AWSReach):
     ) -> str:
         from botocore.exceptions import ClientError
 
-        ec2 = self.client("ec2", record.region)
+        ec2 = self.account.client("ec2", record.region)
         params: dict[str, Any] = {
             "ImageId": ami,
             "InstanceType": entry.instance_type,
@@ -225,9 +253,11 @@ class AWSLaunch(AWSReach):
             "MaxCount": 1,
             "KeyName": key_name,
             "SecurityGroupIds": [network["security_group_id"]],
-            "InstanceInitiatedShutdownBehavior": self.shutdown_behavior,
+            "InstanceInitiatedShutdownBehavior": self.account.shutdown_behavior,
             "MetadataOptions": dict(METADATA_OPTIONS),
-            "BlockDeviceMappings": [await root_volume(self._call, ec2, ami, self.root_volume_gib)],
+            "BlockDeviceMappings": [
+                await root_volume(self.account.call, ec2, ami, self.account.root_volume_gib)
+            ],
             "TagSpecifications": [
                 {"ResourceType": kind, "Tags": self._tags(record)}
                 for kind in ("instance", "volume")
@@ -235,16 +265,21 @@ class AWSLaunch(AWSReach):
         }
         if network.get("subnet_id"):
             params["SubnetId"] = network["subnet_id"]
-        if (data := user_data(host_key, self.harden_sshd)) is not None:
+        if (data := user_data(host_key, self.account.harden_sshd)) is not None:
             params["UserData"] = data
         if record.market == "spot":
             # A spot instance that stops on shutdown must be persistent.
-            params["InstanceMarketOptions"] = spot_options(self.shutdown_behavior == "stop")
+            params["InstanceMarketOptions"] = spot_options(self.account.shutdown_behavior == "stop")
         try:
-            reply = await self._call(f"launch {entry.instance_type}", ec2.run_instances, **params)
+            reply = await self.account.call(
+                f"launch {entry.instance_type}", ec2.run_instances, **params
+            )
         except ClientError as exc:
             alternatives, regions = self._alternatives(entry)
             raise launch_error(
                 exc, entry.instance_type, record.region, record.market, alternatives, regions
             ) from None
         return str(reply["Instances"][0]["InstanceId"])
+
+
+__all__ = ["InstanceLauncher"]

@@ -22,9 +22,13 @@ from ...ledger import FINAL_STATES, MachineRecord
 from ..base import Machine
 from ..target import Target, slug
 from ..usability import Unusable
+from .access import InstanceAccess
+from .account import AWSAccount
 from .credentials import credentials_status
-from .launch import AWSLaunch
-from .reaping import AWSReaping
+from .instances import Instances
+from .launch import InstanceLauncher
+from .reach import InstanceReach
+from .reaping import ReapCandidate, Reaper
 
 if TYPE_CHECKING:
     from ..launch_steps import LaunchSteps
@@ -33,12 +37,73 @@ if TYPE_CHECKING:
 PLACE_PREFIX = "aws:"
 
 
-class AWSProvider(AWSLaunch, AWSReaping):
+class AWSProvider(AWSAccount):
     """EC2 instances, launched on demand, stopped when idle, terminated when done.
 
-    Configure as ``c.AWSProvider.*``; credentials come from the usual AWS chain
-    (environment, ``~/.aws``, instance role).
+    Configure as ``c.AWSProvider.*`` (the settings are :class:`~.account.AWSAccount`'s);
+    credentials come from the usual AWS chain (environment, ``~/.aws``, instance role).
+    Each concern is an object of its own, given the account: :attr:`access`,
+    :attr:`instances`, :attr:`reach`, :attr:`launcher` and :attr:`reaper`.
     """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.access = InstanceAccess(self)
+        """The security group and key pair instances are launched with."""
+        self.instances = Instances(self, self.access)
+        """Instances' state: synced from EC2, stopped, started, terminated."""
+        self.reach = InstanceReach(self, self.access, self.instances)
+        """SSH to a running instance with its recorded host key."""
+        self.launcher = InstanceLauncher(self, self.access, self.instances, self.reach)
+        """RunInstances, and what a failed launch leaves: nothing."""
+        self.reaper = Reaper(self, self.instances)
+        """Our instances that nothing live claims."""
+
+    # ------------------------------------------------------------------ the machines' API
+
+    async def launch(self, hardware: str, **kwargs: Any) -> MachineRecord:
+        """Launch an instance for ``hardware`` (see :meth:`.launch.InstanceLauncher.launch`)."""
+        return await self.launcher.launch(hardware, **kwargs)
+
+    async def sync(self, record: MachineRecord) -> MachineRecord:
+        """Bring the ledger's state of a machine in line with EC2's."""
+        return await self.instances.sync(record)
+
+    async def sync_all(self) -> list[MachineRecord]:
+        """Bring every machine the ledger has as not ended in line with EC2."""
+        return await self.instances.sync_all()
+
+    async def stop(self, record: MachineRecord, detail: str = "by the user") -> MachineRecord:
+        """Stop an instance (its disk stays; it costs nothing per hour while stopped)."""
+        return await self.instances.stop(record, detail)
+
+    async def start(
+        self, record: MachineRecord, steps: LaunchSteps | None = None, detail: str = "by the user"
+    ) -> MachineRecord:
+        """Start a stopped instance again (the budget is checked first)."""
+        return await self.instances.start(record, steps, detail)
+
+    async def terminate(self, record: MachineRecord, detail: str = "by the user") -> MachineRecord:
+        """Terminate an instance: it and its disk are gone, and it costs nothing more."""
+        return await self.instances.terminate(record, detail)
+
+    async def reap_candidates(
+        self, regions: list[str] | None = None, now: float | None = None
+    ) -> list[ReapCandidate]:
+        """Our instances that nothing live claims (see :class:`.reaping.Reaper`)."""
+        return await self.reaper.reap_candidates(regions, now)
+
+    async def reap(self, candidates: list[ReapCandidate]) -> list[str]:
+        """Terminate the candidates this ledger launched; return their instance ids."""
+        return await self.reaper.reap(candidates)
+
+    async def terminate_overdue(
+        self, regions: list[str] | None = None, now: float | None = None
+    ) -> list[str]:
+        """End machines stopped for longer than ``terminate_after_stopped``."""
+        return await self.reaper.terminate_overdue(regions, now)
+
+    # ------------------------------------------------------------------ the provider
 
     def targets(self) -> list[Target]:
         found: dict[str, Target] = {}
@@ -51,7 +116,7 @@ class AWSProvider(AWSLaunch, AWSReaping):
             except ValueError as exc:
                 self.log.warning("AWSProvider.machines: %s is not offered: %s", name, exc)
                 continue
-            found[name] = self._target(name, entry)
+            found[name] = self.target_for(name, entry)
         if self.ledger is not None:
             for record in self.ledger.machines(provider=self.name):
                 if record.state in FINAL_STATES or record.name in found:
@@ -60,7 +125,7 @@ class AWSProvider(AWSLaunch, AWSReaping):
                     entry = self.catalog.entry(record.instance_type, record.region)
                 except ValueError:
                     continue
-                found[record.name] = self._target(record.name, entry)
+                found[record.name] = self.target_for(record.name, entry)
         return list(found.values())
 
     def price_per_hour(self, target: Target) -> float | None:
@@ -108,17 +173,17 @@ class AWSProvider(AWSLaunch, AWSReaping):
         elif record.state in ("stopped", "stopping"):
             with steps.step("running"):
                 if record.state == "stopping":
-                    await self._wait_state(record.machine_id, "stopped", steps)
-                    record = self._ledger().get_machine(record.machine_id) or record
+                    await self.instances.wait_state(record.machine_id, "stopped", steps)
+                    record = self.require_ledger().get_machine(record.machine_id) or record
                 await self.start(record, steps)
         elif record.state == "pending":
             with steps.step("running"):
-                await self._wait_state(record.machine_id, "running", steps)
+                await self.instances.wait_state(record.machine_id, "running", steps)
         try:
-            return await self.connect(target, steps)
+            return await self.reach.connect(target, steps)
         except BaseException as exc:
             if launched is not None:  # launched for this kernel: leave nothing billing
-                await self._abandon(launched.machine_id, exc)
+                await self.launcher.abandon(launched.machine_id, exc)
             raise
 
     async def after_hibernation(self, target: Target) -> str | None:

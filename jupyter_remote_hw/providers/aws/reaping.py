@@ -6,8 +6,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ...ledger import ACTIVE_STATES, FINAL_STATES, MachineRecord
-from .instances import AWSInstances
+from ...ledger import FINAL_STATES, MachineRecord
+from .account import AWSAccount
+from .instances import Instances
 from .tags import CREATED_BY, CREATED_BY_TAG, LEDGER_TAG, OWNER_TAG, TARGET_TAG
 
 LIVE_INSTANCE_STATES = ["pending", "running", "stopping", "stopped"]
@@ -44,18 +45,27 @@ class ReapCandidate:
     launched: bool = True
 
 
-class AWSReaping(AWSInstances):
-    """Finding our instances that nothing live claims, and ending those this ledger launched."""
+class Reaper:
+    """Finding our instances that nothing live claims, and ending those this ledger launched.
+
+    Args:
+        account: The provider's settings and clients.
+        instances: Instances' state (ending one).
+    """
+
+    def __init__(self, account: AWSAccount, instances: Instances) -> None:
+        self.account = account
+        self.instances = instances
 
     async def owned_instances(self, region: str | None = None) -> list[dict[str, Any]]:
         """Live instances tagged as created by us for :attr:`owner`."""
-        ec2 = self.client("ec2", region)
-        reply = await self._call(
+        ec2 = self.account.client("ec2", region)
+        reply = await self.account.call(
             "list our instances",
             ec2.describe_instances,
             Filters=[
                 {"Name": f"tag:{CREATED_BY_TAG}", "Values": [CREATED_BY]},
-                {"Name": f"tag:{OWNER_TAG}", "Values": [self.owner]},
+                {"Name": f"tag:{OWNER_TAG}", "Values": [self.account.owner]},
                 {"Name": "instance-state-name", "Values": LIVE_INSTANCE_STATES},
             ],
         )
@@ -72,7 +82,7 @@ class AWSReaping(AWSInstances):
         """
         now = time.time() if now is None else now
         found: list[ReapCandidate] = []
-        for region in regions or [self.region]:
+        for region in regions or [self.account.region]:
             for instance in await self.owned_instances(region):
                 tags = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
                 machine_id = tags.get(LEDGER_TAG, "")
@@ -91,9 +101,12 @@ class AWSReaping(AWSInstances):
                     reason = f"the ledger has it {record.state}"
                 elif state in ("pending", "running"):
                     seen = record.last_seen or record.created
-                    if now - seen > self.reap_after > 0:
+                    if now - seen > self.account.reap_after > 0:
                         reason = f"no client for {(now - seen) / 60:.0f} min"
-                elif state == "stopped" and now - record.updated > self.terminate_after_stopped > 0:
+                elif (
+                    state == "stopped"
+                    and now - record.updated > self.account.terminate_after_stopped > 0
+                ):
                     reason = f"stopped for {(now - record.updated) / 3600:.1f} h"
                 if not reason:
                     continue
@@ -119,10 +132,10 @@ class AWSReaping(AWSInstances):
     ) -> MachineRecord | None:
         """The ledger's row of the machine that launched ``instance_id``, when the
         instance's tags name that row and our owner; else None."""
-        record = self._ledger().get_machine(machine_id) if machine_id else None
+        record = self.account.require_ledger().get_machine(machine_id) if machine_id else None
         if (
             record is None
-            or record.provider != self.name
+            or record.provider != self.account.name
             or record.resource_id != instance_id
             or record.region != region
             or tags.get(OWNER_TAG) != record.owner
@@ -137,7 +150,7 @@ class AWSReaping(AWSInstances):
         if launched is None or instance["State"]["Name"] not in ("pending", "running"):
             return 0.0
         try:
-            price = self.catalog.entry(str(instance["InstanceType"]), region).price() or 0.0
+            price = self.account.catalog.entry(str(instance["InstanceType"]), region).price() or 0.0
         except ValueError:
             return 0.0
         return float(max(0.0, now - launched.timestamp()) * price / 3600.0)
@@ -150,24 +163,24 @@ class AWSReaping(AWSInstances):
         left running.
         """
         ended = []
-        ledger = self._ledger()
+        ledger = self.account.require_ledger()
         for candidate in candidates:
             record = ledger.get_machine(candidate.machine_id) if candidate.machine_id else None
             if (
                 not candidate.launched
                 or record is None
-                or record.provider != self.name
+                or record.provider != self.account.name
                 or record.resource_id != candidate.instance_id
             ):
-                self.log.warning(
+                self.account.log.warning(
                     "reap: %s in %s is not one this ledger launched: left running",
                     candidate.instance_id,
                     candidate.region,
                 )
                 continue
-            await self._end_instance(record, candidate.instance_id)
+            await self.instances.end_instance(record, candidate.instance_id)
             if record.state not in FINAL_STATES:
-                await self.transport_close(record)
+                await self.account.transport_close(record)
                 ledger.set_machine_state(
                     record.machine_id, "terminated", f"reaped: {candidate.reason}"
                 )
@@ -189,6 +202,5 @@ class AWSReaping(AWSInstances):
         ]
         return await self.reap(overdue)
 
-    def running_machines(self) -> list[MachineRecord]:
-        """Machines that run or are about to, as the ledger has them."""
-        return self._ledger().machines(provider=self.name, states=ACTIVE_STATES)
+
+__all__ = ["LIVE_INSTANCE_STATES", "ReapCandidate", "Reaper"]
