@@ -11,7 +11,7 @@ import asyncio
 import json
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,14 +79,28 @@ async def hibernated_kernel(
     return kernel_id, kc
 
 
+async def a_save_under_way(
+    jp_fetch: Fetch,
+    jp_serverapp: Any,
+    sessions: Any,
+    channels: OpenChannels,
+    save: Callable[[str], Awaitable[Any]],
+) -> tuple[dict[str, Any], str, Any, asyncio.Future[Any]]:
+    """A kernel on the SSH target that ran :data:`BIG`, whose hibernation ``save(kernel
+    id)`` asked for is saving now: its session, id and channels, and the save."""
+    session, kernel_id, kc = await kernel_with(sessions, channels, BIG)
+    provisioner = provisioner_of(jp_serverapp, kernel_id)
+    save_call = asyncio.ensure_future(save(kernel_id))
+    await until(lambda: provisioner.operations.running == HIBERNATION)
+    return session, kernel_id, kc, save_call
+
+
 async def test_a_switch_and_a_second_hibernation_during_a_save_are_refused(
     jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
 ) -> None:
-    session, kernel_id, kc = await kernel_with(sessions, channels, BIG)
-    provisioner = provisioner_of(jp_serverapp, kernel_id)
-
-    saving = asyncio.ensure_future(post(jp_fetch, "hibernate", kernel_id))
-    await until(lambda: provisioner.operations.running == HIBERNATION)
+    session, kernel_id, kc, saving = await a_save_under_way(
+        jp_fetch, jp_serverapp, sessions, channels, lambda k: post(jp_fetch, "hibernate", k)
+    )
     code, error = await failure(
         jp_fetch, "switch", session["id"], body={"hardware": SSH_TARGET, "carry": "all"}
     )
@@ -216,13 +230,10 @@ async def test_a_shutdown_during_a_restart_waits_for_it(
 async def test_a_shutdown_during_a_save_ends_the_save_and_the_kernel(
     jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
 ) -> None:
-    _, kernel_id, _ = await kernel_with(sessions, channels, BIG)
-    provisioner = provisioner_of(jp_serverapp, kernel_id)
-
-    saving = asyncio.ensure_future(
-        failure(jp_fetch, "hibernate", kernel_id)  # it must fail: the kernel is shut down
+    # The save must fail: the kernel is shut down.
+    _, kernel_id, _, saving = await a_save_under_way(
+        jp_fetch, jp_serverapp, sessions, channels, lambda k: failure(jp_fetch, "hibernate", k)
     )
-    await until(lambda: provisioner.operations.running == HIBERNATION)
     deleted = await jp_fetch("api", "kernels", kernel_id, method="DELETE")
     assert deleted.code == 204
     code, error = await saving
@@ -239,11 +250,10 @@ async def test_a_shutdown_during_a_save_ends_the_save_and_the_kernel(
 async def test_a_restart_during_a_save_ends_the_save_and_restarts_afresh(
     jp_fetch: Fetch, jp_serverapp: Any, sessions: Any, channels: OpenChannels
 ) -> None:
-    _, kernel_id, kc = await kernel_with(sessions, channels, BIG)
+    _, kernel_id, kc, saving = await a_save_under_way(
+        jp_fetch, jp_serverapp, sessions, channels, lambda k: failure(jp_fetch, "hibernate", k)
+    )
     provisioner = provisioner_of(jp_serverapp, kernel_id)
-
-    saving = asyncio.ensure_future(failure(jp_fetch, "hibernate", kernel_id))
-    await until(lambda: provisioner.operations.running == HIBERNATION)
     restarted = await jp_fetch("api", "kernels", kernel_id, "restart", method="POST", body="")
     assert restarted.code == 200
     code, error = await saving
