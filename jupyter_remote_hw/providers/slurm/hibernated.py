@@ -12,7 +12,7 @@ down has its directory removed there.
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import asyncssh
 
@@ -42,11 +42,15 @@ def _shell_path(path: str) -> str:
 
 
 class HibernatedOnCluster:
-    """The :class:`.provider.SLURMProvider` hooks of hibernated state (see the module)."""
+    """Where the :class:`.provider.SLURMProvider`'s kernels keep their state while they
+    hibernate, and how it is read and removed from here (see the module).
 
-    @property
-    def _slurm(self) -> ClusterAccess:
-        return cast("ClusterAccess", self)
+    Args:
+        slurm: The provider's settings and login nodes.
+    """
+
+    def __init__(self, slurm: ClusterAccess) -> None:
+        self._slurm = slurm
 
     def hibernation_place(self, target: Target) -> FarPlace | None:
         """The cluster's shared ``root``/hibernated, for every allocation of the cluster."""

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from traitlets import Dict, Float, Instance, Unicode, validate
 
+from ...hibernation.far import FarPlace
 from ...ledger import Ledger
 from ...ledger.store import MachineRecord
 from ...transport import SSHConnection, TransportError, TransportManager
@@ -65,7 +66,7 @@ if TYPE_CHECKING:
     from ..launch_steps import LaunchSteps
 
 
-class SLURMProvider(HibernatedOnCluster, Provider):
+class SLURMProvider(Provider):
     """SLURM clusters, reached through their login nodes over SSH.
 
     Configure as ``c.SLURMProvider.clusters = {"name": {"login": "alias", ...}}``.
@@ -145,6 +146,8 @@ class SLURMProvider(HibernatedOnCluster, Provider):
         self._errors: dict[str, str] = {}
         self._tried: set[str] = set()
         self._refreshing: asyncio.Task[None] | None = None
+        self.hibernated = HibernatedOnCluster(self)
+        """Where hibernated kernels' state waits: the cluster's shared home."""
 
     @validate("clusters")
     def _check_clusters(self, proposal: Any) -> dict[str, dict[str, Any]]:
@@ -434,6 +437,18 @@ class SLURMProvider(HibernatedOnCluster, Provider):
             await machine.close()
             raise
         return machine
+
+    def hibernation_place(self, target: Target) -> FarPlace | None:
+        """The cluster's shared home (see :class:`.hibernated.HibernatedOnCluster`)."""
+        return self.hibernated.hibernation_place(target)
+
+    async def read_hibernated(self, place: FarPlace, path: str) -> bytes:
+        """A file of a hibernated kernel's state, read over the login node's connection."""
+        return await self.hibernated.read_hibernated(place, path)
+
+    async def remove_hibernated(self, place: FarPlace) -> str:
+        """A hibernated kernel's state removed over the login node's connection."""
+        return await self.hibernated.remove_hibernated(place)
 
     # ------------------------------------------------------------------ ending
 
