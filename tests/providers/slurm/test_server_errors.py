@@ -121,3 +121,25 @@ async def test_an_unreachable_cluster_leaves_the_others_usable_in_the_picker(
     options = [o for o in listing["hardware"] if o["provider"] == "slurm"]
     assert "slurm-dev-gpu-a100" in [o["name"] for o in options]
     assert all(o["usable"] for o in options), [o["why_not"] for o in options]
+
+
+async def test_stopping_a_slurm_target_says_its_machine_ends_with_its_last_kernel(
+    manager: MachineManager, jp_fetch: Any
+) -> None:
+    answer = await jp_fetch(
+        "jupyter-remote-hw",
+        "api",
+        "machines",
+        "slurm-dev-gpu-a100",
+        "stop",
+        method="POST",
+        body="{}",
+        raise_error=False,
+    )
+    message = json.loads(answer.body)["message"]
+    assert answer.code == 409, message
+    assert message.endswith(
+        "cannot be stopped: its slurm machine ends when its last kernel does. Terminate it "
+        "to shut its kernels down."
+    )
+    assert "hardware you already have" not in message
