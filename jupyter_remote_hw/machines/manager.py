@@ -40,6 +40,7 @@ from ..providers.registry import provider_classes
 from ..transport import HostKeyError, TransportError, TransportManager
 from ..transport.state import ConnectionState, StateChange
 from .measured import MeasuredHosts
+from .placements import Placements
 
 T = TypeVar("T")
 
@@ -162,7 +163,7 @@ class MachineManager(SingletonConfigurable):
         self.launches: dict[str, tuple[asyncio.Task[Any], asyncio.AbstractEventLoop]] = {}
         #: The machine each kernel runs on (or will, or did before it hibernated), by
         #: kernel id: its target's name, or an allocation's (see :meth:`place`).
-        self.placements: dict[str, str] = {}
+        self.placements = Placements()
         #: Since when (epoch seconds) each open machine's link has been down, by target name.
         self.link_down_since: dict[str, float] = {}
         #: Targets whose last connection failed, by name: since when, and why (cleared
@@ -322,12 +323,12 @@ class MachineManager(SingletonConfigurable):
         taken = {m for k, m in self.placements.items() if k != kernel_id}
         placed = provider.placement(target.name, taken, current)
         found = target if placed == target.name else self.target(placed)
-        self.placements[kernel_id] = placed
+        self.placements.put(kernel_id, placed)
         return found
 
     def unplace(self, kernel_id: str) -> None:
         """Forget where a kernel ran: it was shut down, or its launch failed."""
-        self.placements.pop(kernel_id, None)
+        self.placements.drop(kernel_id)
 
     def steps(self, target: str, kernel_id: str) -> LaunchSteps:
         """A step recorder for one launch, reporting to :attr:`launch_listeners`."""

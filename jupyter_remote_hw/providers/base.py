@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, ABCMeta, abstractmethod
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from traitlets import Float, Int, MetaHasTraits
@@ -203,8 +203,10 @@ class ProviderMeta(MetaHasTraits, ABCMeta):
 class Machines(Protocol):
     """What a provider may read of the machine manager that holds it (its ``parent``)."""
 
-    placements: dict[str, str]
-    """The machine each kernel of this server runs on, by kernel id."""
+    @property
+    def placements(self) -> Mapping[str, str]:
+        """The machine each kernel of this server runs on, by kernel id."""
+
     launch_listeners: list[LaunchListener]
     """Who hears of launches and of machines' notices."""
 

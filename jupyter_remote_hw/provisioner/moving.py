@@ -83,7 +83,7 @@ def move_back(provisioner: KernelContext, place: Place) -> None:
     if place.placement is None:
         machines.unplace(kernel_id)
     else:
-        machines.placements[kernel_id] = place.placement
+        machines.placements.put(kernel_id, place.placement)
     manager = _kernel_manager(provisioner)
     if manager is not None and place.kernel_name is not None:
         manager.kernel_name = place.kernel_name

@@ -453,7 +453,7 @@ class RemoteHWProvisioner(KernelProvisionerBase):
         """Take over a kernel described by :meth:`get_provisioner_info`."""
         await super().load_provisioner_info(provisioner_info)
         self.target = str(provisioner_info["target"])
-        self.manager.placements[self.kernel_id] = self.target
+        self.manager.placements.put(self.kernel_id, self.target)
         self.hibernate_after = provisioner_info.get("hibernate_after")  # as written above
         self.run_by_others.marked = provisioner_info.get("run_by_others") is True
         # Where its last wake kept its state (the next server removes it at shutdown).

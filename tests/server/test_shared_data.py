@@ -144,7 +144,7 @@ async def test_a_shared_kernel_keeps_its_mark_through_hibernation_and_wakes_with
         later = RemoteHWProvisioner(parent=jp_serverapp.kernel_manager)
         await later.load_provisioner_info({**row.info, "kernel_id": "taken-over-" + kernel_id})
         assert later.run_by_others.marked
-        MachineManager.instance().placements.pop(later.kernel_id, None)
+        MachineManager.instance().placements.drop(later.kernel_id)
         body = {"target": target} if target else {}
         woke = await post(jp_fetch, "wake", kernel_id, body=body)
         assert sorted(woke["assigned"]) == ["x", "z"], woke  # evil left out, and why
