@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
+
+# cryptography 51 deprecates DSA, and asyncssh names its DSA classes when imported: the
+# warning would greet every user at the server's start for keys we never use.
+warnings.filterwarnings("ignore", message="DSA is deprecated", module=r"asyncssh\.")
 
 __version__ = "0.1.0"
 

@@ -41,6 +41,7 @@ SLOW_FIXTURES = frozenset(
         "slurm_cluster",
         "moto_endpoint",
         "lifecycle_host",
+        "hardened_host",
     }
 )
 
