@@ -66,7 +66,8 @@ class KernelLink:
 
     async def close(self) -> None:
         """Stop reading; pending requests fail with :class:`KernelDiedError`."""
-        for stream in self._streams:
+        streams, self._streams = self._streams, []
+        for stream in streams:
             stream.stop_on_recv()
             stream.flush()
             # Unregister from the event loop without closing: the socket is the
@@ -74,7 +75,15 @@ class KernelLink:
             # descriptor, reused by the next kernel's sockets, would be "added twice".
             if stream.socket is not None and not stream.socket.closed:
                 stream.io_loop.remove_handler(stream.socket)
-        self._streams = []
+        if streams:
+            # A stream schedules a look at its socket's events when some were pending
+            # (edge-triggered readiness). Let those looks run while the socket is still
+            # open, then let go of it: run after the client closes its sockets, such a
+            # look would read the events of whatever socket reuses that memory next (the
+            # next link's, which then misses its wake-up and waits forever).
+            await asyncio.sleep(0)
+            for stream in streams:
+                stream.socket = None  # type: ignore[assignment]
         self._shell = None
         self._fail_pending(KernelDiedError("the link to the kernel was closed"))
 

@@ -70,3 +70,26 @@ async def test_waiting_for_outputs_of_a_kernel_that_never_answers_times_out(
     finally:
         os.kill(pid, signal.SIGCONT)
     assert await printed(manager, "print('back')", ready=True) == "back\n"
+
+
+async def test_a_look_at_events_scheduled_before_a_link_closed_touches_no_later_socket(
+    manager: AsyncKernelManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stream schedules a look at its socket's events when some are pending; one still
+    queued when its link closes must not read the socket after the client closed it (or
+    the next link's, which may reuse its memory and then miss its wake-up)."""
+    for n in range(6):
+        client = manager.client()
+        client.start_channels()
+        try:
+            async with KernelLink(client) as link:
+                await link.outputs_ready(timeout=30)
+                for stream in link._streams:
+                    # What ZMQStream._update_handler schedules for pending events.
+                    stream.io_loop.add_callback(
+                        lambda stream=stream: stream._handle_events(stream.socket, 0)
+                    )
+        finally:
+            client.stop_channels()
+        assert await printed(manager, f"print({n})", ready=True) == f"{n}\n"
+    assert [r.getMessage() for r in caplog.records if r.levelname in ("WARNING", "ERROR")] == []
