@@ -61,9 +61,21 @@ class AWSProvider(AWSAccount):
 
     # ------------------------------------------------------------------ the machines' API
 
-    async def launch(self, hardware: str, **kwargs: Any) -> MachineRecord:
-        """Launch an instance for ``hardware`` (see :meth:`.launch.InstanceLauncher.launch`)."""
-        return await self.launcher.launch(hardware, **kwargs)
+    async def launch(
+        self,
+        hardware: str,
+        *,
+        name: str | None = None,
+        region: str | None = None,
+        spot: bool | None = None,
+        steps: LaunchSteps | None = None,
+        connect: bool = True,
+    ) -> MachineRecord:
+        """Launch an instance for ``hardware`` (see :meth:`.launch.InstanceLauncher.launch`,
+        which says what each keyword does)."""
+        return await self.launcher.launch(
+            hardware, name=name, region=region, spot=spot, steps=steps, connect=connect
+        )
 
     async def sync(self, record: MachineRecord) -> MachineRecord:
         """Bring the ledger's state of a machine in line with EC2's."""
