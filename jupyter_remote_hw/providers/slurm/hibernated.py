@@ -11,13 +11,11 @@ down has its directory removed there.
 
 from __future__ import annotations
 
-import shlex
 from typing import TYPE_CHECKING
-
-import asyncssh
 
 from ...hibernation.far import FarPlace
 from ...transport import TransportError
+from ..host_files import read_file, remove_dir
 from ..target import Target
 
 if TYPE_CHECKING:
@@ -27,18 +25,6 @@ if TYPE_CHECKING:
 PREFIX = "slurm:"
 #: Where the state goes under a cluster without a ``root``.
 DEFAULT_ROOT = "~/.jupyter-remote-hw"
-
-
-def _sftp_path(path: str) -> str:
-    """``~/x`` as SFTP reads it (relative to the login's home); other paths as they are."""
-    return path.removeprefix("~/")
-
-
-def _shell_path(path: str) -> str:
-    """``path`` quoted for ``sh`` on the login node, ``~/`` kept as the home."""
-    if path.startswith("~/"):
-        return '"$HOME"/' + shlex.quote(path[2:])
-    return shlex.quote(path)
 
 
 class HibernatedOnCluster:
@@ -74,24 +60,21 @@ class HibernatedOnCluster:
     async def read_hibernated(self, place: FarPlace, path: str) -> bytes:
         """The file read over the login node's connection (SFTP)."""
         cluster = self._place_cluster(place)
+        where = f"the login node of {cluster}"
         try:
-            conn = await (await self._slurm.connect_login(cluster)).wait_connected()
-            async with conn.start_sftp_client() as sftp, sftp.open(_sftp_path(path), "rb") as file:
-                data = await file.read()
-        except (asyncssh.Error, TransportError) as exc:
-            raise OSError(f"reading {path} on the login node of {cluster} failed: {exc}") from None
-        return data if isinstance(data, bytes) else data.encode()
+            conn = await self._slurm.connect_login(cluster)
+        except TransportError as exc:
+            raise OSError(f"reading {path} on {where} failed: {exc}") from None
+        return await read_file(conn, path, where)
 
     async def remove_hibernated(self, place: FarPlace) -> str:
         """The directory removed over the login node's connection."""
         cluster = self._place_cluster(place)
         try:
-            shell = await self._slurm.connect_login(cluster)
-            result = await shell.run(f"rm -rf -- {_shell_path(place.path)}")
+            conn = await self._slurm.connect_login(cluster)
         except TransportError as exc:
             raise OSError(f"the login node of {cluster} cannot be reached: {exc}") from None
-        if result.exit_status != 0:
-            raise OSError(f"removing {place.path} on {cluster} failed: {result.stderr.strip()}")
+        await remove_dir(conn, place.path, cluster)
         return f"its saved state in {place.path} on {place.label} removed"
 
 

@@ -1,0 +1,64 @@
+"""Files of hibernated state on a host reached over SSH, read and removed from here.
+
+A kernel writes its state on its host's disk itself (see :mod:`..hibernation.far`);
+what our side does there is read one file (to wake the kernel on another machine)
+and remove a hibernated kernel's directory (when it is shut down, or deleted).
+Paths may start with ``~/``, the login's home.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+import asyncssh
+
+from ..transport import SSHConnection, TransportError
+
+
+def sftp_path(path: str) -> str:
+    """``~/x`` as SFTP reads it (relative to the login's home); other paths as they are."""
+    return path.removeprefix("~/")
+
+
+def shell_path(path: str) -> str:
+    """``path`` quoted for ``sh`` on the host, ``~/`` kept as the home."""
+    if path.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(path[2:])
+    return shlex.quote(path)
+
+
+async def read_file(conn: SSHConnection, path: str, where: str) -> bytes:
+    """The file at ``path``, read over ``conn`` (SFTP).
+
+    Args:
+        conn: The host's connection.
+        path: The file.
+        where: The host, for messages (``the login node of dev``).
+
+    Raises:
+        OSError: It could not be read (the message names the file and the host).
+    """
+    try:
+        live = await conn.wait_connected()
+        async with live.start_sftp_client() as sftp, sftp.open(sftp_path(path), "rb") as file:
+            data = await file.read()
+    except (asyncssh.Error, TransportError, OSError) as exc:
+        raise OSError(f"reading {path} on {where} failed: {exc}") from None
+    return data if isinstance(data, bytes) else data.encode()
+
+
+async def remove_dir(conn: SSHConnection, path: str, where: str) -> None:
+    """Remove the directory ``path`` and what it holds, over ``conn``.
+
+    Raises:
+        OSError: The host could not be reached, or ``rm`` failed (its message).
+    """
+    try:
+        result = await conn.run(f"rm -rf -- {shell_path(path)}")
+    except TransportError as exc:
+        raise OSError(f"{where} cannot be reached: {exc}") from None
+    if result.exit_status != 0:
+        raise OSError(f"removing {path} on {where} failed: {result.stderr.strip()}")
+
+
+__all__ = ["read_file", "remove_dir", "sftp_path", "shell_path"]
