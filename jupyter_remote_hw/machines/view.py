@@ -253,7 +253,7 @@ class MachineView:
         return own + others
 
     def hibernation(self, kernel_id: str) -> dict[str, Any] | None:
-        """A hibernated kernel's ``{"bytes", "saved_at", "left_out", "waking",
+        """A hibernated kernel's ``{"bytes", "kept_on", "saved_at", "left_out", "waking",
         "wake_error"}`` as the ledger has it; None for a kernel that runs."""
         record = self._recorded.get(kernel_id)
         hibernated = record.info.get("hibernated") if record is not None else None
@@ -261,6 +261,7 @@ class MachineView:
             return None
         return {
             "bytes": hibernated.get("bytes"),
+            "kept_on": hibernated.get("kept_on"),
             "saved_at": hibernated.get("saved_at"),
             "left_out": [
                 {"name": e.get("name"), "reason": e.get("reason")}
