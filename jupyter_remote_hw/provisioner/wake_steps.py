@@ -87,12 +87,14 @@ def wake_failure(exc: BaseException, steps: LaunchSteps, ended: str | None) -> s
 def restore_progress(steps: LaunchSteps, progress: Progress | None) -> Progress:
     """Report a restore's steps, bytes and rate on the launch steps (every
     :data:`PROGRESS_EVERY` seconds at most) and to ``progress``."""
-    last: dict[str, Any] = {"step": None, "at": 0.0, "began": 0.0}
+    last: dict[str, Any] = {"step": None, "at": 0.0, "began": 0.0, "start": None}
 
     def report(step: str, done: int, total: int) -> None:
         if progress is not None:
             progress(step, done, total)
         now = time.monotonic()
+        if last["start"] is None:
+            last["start"] = now
         if step != last["step"]:
             last["began"] = now
         elif now - last["at"] < PROGRESS_EVERY and done < total:
@@ -101,7 +103,9 @@ def restore_progress(steps: LaunchSteps, progress: Progress | None) -> Progress:
         if not total:
             steps.note(step)
             return
-        took = now - last["began"]
+        # A step's own rate; a step reported once (the closing "restored", after a
+        # kernel read its state on its own disk) the whole restore's.
+        took = now - last["began"] if now - last["began"] > 0.05 else now - last["start"]
         rate = f" · {size_text(done / took)}/s" if done and took > 0.05 else ""
         steps.note(f"{step}: {size_text(done)} of {size_text(total)}{rate}")
 
