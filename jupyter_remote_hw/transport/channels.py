@@ -122,6 +122,9 @@ class ConnectionChannels:
         except (OSError, asyncssh.Error) as exc:  # a reset
             process.close()
             raise self._lost(command, in_words(exc)[0], str(exc) or type(exc).__name__) from None
+        except asyncio.CancelledError:  # its caller gave up: so does its channel
+            process.close()
+            raise
         if process.exit_status is None:  # its channel closed with no status: the link went
             raise self._lost(command, "it closed before the command ended", None)
         prefix = "" if pgid is not None else first
