@@ -348,6 +348,11 @@ class Provider(LoggingConfigurable, metaclass=ProviderMeta):
         """
         raise OSError(f"{place.label} cannot be read from this machine")
 
+    async def warm_hibernated(self, place: FarPlace, paths: list[str]) -> None:
+        """Start reading a hibernated kernel's files (of a place this provider made) into
+        their host's page cache, while the kernel that reads them comes up; best effort.
+        The default does nothing (a place no host can read before the wake)."""
+
     async def remove_hibernated(self, place: FarPlace) -> str:
         """Remove a hibernated kernel's directory of a place this provider made, with no
         kernel there to do it; what was done, for people.

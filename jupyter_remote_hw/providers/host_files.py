@@ -61,4 +61,22 @@ async def remove_dir(conn: SSHConnection, path: str, where: str) -> None:
         raise OSError(f"removing {path} on {where} failed: {result.stderr.strip()}")
 
 
-__all__ = ["read_file", "remove_dir", "sftp_path", "shell_path"]
+async def warm_files(conn: SSHConnection, paths: list[str], where: str) -> None:
+    """Read ``paths`` on the host into its page cache (their bytes stay there), so a
+    kernel that reads them soon after finds them in memory.
+
+    Raises:
+        OSError: The host could not be reached, or a file could not be read.
+    """
+    if not paths:
+        return
+    files = " ".join(shell_path(path) for path in paths)
+    try:
+        result = await conn.run(f"cat -- {files} > /dev/null")
+    except TransportError as exc:
+        raise OSError(f"{where} cannot be reached: {exc}") from None
+    if result.exit_status != 0:
+        raise OSError(f"reading ahead on {where} failed: {result.stderr.strip()}")
+
+
+__all__ = ["read_file", "remove_dir", "sftp_path", "shell_path", "warm_files"]

@@ -14,7 +14,9 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from ..hibernation import EntryNotFoundError
+from ..hibernation.errors import CorruptEntryError
 from ..hibernation.far import FarAccess, FarPlace
+from ..hibernation.warm import read_ahead
 from ..transfer import TransferError
 from ..transfer.variables import transfer_client
 from .kernel_context import KernelContext
@@ -55,6 +57,32 @@ def access_for(p: KernelContext) -> FarAccess:
         return await owner.read_hibernated(place, path)
 
     return FarAccess(base.host if base is not None else None, read)
+
+
+async def warm_state(p: KernelContext) -> None:
+    """Read the kernel's saved files ahead while it wakes (see
+    :mod:`..hibernation.warm`): the store's here, else on the host of the place its
+    provider made. Best effort: what fails is said in the log and changes nothing."""
+    store = p.manager.hibernation_store
+    try:
+        entry = await asyncio.to_thread(store.entry, p.kernel_id)
+    except EntryNotFoundError:
+        return
+    files = [
+        str(v["file"])
+        for v in entry.manifest.get("variables") or []
+        if isinstance(v, dict) and isinstance(v.get("file"), str) and "/" not in v["file"]
+    ]
+    try:
+        place = FarPlace.from_json(entry.far)
+        if place is None:
+            await read_ahead([entry.path / name for name in files])
+            return
+        owner = _provider(p, place.provider)
+        if owner is not None:
+            await owner.warm_hibernated(place, [f"{place.path.rstrip('/')}/{n}" for n in files])
+    except (OSError, CorruptEntryError) as exc:
+        p.log.info("kernel %s: its saved state was not read ahead: %s", p.kernel_id, exc)
 
 
 async def delete_state(p: KernelContext, running: bool) -> None:

@@ -42,7 +42,7 @@ from ..hibernation.store import size_text
 from ..machines.manager import target_label
 from ..transport import TransportError
 from .asleep import sleeping_relay
-from .far_state import access_for, delete_state, drop_base, keep_as_base, place_for
+from .far_state import access_for, delete_state, drop_base, keep_as_base, place_for, warm_state
 from .kernel_context import KernelContext
 from .kernel_end import end_reason, restart_refusal
 from .moving import Place, check_wake_target, is_on, move, move_back
@@ -355,6 +355,9 @@ class KernelHibernation:
             raise WakeError(f"{p.named} cannot be woken: {deleted}")
         steps = p.manager.steps(p.target, p.kernel_id)
         p.run.launching(steps)
+        # The disk reads the saved files while the hardware comes up: the restore then
+        # finds them in memory.
+        warming = asyncio.ensure_future(warm_state(p))
         try:
             async with asyncio.timeout(p.launch_timeout):
                 await launch_waiting_for_host(p, steps, self.relaunch)
@@ -371,6 +374,7 @@ class KernelHibernation:
                         restricted=self.run_by_others.restriction(),
                     )
         except BaseException as exc:
+            warming.cancel()
             reason = wake_failure(exc, steps, p.operations.ended("it was being woken"))
             self.wake_error = reason
             p.log.warning("kernel %s could not be woken: %s", p.kernel_id, reason)
@@ -387,6 +391,7 @@ class KernelHibernation:
                 f"{p.named} could not be woken: {reason}. Its saved state is "
                 "kept and it still hibernates; run a cell or wake it to try again."
             ) from exc
+        warming.cancel()  # done by now, unless the restore read faster
         for note in summary.notes:
             steps.note(note)
         # While its clients are held (its own request): the saved state stays, where the

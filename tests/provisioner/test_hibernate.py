@@ -68,6 +68,13 @@ def stored(kernel_id: str) -> bool:
     return any(e.entry_id == kernel_id for e in store().entries())
 
 
+def saved_file(kernel_id: str, name: str) -> Path:
+    """A file of a hibernated kernel's saved state, wherever it is kept: on its host's
+    disk (this machine's, for the test hosts) or in the store."""
+    far = store().entry(kernel_id).far
+    return Path(far["path"]) / name if far else store().entry_path(kernel_id) / name
+
+
 async def hibernate(jp_fetch: Fetch, kernel_id: str, policy: str | None = None) -> Any:
     body = json.dumps({"policy": policy} if policy else {})
     answer = await jp_fetch(*API, "hibernate", kernel_id, method="POST", body=body)
@@ -237,7 +244,7 @@ async def test_a_failed_wake_keeps_the_state_and_the_next_cell_retries(
     kc = await channels(kernel_id)
     assert (await kc.execute("x = 6 * 7")).status == "ok"
     await hibernate(jp_fetch, kernel_id)
-    part = store().entry_path(kernel_id) / "var-0000.bin"
+    part = saved_file(kernel_id, "var-0000.bin")
     away = short_tmp / "away.bin"
     shutil.move(part, away)
 

@@ -23,6 +23,7 @@ from ...agent.hardware import (
 )
 from ...agent_client import AgentClient, Progress, start_local_agent
 from ...hibernation.far import FarPlace
+from ...hibernation.warm import read_ahead
 from ...transfer.client import open_local_stream
 from ..base import Machine, Provider
 from ..relayed import Forward, RelayedMachine, Where
@@ -171,6 +172,10 @@ class LocalProvider(Provider):
     async def read_hibernated(self, place: FarPlace, path: str) -> bytes:
         """The file, read from this machine's disk (for a kernel woken elsewhere)."""
         return await asyncio.to_thread(self._in_place(place, path).read_bytes)
+
+    async def warm_hibernated(self, place: FarPlace, paths: list[str]) -> None:
+        """The files asked of this machine's disk ahead (see :func:`...hibernation.warm`)."""
+        await read_ahead([self._in_place(place, path) for path in paths])
 
     async def remove_hibernated(self, place: FarPlace) -> str:
         """The directory removed from this machine's disk."""

@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 from traitlets import Bool, Dict, Instance, List, TraitError, Unicode, validate
 
 from ...agent_client import AgentClient, Progress, start_ssh_agent
-from ...transport import LocalForward, SSHConnection, TransportManager
+from ...hibernation.far import FarPlace
+from ...transport import LocalForward, SSHConnection, TransportError, TransportManager
 from ...transport.state import ConnectionState
 from ..base import Machine, Provider
+from ..host_files import read_file, remove_dir, warm_files
 from ..relayed import Forward, RelayedMachine, Where
 from ..target import Target, gib_label, slug
 from .config import host_aliases
@@ -24,6 +26,13 @@ if TYPE_CHECKING:
 DEFAULT_HARDWARE = "SSH host"
 """Hardware label of a host nobody labelled."""
 
+PLACE_PREFIX = "ssh:"
+"""A hibernation place's ``host`` on an SSH host: ``ssh:<destination>``."""
+
+HIBERNATED_DIR = ".local/state/jupyter-remote-hw/hibernated"
+"""Where on a host (under its ``root``, else the login's home) hibernated kernels keep
+their state, beside the agent's own state."""
+
 _HOST_KEYS = {
     "host",
     "hardware",
@@ -33,6 +42,7 @@ _HOST_KEYS = {
     "authorized_keys",
     "workdir",
     "hibernate_after",
+    "hibernate_on_host",
 }
 
 
@@ -176,7 +186,20 @@ class SSHProvider(Provider):
         "~/.ssh/authorized_keys), 'workdir' (where kernels start when the notebook's "
         "directory does not exist on the host; default SSHProvider.workdir), "
         "'hibernate_after' (seconds idle after which a kernel on the host hibernates, 0: "
-        "never; default SSHProvider.hibernate_after).",
+        "never; default SSHProvider.hibernate_after), 'hibernate_on_host' (keep a "
+        "hibernated kernel's state on the host's own disk; default "
+        "SSHProvider.hibernate_on_host).",
+    )
+    hibernate_on_host = Bool(
+        True,
+        config=True,
+        help="A kernel on an SSH host that hibernates writes its state to the host's own "
+        "disk (under the host's root, else the login's home, in "
+        f"{HIBERNATED_DIR}) and reads it back there when it wakes, so the bytes never "
+        "cross the link; the Jupyter server keeps only the manifest and the digests. Set "
+        "False for hosts whose disk does not outlive them (containers, machines rebuilt "
+        "from an image): their state is then kept on the Jupyter server's disk. A host "
+        "entry's 'hibernate_on_host' overrides it.",
     )
     workdir = Unicode(
         "~",
@@ -209,6 +232,12 @@ class SSHProvider(Provider):
                     f"SSHProvider.hosts: {entry['host']!r} has unknown keys {sorted(unknown)}; "
                     f"use {sorted(_HOST_KEYS)}"
                 )
+            on_host = entry.get("hibernate_on_host")
+            if on_host is not None and not isinstance(on_host, bool):
+                raise TraitError(
+                    f"SSHProvider.hosts: {entry['host']!r} has 'hibernate_on_host' "
+                    f"{on_host!r}; give true or false"
+                )
             after = entry.get("hibernate_after")
             if after is not None and (
                 isinstance(after, bool)
@@ -229,11 +258,16 @@ class SSHProvider(Provider):
 
     def hibernate_after_for(self, target: Target) -> float:
         """The host entry's ``hibernate_after``, else :attr:`hibernate_after`."""
-        for entry in reversed(self.hosts):  # as in targets(), the last entry of a name wins
+        after = self._host_entry(target).get("hibernate_after")
+        return float(self.hibernate_after if after is None else after)
+
+    def _host_entry(self, target: Target) -> dict[str, Any]:
+        """The host entry that made ``target`` (as in targets(), the last of a name
+        wins); empty for a host of the SSH config."""
+        for entry in reversed(self.hosts):
             if self._target_name(entry) == target.name:
-                after = entry.get("hibernate_after")
-                return float(self.hibernate_after if after is None else after)
-        return float(self.hibernate_after)
+                return dict(entry)
+        return {}
 
     def _config_files(self) -> list[Path]:
         files = self.transport.ssh_config_files if self.transport is not None else []
@@ -276,6 +310,62 @@ class SSHProvider(Provider):
     def price_per_hour(self, target: Target) -> float | None:
         """Nothing: the user's own hosts cost nothing per hour here."""
         return 0.0
+
+    def hibernation_place(self, target: Target) -> FarPlace | None:
+        """The host's own disk, unless :attr:`hibernate_on_host` (or the host entry's
+        ``hibernate_on_host``) says it does not outlive the host. Every target of the
+        same destination reads it."""
+        on_host = self._host_entry(target).get("hibernate_on_host")
+        if not (self.hibernate_on_host if on_host is None else on_host) or not target.host:
+            return None
+        root = (target.root or "~").rstrip("/") or "/"
+        return FarPlace(
+            self.name,
+            PLACE_PREFIX + target.host,
+            f"{root}/{HIBERNATED_DIR}",
+            f"the disk of {target.host}",
+        )
+
+    async def _place_connection(self, place: FarPlace, *paths: str) -> SSHConnection:
+        """The connection to the host of ``place``, which holds ``paths``.
+
+        Raises:
+            OSError: The place is not one of our hosts', a path lies outside it, or
+                the host cannot be reached.
+        """
+        destination = place.host.removeprefix(PLACE_PREFIX)
+        known = {t.host for t in self.targets()}
+        if not place.host.startswith(PLACE_PREFIX) or destination not in known:
+            raise OSError(f"{place.label} is not the disk of a configured SSH host")
+        base = place.path.rstrip("/")
+        for path in paths:
+            inside = path.rstrip("/") == base or path.startswith(base + "/")
+            if not inside or "/../" in f"/{path}/":
+                raise OSError(f"{path} is not in {place.path} on {destination}")
+        if self.transport is None:
+            raise OSError(f"{destination} cannot be reached from here: no SSH transport")
+        try:
+            return await self.transport.connect(destination)
+        except TransportError as exc:
+            raise OSError(f"{destination} cannot be reached: {exc}") from None
+
+    async def read_hibernated(self, place: FarPlace, path: str) -> bytes:
+        """The file, read over the host's SSH connection (SFTP), for a kernel woken on
+        another machine."""
+        conn = await self._place_connection(place, path)
+        return await read_file(conn, path, conn.destination)
+
+    async def warm_hibernated(self, place: FarPlace, paths: list[str]) -> None:
+        """The files read on the host (into its page cache, nothing comes back), while
+        the kernel that reads them there starts."""
+        conn = await self._place_connection(place, *paths)
+        await warm_files(conn, paths, conn.destination)
+
+    async def remove_hibernated(self, place: FarPlace) -> str:
+        """The directory removed over the host's SSH connection."""
+        conn = await self._place_connection(place, place.path)
+        await remove_dir(conn, place.path, conn.destination)
+        return f"its saved state in {place.path} on {place.label} removed"
 
     async def open_machine(self, target: Target, steps: LaunchSteps) -> Machine:
         assert self.transport is not None and target.host is not None
