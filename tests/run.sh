@@ -9,6 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
 trap 'echo "tests/run.sh: $((SECONDS - started)) s wall time"' EXIT
+# Where the time goes, one line per phase (docs/development.md records them).
+phase() { echo "tests/run.sh: $1 done at $((SECONDS - started)) s"; }
 venv=${JRHW_TEST_VENV:-$(pwd)/.venv-test}
 python=${JRHW_PYTHON:-/usr/bin/python3}
 
@@ -31,16 +33,22 @@ pip=(python -m pip --quiet --disable-pip-version-check)
 python -m pip list --disable-pip-version-check 2>/dev/null | grep -E -i \
   '^(asyncssh|ipykernel|ipython|ipywidgets|jupyter_client|jupyter_server|jupyterlab|pyzmq|tornado) ' \
   | tr -s ' ' | paste -sd ',' | sed 's/^/versions: /'
+phase "installing"
 # Static checks: lint, formatting, and full type hints in the package (as the pre-commit
 # hooks run them).
 bash tests/lint.sh ruff format mypy
+phase "static checks"
 # Parallel workers (JRHW_TEST_WORKERS, 2 by default): most tests wait on kernels, hosts
 # and clusters rather than compute. Tests that share one resource share a group and run
 # on one worker (SERIAL_GROUPS in tests/conftest.py: the SLURM tests, one cluster).
 python -m pytest -n "${JRHW_TEST_WORKERS:-2}" --dist load --durations=20 "$@"
+phase "pytest"
 # The front end: lint and formatting, unit tests (jest), then UI tests in a real
 # JupyterLab in Debian's Chromium.
 [ -d node_modules/eslint ] || npm ci --no-audit --no-fund --loglevel=error
 bash tests/lint.sh eslint prettier
+phase "front-end lint"
 npm test --silent
+phase "jest"
 bash ui-tests/run.sh
+phase "UI tests"
