@@ -139,7 +139,8 @@ export function hibernatedStatusText(machine: string, saved: IHibernatedState): 
 export function hibernatedStatusDetail(saved: IHibernatedState): string {
   let text =
     `This notebook's kernel hibernates: ${formatBytes(Number(saved.bytes || 0))} of its ` +
-    'state are saved on the Jupyter server and its hardware is released ($0/h). ';
+    `state are saved on ${saved.kept_on || 'the Jupyter server'} and its hardware is ` +
+    'released ($0/h). ';
   const leftOut = saved.left_out ?? [];
   if (leftOut.length) {
     text += `Not saved: ${leftOut.map(item => item.name).join(', ')}. `;

@@ -1,6 +1,7 @@
 /**
  * What the notebook toolbar and notices say about a kernel that hibernates: its
- * variables saved on the Jupyter server, its hardware released, the next cell wakes
+ * variables saved (on its host's disk or the Jupyter server's), its hardware released,
+ * the next cell wakes
  * it (docs/hibernation.md). The words come from `hibernation` events of the event
  * socket (jupyter_remote_hw/server/hibernation/actions.py).
  */
@@ -48,7 +49,8 @@ export function hibernatedNotice(event: IHardwareEvent, notebook: string): strin
 export function hibernatedDetail(event: IHardwareEvent): string {
   const leftOut: ILeftOut[] = Array.isArray(event.left_out) ? event.left_out : [];
   let text =
-    "This notebook's kernel hibernates: its variables are saved on the Jupyter server " +
+    "This notebook's kernel hibernates: its variables are saved on " +
+    `${typeof event.kept_on === 'string' && event.kept_on ? event.kept_on : 'the Jupyter server'} ` +
     `(${formatBytes(Number(event.bytes || 0))}) and its hardware is released, so it costs ` +
     'nothing. The next cell starts the hardware again, restores them, then runs.';
   for (const item of leftOut) {

@@ -76,6 +76,10 @@ describe('hibernation in the status bar', () => {
     expect(detail).toContain('3.0 MiB');
     expect(detail).toContain('Not saved: handle.');
     expect(detail).toContain('Click to wake it');
+    expect(detail).toContain('saved on the Jupyter server');
+    expect(hibernatedStatusDetail({ ...saved, kept_on: 'the disk of gpubox' })).toContain(
+      'of its state are saved on the disk of gpubox and its hardware is released'
+    );
   });
 
   it('says when it wakes, and why the last wake failed', () => {

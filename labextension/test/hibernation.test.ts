@@ -38,6 +38,11 @@ describe('a kernel that hibernates, in the toolbar and notices', () => {
     expect(hibernatedNotice({ ...event, left_out: [] }, 'a.ipynb')).not.toContain('Not saved');
     expect(hibernatedDetail(event)).toContain('3.0 MiB');
     expect(hibernatedDetail(event)).toContain('Not saved: handle (an open file).');
+    // Where the state waits: the Jupyter server's disk, or the host's own.
+    expect(hibernatedDetail(event)).toContain('saved on the Jupyter server (3.0 MiB)');
+    expect(hibernatedDetail({ ...event, kept_on: 'the disk of gpubox' })).toContain(
+      'saved on the disk of gpubox (3.0 MiB)'
+    );
   });
 
   it('says why a kernel stays awake', () => {

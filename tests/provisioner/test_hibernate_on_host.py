@@ -51,7 +51,9 @@ async def test_a_kernel_on_a_host_keeps_its_state_on_the_hosts_disk(
     setup = "import numpy as np\nweights = np.arange(1 << 20, dtype=np.float64)\nx = 41"
     assert (await kc.execute(setup)).status == "ok"
 
-    assert (await hibernate(jp_fetch, kernel_id))["hibernated"] is True
+    answer = await hibernate(jp_fetch, kernel_id)
+    assert answer["hibernated"] is True
+    assert answer["kept_on"] == f"the disk of {ssh_host.alias}"
     entry = store().entry(kernel_id)
     assert entry.far is not None and entry.far["label"] == f"the disk of {ssh_host.alias}"
     kept = remote_root / HIBERNATED_DIR / kernel_id
@@ -84,7 +86,8 @@ async def test_a_host_whose_disk_does_not_persist_keeps_its_state_in_the_store(
     kernel_id = await start_kernel(SSH_KERNEL)
     kc = await channels(kernel_id)
     assert (await kc.execute("x = 41")).status == "ok"
-    assert (await hibernate(jp_fetch, kernel_id))["hibernated"] is True
+    answer = await hibernate(jp_fetch, kernel_id)
+    assert answer["hibernated"] is True and answer["kept_on"] is None
     assert store().entry(kernel_id).far is None
     assert data_files(store().entry_path(kernel_id))
     assert not (remote_root / HIBERNATED_DIR / kernel_id).exists()

@@ -90,12 +90,18 @@ test('a hibernated kernel says so at $0/h and wakes on the next cell with its va
   await expect(item).toHaveAttribute('title', /Not saved: handle \(.*open file.*\)\./);
   // The status bar says it too; its tooltip says what was saved and how to wake it.
   await expect(status).toHaveText('Test GPU 24 GiB · testhost · hibernated · $0/h');
-  await expect(status).toHaveAttribute('title', /saved on the Jupyter server.*Click to wake it/);
+  // The host keeps the state on its own disk.
+  await expect(status).toHaveAttribute(
+    'title',
+    /saved on the disk of testhost and its hardware is released.*Click to wake it/
+  );
   await page.sidebar.openTab('jp-RemoteHW-machines');
   const row = page.locator(
     `#jp-RemoteHW-machines li.jp-RemoteHW-kernel[data-kernel-id="${kernelId}"]`
   );
-  await expect(row).toContainText(/hibernated · [\d.]+ (B|KiB|MiB) saved · \$0\/h/);
+  await expect(row).toContainText(
+    /hibernated · [\d.]+ (B|KiB|MiB) saved on the disk of testhost · \$0\/h/
+  );
   await expect(row.locator('button.jp-RemoteHW-wakeKernel')).toBeVisible();
   await page.screenshot({ path: path.join(IMAGES, 'hibernated.png') });
 

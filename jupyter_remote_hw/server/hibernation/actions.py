@@ -76,7 +76,8 @@ class HibernationActions:
 
         Returns:
             ``{"kernel_id", "hibernated": True, "saved", "modules", "left_out", "bytes",
-            "seconds"}``.
+            "kept_on", "seconds"}`` (``kept_on``: where the state is kept when not on the
+            server's disk, else None).
 
         Raises:
             HardwareRequestError: 404, 409 (cannot now, or ``refuse`` and something
@@ -112,7 +113,13 @@ class HibernationActions:
             self._publish(kernel_id, "failed", detail=str(exc))
             raise HardwareRequestError(502, str(exc)) from exc
         answer = _saved(kernel_id, summary)
-        self._publish(kernel_id, "hibernated", bytes=answer["bytes"], left_out=answer["left_out"])
+        self._publish(
+            kernel_id,
+            "hibernated",
+            bytes=answer["bytes"],
+            kept_on=answer["kept_on"],
+            left_out=answer["left_out"],
+        )
         self.hardware._publish_machine(provisioner.target)
         return answer
 
@@ -171,6 +178,7 @@ def _saved(kernel_id: str, summary: SaveSummary) -> dict[str, Any]:
         "modules": summary.modules,
         "left_out": summary.left_out,
         "bytes": summary.entry.nbytes,
+        "kept_on": (summary.entry.far or {}).get("label"),
         "seconds": round(summary.seconds, 3),
     }
 
