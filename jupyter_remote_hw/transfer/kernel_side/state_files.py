@@ -37,6 +37,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from .errors import TransferError
+from .mapped import FileMappings, map_file, unchanged
 from .pickling import Pickled, dump_variables, to_segments
 
 #: Bytes read or written, and hashed, at a time.
@@ -246,13 +247,23 @@ def _base_files(path: str) -> dict[str, dict[str, Any]]:
 
 
 def _kept(
-    before: dict[str, Any] | None, item: dict[str, Any], views: list[memoryview], file: str
+    before: dict[str, Any] | None,
+    item: dict[str, Any],
+    views: list[memoryview],
+    file: str,
+    mappings: FileMappings,
 ) -> str | None:
     """Link the base's file of an unchanged variable to ``file``; its digest, or None
-    when it changed (or cannot be linked: it is then written)."""
-    if before is None or [int(size) for size in before["segments"]] != list(item["segments"]):
+    when it changed (or cannot be linked: it is then written). A variable whose buffers
+    are still the base file's own pages, never written since the kernel mapped them
+    (:mod:`.mapped`), is unchanged without being hashed."""
+    sizes = [int(size) for size in before["segments"]] if before is not None else None
+    if before is None or sizes != list(item["segments"]):
         return None
-    digest = file_digest(views)
+    if unchanged(before["path"], list(item["segments"]), views, mappings):
+        digest = str(before["digest"])
+    else:
+        digest = file_digest(views)
     if digest != before["digest"]:
         return None
     try:
@@ -293,6 +304,7 @@ def write_state(
     )
     os.mkdir(temp, 0o700)
     base = _base_files(path)
+    mappings = FileMappings() if base else None
     written = 0
     try:
         variables = []
@@ -303,7 +315,12 @@ def write_state(
             position += len(views)
             file = os.path.join(temp, name)
             try:
-                digest = _kept(base.get(str(item["name"])), item, views, file)
+                before = base.get(str(item["name"]))
+                digest = (
+                    _kept(before, item, views, file, mappings)
+                    if before is not None and mappings is not None
+                    else None
+                )
                 if digest is None:
                     digest = _write_file(file, views)
                     written += sum(item["segments"])
@@ -359,36 +376,80 @@ def read_state(directory: str, variables: list[dict[str, Any]]) -> list[Pickled]
         what = "the saved {!r} ({}, file {})".format(
             name, variable.get("type"), os.path.basename(file)
         )
-        parts = []
-        # Each piece is hashed as soon as it is read (the digest), so checking overlaps
-        # reading; an entry from before digests is checked after, as it was.
-        hasher = _Hasher() if "digest" in variable else None
-        try:
-            with open(file, "rb") as source:
-                for size in sizes:
-                    part = bytearray(size)
-                    view = memoryview(part)
-                    done = 0
-                    while done < size:
-                        count = source.readinto(view[done : done + PIECE])
-                        if not count:
-                            raise TransferError(f"{what} is cut short", name)
-                        if hasher is not None:
-                            hasher.add(view[done : done + count])
-                        done += count
-                    parts.append(part)
-        except OSError as exc:
-            raise TransferError(f"{what} {unreadable_because(exc)}", name) from None
-        if hasher is not None:
-            unchanged = hasher.digest() == str(variable["digest"])
+        if "digest" in variable and len(sizes) > 1:
+            parts = _mapped_parts(file, sizes, what, name)
+            unchanged_bytes = _check(parts, str(variable["digest"]))
         else:
-            unchanged = matches(variable, parts)
-        if not unchanged:
+            parts = _read_parts(file, sizes, what, name, variable)
+            unchanged_bytes = True
+        if not unchanged_bytes:
             raise TransferError(
                 f"{what} was changed after it was saved (its checksum differs)", name
             )
         pickled.append(Pickled(name, str(variable.get("type")), parts[0], parts[1:]))
     return pickled
+
+
+def _mapped_parts(file: str, sizes: list[int], what: str, name: str) -> list[Any]:
+    """A saved file's pickle stream (copied) and buffers (views of a private map of the
+    file: no copy, and :mod:`.mapped` can tell later which the kernel did not write)."""
+    try:
+        fd = os.open(file, os.O_RDONLY)
+    except OSError as exc:
+        raise TransferError(f"{what} {unreadable_because(exc)}", name) from None
+    try:
+        if os.fstat(fd).st_size < sum(sizes):
+            raise TransferError(f"{what} is cut short", name)
+        whole = memoryview(map_file(fd, sum(sizes)))
+    except OSError as exc:
+        raise TransferError(f"{what} {unreadable_because(exc)}", name) from None
+    finally:
+        os.close(fd)
+    parts: list[Any] = [bytes(whole[: sizes[0]])]
+    position = sizes[0]
+    for size in sizes[1:]:
+        parts.append(whole[position : position + size])
+        position += size
+    return parts
+
+
+def _check(parts: list[Any], digest: str) -> bool:
+    """Whether a file read as ``parts`` has ``digest`` (its pieces hashed on every core)."""
+    return file_digest(parts) == digest
+
+
+def _read_parts(
+    file: str, sizes: list[int], what: str, name: str, variable: dict[str, Any]
+) -> list[Any]:
+    """A saved file read into memory, checked against its digest as it is read (or, for
+    an entry from before digests, after)."""
+    parts: list[Any] = []
+    # Each piece is hashed as soon as it is read (the digest), so checking overlaps
+    # reading; an entry from before digests is checked after, as it was.
+    hasher = _Hasher() if "digest" in variable else None
+    try:
+        with open(file, "rb") as source:
+            for size in sizes:
+                part = bytearray(size)
+                view = memoryview(part)
+                done = 0
+                while done < size:
+                    count = source.readinto(view[done : done + PIECE])
+                    if not count:
+                        raise TransferError(f"{what} is cut short", name)
+                    if hasher is not None:
+                        hasher.add(view[done : done + count])
+                    done += count
+                parts.append(part)
+    except OSError as exc:
+        raise TransferError(f"{what} {unreadable_because(exc)}", name) from None
+    if hasher is not None:
+        same = hasher.digest() == str(variable["digest"])
+    else:
+        same = matches(variable, parts)
+    if not same:
+        raise TransferError(f"{what} was changed after it was saved (its checksum differs)", name)
+    return parts
 
 
 def remove_state(directory: str, keep: bool = False) -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import stat
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ import numpy as np
 import pytest
 
 from jupyter_remote_hw.transfer import TransferError
+from jupyter_remote_hw.transfer.kernel_side.mapped import FileMappings, unchanged
+from jupyter_remote_hw.transfer.kernel_side.pickling import dump_variables, to_segments
 from jupyter_remote_hw.transfer.kernel_side.state_files import (
     base_path,
     file_digest,
@@ -127,3 +130,69 @@ def test_a_changed_file_is_refused_and_an_older_entry_still_reads(tmp_path: Path
     for each in (variable, older):
         with pytest.raises(TransferError, match="changed after it was saved"):
             read_state(entry, [each])
+
+
+def _woken(entry: str, written: dict[str, Any]) -> dict[str, Any]:
+    """The variables as a kernel woken on this host rebuilds them (over its files'
+    private maps)."""
+    return {
+        p.name: pickle.loads(p.data, buffers=p.buffers)
+        for p in read_state(entry, written["variables"])
+    }
+
+
+def _views(namespace: dict[str, Any], name: str) -> tuple[list[int], list[memoryview]]:
+    """A variable's segment sizes and views, as the next save makes them."""
+    (item,), views = to_segments(dump_variables(namespace, [name]))
+    return list(item["segments"]), views
+
+
+def test_a_woken_kernels_untouched_arrays_are_known_unchanged_without_hashing(
+    tmp_path: Path,
+) -> None:
+    """The woken kernel's arrays are views of its files' pages; one it never wrote is
+    still the base file's bytes (its memory map says so), one it wrote or an equal copy
+    elsewhere in memory is not; the next save links the first and writes the second."""
+    entry = str(tmp_path / "hibernated" / "k1")
+    saved = {"big": np.arange(3_000_000, dtype=np.float64), "other": np.ones(2_000_000)}
+    first = write_state(saved, ["big", "other"], entry)
+    woken = _woken(entry, first)
+    assert remove_state(entry, keep=True)
+    base = Path(base_path(first["path"]))
+    big_file, other_file = (str(base / _file_of(first, n).name) for n in ("big", "other"))
+
+    sizes, views = _views(woken, "big")
+    assert unchanged(big_file, sizes, views, FileMappings())
+    woken["other"][12345] = 7.0  # that page is now the kernel's own copy
+    mappings = FileMappings()
+    assert not unchanged(other_file, *_views(woken, "other"), mappings)
+    assert unchanged(big_file, *_views(woken, "big"), mappings)
+    # Equal bytes elsewhere in memory, or another file's name, are not the base's pages.
+    assert not unchanged(big_file, *_views({"big": woken["big"].copy()}, "big"), mappings)
+    assert not unchanged(other_file, *_views(woken, "big"), mappings)
+
+    big_inode = Path(big_file).stat().st_ino
+    second = write_state(woken, ["big", "other"], entry)
+    assert _file_of(second, "big").stat().st_ino == big_inode
+    other = next(v["nbytes"] for v in second["variables"] if v["name"] == "other")
+    assert second["written_bytes"] == other
+    back = _woken(entry, second)
+    assert np.array_equal(back["big"], saved["big"]) and back["other"][12345] == 7.0
+    assert back["other"].sum() == 2_000_000 + 6.0
+
+
+def test_a_mapped_file_cut_short_or_changed_is_refused(tmp_path: Path) -> None:
+    entry = str(tmp_path / "hibernated" / "k1")
+    written = write_state({"a": np.arange(100_000, dtype=np.int64)}, ["a"], entry)
+    (variable,) = written["variables"]
+    file = _file_of(written, "a")
+    data = bytearray(file.read_bytes())
+    data[-100] ^= 0xFF
+    file.write_bytes(bytes(data))
+    with pytest.raises(
+        TransferError, match=r"'a' \(numpy.ndarray, file var-0000.bin\) was changed"
+    ):
+        read_state(entry, [variable])
+    file.write_bytes(bytes(data[:-1000]))
+    with pytest.raises(TransferError, match=r"'a' .* is cut short"):
+        read_state(entry, [variable])
