@@ -36,9 +36,10 @@ import platform
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
@@ -96,6 +97,39 @@ async def execute(manager: AsyncKernelManager, code: str, timeout: float = 3600)
         client.stop_channels()
 
 
+def rss_anon() -> int:
+    """This process's anonymous memory in bytes (what it allocated, not the page cache
+    its maps of files show)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+class AnonPeak:
+    """The most anonymous memory this process held above where it was at the start,
+    sampled every 5 ms by a thread while the block runs."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+
+    def __enter__(self) -> Self:
+        start = rss_anon()
+
+        def sample() -> None:
+            while not self._stop.wait(0.005):
+                self.peak = max(self.peak, rss_anon() - start)
+
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 async def one_round(size_gib: float, store: HibernationStore, device: str | None) -> dict[str, Any]:
     """Rerun, save and restore once at ``size_gib``; the times in seconds."""
     first = await start_kernel(size_gib)
@@ -107,14 +141,16 @@ async def one_round(size_gib: float, store: HibernationStore, device: str | None
             cells.append(time.perf_counter() - began)
         expected = await execute(first, CHECK)
         began = time.perf_counter()
-        saved = await save(first, first.kernel_id, store)
+        with AnonPeak() as save_memory:
+            saved = await save(first, first.kernel_id, store)
         save_seconds = time.perf_counter() - began
     finally:
         await first.shutdown_kernel(now=True)
     second = await start_kernel(size_gib)
     try:
         began = time.perf_counter()
-        await restore(second, second.kernel_id, store, entry_id=first.kernel_id, device=device)
+        with AnonPeak() as restore_memory:
+            await restore(second, second.kernel_id, store, entry_id=first.kernel_id, device=device)
         restore_seconds = time.perf_counter() - began
         got = await execute(second, CHECK)
     finally:
@@ -127,6 +163,8 @@ async def one_round(size_gib: float, store: HibernationStore, device: str | None
         "rerun": sum(cells),
         "save": save_seconds,
         "restore": restore_seconds,
+        "save_peak_mib": save_memory.peak / 2**20,
+        "restore_peak_mib": restore_memory.peak / 2**20,
         "bytes": saved.total_bytes,
         "check": got,
     }
@@ -162,6 +200,8 @@ async def main(argv: list[str] | None = None) -> int:
                     f"{stored / GIB / restored:.2f}",
                     f"{rerun / restored:.1f}x",
                     f"{100 * (1 - restored / rerun):.0f}%",
+                    f"{max(r['save_peak_mib'] for r in runs):.0f}",
+                    f"{max(r['restore_peak_mib'] for r in runs):.0f}",
                 ]
             )
             results.append({"size_gib": size, "runs": runs})
@@ -179,6 +219,8 @@ async def main(argv: list[str] | None = None) -> int:
                 "restore GiB/s",
                 "rerun/restore",
                 "restore faster by",
+                "save peak MiB",
+                "restore peak MiB",
             ],
         )
     )
