@@ -8,7 +8,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
-trap 'echo "tests/run.sh: $((SECONDS - started)) s wall time"' EXIT
+long_tests=""
+finish() {
+  # A run that stops early takes the long tests (below) with it.
+  [ -z "$long_tests" ] || kill "$long_tests" 2>/dev/null || true
+  echo "tests/run.sh: $((SECONDS - started)) s wall time"
+}
+trap finish EXIT
 # Where the time goes, one line per phase (docs/development.md records them).
 phase() { echo "tests/run.sh: $1 done at $((SECONDS - started)) s"; }
 venv=${JRHW_TEST_VENV:-$(pwd)/.venv-test}
@@ -41,8 +47,13 @@ phase "static checks"
 # Parallel workers (JRHW_TEST_WORKERS, 2 by default): most tests wait on kernels, hosts
 # and clusters rather than compute. Tests that share one resource share a group and run
 # on one worker (SERIAL_GROUPS in tests/conftest.py: the SLURM tests, one cluster).
-python -m pytest -n "${JRHW_TEST_WORKERS:-2}" --dist load --durations=20 "$@"
+python -m pytest -n "${JRHW_TEST_WORKERS:-2}" --dist load --durations=20 -m "not long" "$@"
 phase "pytest"
+# The tests marked long wait for minutes, mostly idle (a link cut for five minutes): they
+# run beside the front end's checks instead of holding a worker, and count the same.
+long_log=$(mktemp /tmp/jrhw-long-tests-XXXXXX.log)
+python -m pytest -m long -p no:cacheprovider "$@" > "$long_log" 2>&1 &
+long_tests=$!
 # The front end: lint and formatting, unit tests (jest), then UI tests in a real
 # JupyterLab in Debian's Chromium.
 [ -d node_modules/eslint ] || npm ci --no-audit --no-fund --loglevel=error
@@ -52,3 +63,11 @@ npm test --silent
 phase "jest"
 bash ui-tests/run.sh
 phase "UI tests"
+status=0
+wait "$long_tests" || status=$?
+long_tests=""
+tail -n 40 "$long_log"
+rm -f "$long_log"
+# 5: no test selected (arguments that name none of the long tests).
+[ "$status" = 0 ] || [ "$status" = 5 ] || exit "$status"
+phase "long tests"

@@ -126,6 +126,7 @@ async def test_no_line_is_lost_or_repeated_across_a_cut(
     assert (await kc.execute("6 * 7", timeout=60)).result == "42"
 
 
+@pytest.mark.long
 @pytest.mark.timeout(420)
 async def test_a_five_minute_cut_loses_nothing(
     ns_host: NetnsTestHost,
