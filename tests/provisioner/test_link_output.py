@@ -101,7 +101,7 @@ async def _cut_during_ticks(
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("cut", [20, 60])
+@pytest.mark.parametrize("cut", [20, pytest.param(60, marks=pytest.mark.long)])
 async def test_no_line_is_lost_or_repeated_across_a_cut(
     ns_host: NetnsTestHost,
     start_kernel: StartKernel,
