@@ -117,6 +117,7 @@ def test_a_hibernated_kernel_shows_its_stored_state_and_leaves_its_machine_idle(
 ) -> None:
     hibernated = {
         "bytes": 1234,
+        "kept_on": "the disk of box",
         "saved_at": 1000.0,
         "left_out": [{"name": "f", "type": "TextIOWrapper", "reason": "an open file"}],
         "kernel_info": "{}",
@@ -135,6 +136,7 @@ def test_a_hibernated_kernel_shows_its_stored_state_and_leaves_its_machine_idle(
     assert kernel["state"] == "hibernated"
     assert kernel["hibernated"] == {
         "bytes": 1234,
+        "kept_on": "the disk of box",
         "saved_at": 1000.0,
         "left_out": [{"name": "f", "reason": "an open file"}],
         "waking": False,
