@@ -47,18 +47,28 @@ async def read_file(conn: SSHConnection, path: str, where: str) -> bytes:
     return data if isinstance(data, bytes) else data.encode()
 
 
+async def _run(conn: SSHConnection, command: str, where: str, doing: str) -> None:
+    """Run ``command`` on the host.
+
+    Raises:
+        OSError: The host could not be reached, or the command failed (``doing`` on
+            ``where`` failed: its message).
+    """
+    try:
+        result = await conn.run(command)
+    except TransportError as exc:
+        raise OSError(f"{where} cannot be reached: {exc}") from None
+    if result.exit_status != 0:
+        raise OSError(f"{doing} on {where} failed: {result.stderr.strip()}")
+
+
 async def remove_dir(conn: SSHConnection, path: str, where: str) -> None:
     """Remove the directory ``path`` and what it holds, over ``conn``.
 
     Raises:
         OSError: The host could not be reached, or ``rm`` failed (its message).
     """
-    try:
-        result = await conn.run(f"rm -rf -- {shell_path(path)}")
-    except TransportError as exc:
-        raise OSError(f"{where} cannot be reached: {exc}") from None
-    if result.exit_status != 0:
-        raise OSError(f"removing {path} on {where} failed: {result.stderr.strip()}")
+    await _run(conn, f"rm -rf -- {shell_path(path)}", where, f"removing {path}")
 
 
 async def warm_files(conn: SSHConnection, paths: list[str], where: str) -> None:
@@ -68,15 +78,9 @@ async def warm_files(conn: SSHConnection, paths: list[str], where: str) -> None:
     Raises:
         OSError: The host could not be reached, or a file could not be read.
     """
-    if not paths:
-        return
-    files = " ".join(shell_path(path) for path in paths)
-    try:
-        result = await conn.run(f"cat -- {files} > /dev/null")
-    except TransportError as exc:
-        raise OSError(f"{where} cannot be reached: {exc}") from None
-    if result.exit_status != 0:
-        raise OSError(f"reading ahead on {where} failed: {result.stderr.strip()}")
+    if paths:
+        files = " ".join(shell_path(path) for path in paths)
+        await _run(conn, f"cat -- {files} > /dev/null", where, "reading ahead")
 
 
 __all__ = ["read_file", "remove_dir", "sftp_path", "shell_path", "warm_files"]
