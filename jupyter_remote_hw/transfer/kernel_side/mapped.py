@@ -19,10 +19,10 @@ any host).
 
 from __future__ import annotations
 
+import array
 import ctypes
 import mmap
 import os
-import struct
 from typing import Any
 
 #: A page map entry's bits: present in memory, swapped out, a file's (or shared) page.
@@ -106,6 +106,10 @@ class FileMappings:
         return False
 
 
+#: Page map entries read at a time (8 bytes each: 512 KiB for 256 MiB of memory).
+_ENTRIES = 65536
+
+
 def _untouched(address: int, nbytes: int) -> bool:
     """Whether no page of ``nbytes`` from ``address`` became a private copy (written) or
     went to swap (only private copies do) since it was mapped."""
@@ -114,14 +118,18 @@ def _untouched(address: int, nbytes: int) -> bool:
     try:
         with open("/proc/self/pagemap", "rb", buffering=0) as source:
             source.seek(first * 8)
-            data = source.read(count * 8)
-    except OSError:
+            while count:
+                step = min(count, _ENTRIES)
+                entries = array.array("Q")
+                entries.frombytes(source.read(step * 8))
+                if len(entries) != step:
+                    return False
+                for entry in entries:
+                    if entry & _SWAPPED or (entry & _PRESENT and not entry & _FILE):
+                        return False
+                count -= step
+    except (OSError, ValueError):
         return False
-    if len(data) != count * 8:
-        return False
-    for entry in struct.unpack(f"{count}Q", data):
-        if entry & _SWAPPED or (entry & _PRESENT and not entry & _FILE):
-            return False
     return True
 
 
