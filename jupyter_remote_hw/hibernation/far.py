@@ -78,7 +78,7 @@ class FarPlace:
 
 
 #: Reads one file of a place from our side: (place, absolute or ~ path) -> its bytes.
-ReadFile = Callable[[FarPlace, str], Awaitable[bytes]]
+ReadFile = Callable[[FarPlace, str], Awaitable[memoryview]]
 
 
 @dataclass

@@ -83,6 +83,13 @@ def write_new(path: Path, views: list[memoryview], moved: Moved | None = None) -
     return digest.hexdigest()
 
 
+def mapped(fd: int) -> memoryview:
+    """The whole of the open file ``fd`` as a read-only view of a map of it: its bytes
+    stay in the page cache (the map stays while a view of it does)."""
+    size = os.fstat(fd).st_size
+    return memoryview(mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else b"")
+
+
 def read_parts(path: Path, sizes: list[int], moved: Moved | None = None) -> tuple[list[Any], str]:
     """A file written by :func:`write_new`, as one read-only view per part of a map of
     the file: its bytes stay in the page cache, not copied into our memory (a 1 GiB
@@ -102,7 +109,7 @@ def read_parts(path: Path, sizes: list[int], moved: Moved | None = None) -> tupl
         size = os.fstat(fd).st_size
         if size != sum(sizes):
             raise ValueError(f"it has {size} bytes where {sum(sizes)} were written")
-        whole = memoryview(mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else b"")
+        whole = mapped(fd)
     finally:
         os.close(fd)
     parts: list[Any] = []

@@ -339,9 +339,10 @@ class Provider(LoggingConfigurable, metaclass=ProviderMeta):
         directory in it. None (the default): the Jupyter server's disk, the store."""
         return None
 
-    async def read_hibernated(self, place: FarPlace, path: str) -> bytes:
+    async def read_hibernated(self, place: FarPlace, path: str) -> memoryview:
         """A file of a place this provider made, read from here (to restore a kernel that
-        cannot read the place itself).
+        cannot read the place itself): a read-only view, of a map of the file or of a
+        copy spooled to this machine's disk, so that its bytes are not held in memory.
 
         Raises:
             OSError: It cannot be read from here (the message says why, and what to do).

@@ -9,9 +9,11 @@ Paths may start with ``~/``, the login's home.
 from __future__ import annotations
 
 import shlex
+import tempfile
 
 import asyncssh
 
+from ..hibernation.files import PIECE, mapped
 from ..transport import SSHConnection, TransportError
 
 
@@ -27,8 +29,10 @@ def shell_path(path: str) -> str:
     return shlex.quote(path)
 
 
-async def read_file(conn: SSHConnection, path: str, where: str) -> bytes:
-    """The file at ``path``, read over ``conn`` (SFTP).
+async def read_file(conn: SSHConnection, path: str, where: str) -> memoryview:
+    """The file at ``path``, read over ``conn`` (SFTP) one piece at a time into an
+    unlinked temporary file here, as a read-only view of a map of that file: a file of
+    any size costs our memory one piece, its bytes staying in the page cache.
 
     Args:
         conn: The host's connection.
@@ -40,11 +44,14 @@ async def read_file(conn: SSHConnection, path: str, where: str) -> bytes:
     """
     try:
         live = await conn.wait_connected()
-        async with live.start_sftp_client() as sftp, sftp.open(sftp_path(path), "rb") as file:
-            data = await file.read()
+        with tempfile.TemporaryFile(prefix="jrhw-read-") as spool:
+            async with live.start_sftp_client() as sftp, sftp.open(sftp_path(path), "rb") as source:
+                while piece := await source.read(PIECE):
+                    spool.write(piece if isinstance(piece, bytes) else piece.encode())
+            spool.flush()
+            return mapped(spool.fileno())
     except (asyncssh.Error, TransportError, OSError) as exc:
         raise OSError(f"reading {path} on {where} failed: {exc}") from None
-    return data if isinstance(data, bytes) else data.encode()
 
 
 async def _run(conn: SSHConnection, command: str, where: str, doing: str) -> None:

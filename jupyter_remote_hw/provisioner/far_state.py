@@ -50,7 +50,7 @@ def access_for(p: KernelContext) -> FarAccess:
     made the place."""
     base = _base(p)
 
-    async def read(place: FarPlace, path: str) -> bytes:
+    async def read(place: FarPlace, path: str) -> memoryview:
         owner = _provider(p, place.provider)
         if owner is None:
             raise OSError(f"no {place.provider} provider here to read {place.label}")

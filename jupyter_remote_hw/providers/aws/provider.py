@@ -223,7 +223,7 @@ class AWSProvider(AWSAccount):
             f"the disk of instance {record.resource_id}",
         )
 
-    async def read_hibernated(self, place: FarPlace, path: str) -> bytes:
+    async def read_hibernated(self, place: FarPlace, path: str) -> memoryview:
         """Never: the instance is stopped (starting it only to copy would bill it)."""
         raise OSError(
             f"{place.label} is read only by a kernel on that instance: wake the kernel on "

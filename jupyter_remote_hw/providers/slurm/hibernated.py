@@ -57,7 +57,7 @@ class HibernatedOnCluster:
             )
         return cluster
 
-    async def read_hibernated(self, place: FarPlace, path: str) -> bytes:
+    async def read_hibernated(self, place: FarPlace, path: str) -> memoryview:
         """The file read over the login node's connection (SFTP)."""
         cluster = self._place_cluster(place)
         where = f"the login node of {cluster}"

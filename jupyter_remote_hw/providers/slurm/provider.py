@@ -442,7 +442,7 @@ class SLURMProvider(Provider):
         """The cluster's shared home (see :class:`.hibernated.HibernatedOnCluster`)."""
         return self.hibernated.hibernation_place(target)
 
-    async def read_hibernated(self, place: FarPlace, path: str) -> bytes:
+    async def read_hibernated(self, place: FarPlace, path: str) -> memoryview:
         """A file of a hibernated kernel's state, read over the login node's connection."""
         return await self.hibernated.read_hibernated(place, path)
 

@@ -349,7 +349,7 @@ class SSHProvider(Provider):
         except TransportError as exc:
             raise OSError(f"{destination} cannot be reached: {exc}") from None
 
-    async def read_hibernated(self, place: FarPlace, path: str) -> bytes:
+    async def read_hibernated(self, place: FarPlace, path: str) -> memoryview:
         """The file, read over the host's SSH connection (SFTP), for a kernel woken on
         another machine."""
         conn = await self._place_connection(place, path)

@@ -4,6 +4,8 @@ refuses to read or remove there."""
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -90,6 +92,50 @@ async def test_a_hosts_files_are_read_ahead_read_and_removed_over_its_connection
         assert not kept.exists() and kept.parent.exists()
         with pytest.raises(OSError, match=r"reading .*var-0000.bin on .* failed: .*No such file"):
             await ssh.read_hibernated(place, f"{place.path}/var-0000.bin")
+    finally:
+        assert ssh.transport is not None
+        await ssh.transport.close_all()
+
+
+def _anon_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no RssAnon in /proc/self/status")
+
+
+async def test_a_large_file_read_from_a_host_is_not_held_in_our_memory(
+    ssh_host: SSHTestHost, tmp_path: Path
+) -> None:
+    """Waking a kernel elsewhere reads each saved file through our side: 96 MiB come back
+    as a view of a spooled, mapped file, our memory growing by a piece or so, not by the
+    file."""
+    ssh = SSHProvider(
+        transport=TransportManager(ssh_config_files=[str(ssh_host.ssh_config)], **TEST_TRANSPORT),
+        hosts=[{"host": ssh_host.alias, "root": str(tmp_path)}],
+    )
+    try:
+        base = ssh.hibernation_place(ssh.targets()[0])
+        assert base is not None
+        kept = tmp_path / HIBERNATED_DIR / "k1"
+        kept.mkdir(parents=True)
+        data = os.urandom(1 << 20) * 96
+        (kept / "var-0000.bin").write_bytes(data)
+        before, peak, done = _anon_bytes(), [0], threading.Event()
+
+        def sample() -> None:
+            while not done.wait(0.005):
+                peak[0] = max(peak[0], _anon_bytes() - before)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        try:
+            read = await ssh.read_hibernated(base.child("k1"), f"{base.path}/k1/var-0000.bin")
+        finally:
+            done.set()
+            sampler.join()
+        assert len(read) == len(data) and read == data
+        assert peak[0] < 48 << 20, f"our memory grew by {peak[0] >> 20} MiB"
     finally:
         assert ssh.transport is not None
         await ssh.transport.close_all()
