@@ -190,8 +190,8 @@ def test_unknown_key_is_refused_and_named() -> None:
     assert "'gpu-a'" in message
     assert "['gpu', 'label']" in message
     assert (
-        "['authorized_keys', 'hardware', 'hibernate_after', 'host', 'name', 'python', 'root', "
-        "'workdir']" in message
+        "['authorized_keys', 'hardware', 'hibernate_after', 'hibernate_on_host', 'host', "
+        "'name', 'python', 'root', 'workdir']" in message
     )
 
 
