@@ -318,7 +318,7 @@ class SSHProvider(Provider):
         on_host = self._host_entry(target).get("hibernate_on_host")
         if not (self.hibernate_on_host if on_host is None else on_host) or not target.host:
             return None
-        root = (target.root or "~").rstrip("/") or "/"
+        root = (target.root or "~").rstrip("/")  # "/" becomes "", and the path "/.local/..."
         return FarPlace(
             self.name,
             PLACE_PREFIX + target.host,
