@@ -345,15 +345,20 @@ class Check:
             "print(check)",
         )
         held = smi()
+        # The same bytes copied on the same disk by cp and sync, just before the save and
+        # just after it: on a disk whose speed depends on where a write lands (new space
+        # or space just freed), the two bracket what the save met.
+        cp_before = cp_sync_seconds(self.workdir, GIB)
         began = time.perf_counter()
         saved = await self.ours("hibernate", self.kernel_id, method="POST")
         first = time.perf_counter() - began
         after = smi()
-        # The same bytes copied on the same disk by cp and sync, for the ratio.
         cp_sync = cp_sync_seconds(self.workdir, int(saved["bytes"]))
         disk = {
             "cp_sync_mib_s": rate(saved["bytes"], cp_sync),
             "ratio_to_cp_sync": round(cp_sync / first, 2),
+            "cp_sync_before_mib_s": rate(GIB, cp_before),
+            "ratio_to_cp_sync_before": round(cp_before * saved["bytes"] / GIB / first, 2),
         }
         if held:
             given_back = after[0]["used_mib"] <= before[0]["used_mib"] + RELEASED_SLACK_MIB
