@@ -7,34 +7,16 @@ jest.mock('@jupyterlab/apputils', () => ({ Dialog: class {}, showDialog: jest.fn
 import { KernelGoneWatch, goneQuestion, hardwareEnded } from '../src/kernelgone';
 import { MachinesModel } from '../src/machines';
 import type { IMachine } from '../src/model';
+import { fakeKernel, fakeMachine } from './fakes';
 
 const KERNEL = { id: 'k-1', name: 'remote-hw-ssh-box' };
 
 function machine(state: string, kernels: string[] = ['k-1']): IMachine {
-  return {
-    name: 'ssh-box',
-    provider: 'ssh',
-    hardware: 'A10G 24 GiB',
-    where: 'box',
+  return fakeMachine({
     state,
-    kernels: kernels.map(id => ({
-      id,
-      owner: 'server',
-      execution_state: 'idle',
-      state: 'idle',
-      kernel_name: KERNEL.name,
-      display_name: 'Python 3 (ipykernel)',
-      path: 'fit.ipynb',
-      started: 1,
-      uptime_seconds: 1,
-      cost_so_far: 0
-    })),
-    price_per_hour: 0,
-    cost_so_far: 0,
-    idle_stop_in: null,
     actions: ['start', 'stop'],
-    shareable: true
-  };
+    kernels: kernels.map(id => fakeKernel({ id, kernel_name: KERNEL.name, path: 'fit.ipynb' }))
+  });
 }
 
 /** A notebook's session context: its kernel, the signals, and what was asked of it. */

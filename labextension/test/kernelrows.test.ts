@@ -7,22 +7,10 @@ import {
   tickKernelRows
 } from '../src/kernelrows';
 import type { IMachine, IMachineKernel } from '../src/model';
+import { fakeMachine } from './fakes';
 
 function machine(overrides: Partial<IMachine> = {}): IMachine {
-  return {
-    name: 'gpu-box',
-    provider: 'ssh',
-    hardware: 'A10G 24GB',
-    where: 'gpu-box',
-    state: 'running',
-    kernels: [],
-    price_per_hour: 0,
-    cost_so_far: 0,
-    idle_stop_in: null,
-    actions: ['start', 'terminate'],
-    shareable: true,
-    ...overrides
-  };
+  return fakeMachine({ name: 'gpu-box', hardware: 'A10G 24GB', where: 'gpu-box', ...overrides });
 }
 
 const kernel: IMachineKernel = {

@@ -1,37 +1,20 @@
 import type { IMachineKernel } from '../src/model';
 import { endConfirm, endConfirmNode, endedMessage } from '../src/machineactions';
 import { IMachine } from '../src/model';
+import { fakeKernel, fakeMachine } from './fakes';
 
 function kernel(overrides: Partial<IMachineKernel> = {}): IMachineKernel {
-  return {
-    id: 'k-1',
-    owner: 'server',
-    execution_state: 'idle',
-    state: 'idle',
+  return fakeKernel({
     kernel_name: 'remote-hw-gpu-box',
-    display_name: 'Python 3 (ipykernel)',
     path: 'train.ipynb',
     started: 1000,
     uptime_seconds: 59,
-    cost_so_far: 0,
     ...overrides
-  };
+  });
 }
 
 function machine(kernels: IMachineKernel[]): IMachine {
-  return {
-    name: 'gpu-box',
-    provider: 'ssh',
-    hardware: 'A10G 24GB',
-    where: 'gpu-box',
-    state: 'running',
-    kernels,
-    price_per_hour: 0,
-    cost_so_far: 0,
-    idle_stop_in: null,
-    actions: ['start', 'terminate'],
-    shareable: true
-  };
+  return fakeMachine({ name: 'gpu-box', hardware: 'A10G 24GB', where: 'gpu-box', kernels });
 }
 
 describe('the terminate confirmation', () => {

@@ -2,25 +2,16 @@ import { Signal } from '@lumino/signaling';
 
 import { EVENT_GATHER_MS, MachinesModel, needsListing, withMachine } from '../src/machines';
 import type { IHardwareEvent, IMachine } from '../src/model';
+import { fakeKernel, fakeMachine } from './fakes';
 
 function machine(name: string, state = 'running', kernels: string[] = []): IMachine {
-  return {
+  return fakeMachine({
     name,
-    provider: 'ssh',
-    hardware: 'A10G 24 GiB',
     where: name,
     state,
-    kernels: kernels.map(id => ({
-      id,
-      owner: 'server',
-      execution_state: 'idle',
-      kernel_name: `remote-hw-${name}`
-    })),
-    price_per_hour: 0,
-    cost_so_far: 0,
-    idle_stop_in: null,
-    actions: ['terminate']
-  };
+    actions: ['terminate'],
+    kernels: kernels.map(id => fakeKernel({ id, kernel_name: `remote-hw-${name}` }))
+  });
 }
 
 function event(fields: Partial<IHardwareEvent>): IHardwareEvent {

@@ -17,24 +17,21 @@ import {
   remoteCellsTitle,
   runsElsewhere
 } from '../src/remotecells';
+import { fakeKernel, fakeMachine } from './fakes';
 
 function kernel(id: string, owner: string, path: string | null): IMachineKernel {
-  return { id, owner, execution_state: 'idle', state: 'idle', path };
+  return fakeKernel({ id, owner, path });
 }
 
 function machine(name: string, state: string, kernels: IMachineKernel[]): IMachine {
-  return {
+  return fakeMachine({
     name,
-    provider: 'ssh',
     hardware: name === 'ssh-a' ? 'A10G 24 GiB' : 'T4 16 GiB',
     where: name.slice(4),
     state,
     kernels,
-    price_per_hour: 0,
-    cost_so_far: 0,
-    idle_stop_in: null,
     actions: []
-  };
+  });
 }
 
 const MAGIC = 'magic:laptop:4242';

@@ -11,37 +11,12 @@ import type { IMachineKernel } from '../src/model';
 import type { IMachine } from '../src/model';
 import { MachinesModel } from '../src/machines';
 import { MachineStatus } from '../src/statusbar';
+import { fakeKernel, fakeMachine } from './fakes';
 
 const KERNEL_ID = 'k-1';
 
 function machine(kernel: Partial<IMachineKernel>): IMachine {
-  return {
-    name: 'ssh-box',
-    provider: 'ssh',
-    hardware: 'A10G 24 GiB',
-    where: 'box',
-    state: 'running',
-    kernels: [
-      {
-        id: KERNEL_ID,
-        owner: 'server',
-        execution_state: 'idle',
-        state: 'idle',
-        kernel_name: 'remote-hw-ssh-box',
-        display_name: 'Python 3 (ipykernel)',
-        path: 'a.ipynb',
-        started: 1,
-        uptime_seconds: 1,
-        cost_so_far: 0,
-        ...kernel
-      }
-    ],
-    price_per_hour: 0,
-    cost_so_far: 0,
-    idle_stop_in: null,
-    actions: ['start', 'terminate'],
-    shareable: true
-  };
+  return fakeMachine({ kernels: [fakeKernel({ id: KERNEL_ID, ...kernel })] });
 }
 
 const flush = () => new Promise(resolve => setTimeout(resolve, 0));
