@@ -510,13 +510,17 @@ class Lifecycle(RuleBasedStateMachine):
         answer = self.run(self._operation(notebook, "hibernate"))
         if answer.code == 200:
             notebook.hibernated = True
-            # A share ends with its kernel's run on the host: the teammate is cut off.
-            for teammate in self.joined.values():
-                if teammate.shared_kernel == notebook.kernel_id:
-                    teammate.revoked = True
-                    self.shares[teammate.share_id] = True
+            self._shares_end(notebook)
         else:
             assert answer.code == 409, answer
+
+    def _shares_end(self, notebook: Notebook) -> None:
+        """A share ends with its kernel's run on the host (a hibernation): the teammate is
+        cut off."""
+        for teammate in self.joined.values():
+            if teammate.shared_kernel == notebook.kernel_id:
+                teammate.revoked = True
+                self.shares[teammate.share_id] = True
 
     @rule(notebook=notebooks)
     @logged
@@ -896,6 +900,8 @@ class Lifecycle(RuleBasedStateMachine):
                 raise result
         before = dict(notebook.variables) if notebook.variables is not None else None
         for kind, done in zip((first, second), results, strict=True):
+            if kind == "hibernate" and isinstance(done, Answer) and done.code == 200:
+                self._shares_end(notebook)  # as the plain hibernate rule knows
             if kind == "shutdown":
                 assert isinstance(done, Answer) and done.code == 204, done
             if kind == "switch" and isinstance(done, Answer) and done.code == 200:
