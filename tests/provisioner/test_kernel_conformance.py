@@ -7,6 +7,7 @@ samples, as the baseline.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -78,8 +79,22 @@ def _started(cls: Any) -> Iterator[None]:
     try:
         yield
     finally:
+        _heartbeat_running(cls.kc)
         cls.kc.stop_channels()
         cls.km.shutdown_kernel()
+
+
+def _heartbeat_running(kc: Any, timeout: float = 10.0) -> None:
+    """Wait until the client's heartbeat thread, once started, runs its loop.
+
+    jupyter_client's heartbeat thread, stopped before its loop began, runs it anyway
+    with its exit already signalled, opening a new socket each turn until the process
+    has no file descriptors left (CI: "Too many open files" in the next test).
+    """
+    hb = getattr(kc, "_hb_channel", None)  # the property would make one
+    deadline = time.monotonic() + timeout
+    while hb is not None and hb.is_alive() and not hb._running and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 @pytest.fixture(scope="class")
