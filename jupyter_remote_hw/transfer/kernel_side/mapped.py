@@ -49,17 +49,22 @@ def address_of(view: memoryview) -> int | None:
 
 
 class FileMappings:
-    """The files this process maps privately, read once (per save) from
-    ``/proc/self/maps``; empty where that cannot be read."""
+    """The files this process maps privately, read from ``/proc/self/maps`` when first
+    asked (once per save); none where that cannot be read."""
 
     def __init__(self) -> None:
         # Each: start, end, private, file offset, device, inode.
-        self._mappings: list[tuple[int, int, bool, int, tuple[int, int], int]] = []
+        self._mappings: list[tuple[int, int, bool, int, tuple[int, int], int]] | None = None
+
+    def _read(self) -> list[tuple[int, int, bool, int, tuple[int, int], int]]:
+        if self._mappings is not None:
+            return self._mappings
+        self._mappings = []
         try:
             with open("/proc/self/maps", encoding="ascii", errors="replace") as source:
                 lines = source.read().splitlines()
         except OSError:
-            return
+            return self._mappings
         for line in lines:
             fields = line.split(None, 5)
             if len(fields) < 5 or fields[4] == "0":
@@ -67,18 +72,13 @@ class FileMappings:
             try:
                 start, end = (int(part, 16) for part in fields[0].split("-"))
                 major, minor = (int(part, 16) for part in fields[3].split(":"))
-                self._mappings.append(
-                    (
-                        start,
-                        end,
-                        fields[1][3:4] == "p",
-                        int(fields[2], 16),
-                        (major, minor),
-                        int(fields[4]),
-                    )
-                )
             except ValueError:
                 continue
+            private = fields[1][3:4] == "p"
+            self._mappings.append(
+                (start, end, private, int(fields[2], 16), (major, minor), int(fields[4]))
+            )
+        return self._mappings
 
     def holds(self, view: memoryview, path: str, offset: int) -> bool:
         """Whether ``view`` lies in a private mapping of the file at ``path`` where that
@@ -87,7 +87,8 @@ class FileMappings:
         if not view.nbytes:
             return True
         address = address_of(view)
-        if address is None or not self._mappings:
+        mappings = self._read() if address is not None else []
+        if address is None or not mappings:
             return False
         try:
             info = os.stat(path)
@@ -95,7 +96,7 @@ class FileMappings:
             return False
         device = (os.major(info.st_dev), os.minor(info.st_dev))
         end = address + view.nbytes
-        for start, stop, private, file_offset, dev, inode in self._mappings:
+        for start, stop, private, file_offset, dev, inode in mappings:
             if start <= address and end <= stop:
                 return (
                     private

@@ -247,20 +247,21 @@ def _base_files(path: str) -> dict[str, dict[str, Any]]:
 
 
 def _kept(
-    before: dict[str, Any] | None,
+    before: dict[str, Any],
     item: dict[str, Any],
     views: list[memoryview],
     file: str,
     mappings: FileMappings,
 ) -> str | None:
-    """Link the base's file of an unchanged variable to ``file``; its digest, or None
-    when it changed (or cannot be linked: it is then written). A variable whose buffers
-    are still the base file's own pages, never written since the kernel mapped them
-    (:mod:`.mapped`), is unchanged without being hashed."""
-    sizes = [int(size) for size in before["segments"]] if before is not None else None
-    if before is None or sizes != list(item["segments"]):
+    """Link ``before``, the base's file of the same variable, to ``file`` when the
+    variable did not change; its digest, or None when it changed (or cannot be linked: it
+    is then written). A variable whose buffers are still the base file's own pages, never
+    written since the kernel mapped them (:mod:`.mapped`), is unchanged without being
+    hashed."""
+    sizes = [int(size) for size in item["segments"]]
+    if [int(size) for size in before["segments"]] != sizes:
         return None
-    if unchanged(before["path"], list(item["segments"]), views, mappings):
+    if unchanged(before["path"], sizes, views, mappings):
         digest = str(before["digest"])
     else:
         digest = file_digest(views)
@@ -304,7 +305,7 @@ def write_state(
     )
     os.mkdir(temp, 0o700)
     base = _base_files(path)
-    mappings = FileMappings() if base else None
+    mappings = FileMappings()  # this process's memory map, read once if asked
     written = 0
     try:
         variables = []
@@ -316,11 +317,7 @@ def write_state(
             file = os.path.join(temp, name)
             try:
                 before = base.get(str(item["name"]))
-                digest = (
-                    _kept(before, item, views, file, mappings)
-                    if before is not None and mappings is not None
-                    else None
-                )
+                digest = None if before is None else _kept(before, item, views, file, mappings)
                 if digest is None:
                     digest = _write_file(file, views)
                     written += sum(item["segments"])
@@ -378,11 +375,10 @@ def read_state(directory: str, variables: list[dict[str, Any]]) -> list[Pickled]
         )
         if "digest" in variable and len(sizes) > 1:
             parts = _mapped_parts(file, sizes, what, name)
-            unchanged_bytes = _check(parts, str(variable["digest"]))
+            same = file_digest(parts) == str(variable["digest"])
         else:
-            parts = _read_parts(file, sizes, what, name, variable)
-            unchanged_bytes = True
-        if not unchanged_bytes:
+            parts, same = _read_parts(file, sizes, what, name, variable)
+        if not same:
             raise TransferError(
                 f"{what} was changed after it was saved (its checksum differs)", name
             )
@@ -413,16 +409,11 @@ def _mapped_parts(file: str, sizes: list[int], what: str, name: str) -> list[Any
     return parts
 
 
-def _check(parts: list[Any], digest: str) -> bool:
-    """Whether a file read as ``parts`` has ``digest`` (its pieces hashed on every core)."""
-    return file_digest(parts) == digest
-
-
 def _read_parts(
     file: str, sizes: list[int], what: str, name: str, variable: dict[str, Any]
-) -> list[Any]:
-    """A saved file read into memory, checked against its digest as it is read (or, for
-    an entry from before digests, after)."""
+) -> tuple[list[Any], bool]:
+    """A saved file read into memory, and whether it matches what was saved: checked
+    against its digest as it is read (or, for an entry from before digests, after)."""
     parts: list[Any] = []
     # Each piece is hashed as soon as it is read (the digest), so checking overlaps
     # reading; an entry from before digests is checked after, as it was.
@@ -444,12 +435,8 @@ def _read_parts(
     except OSError as exc:
         raise TransferError(f"{what} {unreadable_because(exc)}", name) from None
     if hasher is not None:
-        same = hasher.digest() == str(variable["digest"])
-    else:
-        same = matches(variable, parts)
-    if not same:
-        raise TransferError(f"{what} was changed after it was saved (its checksum differs)", name)
-    return parts
+        return parts, hasher.digest() == str(variable["digest"])
+    return parts, matches(variable, parts)
 
 
 def remove_state(directory: str, keep: bool = False) -> str | None:
