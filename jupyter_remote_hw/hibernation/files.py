@@ -90,6 +90,19 @@ def mapped(fd: int) -> memoryview:
     return memoryview(mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else b"")
 
 
+def map_path(path: Path | str) -> memoryview:
+    """The file at ``path`` as :func:`mapped` gives it; never through a symbolic link.
+
+    Raises:
+        OSError: It is missing, is a link, or cannot be mapped.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        return mapped(fd)
+    finally:
+        os.close(fd)
+
+
 def read_parts(path: Path, sizes: list[int], moved: Moved | None = None) -> tuple[list[Any], str]:
     """A file written by :func:`write_new`, as one read-only view per part of a map of
     the file: its bytes stay in the page cache, not copied into our memory (a 1 GiB
@@ -104,14 +117,9 @@ def read_parts(path: Path, sizes: list[int], moved: Moved | None = None) -> tupl
         OSError: It is missing, is a link, or cannot be read.
     """
     digest = hashlib.sha256()
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    try:
-        size = os.fstat(fd).st_size
-        if size != sum(sizes):
-            raise ValueError(f"it has {size} bytes where {sum(sizes)} were written")
-        whole = mapped(fd)
-    finally:
-        os.close(fd)
+    whole = map_path(path)
+    if whole.nbytes != sum(sizes):
+        raise ValueError(f"it has {whole.nbytes} bytes where {sum(sizes)} were written")
     parts: list[Any] = []
     position = 0
     for part in sizes:

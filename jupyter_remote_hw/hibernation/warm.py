@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-#: Bytes read at a time (one buffer, reused: nothing more is held in our memory).
-PIECE = 8 * 1024 * 1024
+from .files import PIECE
 
 
 def _read(paths: list[Path]) -> None:
     # Read, not posix_fadvise(WILLNEED): the kernel may cap that advice at its
     # read-ahead window (a few MiB of a GiB file).
-    piece = bytearray(PIECE)
+    piece = bytearray(PIECE)  # one buffer, reused: nothing more is held in our memory
     for path in paths:
         with open(path, "rb", buffering=0) as file:
             while file.readinto(piece):

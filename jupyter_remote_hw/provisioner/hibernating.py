@@ -374,7 +374,6 @@ class KernelHibernation:
                         restricted=self.run_by_others.restriction(),
                     )
         except BaseException as exc:
-            warming.cancel()
             reason = wake_failure(exc, steps, p.operations.ended("it was being woken"))
             self.wake_error = reason
             p.log.warning("kernel %s could not be woken: %s", p.kernel_id, reason)
@@ -391,7 +390,8 @@ class KernelHibernation:
                 f"{p.named} could not be woken: {reason}. Its saved state is "
                 "kept and it still hibernates; run a cell or wake it to try again."
             ) from exc
-        warming.cancel()  # done by now, unless the restore read faster
+        finally:
+            warming.cancel()  # done by now, unless the restore read faster
         for note in summary.notes:
             steps.note(note)
         # While its clients are held (its own request): the saved state stays, where the

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
 import shutil
 import socket
 import subprocess
@@ -24,7 +23,7 @@ from ...agent.hardware import (
 )
 from ...agent_client import AgentClient, Progress, start_local_agent
 from ...hibernation.far import FarPlace
-from ...hibernation.files import mapped
+from ...hibernation.files import map_path
 from ...hibernation.warm import read_ahead
 from ...transfer.client import open_local_stream
 from ..base import Machine, Provider
@@ -174,16 +173,7 @@ class LocalProvider(Provider):
     async def read_hibernated(self, place: FarPlace, path: str) -> memoryview:
         """The file on this machine's disk (for a kernel woken elsewhere), as a read-only
         view of a map of it: no copy in our memory."""
-        found = self._in_place(place, path)
-
-        def open_mapped() -> memoryview:
-            fd = os.open(found, os.O_RDONLY | os.O_NOFOLLOW)
-            try:
-                return mapped(fd)
-            finally:
-                os.close(fd)
-
-        return await asyncio.to_thread(open_mapped)
+        return await asyncio.to_thread(map_path, self._in_place(place, path))
 
     async def warm_hibernated(self, place: FarPlace, paths: list[str]) -> None:
         """The files asked of this machine's disk ahead (see :func:`...hibernation.warm`)."""
