@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -68,33 +69,42 @@ async def test_files_outside_a_hosts_place_or_of_unknown_hosts_are_refused(
         await ssh.remove_hibernated(stranger)
 
 
-async def test_a_hosts_files_are_read_ahead_read_and_removed_over_its_connection(
-    ssh_host: SSHTestHost, tmp_path: Path
-) -> None:
+@pytest.fixture
+async def on_host(ssh_host: SSHTestHost, tmp_path: Path) -> AsyncIterator[SSHProvider]:
+    """The provider with the loopback test host, its root ``tmp_path`` (so the host's
+    place is readable here)."""
     ssh = SSHProvider(
         transport=TransportManager(ssh_config_files=[str(ssh_host.ssh_config)], **TEST_TRANSPORT),
         hosts=[{"host": ssh_host.alias, "root": str(tmp_path)}],
     )
-    try:
-        base = ssh.hibernation_place(ssh.targets()[0])
-        assert base is not None
-        place = base.child("k1")
-        kept = tmp_path / HIBERNATED_DIR / "k1"
-        kept.mkdir(parents=True)
-        files = [evicted(kept / "var-0000.bin"), evicted(kept / "var-0001.bin")]
-        assert [resident_bytes(f) for f in files] == [0, 0]
-        await ssh.warm_hibernated(place, [f"{place.path}/{f.name}" for f in files])
-        assert [resident_bytes(f) for f in files] == [24 << 20, 24 << 20]
-        read = await ssh.read_hibernated(place, f"{place.path}/var-0001.bin")
-        assert read == files[1].read_bytes()
-        done = await ssh.remove_hibernated(place)
-        assert done == f"its saved state in {place.path} on the disk of {ssh_host.alias} removed"
-        assert not kept.exists() and kept.parent.exists()
-        with pytest.raises(OSError, match=r"reading .*var-0000.bin on .* failed: .*No such file"):
-            await ssh.read_hibernated(place, f"{place.path}/var-0000.bin")
-    finally:
-        assert ssh.transport is not None
-        await ssh.transport.close_all()
+    yield ssh
+    assert ssh.transport is not None
+    await ssh.transport.close_all()
+
+
+def _place(ssh: SSHProvider) -> FarPlace:
+    base = ssh.hibernation_place(ssh.targets()[0])
+    assert base is not None
+    return base.child("k1")
+
+
+async def test_a_hosts_files_are_read_ahead_read_and_removed_over_its_connection(
+    on_host: SSHProvider, ssh_host: SSHTestHost, tmp_path: Path
+) -> None:
+    place = _place(on_host)
+    kept = tmp_path / HIBERNATED_DIR / "k1"
+    kept.mkdir(parents=True)
+    files = [evicted(kept / "var-0000.bin"), evicted(kept / "var-0001.bin")]
+    assert [resident_bytes(f) for f in files] == [0, 0]
+    await on_host.warm_hibernated(place, [f"{place.path}/{f.name}" for f in files])
+    assert [resident_bytes(f) for f in files] == [24 << 20, 24 << 20]
+    read = await on_host.read_hibernated(place, f"{place.path}/var-0001.bin")
+    assert read == files[1].read_bytes()
+    done = await on_host.remove_hibernated(place)
+    assert done == f"its saved state in {place.path} on the disk of {ssh_host.alias} removed"
+    assert not kept.exists() and kept.parent.exists()
+    with pytest.raises(OSError, match=r"reading .*var-0000.bin on .* failed: .*No such file"):
+        await on_host.read_hibernated(place, f"{place.path}/var-0000.bin")
 
 
 def _anon_bytes() -> int:
@@ -105,37 +115,28 @@ def _anon_bytes() -> int:
 
 
 async def test_a_large_file_read_from_a_host_is_not_held_in_our_memory(
-    ssh_host: SSHTestHost, tmp_path: Path
+    on_host: SSHProvider, tmp_path: Path
 ) -> None:
     """Waking a kernel elsewhere reads each saved file through our side: 96 MiB come back
     as a view of a spooled, mapped file, our memory growing by a piece or so, not by the
     file."""
-    ssh = SSHProvider(
-        transport=TransportManager(ssh_config_files=[str(ssh_host.ssh_config)], **TEST_TRANSPORT),
-        hosts=[{"host": ssh_host.alias, "root": str(tmp_path)}],
-    )
+    place = _place(on_host)
+    kept = tmp_path / HIBERNATED_DIR / "k1"
+    kept.mkdir(parents=True)
+    data = os.urandom(1 << 20) * 96
+    (kept / "var-0000.bin").write_bytes(data)
+    before, peak, done = _anon_bytes(), [0], threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.005):
+            peak[0] = max(peak[0], _anon_bytes() - before)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
     try:
-        base = ssh.hibernation_place(ssh.targets()[0])
-        assert base is not None
-        kept = tmp_path / HIBERNATED_DIR / "k1"
-        kept.mkdir(parents=True)
-        data = os.urandom(1 << 20) * 96
-        (kept / "var-0000.bin").write_bytes(data)
-        before, peak, done = _anon_bytes(), [0], threading.Event()
-
-        def sample() -> None:
-            while not done.wait(0.005):
-                peak[0] = max(peak[0], _anon_bytes() - before)
-
-        sampler = threading.Thread(target=sample)
-        sampler.start()
-        try:
-            read = await ssh.read_hibernated(base.child("k1"), f"{base.path}/k1/var-0000.bin")
-        finally:
-            done.set()
-            sampler.join()
-        assert len(read) == len(data) and read == data
-        assert peak[0] < 48 << 20, f"our memory grew by {peak[0] >> 20} MiB"
+        read = await on_host.read_hibernated(place, f"{place.path}/var-0000.bin")
     finally:
-        assert ssh.transport is not None
-        await ssh.transport.close_all()
+        done.set()
+        sampler.join()
+    assert len(read) == len(data) and read == data
+    assert peak[0] < 48 << 20, f"our memory grew by {peak[0] >> 20} MiB"
