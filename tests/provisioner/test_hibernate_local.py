@@ -117,6 +117,33 @@ async def test_a_second_hibernation_links_what_did_not_change(
     assert not base.exists() and not kept.exists()
 
 
+async def test_an_array_written_in_place_after_a_wake_is_saved_again_with_its_change(
+    start_kernel: StartKernel, channels: OpenChannels, jp_fetch: Fetch
+) -> None:
+    """The woken kernel's arrays are views of its saved files' pages; one element written
+    in place makes that array's next save write it again (not link the base), and the
+    change comes back with the next wake."""
+    kernel_id = await start_kernel(LOCAL_KERNEL)
+    kc = await channels(kernel_id)
+    ran = await kc.execute("import numpy as np\nbig = np.arange(4_000_000.0)\nkept = big * 2")
+    assert ran.status == "ok", ran
+    await hibernate(jp_fetch, kernel_id)
+    entry = store().entry(kernel_id)
+    assert entry.far is not None
+    place = Path(entry.far["path"])
+    inodes = {v["name"]: (place / v["file"]).stat().st_ino for v in entry.manifest["variables"]}
+
+    assert (await kc.execute("big[123_456] = -1.0", timeout=60)).status == "ok"  # wakes it
+    await hibernate(jp_fetch, kernel_id)
+    again = store().entry(kernel_id).manifest["variables"]
+    now = {v["name"]: (place / v["file"]).stat().st_ino for v in again}
+    assert now["kept"] == inodes["kept"]  # untouched: linked from the base
+    assert now["big"] != inodes["big"]  # written in place: saved again
+    seen = await kc.execute("print(big[123_456], big.sum(), kept.sum())", timeout=60)
+    total = np.arange(4_000_000.0).sum()
+    assert seen.stdout.split() == ["-1.0", str(total - 123_456 - 1), str(2 * total)]
+
+
 async def woken_then_server_killed(
     first: Server, cell: str, local_state: Path
 ) -> tuple[str, Execution]:
