@@ -30,10 +30,10 @@ def _sources() -> list[tuple[str, bytes]]:
     files = [("jupyter_remote_hw/__init__.py", b'"""Host-side copy: the agent only."""\n')]
     for path in sorted((_PACKAGE / "agent").rglob("*.py")):
         files.append((str(path.relative_to(_PACKAGE.parent)), path.read_bytes()))
-    for path in sorted((_PACKAGE / "transfer" / "kernel_side").glob("*.py")):
-        files.append(
-            (f"{ZIPAPP_KERNEL_DIR}/{ZIPAPP_KERNEL_PACKAGE}/{path.name}", path.read_bytes())
-        )
+    kernel_side = _PACKAGE / "transfer" / "kernel_side"
+    for path in sorted(kernel_side.rglob("*.py")):
+        name = path.relative_to(kernel_side).as_posix()
+        files.append((f"{ZIPAPP_KERNEL_DIR}/{ZIPAPP_KERNEL_PACKAGE}/{name}", path.read_bytes()))
     vendor = Path(cloudpickle.__file__).parent
     for path in sorted(vendor.rglob("*.py")):
         files.append((f"vendor/cloudpickle/{path.relative_to(vendor)}", path.read_bytes()))

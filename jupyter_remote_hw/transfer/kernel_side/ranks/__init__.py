@@ -1,0 +1,13 @@
+"""A cell on every rank of an allocation: the engines beside each GPU (or node), and
+the ``%%ranks`` magic in the notebook's kernel that drives them.
+
+The notebook's kernel runs on the allocation's first node. ``%%ranks`` starts one
+engine per rank there and on every other node, each in a step of the job
+(``srun --overlap``), with the environment ``torchrun`` gives (``RANK``,
+``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``...). An engine's
+only channel is its step's standard input and output, which SLURM carries: no port
+is opened for it, and only the job's owner can start or reach a step of the job.
+
+Like the rest of this package it runs on hosts: Python 3.8 syntax, standard library
+and cloudpickle only (IPython, where the kernel has it, for the engines' cells).
+"""
