@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import datetime
 import io
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
@@ -16,6 +17,10 @@ HEADER_COMMENT = (
     "# Columns are documented in docs/catalog.md. Rebuild with "
     "`jupyter remote-hw catalog refresh`.\n"
 )
+
+
+#: Makers of the accelerators that are not GPUs, by the first word of the accelerator's name.
+ACCELERATOR_MAKERS = {"trainium": "AWS", "inferentia": "AWS", "gaudi": "Habana"}
 
 
 class CatalogFileError(ValueError):
@@ -37,7 +42,13 @@ class CatalogEntry:
         on_demand_usd_per_hour: Linux on-demand list price in US dollars per
             hour, or None when unknown.
         spot_usd_per_hour: A recent spot price, or None when unknown.
-        price_date: The date (``YYYY-MM-DD``) the prices were taken.
+        price_date: The date (``YYYY-MM-DD``) the on-demand price was read; empty
+            when it is unknown.
+        accelerator_name: An accelerator that is not a GPU (``Trainium``,
+            ``Trainium2``, ``Inferentia2``, ``Gaudi``); empty when there is none.
+        accelerator_count: Such accelerators per instance (0 when there is none).
+        accelerator_memory_gib: Memory of one such accelerator in GiB.
+        spot_price_date: The date the spot price was read; empty when it is unknown.
     """
 
     instance_type: str
@@ -50,6 +61,10 @@ class CatalogEntry:
     on_demand_usd_per_hour: float | None
     spot_usd_per_hour: float | None
     price_date: str
+    accelerator_name: str = ""
+    accelerator_count: int = 0
+    accelerator_memory_gib: float = 0.0
+    spot_price_date: str = ""
 
     @property
     def family(self) -> str:
@@ -62,12 +77,39 @@ class CatalogEntry:
         return round(self.gpu_memory_gib * self.gpu_count, 1)
 
     @property
+    def accelerator_memory_total_gib(self) -> float:
+        """Memory of all accelerators that are not GPUs together, in GiB."""
+        return round(self.accelerator_memory_gib * self.accelerator_count, 1)
+
+    @property
+    def accelerator_line(self) -> str:
+        """The accelerator's name without its generation, lower-cased (``trainium`` for
+        ``Trainium2``, ``gaudi`` for ``Gaudi HL-205``); empty when there is none."""
+        if not self.accelerator_name:
+            return ""
+        return self.accelerator_name.split()[0].lower().rstrip("0123456789")
+
+    @property
+    def accelerator_maker(self) -> str:
+        """Who makes the accelerator (``AWS``, ``Habana``); empty when unknown or none."""
+        return ACCELERATOR_MAKERS.get(self.accelerator_line, "")
+
+    @property
     def hardware(self) -> str:
-        """A short label for people: ``A10G 22.4 GiB``, ``8 × A100 40 GiB`` or ``4 vCPUs``."""
-        if not self.gpu_count:
+        """A short label for people: ``A10G 22.4 GiB``, ``8 × A100 40 GiB``,
+        ``16 × Trainium 32 GiB`` or ``4 vCPUs``."""
+        if self.gpu_count:
+            name, count, memory = self.gpu_name, self.gpu_count, self.gpu_memory_gib
+        elif self.accelerator_count:
+            name, count, memory = (
+                self.accelerator_name,
+                self.accelerator_count,
+                self.accelerator_memory_gib,
+            )
+        else:
             return f"{self.vcpus} vCPUs"
-        one = f"{self.gpu_name} {self.gpu_memory_gib:g} GiB"
-        return one if self.gpu_count == 1 else f"{self.gpu_count} × {one}"
+        one = f"{name} {memory:g} GiB"
+        return one if count == 1 else f"{count} × {one}"
 
     def price(self, spot: bool = False) -> float | None:
         """The hourly price of this entry: spot when asked and known, else on-demand."""
@@ -76,11 +118,51 @@ class CatalogEntry:
         return self.on_demand_usd_per_hour
 
 
-COLUMNS = [f.name for f in fields(CatalogEntry)]
+COLUMNS = [
+    "instance_type",
+    "region",
+    "vcpus",
+    "memory_gib",
+    "gpu_name",
+    "gpu_count",
+    "gpu_memory_gib",
+    "accelerator_name",
+    "accelerator_count",
+    "accelerator_memory_gib",
+    "on_demand_usd_per_hour",
+    "price_date",
+    "spot_usd_per_hour",
+    "spot_price_date",
+]
+"""The catalog file's columns, in order: every field of :class:`CatalogEntry`."""
+assert sorted(COLUMNS) == sorted(f.name for f in fields(CatalogEntry))
+
+OPTIONAL_COLUMNS = (
+    "accelerator_name",
+    "accelerator_count",
+    "accelerator_memory_gib",
+    "spot_price_date",
+)
+"""Columns a catalog written before they existed lacks (its rows read as having none)."""
 
 
-def _optional_float(text: str) -> float | None:
-    return float(text) if text.strip() else None
+def _optional_float(text: str | None) -> float | None:
+    return float(text) if text and text.strip() else None
+
+
+def _date(text: str | None, source: str) -> str:
+    """A ``YYYY-MM-DD`` date, or empty.
+
+    Raises:
+        ValueError: Anything else.
+    """
+    text = (text or "").strip()
+    if text:
+        try:
+            datetime.date.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"{source} {text!r} is not a date (YYYY-MM-DD)") from None
+    return text
 
 
 def parse_catalog(text: str, source: str = "catalog") -> list[CatalogEntry]:
@@ -91,7 +173,7 @@ def parse_catalog(text: str, source: str = "catalog") -> list[CatalogEntry]:
     """
     lines = [line for line in text.splitlines() if not line.startswith("#")]
     reader = csv.DictReader(lines)
-    missing = set(COLUMNS) - set(reader.fieldnames or [])
+    missing = set(COLUMNS) - set(OPTIONAL_COLUMNS) - set(reader.fieldnames or [])
     if missing:
         raise CatalogFileError(f"{source}: missing columns {sorted(missing)}; expected {COLUMNS}")
     entries = []
@@ -108,7 +190,18 @@ def parse_catalog(text: str, source: str = "catalog") -> list[CatalogEntry]:
                     gpu_memory_gib=float(row["gpu_memory_gib"] or 0),
                     on_demand_usd_per_hour=_optional_float(row["on_demand_usd_per_hour"]),
                     spot_usd_per_hour=_optional_float(row["spot_usd_per_hour"]),
-                    price_date=row["price_date"].strip(),
+                    price_date=_date(row["price_date"], "price_date"),
+                    accelerator_name=(row.get("accelerator_name") or "").strip(),
+                    accelerator_count=int(row.get("accelerator_count") or 0),
+                    accelerator_memory_gib=float(row.get("accelerator_memory_gib") or 0),
+                    # A file from before spot prices had their own date: its one date
+                    # was when all its prices were taken.
+                    spot_price_date=_date(
+                        row.get("spot_price_date")
+                        if "spot_price_date" in row
+                        else (row["price_date"] if row["spot_usd_per_hour"] else ""),
+                        "spot_price_date",
+                    ),
                 )
             )
         except (TypeError, ValueError) as exc:

@@ -1,11 +1,17 @@
-"""Hardware queries: ``A10G``, ``a100:8``, ``gpu_mem>=40``, ``cheapest``, ``<=2``, ``spot``.
+"""Hardware queries: ``A10G``, ``a100:8``, ``trainium``, ``gpu_mem>=40``, ``cheapest``, ``<=2``.
 
 A query is a list of terms (separated by spaces or commas); every term must hold:
 
 - a GPU name (``A10G``, ``a100``, ``H100``), optionally with a count (``A100:8``),
-  an instance type (``g5.xlarge``), a family (``g5``), or ``cpu`` (no GPU);
+  an accelerator that is not a GPU (``trainium`` for every Trainium generation,
+  ``trainium2``, ``inferentia2``, ``gaudi``; ``trainium:16``), an instance type
+  (``g5.xlarge``), a family (``g5``, ``inf2``), ``cpu`` (neither GPU nor
+  accelerator), ``gpu`` (any GPU), ``accelerator`` (any accelerator that is not a
+  GPU) or ``neuron`` (Trainium or Inferentia, the devices of AWS's Neuron SDK);
 - a comparison on ``gpu_mem`` (GiB of one GPU), ``gpu_mem_total``, ``gpus``,
-  ``vcpus``, ``memory`` (GiB) or ``price`` ($/h): ``gpu_mem>=40``, ``vcpus>8``;
+  ``accelerator_mem`` (GiB of one accelerator), ``accelerator_mem_total``,
+  ``accelerators``, ``vcpus``, ``memory`` (GiB) or ``price`` ($/h):
+  ``gpu_mem>=40``, ``accelerator_mem>=32``, ``vcpus>8``;
 - a price limit: ``<=2.5``, ``$2.5``, ``max$=2.5``;
 - ``spot`` (use spot prices where known), ``cheapest`` (only the cheapest
   match), ``region=us-west-2``.
@@ -38,11 +44,29 @@ _FIELDS: dict[str, Callable[[CatalogEntry, bool], float | None]] = {
     "gpu_mem": lambda e, _spot: e.gpu_memory_gib,
     "gpu_mem_total": lambda e, _spot: e.gpu_memory_total_gib,
     "gpus": lambda e, _spot: e.gpu_count,
+    "accelerator_mem": lambda e, _spot: e.accelerator_memory_gib,
+    "accelerator_mem_total": lambda e, _spot: e.accelerator_memory_total_gib,
+    "accelerators": lambda e, _spot: e.accelerator_count,
     "vcpus": lambda e, _spot: e.vcpus,
     "memory": lambda e, _spot: e.memory_gib,
     "price": lambda e, spot: e.price(spot),
 }
-_KEYWORDS = ("cheapest", "spot", "cpu", "region=")
+#: Other spellings of the fields.
+_FIELD_ALIASES = {
+    "max$": "price",
+    "$": "price",
+    "gpu_memory": "gpu_mem",
+    "mem": "memory",
+    "cpus": "vcpus",
+    "gpu_count": "gpus",
+    "accel_mem": "accelerator_mem",
+    "accelerator_memory": "accelerator_mem",
+    "accel_mem_total": "accelerator_mem_total",
+    "accelerator_memory_total": "accelerator_mem_total",
+    "accelerator_count": "accelerators",
+}
+#: The accelerator lines that AWS's Neuron SDK drives.
+_NEURON_LINES = ("trainium", "inferentia")
 
 
 class CatalogQueryError(UserError, ValueError):
@@ -92,6 +116,9 @@ def _names(entries: Iterable[CatalogEntry]) -> dict[str, str]:
     for entry in entries:
         if entry.gpu_name:
             names.setdefault(entry.gpu_name.lower(), entry.gpu_name)
+        if entry.accelerator_name:
+            names.setdefault(entry.accelerator_name.lower(), entry.accelerator_name)
+            names.setdefault(entry.accelerator_line, entry.accelerator_line.capitalize())
         names.setdefault(entry.instance_type.lower(), entry.instance_type)
         names.setdefault(entry.family.lower(), entry.family)
     return names
@@ -114,11 +141,15 @@ def parse_query(text: str, entries: list[CatalogEntry]) -> Query:
         elif term in ("spot", "on-demand", "ondemand"):
             query.spot = term == "spot"
         elif term == "cpu":
-            query.filters.append(lambda e: e.gpu_count == 0)
+            query.filters.append(lambda e: e.gpu_count == 0 and e.accelerator_count == 0)
         elif term in ("gpu", "any-gpu"):
             query.filters.append(lambda e: e.gpu_count > 0)
+        elif term in ("accelerator", "accel"):
+            query.filters.append(lambda e: e.accelerator_count > 0)
+        elif term == "neuron":
+            query.filters.append(lambda e: e.accelerator_line in _NEURON_LINES)
         elif term.startswith("region="):
-            query.region = term.split("=", 1)[1]
+            query.region = _region(raw, term.split("=", 1)[1], entries)
         elif match := _PRICE_LIMIT.match(term):
             query.filters.append(_price_limit(float(match.group(1)), query))
         elif match := _COMPARE.match(term):
@@ -128,10 +159,28 @@ def parse_query(text: str, entries: list[CatalogEntry]) -> Query:
         else:
             raise CatalogQueryError(
                 raw,
-                f"cannot read the hardware query term {raw!r}: use a GPU name "
-                "('A10G', 'A100:8'), 'gpu_mem>=40', '<=2.5', 'spot' or 'cheapest'",
+                f"cannot read the hardware query term {raw!r}: use a GPU or accelerator "
+                "name ('A10G', 'A100:8', 'trainium'), 'gpu_mem>=40', 'accelerator_mem>=32', "
+                "'<=2.5', 'spot' or 'cheapest'",
             )
     return query
+
+
+def _region(raw: str, region: str, entries: list[CatalogEntry]) -> str:
+    """A ``region=`` term's region, which the catalog must list.
+
+    Raises:
+        CatalogQueryError: A region the catalog does not list (with close ones).
+    """
+    known = sorted({e.region for e in entries})
+    if entries and region not in known:
+        raise CatalogQueryError(
+            raw,
+            f"unknown region {region!r} in {raw!r}: the catalog lists {len(known)} regions "
+            "(`jupyter remote-hw catalog refresh --region R` adds one)",
+            difflib.get_close_matches(region, known, n=3, cutoff=0.6),
+        )
+    return region
 
 
 def _price_limit(limit: float, query: Query) -> Callable[[CatalogEntry], bool]:
@@ -145,14 +194,7 @@ def _price_limit(limit: float, query: Query) -> Callable[[CatalogEntry], bool]:
 
 
 def _comparison(raw: str, name: str, op: str, value: str) -> Callable[[CatalogEntry], bool]:
-    name = {
-        "max$": "price",
-        "$": "price",
-        "gpu_memory": "gpu_mem",
-        "mem": "memory",
-        "cpus": "vcpus",
-        "gpu_count": "gpus",
-    }.get(name, name)
+    name = _FIELD_ALIASES.get(name, name)
     if name not in _FIELDS:
         close = difflib.get_close_matches(name, list(_FIELDS), n=2, cutoff=0.5)
         raise CatalogQueryError(
@@ -174,15 +216,23 @@ def _by_name(
         close = difflib.get_close_matches(name, list(names), n=3, cutoff=0.6)
         raise CatalogQueryError(
             raw,
-            f"unknown hardware {raw!r}: no GPU, instance type or family of that name "
-            "in the catalog (`jupyter remote-hw catalog` lists them)",
+            f"unknown hardware {raw!r}: no GPU, accelerator, instance type or family of "
+            "that name in the catalog (`jupyter remote-hw catalog` lists them)",
             [names[c] for c in close],
         )
     wanted = int(count) if count is not None else None
 
     def check(entry: CatalogEntry) -> bool:
-        named = name in (entry.gpu_name.lower(), entry.instance_type.lower(), entry.family.lower())
-        return named and (wanted is None or entry.gpu_count == wanted)
+        if name in (entry.instance_type.lower(), entry.family.lower()):
+            return wanted is None or wanted == (entry.gpu_count or entry.accelerator_count)
+        if name == entry.gpu_name.lower():
+            return wanted is None or entry.gpu_count == wanted
+        if entry.accelerator_name and name in (
+            entry.accelerator_name.lower(),
+            entry.accelerator_line,
+        ):
+            return wanted is None or entry.accelerator_count == wanted
+        return False
 
     return check
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import difflib
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -30,7 +31,8 @@ def add_parsers(commands: Any) -> None:
     catalog.add_argument(
         "query",
         nargs="*",
-        help="a query ('A10G', 'a100:8', 'gpu_mem>=40', 'cheapest', '<=2', 'spot'), or `refresh`",
+        help="a query ('A10G', 'a100:8', 'trainium', 'gpu_mem>=40', 'accelerator_mem>=32', "
+        "'cheapest', '<=2', 'spot'), or `refresh`",
     )
     catalog.add_argument(
         "--region",
@@ -64,6 +66,15 @@ async def run(args: argparse.Namespace, manager: MachineManager, out: TextIO, er
         )
 
 
+def _devices(entry: CatalogEntry) -> tuple[int | str, str]:
+    """The listing's ACCELS and GIB EACH cells: the GPUs, else the other accelerators."""
+    if entry.gpu_count:
+        return entry.gpu_count, f"{entry.gpu_memory_gib:g}"
+    if entry.accelerator_count:
+        return entry.accelerator_count, f"{entry.accelerator_memory_gib:g}"
+    return 0, "-"
+
+
 class CatalogCommands(BaseCommands):
     """The catalog subcommands, over one machine manager (see :class:`.base.BaseCommands`)."""
 
@@ -71,8 +82,14 @@ class CatalogCommands(BaseCommands):
         self, query: str, region: str | None, targets: bool, probe: bool, show_all: bool = False
     ) -> None:
         catalog = self.aws.catalog
+        if region is not None and region not in catalog.regions:
+            close = difflib.get_close_matches(region, catalog.regions, n=3, cutoff=0.6)
+            hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise CLIError(
+                f"unknown region {region!r}: the catalog lists {len(catalog.regions)} regions "
+                f"(`jupyter remote-hw catalog refresh --region {region}` adds it){hint}"
+            )
         entries: list[CatalogEntry] = catalog.search(query, region)
-        spot = "spot" in query.lower().split()
         # Without credentials the AWS rows fold into one line, as in the pickers; a
         # query or --all shows them anyway (their specs and prices are worth reading).
         blocked = self.aws.usability()
@@ -86,13 +103,15 @@ class CatalogCommands(BaseCommands):
                     "aws",
                     e.region,
                     e.hardware,
-                    e.gpu_count,
-                    f"{e.gpu_memory_gib:g}" if e.gpu_count else "-",
+                    *_devices(e),
                     e.vcpus,
                     f"{e.memory_gib:g}",
-                    _money(e.price(spot)) if e.price(spot) is not None else "price unknown",
-                    _money(e.spot_usd_per_hour) if e.spot_usd_per_hour is not None else "-",
+                    _money(e.on_demand_usd_per_hour)
+                    if e.on_demand_usd_per_hour is not None
+                    else "price unknown",
                     e.price_date or "-",
+                    _money(e.spot_usd_per_hour) if e.spot_usd_per_hour is not None else "-",
+                    e.spot_price_date or "-",
                 ]
                 for e in entries
             ]
@@ -104,13 +123,14 @@ class CatalogCommands(BaseCommands):
             "PROVIDER",
             "REGION/WHERE",
             "HARDWARE",
-            "GPUS",
-            "GPU GIB",
+            "ACCELS",
+            "GIB EACH",
             "VCPUS",
             "MEM GIB",
             "$/H",
+            "$/H READ",
             "SPOT $/H",
-            "PRICES OF",
+            "SPOT READ",
         ]
         self._print(tabulate(rows, headers=headers))
         if blocked is not None:
@@ -135,7 +155,8 @@ class CatalogCommands(BaseCommands):
                     report = await (await machine.agent()).call("hardware")
                 except Exception as exc:  # noqa: BLE001 (listed as unreachable, not fatal)
                     report = {"summary": f"unreachable: {exc}"}
-            gpus = report.get("gpus") or []
+            # GPUs, else the accelerators that are not GPUs (Trainium, Gaudi).
+            devices = report.get("gpus") or report.get("accelerators") or []
             memory = report.get("memory_mib")
             rows.append(
                 [
@@ -143,13 +164,14 @@ class CatalogCommands(BaseCommands):
                     target.provider,
                     target.where,
                     report.get("summary") or target.hardware,
-                    len(gpus) if report else "-",
-                    f"{gpus[0]['memory_mib'] / 1024:.1f}"
-                    if gpus and gpus[0].get("memory_mib")
+                    len(devices) if report else "-",
+                    f"{devices[0]['memory_mib'] / 1024:.1f}"
+                    if devices and devices[0].get("memory_mib")
                     else "-",
                     report.get("cpu_count", "-"),
                     f"{memory / 1024:.1f}" if memory else "-",
                     "$0",
+                    "-",
                     "-",
                     "-",
                 ]

@@ -94,7 +94,7 @@ def test_catalog_query_table(config: dict[str, Any], tmp_path: Path) -> None:
     assert lines[0].split()[:4] == ["NAME", "PROVIDER", "REGION/WHERE", "HARDWARE"]
     assert [line.split()[0] for line in lines[2:4]] == ["p4d.24xlarge", "p4de.24xlarge"]
     assert "$32.77" in lines[2] and "2024-08-01" in lines[2]
-    assert "2 of 88 catalog rows" in out
+    assert re.search(r"\n2 of \d+ catalog rows", out)
 
 
 def test_catalog_lists_local_and_ssh_hosts_with_their_agents_report(
