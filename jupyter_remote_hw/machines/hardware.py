@@ -296,9 +296,10 @@ def hardware_options(manager: MachineManager) -> list[dict[str, Any]]:
                 "label": f"{entry.hardware} · {entry.instance_type}",
                 "hardware": entry.hardware,
                 "where": f"{entry.instance_type} · {entry.region}",
-                "gpu": entry.gpu_name or None,
-                "gpu_count": entry.gpu_count,
-                "gpu_memory_gib": entry.gpu_memory_gib or None,
+                # An accelerator that is not a GPU (Trainium, Gaudi) fills the same columns.
+                "gpu": entry.gpu_name or entry.accelerator_name or None,
+                "gpu_count": entry.gpu_count or entry.accelerator_count,
+                "gpu_memory_gib": entry.gpu_memory_gib or entry.accelerator_memory_gib or None,
                 "vcpus": entry.vcpus,
                 "memory_gib": entry.memory_gib,
                 "price_per_hour": entry.on_demand_usd_per_hour,

@@ -10,9 +10,12 @@ import re
 from pathlib import Path
 
 import pytest
+from traitlets.config import Config
 
 from jupyter_remote_hw.catalog import SHIPPED_CATALOG, read_catalog, write_catalog
 from jupyter_remote_hw.cli.commands import main
+from jupyter_remote_hw.machines.hardware import hardware_options
+from jupyter_remote_hw.machines.manager import MachineManager
 
 
 @pytest.fixture(autouse=True)
@@ -94,3 +97,20 @@ def test_an_unknown_region_or_word_is_named_in_one_line(tmp_path: Path) -> None:
     code, out, err = catalog_cli(tmp_path, "gaudii")
     assert code == 1 and err.count("\n") == 1
     assert "unknown hardware 'gaudii'" in err and "did you mean 'Gaudi'" in err
+
+
+def test_the_pickers_show_an_accelerator_where_they_show_a_gpu(tmp_path: Path) -> None:
+    config = Config({"AWSProvider": {"region": "us-east-1"}, "LocalProvider": {"enabled": False}})
+    manager = MachineManager(config=config, ledger_path=str(tmp_path / "ledger.sqlite3"))
+    try:
+        rows = {row["name"]: row for row in hardware_options(manager)}
+    finally:
+        manager.ledger.close()
+    trn1 = rows["aws-trn1-32xlarge"]
+    assert (trn1["gpu"], trn1["gpu_count"], trn1["gpu_memory_gib"]) == ("Trainium", 16, 32.0)
+    assert trn1["label"] == "16 × Trainium 32 GiB · trn1.32xlarge"
+    assert trn1["price_per_hour"] is None
+    g5 = rows["aws-g5-xlarge"]
+    assert (g5["gpu"], g5["gpu_count"], g5["gpu_memory_gib"]) == ("A10G", 1, 22.4)
+    t3 = rows["aws-t3-medium"]
+    assert (t3["gpu"], t3["gpu_count"], t3["gpu_memory_gib"]) == (None, 0, None)

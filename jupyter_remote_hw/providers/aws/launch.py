@@ -55,7 +55,9 @@ class InstanceLauncher:
         same_gpu = [
             e.instance_type
             for e in self.account.catalog.search(
-                entry.gpu_name.lower() if entry.gpu_name else "cpu", region=entry.region
+                # The same GPU, else the same accelerator (Trainium2, Gaudi), else CPU only.
+                (entry.gpu_name or entry.accelerator_name.split(" ")[0] or "cpu").lower(),
+                region=entry.region,
             )
             if e.instance_type != entry.instance_type and e.price() is not None
         ]
