@@ -56,6 +56,7 @@ from .targets import (
     Offer,
     allocation_specs,
     make_target,
+    multi_node_offers,
     offers,
     parse_memory_default,
     parse_sinfo,
@@ -80,7 +81,7 @@ class SLURMProvider(Provider):
         "ssh_config alias or [user@]host, required), 'partitions' (list of partitions to "
         "offer, default all), 'account' and 'qos' (sbatch --account/--qos), 'time' (time "
         "limit of a job, SLURM syntax such as '60' or '4:00:00'; default 60 minutes), "
-        "'gpus' (GPUs per allocation, default 1), 'cpus' (CPUs per allocation, default 1), "
+        "'gpus' (GPUs per allocation, per node for several nodes; default 1), 'nodes' (the node counts offered besides one, e.g. [2, 4]: each partition with that many nodes gets a target whose kernel runs on the first node and whose %%ranks cells run on every GPU of every node; default none), 'cpus' (CPUs per allocation, default 1), "
         "'mem' (memory per allocation, e.g. '16G'; default the partition's default), "
         "'sbatch_options' (list of extra sbatch arguments), 'env' (dict of variables set "
         "for every SLURM command, such as SLURM_CONF), 'python' (the nodes' Python with "
@@ -290,10 +291,11 @@ class SLURMProvider(Provider):
         if rows is None:
             return []
         default = self._memory.get(cluster, MemoryDefault())
-        found = offers(rows, partitions or None, int(entry.get("gpus", 1)), default)
+        gpus = int(entry.get("gpus", 1))
+        found = offers(rows, partitions or None, gpus, default)
         listed = {o.partition for o in found}
         found += [Offer(p, None) for p in partitions if p not in listed]
-        return found
+        return found + multi_node_offers(found, [int(n) for n in entry.get("nodes") or []], gpus)
 
     def targets(self) -> list[Target]:
         """A new allocation of each partition × GPU type, then each running allocation

@@ -18,6 +18,7 @@ CLUSTER_KEYS = {
     "qos",
     "time",
     "gpus",
+    "nodes",
     "cpus",
     "mem",
     "sbatch_options",
@@ -70,6 +71,14 @@ def check_clusters(value: dict[str, Any]) -> dict[str, dict[str, Any]]:
             raise TraitError(
                 f"SLURMProvider.clusters: {name!r} has unknown keys "
                 f"{sorted(unknown)}; use {sorted(CLUSTER_KEYS)}"
+            )
+        counts = entry.get("nodes") or []
+        if not isinstance(counts, list) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in counts
+        ):
+            raise TraitError(
+                f"SLURMProvider.clusters: {name!r} has 'nodes' {quote(counts)}; give a list "
+                "of node counts such as [2, 4]"
             )
         env = entry.get("env") or {}
         if not isinstance(env, dict):

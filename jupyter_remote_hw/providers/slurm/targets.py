@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..target import Target, slug
@@ -139,6 +139,11 @@ class Offer:
         nodes_free: Usable nodes where one more kernel fits now.
         time_limit: The partition's time limit as SLURM prints it.
         default_memory: What memory the cluster gives a job that asks for none.
+        node_count: How many nodes one allocation holds (the ``%%ranks`` world spans
+            them); 1 for a kernel on one node.
+        gpu_types: The GPU types of a multi-node offer that spans several (its
+            ``gpu_type`` is then None: any GPU).
+        gpus_asked: GPUs per node an allocation of a multi-node offer asks for.
     """
 
     partition: str
@@ -151,6 +156,9 @@ class Offer:
     nodes_free: int = 0
     time_limit: str = ""
     default_memory: MemoryDefault = field(default_factory=MemoryDefault)
+    node_count: int = 1
+    gpu_types: tuple[str, ...] = ()
+    gpus_asked: int = 1
 
     @property
     def gres(self) -> str:
@@ -187,15 +195,18 @@ class Offer:
 
         cpus_part = part(cpus, self.cpus, "CPU" if self.cpus == 1 else "CPUs")
         memory_part = part(memory, self.memory_mb / 1024, "GiB")
+        nodes = f"{self.node_count} nodes × " if self.node_count > 1 else ""
         if self.gpu_type == "":
-            return f"{cpus_part} · {memory_part}"
-        name = (self.gpu_type or "GPU").upper()
-        return f"{name} ×{gpus} of {self.gpus_per_node} · {cpus_part} · {memory_part}"
+            return f"{nodes}{cpus_part} · {memory_part}"
+        name = "/".join(t.upper() for t in self.gpu_types) or (self.gpu_type or "GPU").upper()
+        return f"{nodes}{name} ×{gpus} of {self.gpus_per_node} · {cpus_part} · {memory_part}"
 
     def availability(self) -> str:
         """What is free now, for people: ``2 of 2 GPUs free on 1 node``."""
         count = len(self.nodes)
         nodes = f"{count} node{'s' if count != 1 else ''}"
+        if self.node_count > 1:
+            return f"{self.nodes_free} of {nodes} free now; an allocation takes {self.node_count}"
         if self.gpu_type == "":
             return f"{self.nodes_free} of {nodes} with free CPUs"
         return f"{self.gpus_free} of {self.gpus_per_node * count} GPUs free on {nodes}"
@@ -235,10 +246,52 @@ def offers(
     )
 
 
+def multi_node_offers(found: list[Offer], counts: list[int], gpus: int) -> list[Offer]:
+    """The offers of allocations of ``counts`` nodes each (counts of 1 are the offers
+    themselves): one per partition × GPU type whose nodes are enough, and, where the
+    partition's nodes are enough only across GPU types, one of any GPU type."""
+    made = []
+    for count in sorted({c for c in counts if c > 1}):
+        partitions: dict[str, list[Offer]] = {}
+        for offer in found:
+            partitions.setdefault(offer.partition, []).append(offer)
+            if len(offer.nodes) >= count:
+                made.append(replace(offer, node_count=count, gpus_asked=gpus))
+        for group in partitions.values():
+            typed = [o for o in group if o.gpu_type and o.nodes]
+            if len(typed) < 2 or any(len(o.nodes) >= count for o in typed):
+                continue
+            nodes = [n for o in typed for n in o.nodes]
+            if len(nodes) < count:
+                continue
+            first = typed[0]
+            made.append(
+                replace(
+                    first,
+                    gpu_type=None,
+                    nodes=nodes,
+                    cpus=min(o.cpus for o in typed),
+                    memory_mb=min(o.memory_mb for o in typed),
+                    gpus_per_node=min(o.gpus_per_node for o in typed),
+                    gpus_free=sum(o.gpus_free for o in typed),
+                    nodes_free=sum(o.nodes_free for o in typed),
+                    node_count=count,
+                    gpu_types=tuple(str(o.gpu_type) for o in typed),
+                    gpus_asked=gpus,
+                )
+            )
+    return [o for o in made if o.gpu_type == "" or o.gpus_per_node >= gpus]
+
+
 def target_name(cluster: str, offer: Offer) -> str:
-    """``slurm-<cluster>-<partition>-<gpu type or cpu>``."""
+    """``slurm-<cluster>-<partition>-<gpu type or cpu>``, and for an allocation of
+    several nodes ``-<nodes>x<GPUs per node>`` after it (``-<nodes>nodes`` without GPUs)."""
     kind = offer.gpu_type if offer.gpu_type else ("gpu" if offer.gpu_type is None else "cpu")
-    return f"slurm-{slug(cluster)}-{slug(offer.partition)}-{slug(kind)}"
+    name = f"slurm-{slug(cluster)}-{slug(offer.partition)}-{slug(kind)}"
+    if offer.node_count > 1:
+        gpus = offer.gpus_per_node if offer.gpu_type != "" else 0
+        return f"{name}-{offer.node_count}" + (f"x{offer.gpus_asked}" if gpus else "nodes")
+    return name
 
 
 def memory_gib(text: str) -> float | None:
@@ -273,12 +326,15 @@ def allocation_specs(entry: dict[str, Any], offer: Offer) -> dict[str, Any]:
     the CPUs the cluster's entry asks for, and the memory the job gets."""
     gpus = int(entry.get("gpus", 1)) if offer.gpu_type != "" else 0
     cpus = int(entry.get("cpus", 1))
+    memory = offer.memory_gib(cpus, str(entry["mem"]) if entry.get("mem") else None)
+    nodes = offer.node_count
     return {
-        "gpu": (offer.gpu_type or "GPU").upper() if gpus else None,
-        "gpu_count": gpus,
+        "gpu": ("/".join(offer.gpu_types) or offer.gpu_type or "GPU").upper() if gpus else None,
+        "gpu_count": gpus * nodes,
         "gpu_memory_gib": None,
-        "vcpus": cpus,
-        "memory_gib": offer.memory_gib(cpus, str(entry["mem"]) if entry.get("mem") else None),
+        "vcpus": cpus * nodes,
+        "memory_gib": round(memory * nodes, 2) if memory is not None else None,
+        "nodes": nodes,
     }
 
 
@@ -292,6 +348,7 @@ __all__ = [
     "allocation_specs",
     "make_target",
     "memory_gib",
+    "multi_node_offers",
     "offers",
     "parse_memory_default",
     "parse_sinfo",

@@ -187,6 +187,10 @@ async def kernels(jp_fetch: Any, jp_ws_fetch: Any, manager: MachineManager) -> A
         async def stop(self, kernel_id: str) -> None:
             await jp_fetch("api", "kernels", kernel_id, method="DELETE")
 
+        async def interrupt(self, kernel_id: str) -> None:
+            """Interrupt the kernel as JupyterLab's button does."""
+            await jp_fetch("api", "kernels", kernel_id, "interrupt", method="POST", body="")
+
     yield Kernels()
     for kc in opened:
         await kc.close()

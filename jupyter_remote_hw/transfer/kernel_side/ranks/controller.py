@@ -342,10 +342,13 @@ class Controller:
         if not (errors or lost or blocked) and outputs:
             gathered = self._gather(ranks, outputs)
         if errors or lost or blocked:
-            raise RanksError(
-                _summary(ranks, errors, lost, blocked, user_interrupt),
-                _first_traceback(errors),
-            )
+            summary = _summary(ranks, errors, lost, blocked, user_interrupt)
+            if resent:
+                summary += (
+                    "; to free the ranks still in a collective, the others ended their "
+                    "torch.distributed process groups: run init_process_group again"
+                )
+            raise RanksError(summary, _first_traceback(errors))
         return gathered
 
     def _interrupt(self, ranks: set[int]) -> None:

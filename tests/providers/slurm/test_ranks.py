@@ -1,0 +1,194 @@
+"""A notebook across the nodes of an allocation: ``%%ranks`` on the dev cluster's two
+nodes, through a real Jupyter server, with torch.distributed on the gloo backend."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_remote_hw.machines import MachineManager
+
+from ...kernelws import Execution, KernelChannels
+from ...testhosts import SSHTestHost
+from .conftest import CLUSTER, cluster_entry, our_jobs, server_config, slurm
+
+#: Two nodes × one GPU each (the dev cluster's nodes have different GPU types).
+TWO_NODES = "remote-hw-slurm-dev-gpu-gpu-2x1"
+
+
+@pytest.fixture
+def jp_server_config(login_host: SSHTestHost, short_tmp: Path, clean_queue: None) -> dict[str, Any]:
+    entry = cluster_entry(login_host.alias, short_tmp / "c", nodes=[2])
+    return server_config(login_host.ssh_config, short_tmp, {CLUSTER: entry})
+
+
+def traceback_of(ran: Execution) -> str:
+    """The error a cell showed, as text without colours."""
+    lines = [
+        line
+        for m in ran.messages
+        if m["header"]["msg_type"] == "error"
+        for line in m["content"]["traceback"]
+    ]
+    return re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(lines))
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def ranks_pids(kc: KernelChannels) -> list[int]:
+    ran = await kc.execute("%%ranks\nimport os\nprint('pid', os.getpid())")
+    assert ran.status == "ok", ran.stderr
+    return [int(p) for p in re.findall(r"pid (\d+)", ran.stdout)]
+
+
+async def test_a_cell_runs_on_every_rank_of_two_nodes_and_each_failure_names_its_rank(
+    kernels: Any, manager: MachineManager
+) -> None:
+    kernel_id = await kernels.start(TWO_NODES)
+    kc = await kernels.channels(kernel_id)
+    job = (await kc.execute("import os; print(os.environ['SLURM_JOB_ID'])")).stdout.strip()
+    # The holder job holds both nodes.
+    assert slurm("squeue", "-h", "-j", job, "-o", "%D %N").stdout.split() == ["2", "gpu[1-2]"]
+
+    # Every rank gets torchrun's environment, on its own node.
+    ran = await kc.execute(
+        "%%ranks\nimport os\nprint(*(os.environ[k] for k in ('RANK', 'LOCAL_RANK', "
+        "'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', 'SLURMD_NODENAME', 'SLURM_JOB_ID')))"
+    )
+    assert ran.status == "ok", ran.stderr
+    assert "starting 2 ranks on gpu1, gpu2" in ran.stdout
+    lines = sorted(re.findall(r"^\[rank (\d)\] (.*)$", ran.stdout, re.MULTILINE))
+    assert [(r, fields.split()[:4]) for r, fields in lines] == [
+        ("0", ["0", "0", "2", "127.0.0.1"]),
+        ("1", ["1", "0", "2", "127.0.0.1"]),
+    ]
+    assert [fields.split()[5] for _, fields in lines] == ["gpu1", "gpu2"]
+    assert {fields.split()[6] for _, fields in lines} == {job}
+    assert len({fields.split()[4] for _, fields in lines}) == 1  # one rendezvous port
+
+    # An all-reduce across the nodes with no arguments to init_process_group; the sum
+    # gathered into a list by rank.
+    ran = await kc.execute(
+        "%%ranks --out total\nimport torch, torch.distributed as dist\n"
+        "dist.init_process_group('gloo')\nt = torch.tensor([float(dist.get_rank() + 1)])\n"
+        "dist.all_reduce(t)\ntotal = t.item()\nprint('sum', total)",
+        timeout=120,
+    )
+    assert ran.status == "ok", ran.stderr
+    assert (await kc.execute("print(total)")).stdout.strip() == "[3.0, 3.0]"
+    # Running the cell that starts torch.distributed again neither hangs nor fails.
+    ran = await kc.execute(
+        "%%ranks\ndist.init_process_group('gloo')\nt = torch.ones(1)\ndist.all_reduce(t)\n"
+        "print('again', t.item())",
+        timeout=60,
+    )
+    assert ran.status == "ok", ran.stderr
+    assert ran.stdout.count("again 2.0") == 2
+
+    # Broadcast and scatter; variables stay in each rank between cells.
+    await kc.execute("factor = 10\nparts = ['a', 'b']")
+    ran = await kc.execute("%%ranks --in factor --scatter parts --out mine\nmine = parts * factor")
+    assert ran.status == "ok", ran.stderr
+    assert (await kc.execute("print(mine)")).stdout.strip() == "['aaaaaaaaaa', 'bbbbbbbbbb']"
+    ran = await kc.execute("%%ranks --ranks 1\nprint(mine)")
+    assert ran.stdout.strip().endswith("[rank 1] bbbbbbbbbb"), ran.stdout
+
+    # An error on rank 1 only fails the cell, its traceback shown with its rank.
+    ran = await kc.execute("%%ranks\nif dist.get_rank() == 1:\n    1 / 0\nprint('fine')")
+    assert ran.status == "error" and ran.ename == "RanksError"
+    shown = traceback_of(ran)
+    assert "[rank 1]" in shown and "ZeroDivisionError" in shown
+    assert "rank 1 raised ZeroDivisionError: division by zero; ranks 0 finished" in shown
+    assert "[rank 0] fine" in ran.stdout
+
+    # A rank that skips an all-reduce the other entered: blocked, named, with its stack,
+    # after the configured time; its variables stay.
+    began = time.monotonic()
+    ran = await kc.execute(
+        "%%ranks --blocked-after 3\nif dist.get_rank() == 0:\n"
+        "    dist.all_reduce(torch.ones(1))\nprint('left')",
+        timeout=60,
+    )
+    took = time.monotonic() - began
+    shown = traceback_of(ran)
+    assert ran.status == "error", ran.stdout
+    assert "ranks 0 stayed blocked after the others had finished" in shown
+    assert "dist.all_reduce(torch.ones(1))" in shown  # its stack
+    assert "run init_process_group again" in shown
+    assert took < 15, took
+    ran = await kc.execute(
+        "%%ranks\ndist.init_process_group('gloo')\nprint('kept', mine)", timeout=60
+    )
+    assert ran.status == "ok", ran.stderr
+    assert "[rank 0] kept aaaaaaaaaa" in ran.stdout
+
+    # An interrupt during collectives reaches every rank within 2 s; variables stay.
+    msg_id = await kc.start(
+        "%%ranks\nimport time\nfor i in range(600):\n    dist.all_reduce(torch.ones(1))\n"
+        "    time.sleep(0.1)\n    if i == 3: print('looping', flush=True)"
+    )
+    await kc.wait_printed(msg_id, "looping", timeout=30)
+    await kernels.interrupt(kernel_id)
+    began = time.monotonic()
+    ran = await kc.collect(msg_id, timeout=30)
+    assert time.monotonic() - began < 4
+    assert ran.status == "error"
+    assert "interrupted" in traceback_of(ran)
+    ran = await kc.execute("%%ranks\nprint('still', mine)")
+    assert ran.stdout.count("still") == 2, ran.stdout
+
+    # A rank killed from outside fails the cell within 5 s, naming it and the cause.
+    pids = await ranks_pids(kc)
+    msg_id = await kc.start("%%ranks\nimport time\ntime.sleep(60)")
+    await asyncio.sleep(1)
+    os.kill(pids[1], signal.SIGKILL)
+    began = time.monotonic()
+    ran = await kc.collect(msg_id, timeout=30)
+    assert time.monotonic() - began < 5
+    shown = traceback_of(ran)
+    assert "rank 1 ended:" in shown and "Killed" in shown, shown
+    # Rank 0 was interrupted and kept its variables; the next cell says how to go on.
+    ran = await kc.execute("%%ranks --ranks 0\nprint('kept', mine)")
+    assert "[rank 0] kept aaaaaaaaaa" in ran.stdout, ran.stdout
+    ran = await kc.execute("%%ranks\nprint(1)")
+    assert "%ranks restart" in traceback_of(ran)
+    ran = await kc.execute("%ranks restart")
+    assert "2 ranks ready" in ran.stdout
+    pids = await ranks_pids(kc)
+
+    # One shutdown ends every rank and the job.
+    await kernels.stop(kernel_id)
+    for _ in range(100):
+        if not our_jobs() and not any(alive(p) for p in pids):
+            break
+        await asyncio.sleep(0.2)
+    assert our_jobs() == []
+    assert not any(alive(p) for p in pids)
+
+
+async def test_the_ranks_end_by_themselves_when_the_notebook_kernel_dies(
+    kernels: Any, manager: MachineManager
+) -> None:
+    kernel_id = await kernels.start(TWO_NODES)
+    kc = await kernels.channels(kernel_id)
+    pids = await ranks_pids(kc)
+    kernel_pid = int((await kc.execute("import os; print(os.getpid())")).stdout)
+    assert len(pids) == 2 and all(alive(p) for p in pids)
+    os.kill(kernel_pid, signal.SIGKILL)
+    began = time.monotonic()
+    while any(alive(p) for p in pids) and time.monotonic() - began < 60:
+        await asyncio.sleep(0.5)
+    assert not any(alive(p) for p in pids), "the ranks outlived their notebook's kernel"
