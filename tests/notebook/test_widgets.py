@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_remote_hw.catalog import SHIPPED_CATALOG, read_catalog
+
 from ..conftest import TEST_TRANSPORT
 from ..notebooks import kernel_env, run_notebook, text_of
 from ..testhosts import SSHTestHost
@@ -72,14 +74,15 @@ def test_the_row_chosen_is_where_remote_cells_run(
     default, listed = text_of(nb.cells[1]).split(" ", 1)
     assert default == "None"  # nothing chosen yet
     assert ast.literal_eval(listed) == ["local", TARGET]  # the AWS rows are folded
-    # One line for the 44 AWS rows of the region, in words with what to do; a header of
-    # 8 columns, 2 rows (a button and one HTML widget of 7 cells each) and the fold line
-    # share one grid; the fold expands.
+    # One line for the AWS rows of the region (us-east-1, the default), in words with
+    # what to do; a header of 8 columns, 2 rows (a button and one HTML widget of 7 cells
+    # each) and the fold line share one grid; the fold expands.
+    aws = len([e for e in read_catalog(SHIPPED_CATALOG) if e.region == "us-east-1"])
     folds, expanded, availability = text_of(nb.cells[2]).splitlines()
     assert folds == (
         f"['AWS: no credentials — set AWS_PROFILE or run `aws configure`'] {8 + 2 * 2 + 1}"
     )
-    assert expanded == f"{2 + 44} {8 + 2 * 2 + 1 + 44 * 2}"
+    assert expanded == f"{2 + aws} {8 + 2 * 2 + 1 + aws * 2}"
     # A folded row's availability says why in a few words, what to do in its tooltip.
     assert availability.endswith(
         "<div class='jp-RemoteHW-cell jp-RemoteHW-unusable' title='no credentials — set "
