@@ -31,13 +31,13 @@ test('pick the SSH host, run there, switch back carrying a variable, terminate',
   // do; a click shows them greyed, each with a price or "price unknown"; another folds them.
   const fold = dialog.locator('tr.jp-RemoteHW-fold');
   await expect(fold).toHaveCount(1);
-  await expect(fold).toContainText('AWS: no credentials — set AWS_PROFILE or run aws configure (44 types)');
+  await expect(fold).toContainText('AWS: no credentials — set AWS_PROFILE or run aws configure (54 types)');
   await expect(fold.locator('code')).toHaveText('aws configure');
   await expect(dialog.locator('tr[data-name^="aws-"]')).toHaveCount(0);
   await dialog.screenshot({ path: path.join(IMAGES, 'picker.png') });
   await fold.click();
   const awsRows = dialog.locator('tr.jp-mod-disabled[data-name^="aws-"]');
-  await expect(awsRows).toHaveCount(44);
+  await expect(awsRows).toHaveCount(54);
   await expect(dialog.locator('tr[data-name="aws-p5e-48xlarge"]')).toContainText('price unknown');
   await expect(dialog.locator('tr[data-name="aws-p5en-48xlarge"]')).toContainText('$63.30/h');
   await expect(dialog.locator('tr[data-name="aws-g5-xlarge"]')).toHaveAttribute(
@@ -49,7 +49,7 @@ test('pick the SSH host, run there, switch back carrying a variable, terminate',
   // From the keyboard too: Enter on the line opens it (and does not switch).
   await fold.focus();
   await page.keyboard.press('Enter');
-  await expect(awsRows).toHaveCount(44);
+  await expect(awsRows).toHaveCount(54);
   await page.keyboard.press('Enter');
   await expect(awsRows).toHaveCount(0);
   await dialog.locator('input[type=search]').fill('test gpu');
