@@ -26,7 +26,7 @@ def test_catalog_folds_aws_into_one_line(tmp_path: Path) -> None:
     rows = [line.split()[0] for line in out.splitlines()[2:] if line.strip()]
     assert rows[0] == "local" and "g5.xlarge" not in rows
     assert (
-        f"{FOLD} (44 types folded; `jupyter remote-hw catalog --all` lists them)"
+        f"{FOLD} (54 types folded; `jupyter remote-hw catalog --all` lists them)"
         in out.splitlines()
     )
 
