@@ -61,12 +61,16 @@ class InstanceLauncher:
             )
             if e.instance_type != entry.instance_type and e.price() is not None
         ]
+        elsewhere = {
+            e.region: e
+            for e in self.account.catalog.entries
+            if e.instance_type == entry.instance_type and e.region != entry.region
+        }
+        # Nearest first (the same part of the world: us-, eu-, ap-...), priced before unpriced.
+        area = entry.region.split("-", 1)[0]
         regions = sorted(
-            {
-                e.region
-                for e in self.account.catalog.entries
-                if e.instance_type == entry.instance_type and e.region != entry.region
-            }
+            elsewhere,
+            key=lambda r: (r.split("-", 1)[0] != area, elsewhere[r].price() is None, r),
         )
         return same_gpu, regions
 
