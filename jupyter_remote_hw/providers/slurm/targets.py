@@ -334,7 +334,6 @@ def allocation_specs(entry: dict[str, Any], offer: Offer) -> dict[str, Any]:
         "gpu_memory_gib": None,
         "vcpus": cpus * nodes,
         "memory_gib": round(memory * nodes, 2) if memory is not None else None,
-        "nodes": nodes,
     }
 
 

@@ -180,7 +180,6 @@ async def test_each_kernel_gets_its_own_job_and_shares_one_only_when_asked(
     jobs, gpus = [], []
     for kernel_id in (first, second):
         ran = await (await kernels.channels(kernel_id)).execute(where)
-        print("ENV", ran.stdout, ran)
         job, gpu = ran.stdout.split()[:2]
         jobs.append(job)
         gpus.append(gpu)

@@ -122,3 +122,30 @@ def test_the_memory_a_job_gets_is_what_it_asks_for_else_the_clusters_default() -
     assert Offer("gpu", None).memory_gib(1, None) is None  # nothing known of the node
     assert per_cpu.label(1, 2, 8.0) == "A100 ×1 of 4 · 2 of 8 CPUs · 8 of 64 GiB"
     assert unlimited.label(4, 8, 64.0) == "A100 ×4 of 4 · 8 CPUs · 64 GiB"
+
+
+async def test_node_counts_offer_allocations_of_several_nodes(
+    login_host: SSHTestHost, tmp_path: Path, clean_queue: None
+) -> None:
+    slurm_provider = provider(login_host, tmp_path, nodes=[2, 3], partitions=["gpu"])
+    try:
+        await slurm_provider.refresh()
+        targets = {t.name: t for t in slurm_provider.targets()}
+        # Each GPU type has one node: two nodes come only from both types together;
+        # three, nowhere.
+        assert sorted(targets) == [
+            "slurm-dev-gpu-a100",
+            "slurm-dev-gpu-gpu-2x1",
+            "slurm-dev-gpu-t4",
+        ]
+        both = targets["slurm-dev-gpu-gpu-2x1"]
+        assert both.hardware == "2 nodes × A100/T4 ×1 of 1 · 1 CPU · 1 of 2 GiB"
+        assert slurm_provider.availability(both.name) == (
+            "2 of 2 nodes free now; an allocation takes 2"
+        )
+        specs = slurm_provider.specs(both.name)
+        assert specs is not None
+        assert (specs["gpu"], specs["gpu_count"], specs["vcpus"]) == ("A100/T4", 2, 2)
+    finally:
+        await slurm_provider.transport.close_all()
+        slurm_provider.ledger.close()
