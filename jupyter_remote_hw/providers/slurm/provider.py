@@ -47,7 +47,7 @@ from .hibernated import HibernatedOnCluster
 from .machine import SLURMMachine
 from .queue import OURS_COMMAND, SlurmShell, parse_ours
 from .reach import cluster_of, notify_kernels, unreachable, unreached_target
-from .settings import CLUSTER_KEYS, check_clusters
+from .settings import CLUSTER_KEYS, CLUSTERS_HELP, check_clusters
 from .submission import live_allocation, submit
 from .targets import (
     READ_COMMAND,
@@ -75,29 +75,7 @@ class SLURMProvider(Provider):
 
     name = "slurm"
 
-    clusters = Dict(
-        config=True,
-        help="SLURM clusters to offer, by name, each a dict: 'login' (the login node: an "
-        "ssh_config alias or [user@]host, required), 'partitions' (list of partitions to "
-        "offer, default all), 'account' and 'qos' (sbatch --account/--qos), 'time' (time "
-        "limit of a job, SLURM syntax such as '60' or '4:00:00'; default 60 minutes), "
-        "'gpus' (GPUs per allocation, per node for several nodes; default 1), 'nodes' (the node counts offered besides one, e.g. [2, 4]: each partition with that many nodes gets a target whose kernel runs on the first node and whose %%ranks cells run on every GPU of every node; default none), 'cpus' (CPUs per allocation, default 1), "
-        "'mem' (memory per allocation, e.g. '16G'; default the partition's default), "
-        "'sbatch_options' (list of extra sbatch arguments), 'env' (dict of variables set "
-        "for every SLURM command, such as SLURM_CONF), 'python' (the nodes' Python with "
-        "ipykernel, default python3), 'root' (directory on the cluster for the agent's files, "
-        "default the login home; it must be the same path on the nodes), 'workdir' (where "
-        "kernels start when the notebook's directory does not exist there), 'warn' (seconds "
-        "before the time limit at which SLURM warns the job, default 300), 'idle_stop' "
-        "(seconds without kernel activity after which the job is cancelled; default "
-        "SLURMProvider.idle_stop), 'hibernate_after' (seconds idle after which a kernel "
-        "hibernates; default SLURMProvider.hibernate_after), 'share' (true: the kernels of "
-        "a target share one allocation; default false: each kernel gets a job of its own, "
-        "and a running job is offered as a target of its own to share it), 'agent_wait' (seconds a running job waits for its agent "
-        "before it ends itself, when the server that submitted it went away; default 300), 'reach' ('bridge', the default: streams to the node's "
-        "sockets go through job steps started on the login node; 'direct': the login node "
-        "opens them itself, for clusters whose login node is the compute node).",
-    )
+    clusters = Dict(config=True, help=CLUSTERS_HELP)
     hibernate_after = Float(
         1800.0,
         min=0.0,
