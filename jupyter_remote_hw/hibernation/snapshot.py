@@ -110,6 +110,30 @@ _COMM_REASONS = {
 _COMMS = "open comms do not survive a wake: what opened them must open them again"
 
 
+def refuse_ranks(found: dict[str, Any]) -> None:
+    """Refuse to save a kernel whose ``%%ranks`` engines run: their variables are in
+    their own processes, on every node of the allocation, and saving the kernel alone
+    would lose them when the allocation ends (all ranks or none).
+
+    Raises:
+        UnsavableStateError: Ranks run (named, with what to do).
+    """
+    ranks = found.get("ranks") or []
+    if not ranks:
+        return
+    nodes = ", ".join(dict.fromkeys(str(r.get("node")) for r in ranks))
+    reason = (
+        f"its {len(ranks)} %%ranks engines (on {nodes}) hold their own variables, which a "
+        "hibernation does not save; `%ranks stop` ends them (their variables are lost) "
+        "and lets the kernel hibernate"
+    )
+    raise UnsavableStateError(
+        f"the kernel was not hibernated: {reason}. Nothing was saved and the kernel and "
+        "its ranks keep running as they were.",
+        [{"name": "%%ranks", "type": "ranks", "reason": reason}],
+    )
+
+
 def open_comms(found: dict[str, Any]) -> list[dict[str, Any]]:
     """The open comms of a kernel's listing (widgets and other comm targets), one
     entry per target name: ``{"name", "comm", "count", "reason"}``.
@@ -226,6 +250,7 @@ async def save(
         steps.step("listing variables")
         async with transfer_client(kernel_manager, kernel_id) as client:
             found = await listing(client, is_busy(kernel_manager, kernel_id))
+            refuse_ranks(found)
             left = unsaved(found)
             if left and policy == "refuse":
                 raise UnsavableStateError(

@@ -100,13 +100,15 @@ class KernelQueries:
         return list(content["variables"])
 
     async def namespace(self, check: bool = False) -> dict[str, Any]:
-        """The kernel's ``variables``, ``modules`` and open ``comms`` (see the ``list``
-        op); with ``check``, whether each variable can be carried, and why not."""
+        """The kernel's ``variables``, ``modules``, open ``comms`` and running ``ranks``
+        (see the ``list`` op); with ``check``, whether each variable can be carried, and
+        why not."""
         content, _ = await self._request({"op": "list", "check": check}, action="list variables")
         return {
             "variables": list(content["variables"]),
             "modules": list(content.get("modules") or []),
             "comms": list(content.get("comms") or []),
+            "ranks": list(content.get("ranks") or []),
         }
 
     async def import_modules(self, modules: list[dict[str, str]]) -> dict[str, Any]:

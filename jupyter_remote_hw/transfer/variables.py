@@ -236,6 +236,7 @@ async def listing(client: TransferClient, busy: bool = False) -> dict[str, Any]:
         "variables": user_names(found["variables"]),
         "modules": user_names(found["modules"]),
         "comms": found.get("comms") or [],
+        "ranks": found.get("ranks") or [],
     }
 
 

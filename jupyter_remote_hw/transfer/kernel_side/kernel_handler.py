@@ -133,6 +133,12 @@ def _placed(values: dict[str, Any], device: dict[str, str]) -> dict[str, dict[st
     return where
 
 
+def _live_ranks() -> list[dict[str, Any]]:
+    """The ``%%ranks`` engines that run now (none where no ``%%ranks`` cell ran)."""
+    magic = sys.modules.get(f"{__package__}.ranks.magic")
+    return list(magic.live_ranks()) if magic is not None else []
+
+
 def socket_directory() -> str | None:
     """The directory of this kernel's UNIX sockets, when its channels are UNIX sockets.
 
@@ -294,6 +300,8 @@ class TransferHandler:
         where they live (``device``: see :func:`.devices.device_of`). Each module
         says whether it can be re-imported by name elsewhere (``importable``,
         ``reason``). ``comms``: the open comms, by target (see :func:`open_comms`).
+        ``ranks``: the ``%%ranks`` engines running beside the kernel, each
+        ``{"rank", "node"}`` (their state is in their own processes).
         """
         check = bool(content.get("check"))
         deadline = time.monotonic() + CHECK_BUDGET
@@ -314,7 +322,12 @@ class TransferHandler:
                 if device is not None:
                     entry["device"] = device
             variables.append(entry)
-        return {"variables": variables, "modules": modules, "comms": open_comms(self.kernel)}, []
+        return {
+            "variables": variables,
+            "modules": modules,
+            "comms": open_comms(self.kernel),
+            "ranks": _live_ranks(),
+        }, []
 
     def _op_import(
         self, content: dict[str, Any], buffers: list[Any]

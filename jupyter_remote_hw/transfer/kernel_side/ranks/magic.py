@@ -43,11 +43,12 @@ def _parser() -> _Parser:
     return parser
 
 
-def live_ranks() -> list[int]:
-    """The ranks whose engines run now (their state is not the kernel's to save)."""
+def live_ranks() -> list[dict[str, Any]]:
+    """The ranks whose engines run now, ``{"rank", "node"}`` each (their state is in
+    their own processes, not the kernel's to save)."""
     if _controller is None:
         return []
-    return sorted(e.rank.rank for e in _controller.live())
+    return [{"rank": e.rank.rank, "node": e.rank.node} for e in _controller.live()]
 
 
 def _selection(text: str, world: World) -> list[int]:
