@@ -188,9 +188,11 @@ class RemoteMagics(Magics):
 
     # ------------------------------------------------------------------ helpers
 
-    def _target(self, name: str | None) -> Target:
+    def _target(
+        self, name: str | None, nodes: int | None = None, gpus_per_node: int | None = None
+    ) -> Target:
         try:
-            return self.sessions.target(name)
+            return self.sessions.target(name, nodes, gpus_per_node)
         except (UnknownHardwareError, ValueError) as exc:
             raise UsageError(str(exc)) from None
 
@@ -268,17 +270,21 @@ class RemoteMagics(Magics):
     @argument("--in", dest="inputs", action="append", help="Variables to send first: a,b.")
     @argument("--out", dest="outputs", action="append", help="Variables to fetch after: c,d.")
     @argument("--device", help="Put arriving tensors and modules on this device (cuda).")
+    @argument("--nodes", type=int, help="An allocation of this many nodes (SLURM).")
+    @argument("--gpus-per-node", type=int, help="With --nodes: GPUs on each node.")
     @cell_magic
     def remote(self, line: str, cell: str) -> None:
         """Run the cell on remote hardware, with variables in and out.
 
-        ``%%remote TARGET [--in a,b] [--out c,d] [--device cuda]``: sends the
-        inputs, runs the cell in this notebook's kernel on TARGET (started on
-        first use), shows its outputs as they come, then fetches the outputs.
-        Nothing is assigned on either side unless every variable made it.
+        ``%%remote TARGET [--in a,b] [--out c,d] [--device cuda] [--nodes N
+        [--gpus-per-node G]]``: sends the inputs, runs the cell in this notebook's
+        kernel on TARGET (started on first use; with ``--nodes``, in an allocation of
+        that many nodes of the SLURM target, where ``%%ranks`` runs a cell on every
+        rank), shows its outputs as they come, then fetches the outputs. Nothing is
+        assigned on either side unless every variable made it.
         """
         args = parse_argstring(self.remote, line)
-        target = self._target(args.target)
+        target = self._target(args.target, args.nodes, args.gpus_per_node)
         inputs, outputs = _names(args.inputs), _names(args.outputs)
         pickled = dump_variables(self._shell.user_ns, inputs) if inputs else []
 

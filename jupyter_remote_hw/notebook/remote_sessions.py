@@ -20,6 +20,7 @@ import atexit
 import logging
 import os
 import queue
+import re
 import socket
 import threading
 import uuid
@@ -98,6 +99,41 @@ def find_target(machines: MachineManager, name: str) -> Target:
         if len(matches) == 1:
             return matches[0]
         raise
+
+
+def find_shaped_target(
+    machines: MachineManager, name: str, nodes: int | None, gpus_per_node: int | None
+) -> Target:
+    """The target of an allocation of ``nodes`` nodes (with ``gpus_per_node`` GPUs each)
+    of the cluster target ``name`` (``slurm-dev-gpu-a100``, or ``slurm-dev-gpu-gpu`` for
+    any GPU type): ``slurm-dev-gpu-a100-2x1``; ``name`` itself for one node.
+
+    Raises:
+        UnknownHardwareError: ``name`` is not a target (and no shape was asked).
+        ValueError: No target of that shape is offered (the message lists those that are).
+    """
+    if not nodes or nodes == 1:
+        if gpus_per_node:
+            raise ValueError(
+                "--gpus-per-node goes with --nodes: one node's kernel gets the GPUs of "
+                "its cluster's 'gpus' (c.SLURMProvider.clusters)"
+            )
+        return find_target(machines, name)
+    if nodes < 1 or (gpus_per_node is not None and gpus_per_node < 1):
+        raise ValueError("--nodes and --gpus-per-node are counts of 1 or more")
+    gpus = str(gpus_per_node) if gpus_per_node else r"\d+"
+    shape = rf"-{nodes}(x{gpus}|nodes)"
+    targets = machines.targets()
+    found = [t for t in targets if re.fullmatch(re.escape(name) + shape, t.name)]
+    if len(found) == 1:
+        return found[0]
+    offered = sorted(t.name for t in targets if re.search(r"-\d+(x\d+|nodes)$", t.name))
+    asked = f"{nodes} nodes" + (f" × {gpus_per_node} GPUs" if gpus_per_node else "")
+    raise ValueError(
+        f"no allocation of {asked} of {name} is offered; the allocations of several "
+        f"nodes offered are: {', '.join(offered) or 'none'}. A cluster offers the node "
+        "counts of its 'nodes', with its 'gpus' GPUs per node (c.SLURMProvider.clusters)."
+    )
 
 
 @dataclass
@@ -230,12 +266,15 @@ class RemoteSessions:
         """Every configured hardware target."""
         return self.machines.targets()
 
-    def target(self, name: str | None) -> Target:
-        """The target called ``name`` (or the default); see :func:`find_target`.
+    def target(
+        self, name: str | None, nodes: int | None = None, gpus_per_node: int | None = None
+    ) -> Target:
+        """The target called ``name`` (or the default); see :func:`find_target`, and
+        :func:`find_shaped_target` for ``nodes`` and ``gpus_per_node``.
 
         Raises:
             UnknownHardwareError: No such target (the message lists the others).
-            ValueError: No name and no default.
+            ValueError: No name and no default, or no target of that shape.
         """
         name = name or self.default_target
         if not name:
@@ -243,7 +282,7 @@ class RemoteSessions:
                 "no hardware given: name it (%%remote gpu-box) or set a default "
                 "with %remote_hw gpu-box"
             )
-        return find_target(self.machines, name)
+        return find_shaped_target(self.machines, name, nodes, gpus_per_node)
 
     def running(self) -> dict[str, RemoteKernel]:
         """The remote kernels of this local kernel, by target name."""

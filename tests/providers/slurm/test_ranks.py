@@ -4,6 +4,7 @@ nodes, through a real Jupyter server, with torch.distributed on the gloo backend
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -12,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tornado.httpclient import HTTPClientError
 
 from jupyter_remote_hw.machines import MachineManager
+from jupyter_remote_hw.notebook.remote_sessions import find_shaped_target
 
 from ...kernelws import Execution, KernelChannels
 from ...testhosts import SSHTestHost
@@ -192,3 +195,50 @@ async def test_the_ranks_end_by_themselves_when_the_notebook_kernel_dies(
     while any(alive(p) for p in pids) and time.monotonic() - began < 60:
         await asyncio.sleep(0.5)
     assert not any(alive(p) for p in pids), "the ranks outlived their notebook's kernel"
+
+
+async def test_a_kernel_with_running_ranks_is_not_hibernated_until_they_are_stopped(
+    kernels: Any, manager: MachineManager, jp_fetch: Any
+) -> None:
+    kernel_id = await kernels.start(TWO_NODES)
+    kc = await kernels.channels(kernel_id)
+    ran = await kc.execute("%%ranks\nimport os\nmine = int(os.environ['RANK'])")
+    assert ran.status == "ok", ran.stderr
+    await kc.execute("x = 41; import os; job = os.environ['SLURM_JOB_ID']")
+    with pytest.raises(HTTPClientError) as refused:
+        await jp_fetch("jupyter-remote-hw", "api", "hibernate", kernel_id, method="POST", body="{}")
+    assert refused.value.code == 409, refused.value
+    said = json.loads(refused.value.response.body)["message"]
+    assert "2 %%ranks engines (on gpu1, gpu2)" in said and "`%ranks stop`" in said
+    ran = await kc.execute("%%ranks\nprint('still', mine)")
+    assert ran.stdout.count("still") == 2, ran.stdout
+    # Once the ranks are stopped, the kernel hibernates and wakes in a new allocation of
+    # two nodes, where the first %%ranks cell starts new ranks.
+    await kc.execute("%ranks stop")
+    answer = await jp_fetch(
+        "jupyter-remote-hw", "api", "hibernate", kernel_id, method="POST", body="{}"
+    )
+    assert json.loads(answer.body)["hibernated"] is True
+    ran = await kc.execute("print(x + 1, os.environ['SLURM_JOB_ID'] != job)", timeout=120)
+    assert ran.stdout.split() == ["42", "True"], ran
+    ran = await kc.execute("%%ranks\nprint('mine' in dir())", timeout=120)
+    assert ran.stdout.count("] False") == 2, ran.stdout
+
+
+async def test_remote_finds_the_allocation_of_a_node_count(manager: MachineManager) -> None:
+    # What %%remote TARGET --nodes N [--gpus-per-node G] runs on.
+    assert find_shaped_target(manager, "slurm-dev-gpu-gpu", 2, None).name == (
+        "slurm-dev-gpu-gpu-2x1"
+    )
+    assert find_shaped_target(manager, "slurm-dev-gpu-gpu", 2, 1).name == "slurm-dev-gpu-gpu-2x1"
+    assert find_shaped_target(manager, "slurm-dev-gpu-a100", None, None).name == (
+        "slurm-dev-gpu-a100"
+    )
+    # The A100s are on one node: no two-node allocation of them; the message lists what is.
+    with pytest.raises(ValueError, match=r"no allocation of 2 nodes of slurm-dev-gpu-a100") as no:
+        find_shaped_target(manager, "slurm-dev-gpu-a100", 2, None)
+    assert "slurm-dev-debug-gpu-2x1, slurm-dev-gpu-gpu-2x1" in str(no.value)
+    with pytest.raises(ValueError, match=r"2 nodes × 2 GPUs"):
+        find_shaped_target(manager, "slurm-dev-gpu-gpu", 2, 2)
+    with pytest.raises(ValueError, match="--gpus-per-node goes with --nodes"):
+        find_shaped_target(manager, "slurm-dev-gpu-gpu", None, 2)
