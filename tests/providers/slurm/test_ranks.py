@@ -20,7 +20,7 @@ from jupyter_remote_hw.notebook.remote_sessions import find_shaped_target
 
 from ...kernelws import Execution, KernelChannels
 from ...testhosts import SSHTestHost
-from .conftest import CLUSTER, cluster_entry, our_jobs, server_config, slurm
+from .conftest import CLUSTER, cluster_entry, dead_answers, our_jobs, server_config, slurm
 
 #: Two nodes × one GPU each (the dev cluster's nodes have different GPU types).
 TWO_NODES = "remote-hw-slurm-dev-gpu-gpu-2x1"
@@ -115,6 +115,9 @@ async def test_a_cell_runs_on_every_rank_of_two_nodes_and_each_failure_names_its
     shown = traceback_of(ran)
     assert "[rank 1]" in shown and "ZeroDivisionError" in shown
     assert "rank 1 raised ZeroDivisionError: division by zero; ranks 0 finished" in shown
+    # Every line of its traceback says whose it is.
+    body = shown.split("RanksError:")[0].strip().splitlines()
+    assert body and all(line.startswith("[rank 1]") for line in body), body
     assert "[rank 0] fine" in ran.stdout
 
     # A rank that skips an all-reduce the other entered: blocked, named, with its stack,
@@ -242,3 +245,27 @@ async def test_remote_finds_the_allocation_of_a_node_count(manager: MachineManag
         find_shaped_target(manager, "slurm-dev-gpu-gpu", 2, 2)
     with pytest.raises(ValueError, match="--gpus-per-node goes with --nodes"):
         find_shaped_target(manager, "slurm-dev-gpu-gpu", None, 2)
+
+
+async def test_a_job_ended_by_slurm_during_a_ranks_cell_answers_with_slurm_s_reason(
+    kernels: Any, manager: MachineManager
+) -> None:
+    kernel_id = await kernels.start(TWO_NODES)
+    kc = await kernels.channels(kernel_id)
+    pids = await ranks_pids(kc)
+    job = (await kc.execute("import os; print(os.environ['SLURM_JOB_ID'])")).stdout.strip()
+    running = await kc.start("%%ranks\nimport time\nprint('on', flush=True)\ntime.sleep(600)")
+    await kc.wait_printed(running, "on")
+    assert slurm("scancel", job).returncode == 0
+    dead, replies, _ = await dead_answers(kc, [running], timeout=30)
+    assert dead
+    reply = replies[running]
+    # Not "rank died": the cell says SLURM ended the job, and why.
+    assert reply["ename"] == "KernelDead", reply
+    assert f"SLURM job {job} ended: CANCELLED" in reply["evalue"]
+    for _ in range(50):
+        if not any(alive(p) for p in pids):
+            break
+        await asyncio.sleep(0.2)
+    assert not any(alive(p) for p in pids)
+    assert our_jobs() == []

@@ -422,7 +422,11 @@ def _first_traceback(errors: dict[int, Message]) -> list[str]:
         return []
     number = next(iter(errors))  # the first to fail: shown first
     first = errors[number]
-    return [f"[rank {number}] {line}" for line in first.get("traceback") or []]
+    return [
+        f"[rank {number}] {line}"
+        for entry in first.get("traceback") or []
+        for line in str(entry).split("\n")
+    ]
 
 
 def _summary(
