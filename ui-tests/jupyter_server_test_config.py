@@ -59,6 +59,7 @@ if os.environ.get("JRHW_UI_SLURM_CONF"):
             "env": {"SLURM_CONF": os.environ["JRHW_UI_SLURM_CONF"]},
             "root": str(tmp / "slurm-root"),
             "time": "10",
+            "nodes": [2],
         },
     }
     c.SLURMProvider.queue_poll = 1.0

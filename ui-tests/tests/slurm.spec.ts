@@ -3,7 +3,7 @@
  * node the loopback sshd host): its partitions with what is free, and a launch that
  * waits in the queue, showing its place there, until the user cancels it.
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import { execFileSync } from 'child_process';
 import * as path from 'path';
 
@@ -28,6 +28,13 @@ function jobState(jobId: string): string {
   return slurm('squeue', '-h', '-t', 'all', '-j', jobId, '-o', '%T');
 }
 
+/** Run a cell as Ctrl+Enter does, without galata's wait for the status bar's "Idle"
+ * (two of its items hold the word here: the kernel's name and ours, its idle stop). */
+async function runAsTyped(page: IJupyterLabPageFixture, index: number): Promise<void> {
+  await page.notebook.selectCells(index);
+  await page.keyboard.press('Control+Enter');
+}
+
 test.use({ autoGoto: true });
 
 test.skip(
@@ -50,7 +57,8 @@ test('SLURM partitions with what is free; a pending launch shows its place in th
   await item.click();
   const dialog = page.locator(DIALOG);
   await dialog.locator('input[type=search]').fill('slurm');
-  await expect(dialog.locator('tr[data-name^="slurm-dev-"]')).toHaveCount(4, { timeout: 30000 });
+  // Four of one node each, and one of two nodes per partition (the cluster's 'nodes').
+  await expect(dialog.locator('tr[data-name^="slurm-dev-"]')).toHaveCount(6, { timeout: 30000 });
   const a100 = dialog.locator('tr[data-name="slurm-dev-gpu-a100"]');
   // What one kernel's job gets, the node's after "of"; the columns say the same.
   await expect(a100).toContainText('A100 ×1 of 2 · 1 of 2 CPUs · 1 of 4 GiB');
@@ -63,8 +71,19 @@ test('SLURM partitions with what is free; a pending launch shows its place in th
 
   // Another job holds the one T4: a launch there waits in the queue.
   const filler = slurm(
-    'sbatch', '--parsable', '-J', FILLER, '-p', 'gpu', '--gres=gpu:t4:1', '-t', '5',
-    '-o', '/dev/null', '--wrap', 'sleep 300'
+    'sbatch',
+    '--parsable',
+    '-J',
+    FILLER,
+    '-p',
+    'gpu',
+    '--gres=gpu:t4:1',
+    '-t',
+    '5',
+    '-o',
+    '/dev/null',
+    '--wrap',
+    'sleep 300'
   );
   await expect.poll(() => jobState(filler), { timeout: 30000 }).toBe('RUNNING');
   await t4.click();
@@ -92,4 +111,57 @@ test('SLURM partitions with what is free; a pending launch shows its place in th
   await page.notebook.setCell(0, 'code', 'print(6 * 7)');
   await page.notebook.runCell(0, true);
   expect((await page.notebook.getCellTextOutput(0))?.join('').trim()).toBe('42');
+});
+
+test('A notebook across two nodes: the picker offers the allocation, and %%ranks shows every rank', async ({
+  page
+}) => {
+  await page.notebook.createNew('ranks.ipynb');
+  const item = page.locator(TOOLBAR);
+  await expect(item).toHaveText('CPU · local', { timeout: 60000 });
+  await item.click();
+  const dialog = page.locator(DIALOG);
+  await dialog.locator('input[type=search]').fill('slurm');
+  const both = dialog.locator('tr[data-name="slurm-dev-gpu-gpu-2x1"]');
+  await expect(both).toContainText('2 nodes × A100/T4 ×1 of 1', { timeout: 30000 });
+  await expect(both.locator('td').last()).toHaveText(
+    /^[0-2] of 2 nodes free now; an allocation takes 2$/
+  );
+  await both.click();
+  await dialog.locator('.jp-Dialog-button.jp-mod-accept').click();
+  await expect(item).toContainText('SLURM dev', { timeout: 120000 });
+  await expect(page.locator(`${TOOLBAR}.jp-mod-busy`)).toHaveCount(0, { timeout: 120000 });
+
+  await page.notebook.setCell(
+    0,
+    'code',
+    [
+      '%%ranks',
+      'import os, torch, torch.distributed as dist',
+      "dist.init_process_group('gloo')",
+      't = torch.tensor([dist.get_rank() + 1.0]); dist.all_reduce(t)',
+      "print('rank', dist.get_rank(), 'of', dist.get_world_size(), 'on',",
+      "      os.environ['SLURMD_NODENAME'], '· sum', t.item())"
+    ].join('\n')
+  );
+  await runAsTyped(page, 0);
+  const outputs = page.locator('.jp-Cell').nth(0).locator('.jp-OutputArea-output');
+  await expect(outputs).toContainText(['starting 2 ranks on gpu1, gpu2'], { timeout: 60000 });
+  await expect(outputs.first()).toContainText('[rank 0] rank 0 of 2 on gpu1 · sum 3.0', {
+    timeout: 60000
+  });
+  await expect(outputs.first()).toContainText('[rank 1] rank 1 of 2 on gpu2 · sum 3.0');
+  await page.notebook.addCell('code', '%%ranks\nif dist.get_rank() == 1:\n    1 / 0');
+  await runAsTyped(page, 1);
+  const error = page.locator('.jp-Cell').nth(1).locator('.jp-OutputArea-output');
+  await expect(error).toContainText('rank 1 raised ZeroDivisionError: division by zero', {
+    timeout: 60000
+  });
+  await page
+    .locator('.jp-NotebookPanel')
+    .first()
+    .screenshot({
+      path: path.join(IMAGES, 'slurm-ranks.png')
+    });
+  await page.kernel.shutdownAll();
 });
