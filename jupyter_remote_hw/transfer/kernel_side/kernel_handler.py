@@ -530,7 +530,7 @@ def load_ipython_extension(ipython: Any) -> None:
     handler = TransferHandler(ipython.user_ns, kernel)
     kernel.shell_handlers[protocol.REQUEST] = handler.on_shell_request
     kernel.comm_manager.register_target(protocol.COMM_TARGET, handler.on_comm_open)
-    if os.environ.get("SLURM_JOB_ID"):  # a kernel in an allocation: a cell on every rank
-        from .ranks.magic import register
+    # A cell on every rank of the kernel's allocation (elsewhere %%ranks says to pick one).
+    from .ranks.magic import register
 
-        register(ipython)
+    register(ipython)
