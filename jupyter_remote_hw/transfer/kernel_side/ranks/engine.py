@@ -25,6 +25,10 @@ from .wire import Channel, Message, decode, decode_value, encode_value
 #: Seconds without a message from the controller after which the engine ends itself.
 DEFAULT_HEARTBEAT = 60.0
 
+#: Seconds the engine's channel waits to write a burst of messages at once (see
+#: :class:`.wire.Channel`).
+LINGER = 0.002
+
 #: Bytes of an unfinished line sent as they are (a line that long is not waited for).
 LONGEST_LINE = 65536
 
@@ -334,7 +338,7 @@ class Engine:
 def main() -> None:
     """Run this rank's engine on the step's standard input and output."""
     own_device()
-    channel = Channel(os.fdopen(os.dup(1), "wb"))
+    channel = Channel(os.fdopen(os.dup(1), "wb"), linger=LINGER)
     stdin = os.fdopen(os.dup(0), "rb")
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)  # a cell that reads its input must not read the channel

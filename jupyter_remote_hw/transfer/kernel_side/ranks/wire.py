@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import base64
 import json
+import queue
 import threading
+import time
 from typing import IO, Any, Dict  # noqa: UP035 (Dict: see Message)
 
 from ..pickling import cloudpickle  # type: ignore[attr-defined]
@@ -37,19 +39,46 @@ def decode(line: bytes) -> Message | None:
 
 
 class Channel:
-    """Writes whole messages to a stream, one line each, from any thread."""
+    """Writes whole messages to a stream, one line each, from any thread.
 
-    def __init__(self, stream: IO[bytes]) -> None:
+    With ``linger``, messages are written by a thread of the channel's own, which
+    waits that many seconds after the first of a burst and writes the burst at once:
+    a step's output reaches ``srun`` over TCP, where a second small write waits for
+    the first one's acknowledgement (Nagle's rule; 40 ms measured here between a
+    line a cell printed and the cell's end).
+    """
+
+    def __init__(self, stream: IO[bytes], linger: float = 0.0) -> None:
         self._stream = stream
         self._lock = threading.Lock()
+        self._linger = linger
+        self._gone = False
+        self._queue: queue.Queue[bytes] = queue.Queue()
+        if linger:
+            threading.Thread(target=self._write_bursts, name="channel-writer", daemon=True).start()
 
     def send(self, message: Message) -> bool:
         """Write ``message``; False when the other side has gone."""
         data = json.dumps(message, separators=(",", ":")).encode() + b"\n"
+        if self._linger:
+            self._queue.put(data)
+            return not self._gone
+        return self._write(data)
+
+    def _write(self, data: bytes) -> bool:
         with self._lock:
             try:
                 self._stream.write(data)
                 self._stream.flush()
             except (OSError, ValueError):
+                self._gone = True
                 return False
         return True
+
+    def _write_bursts(self) -> None:
+        while True:
+            burst = [self._queue.get()]
+            time.sleep(self._linger)
+            while not self._queue.empty():
+                burst.append(self._queue.get_nowait())
+            self._write(b"".join(burst))
