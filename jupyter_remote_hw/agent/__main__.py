@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import os
+import socket
 import sys
 
 from . import AGENT_VERSION
 from .daemon import serve
+from .metrics import MetricsSampler
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +50,18 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SECONDS",
         help="exit after SECONDS with no kernel and no client connected (default 0: never)",
     )
+    commands.add_parser(
+        "metrics",
+        help="print one JSON reading of this machine's use (CPU, memory, GPUs)",
+        description="Print one reading of this machine's use as a JSON line: what the "
+        "agent of a multi-node allocation reads on each of its other nodes.",
+    )
     args = parser.parse_args(argv)
+    if args.command == "metrics":
+        reading = asyncio.run(MetricsSampler().sample(None))
+        host = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+        sys.stdout.write(json.dumps({"host": host, **reading}) + "\n")
+        return 0
     if args.command == "serve":
         return serve(
             args.state_dir, daemon=args.daemon, log_level=args.log_level, idle_exit=args.idle_exit

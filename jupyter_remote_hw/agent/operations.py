@@ -21,6 +21,7 @@ from .kernels import STATE_WAIT, KernelManager
 from .lifetime import LifetimeWatch
 from .metrics import MetricsSampler
 from .modules import find_modules
+from .nodes import NodeReadings
 from .paths import StatePaths
 from .protocol import (
     BAD_REQUEST,
@@ -54,6 +55,7 @@ class AgentOperations:
     kernels: KernelManager
     hardware: HardwareReporter
     metrics: MetricsSampler
+    nodes: NodeReadings
     lifetime: LifetimeWatch
     shares: ShareRelays
     relays: KernelRelays
@@ -78,7 +80,14 @@ class AgentOperations:
     async def _metrics(self, args: dict[str, Any]) -> dict[str, Any]:
         kernel_id = arg_str(args, "metrics", "kernel_id")
         pid = self.kernels.get(kernel_id).pid if kernel_id is not None else None
-        return await self.metrics.sample(pid or None)
+        reading: dict[str, Any]
+        reading, others = await asyncio.gather(
+            self.metrics.sample(pid or None), self.nodes.others()
+        )
+        if others:  # an allocation of several nodes: each node's use, this one first
+            here = {k: reading[k] for k in ("time", "cpu", "load", "memory", "gpus", "warnings")}
+            reading["nodes"] = [{"node": self.nodes.node, **here}, *others]
+        return reading
 
     async def _find_modules(self, args: dict[str, Any]) -> dict[str, Any]:
         op = "find_modules"

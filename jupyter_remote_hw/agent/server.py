@@ -13,6 +13,7 @@ from .hardware import HardwareReporter
 from .kernels import KernelManager
 from .lifetime import LifetimeWatch
 from .metrics import MetricsSampler
+from .nodes import NodeReadings
 from .operations import AgentOperations
 from .paths import StatePaths
 from .processes import write_pid_file
@@ -59,6 +60,7 @@ class AgentServer(AgentOperations):
         self.kernels = KernelManager(paths, self.context, on_forget=self._kernel_forgotten)
         self.hardware = HardwareReporter()
         self.metrics = MetricsSampler()
+        self.nodes = NodeReadings(os.environ)
         self.lifetime = LifetimeWatch(os.path.join(paths.root, "lifetime.json"), self.kernels)
         self.shares = ShareRelays(os.path.join(paths.root, "shares.json"), self._kernel_channel)
         self.relays = KernelRelays(self.context, lambda kid: self.kernels.get(kid).connection)

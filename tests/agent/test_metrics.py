@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -157,3 +160,21 @@ def test_meminfo_used_is_total_less_available(tmp_path: Path) -> None:
         "MemTotal:       32768000 kB\nMemFree:  1000 kB\nMemAvailable:   24576000 kB\n"
     )
     assert read_memory(str(meminfo)) == {"total_gib": 31.25, "used_gib": 7.812, "percent": 25.0}
+
+
+def test_one_reading_from_the_command_line_names_its_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What the agent of a multi-node allocation runs on each other node, in a step.
+    monkeypatch.setenv("PATH", path_with_fake_gpu())
+    monkeypatch.setenv("SLURMD_NODENAME", "gpu7")
+    done = subprocess.run(
+        [sys.executable, "-m", "jupyter_remote_hw.agent", "metrics"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    reading = json.loads(done.stdout)
+    assert reading["host"] == "gpu7"
+    check_host(reading)
+    assert reading["gpus"][0]["name"] == FAKE_GPU_NAME
+    assert "nodes" not in reading

@@ -58,7 +58,7 @@ async def ranks_pids(kc: KernelChannels) -> list[int]:
 
 
 async def test_a_cell_runs_on_every_rank_of_two_nodes_and_each_failure_names_its_rank(
-    kernels: Any, manager: MachineManager
+    kernels: Any, manager: MachineManager, jp_fetch: Any
 ) -> None:
     kernel_id = await kernels.start(TWO_NODES)
     kc = await kernels.channels(kernel_id)
@@ -81,6 +81,14 @@ async def test_a_cell_runs_on_every_rank_of_two_nodes_and_each_failure_names_its
     assert [fields.split()[5] for _, fields in lines] == ["gpu1", "gpu2"]
     assert {fields.split()[6] for _, fields in lines} == {job}
     assert len({fields.split()[4] for _, fields in lines}) == 1  # one rendezvous port
+
+    # The panel's live use has every node's, each read on its node.
+    usage = json.loads((await jp_fetch("jupyter-remote-hw", "api", "usage", kernel_id)).body)
+    nodes = usage["nodes"]
+    assert [n["node"] for n in nodes] == ["gpu1", "gpu2"]
+    assert nodes[1]["host"] == "gpu2" and nodes[1]["cpu"]["count"] >= 1, nodes[1]
+    assert nodes[1]["memory"]["total_gib"] > 0
+    assert nodes[0]["cpu"] == usage["cpu"]
 
     # An all-reduce across the nodes with no arguments to init_process_group; the sum
     # gathered into a list by rank.
