@@ -14,6 +14,17 @@ export interface IGpuMetrics {
   memory_total_gib: number | null;
 }
 
+/** One node's use, in an allocation of several nodes; `error` where it was not read. */
+export interface INodeMetrics {
+  node: string;
+  time?: number;
+  cpu?: { percent: number | null; count: number };
+  memory?: { used_gib: number; total_gib: number; percent: number } | null;
+  gpus?: IGpuMetrics[];
+  warnings?: string[];
+  error?: string;
+}
+
 /** The hardware use under one kernel. */
 export interface IKernelMetrics {
   kernel_id: string;
@@ -33,6 +44,8 @@ export interface IKernelMetrics {
   cost_so_far: number | null;
   /** Seconds before the machine's time limit ends it (a SLURM job); absent or null: none. */
   time_left_seconds?: number | null;
+  /** Each node's use, the kernel's first, in a SLURM allocation of several nodes. */
+  nodes?: INodeMetrics[];
 }
 
 /** One bar of the panel's "Hardware" section. */
@@ -180,6 +193,9 @@ export function metricsTooltip(metrics: IKernelMetrics, now: Date = new Date()):
         `CPU, ${formatGiB(metrics.kernel.memory_gib)} GiB`
     );
   }
+  for (const node of metrics.nodes ?? []) {
+    lines.push(`Node ${node.node}: ${nodeSummary(node)}`);
+  }
   lines.push(costLine(metrics));
   if (timeLeftText(metrics)) {
     lines.push(`Time limit: ${timeLeftText(metrics)}; the kernel ends with the allocation`);
@@ -191,33 +207,68 @@ export function metricsTooltip(metrics: IKernelMetrics, now: Date = new Date()):
   return lines.join('\n');
 }
 
-/** The panel's bars: each GPU's use and memory, then RAM and CPU. */
-export function meters(metrics: IKernelMetrics): IMeter[] {
+/** One node's use in a line: `GPU 37% · 12.1/80 GiB | RAM 6.2/31 GiB | CPU 14%`. */
+export function nodeSummary(node: INodeMetrics): string {
+  if (node.error) {
+    return node.error;
+  }
+  const parts = [node.gpus?.length ? gpuSummary(node.gpus) : 'no GPU'];
+  if (node.memory) {
+    parts.push(
+      `RAM ${formatGiB(node.memory.used_gib)}/${formatGiB(node.memory.total_gib, true)} GiB`
+    );
+  }
+  parts.push(`CPU ${formatPercent(node.cpu?.percent)}`);
+  return parts.join(' | ');
+}
+
+/** The bars of one host's use: each GPU's use and memory, then RAM and CPU, each label
+ * after `prefix` (a node's name in an allocation of several). */
+function hostMeters(
+  gpus: IGpuMetrics[],
+  memory: IKernelMetrics['memory'] | undefined,
+  cpu: number | null | undefined,
+  prefix = ''
+): IMeter[] {
   const result: IMeter[] = [];
-  for (const gpu of metrics.gpus) {
-    const label = metrics.gpus.length === 1 ? 'GPU' : `GPU ${gpu.index}`;
+  for (const gpu of gpus) {
+    const label = prefix + (gpus.length === 1 ? 'GPU' : `GPU ${gpu.index}`);
     result.push({ label, percent: gpu.utilization, text: formatPercent(gpu.utilization) });
-    const memory =
+    const used =
       gpu.memory_used_gib !== null && gpu.memory_total_gib
         ? (100 * gpu.memory_used_gib) / gpu.memory_total_gib
         : null;
     result.push({
       label: `${label} memory`,
-      percent: memory,
+      percent: used,
       text: `${formatGiB(gpu.memory_used_gib)} / ${formatGiB(gpu.memory_total_gib, true)} GiB`
     });
   }
-  if (metrics.memory) {
+  if (memory) {
     result.push({
-      label: 'RAM',
-      percent: metrics.memory.percent,
-      text: `${formatGiB(metrics.memory.used_gib)} / ${formatGiB(metrics.memory.total_gib, true)} GiB`
+      label: `${prefix}RAM`,
+      percent: memory.percent,
+      text: `${formatGiB(memory.used_gib)} / ${formatGiB(memory.total_gib, true)} GiB`
     });
   }
-  result.push({
-    label: 'CPU',
-    percent: metrics.cpu.percent,
-    text: formatPercent(metrics.cpu.percent)
-  });
+  result.push({ label: `${prefix}CPU`, percent: cpu ?? null, text: formatPercent(cpu) });
+  return result;
+}
+
+/** The panel's bars: each GPU's use and memory, then RAM and CPU; in an allocation of
+ * several nodes, those of each node, labelled with its name. */
+export function meters(metrics: IKernelMetrics): IMeter[] {
+  if (!metrics.nodes?.length) {
+    return hostMeters(metrics.gpus, metrics.memory, metrics.cpu.percent);
+  }
+  const result: IMeter[] = [];
+  for (const node of metrics.nodes) {
+    const prefix = `${node.node} `;
+    if (node.error) {
+      result.push({ label: `${prefix}use`, percent: null, text: node.error });
+      continue;
+    }
+    result.push(...hostMeters(node.gpus ?? [], node.memory, node.cpu?.percent, prefix));
+  }
   return result;
 }

@@ -111,6 +111,36 @@ describe('the panel bars', () => {
   it('has only RAM and CPU without a GPU', () => {
     expect(meters(reading({ gpus: [] })).map(b => b.label)).toEqual(['RAM', 'CPU']);
   });
+
+  it("has each node's bars in an allocation of several nodes, and says which was not read", () => {
+    const here = reading();
+    const metrics = reading({
+      nodes: [
+        { node: 'gpu1', cpu: here.cpu, memory: here.memory, gpus: here.gpus },
+        {
+          node: 'gpu2',
+          cpu: { percent: 80, count: 4 },
+          memory: { used_gib: 2, total_gib: 8, percent: 25 },
+          gpus: [{ ...here.gpus[0], utilization: 90 }]
+        },
+        { node: 'gpu3', error: 'its use was not read: no answer within 15 s' }
+      ]
+    });
+    expect(meters(metrics).map(b => [b.label, b.text])).toEqual([
+      ['gpu1 GPU', '37%'],
+      ['gpu1 GPU memory', '12.1 / 80 GiB'],
+      ['gpu1 RAM', '6.2 / 31 GiB'],
+      ['gpu1 CPU', '14%'],
+      ['gpu2 GPU', '90%'],
+      ['gpu2 GPU memory', '12.1 / 80 GiB'],
+      ['gpu2 RAM', '2.0 / 8.0 GiB'],
+      ['gpu2 CPU', '80%'],
+      ['gpu3 use', 'its use was not read: no answer within 15 s']
+    ]);
+    const tooltip = metricsTooltip(metrics, new Date(1000 * 1000));
+    expect(tooltip).toContain('Node gpu2: GPU 90% · 12.1/80 GiB | RAM 2.0/8.0 GiB | CPU 80%');
+    expect(tooltip).toContain('Node gpu3: its use was not read: no answer within 15 s');
+  });
 });
 
 describe('a machine with a time limit (a SLURM job)', () => {
