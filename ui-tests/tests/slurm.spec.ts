@@ -163,5 +163,21 @@ test('A notebook across two nodes: the picker offers the allocation, and %%ranks
     .screenshot({
       path: path.join(IMAGES, 'slurm-ranks.png')
     });
+
+  // The panel's hardware use has each node's bars, the second node read on it.
+  await page.sidebar.openTab('jp-RemoteHW-machines');
+  const section = page.locator('#jp-RemoteHW-machines .jp-RemoteHW-hardware');
+  for (const node of ['gpu1', 'gpu2']) {
+    await expect(section.locator(`[role=meter][aria-label="${node} CPU"]`)).toHaveAttribute(
+      'aria-valuetext',
+      /^\d+%$/,
+      { timeout: 30000 }
+    );
+    await expect(section.locator(`[role=meter][aria-label="${node} RAM"]`)).toHaveAttribute(
+      'aria-valuetext',
+      /^\d+\.\d \/ \d+ GiB$/
+    );
+  }
+  await page.screenshot({ path: path.join(IMAGES, 'slurm-nodes-panel.png') });
   await page.kernel.shutdownAll();
 });
