@@ -30,6 +30,7 @@ from ..transfer.variables import (
     kernel_manager_of,
     listing,
     others_could_run_code,
+    ranks_phrase,
     transfer_client,
 )
 from . import far as far_side
@@ -121,9 +122,8 @@ def refuse_ranks(found: dict[str, Any]) -> None:
     ranks = found.get("ranks") or []
     if not ranks:
         return
-    nodes = ", ".join(dict.fromkeys(str(r.get("node")) for r in ranks))
     reason = (
-        f"its {len(ranks)} %%ranks engines (on {nodes}) hold their own variables, which a "
+        f"its {ranks_phrase(ranks)} hold their own variables, which a "
         "hibernation does not save; `%ranks stop` ends them (their variables are lost) "
         "and lets the kernel hibernate"
     )

@@ -215,6 +215,13 @@ def user_names(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in entries if e["name"] not in KERNEL_NAMES]
 
 
+def ranks_phrase(ranks: list[dict[str, Any]]) -> str:
+    """The ``%%ranks`` engines of a listing in words: ``2 %%ranks engines (on gpu1,
+    gpu2)``."""
+    nodes = ", ".join(dict.fromkeys(str(r.get("node")) for r in ranks))
+    return f"{len(ranks)} %%ranks engine{'s' if len(ranks) != 1 else ''} (on {nodes})"
+
+
 class BusyKernelError(TransferError):
     """The kernel is running a cell, so it cannot list its variables now."""
 

@@ -16,7 +16,8 @@ import {
   isCarriable,
   moduleProblem,
   modulesIntro,
-  nothingToCarry
+  nothingToCarry,
+  ranksWarning
 } from './switchmodel';
 
 /** Milliseconds to wait for the listing before opening the dialog with a spinner. */
@@ -50,7 +51,11 @@ export class CarryBody extends Widget implements Dialog.IBodyWidget<string[]> {
   /** Show what can be carried. */
   showListing(listing: ICarryListing): void {
     this.node.textContent = '';
-    if (nothingToCarry(listing)) {
+    const warning = ranksWarning(listing);
+    if (warning) {
+      this.paragraph(warning).classList.add('jp-RemoteHW-carryWarning');
+    }
+    if (!listing.variables.length && !listing.modules.length) {
       this.paragraph('The kernel has no variables or imported modules: nothing to carry.');
     }
     if (listing.variables.length) {

@@ -30,10 +30,18 @@ export interface IModule {
   missing_reason?: string;
 }
 
+/** A `%%ranks` engine running beside a kernel. */
+export interface IRank {
+  rank: number;
+  node: string;
+}
+
 /** `GET /jupyter-remote-hw/api/variables/<session>`: what a switch could carry. */
 export interface ICarryListing {
   variables: IVariable[];
   modules: IModule[];
+  /** The `%%ranks` engines running beside the kernel (absent: none). */
+  ranks?: IRank[];
 }
 
 /** What a switch did. */
@@ -83,9 +91,27 @@ export function isCarriable(variable: IVariable): boolean {
   return variable.carriable !== false;
 }
 
-/** Whether the listing has nothing to offer. */
+/** Whether the listing has nothing to offer, and nothing to warn of. */
 export function nothingToCarry(listing: ICarryListing): boolean {
-  return !listing.variables.length && !listing.modules.length;
+  return !listing.variables.length && !listing.modules.length && !listing.ranks?.length;
+}
+
+/**
+ * The warning for a kernel whose `%%ranks` engines run: they end with the old
+ * kernel and their variables are not carried. Undefined when none run.
+ */
+export function ranksWarning(listing: ICarryListing): string | undefined {
+  const ranks = listing.ranks || [];
+  if (!ranks.length) {
+    return undefined;
+  }
+  const nodes = [...new Set(ranks.map(r => r.node))].join(', ');
+  const engines = ranks.length === 1 ? 'engine' : 'engines';
+  return (
+    `The ${ranks.length} %%ranks ${engines} (on ${nodes}) end with the old kernel, and ` +
+    'their variables with them. To keep one, cancel and gather it first with ' +
+    '`%%ranks --out NAME`.'
+  );
 }
 
 /**

@@ -7,6 +7,7 @@ import {
   moduleProblem,
   modulesIntro,
   nothingToCarry,
+  ranksWarning,
   switchSummary
 } from '../src/switchmodel';
 
@@ -31,6 +32,25 @@ describe('the carry dialog', () => {
     expect(
       nothingToCarry({ variables: [], modules: [{ name: 'os', module: 'os', importable: true }] })
     ).toBe(false);
+  });
+
+  it('warns that running %%ranks engines end with the old kernel, even with nothing to carry', () => {
+    const listing = {
+      variables: [],
+      modules: [],
+      ranks: [
+        { rank: 0, node: 'gpu1' },
+        { rank: 1, node: 'gpu1' },
+        { rank: 2, node: 'gpu2' }
+      ]
+    };
+    expect(nothingToCarry(listing)).toBe(false);
+    expect(ranksWarning(listing)).toBe(
+      'The 3 %%ranks engines (on gpu1, gpu2) end with the old kernel, and their variables ' +
+        'with them. To keep one, cancel and gather it first with `%%ranks --out NAME`.'
+    );
+    expect(ranksWarning({ variables: [], modules: [], ranks: [] })).toBeUndefined();
+    expect(ranksWarning({ variables: [], modules: [] })).toBeUndefined();
   });
 });
 

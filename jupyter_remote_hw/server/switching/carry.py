@@ -21,6 +21,7 @@ from ...transfer.client import TransferClient
 from ...transfer.variables import (
     BusyKernelError,
     kernel_namespace,
+    ranks_phrase,
     source_and_destination,
     user_names,
 )
@@ -150,6 +151,7 @@ async def carry(
             destination,
         ):
             listing = await source.namespace()
+            _left_ranks(listing.get("ranks") or [], result)
             modules = {m["name"]: m for m in user_names(listing["modules"])}
             wanted = (
                 [v["name"] for v in user_names(listing["variables"])] + list(modules)
@@ -168,6 +170,20 @@ async def carry(
             "keeps that kernel; nothing was moved"
         ) from None
     return result
+
+
+def _left_ranks(ranks: list[dict[str, Any]], result: CarryReport) -> None:
+    """Name the old kernel's ``%%ranks`` engines among what is not carried: they end
+    with the old kernel, and their variables with them."""
+    if ranks:
+        result.not_carried.append(
+            {
+                "name": "%%ranks",
+                "reason": f"the old kernel's {ranks_phrase(ranks)} ended with it, and their "
+                "variables with them (`%%ranks --out NAME` gathers a variable into the "
+                "notebook's kernel, which a switch carries)",
+            }
+        )
 
 
 class CarryError(TransferError):

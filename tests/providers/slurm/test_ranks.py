@@ -236,6 +236,52 @@ async def test_a_kernel_with_running_ranks_is_not_hibernated_until_they_are_stop
     assert ran.stdout.count("] False") == 2, ran.stdout
 
 
+async def test_a_switch_says_the_ranks_end_and_leaves_nothing_running(
+    kernels: Any, manager: MachineManager, jp_fetch: Any
+) -> None:
+    response = await jp_fetch(
+        "api",
+        "sessions",
+        method="POST",
+        body=json.dumps({"path": "ranks.ipynb", "type": "notebook", "kernel": {"name": TWO_NODES}}),
+    )
+    session = json.loads(response.body)
+    kc = await kernels.channels(session["kernel"]["id"])
+    pids = await ranks_pids(kc)
+    ran = await kc.execute("%%ranks --out mine\nimport os\nmine = int(os.environ['RANK'])")
+    assert ran.status == "ok", traceback_of(ran)
+    # The carry dialog's listing names the ranks, which it warns of.
+    response = await jp_fetch(
+        "jupyter-remote-hw", "api", "variables", session["id"], params={"hardware": "local"}
+    )
+    listed = json.loads(response.body)
+    assert [(r["rank"], r["node"]) for r in listed["ranks"]] == [(0, "gpu1"), (1, "gpu2")]
+    assert "mine" in [v["name"] for v in listed["variables"]]
+
+    response = await jp_fetch(
+        "jupyter-remote-hw",
+        "api",
+        "switch",
+        session["id"],
+        method="POST",
+        body=json.dumps({"hardware": "local", "carry": ["mine"]}),
+    )
+    report = json.loads(response.body)
+    assert [c["name"] for c in report["carried"]] == ["mine"]
+    assert [n["name"] for n in report["not_carried"]] == ["%%ranks"]
+    assert "2 %%ranks engines (on gpu1, gpu2) ended with it" in report["not_carried"][0]["reason"]
+    for _ in range(100):
+        if not our_jobs() and not any(alive(p) for p in pids):
+            break
+        await asyncio.sleep(0.2)
+    assert our_jobs() == [], "the old allocation outlived the switch"
+    assert not any(alive(p) for p in pids), "ranks outlived the switch"
+    new = await kernels.channels(report["kernel_id"])
+    ran = await new.execute("print(mine)")
+    assert ran.stdout.strip() == "[0, 1]", ran
+    await kernels.stop(report["kernel_id"])
+
+
 async def test_remote_finds_the_allocation_of_a_node_count(manager: MachineManager) -> None:
     # What %%remote TARGET --nodes N [--gpus-per-node G] runs on.
     assert find_shaped_target(manager, "slurm-dev-gpu-gpu", 2, None).name == (
