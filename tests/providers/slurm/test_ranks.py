@@ -116,6 +116,17 @@ async def test_a_cell_runs_on_every_rank_of_two_nodes_and_each_failure_names_its
     assert (await kc.execute("print(mine)")).stdout.strip() == "['aaaaaaaaaa', 'bbbbbbbbbb']"
     ran = await kc.execute("%%ranks --ranks 1\nprint(mine)")
     assert ran.stdout.strip().endswith("[rank 1] bbbbbbbbbb"), ran.stdout
+    # Large values go over each rank's own link to the notebook's kernel, both ways.
+    await kc.execute("import os\nbig = os.urandom(3 * 2**20)")
+    ran = await kc.execute(
+        "%%ranks --in big --out echo\nimport os\necho = big + bytes([int(os.environ['RANK'])])"
+    )
+    assert ran.status == "ok", traceback_of(ran)
+    ran = await kc.execute("print([len(e) for e in echo], [e[:-1] == big for e in echo])")
+    assert ran.stdout.strip() == "[3145729, 3145729] [True, True]", ran.stdout
+    assert (await kc.execute("print([e[-1] for e in echo])")).stdout.strip() == "[0, 1]"
+    listed = (await kc.execute("%ranks")).stdout
+    assert listed.count("large values over its link") == 2, listed
 
     # An error on rank 1 only fails the cell, its traceback shown with its rank.
     ran = await kc.execute("%%ranks\nif dist.get_rank() == 1:\n    1 / 0\nprint('fine')")

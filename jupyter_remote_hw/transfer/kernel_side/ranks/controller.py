@@ -23,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .wire import Channel, Message, decode, decode_value, encode_value
+from . import bulk
+from .wire import Channel, Message, decode, dumps, pack_pickle, pack_value, unpack_value
 from .world import Rank, World
 
 #: Seconds between the controller's signs of life to its engines.
@@ -53,6 +54,8 @@ class Engine:
     said: deque[str] = field(default_factory=lambda: deque(maxlen=20))
     """srun's last lines on its standard error (SLURM's own words when a step ends)."""
     ready: Message | None = None
+    link: bulk.Link | None = None
+    """Its connection for large values, when it made one."""
     ended: str | None = None
     """Why the engine is gone, once it is."""
 
@@ -93,6 +96,9 @@ class Controller:
         self.engines: dict[int, Engine] = {}
         self.events: queue.Queue[tuple[int, Message]] = queue.Queue()
         self.cell = 0
+        self.bulk: bulk.Server | None = None
+        self.unlinked = ""
+        """Why values go over the channel only, when they do."""
         self._stop = threading.Event()
 
     # ------------------------------------------------------------------ engines
@@ -119,12 +125,18 @@ class Controller:
             RanksError: One did not start; those that did are ended.
         """
         port = free_port()
+        try:
+            self.bulk = bulk.Server(self.world.master_addr)
+        except OSError as exc:
+            self.unlinked = f"no port for large values on {self.world.master_addr}: {exc}"
         for rank in self.world.ranks:
             env = {
                 **os.environ,
                 **self.world.environment(rank, port),
                 "JRHW_RANKS_HEARTBEAT": f"{self.heartbeat:g}",
             }
+            if self.bulk is not None:
+                env[bulk.ADDRESS_ENV] = self.bulk.address
             process = subprocess.Popen(
                 self.srun(rank),
                 stdin=subprocess.PIPE,
@@ -153,6 +165,10 @@ class Controller:
             if message.get("ev") == "ready":
                 engine.ready = message
                 waiting.discard(number)
+                if self.bulk is not None and message.get("bulk"):
+                    engine.link = self.bulk.link(number, timeout=5.0)
+                if message.get("unlinked"):
+                    self.unlinked = f"rank {number}: {message['unlinked']}"
                 say(
                     f"rank {number} ready on {message.get('node')}"
                     + (f" (GPU {message['devices']})" if message.get("devices") else "")
@@ -194,6 +210,8 @@ class Controller:
     def stop(self) -> None:
         """End every engine: asked first, then its step ended."""
         self._stop.set()
+        if self.bulk is not None:
+            self.bulk.close()
         for engine in self.engines.values():
             engine.channel.send({"op": "exit"})
             try:
@@ -255,13 +273,17 @@ class Controller:
             )
         self.cell += 1
         cell = self.cell
-        encoded = {name: encode_value(value) for name, value in (inputs or {}).items()}
         port = free_port()
+        pickled = {name: dumps(value) for name, value in (inputs or {}).items()}
         for index, number in enumerate(ranks):
-            mine = dict(encoded)
+            engine = self.engines[number]
+            mine = {
+                name: pack_pickle(data, f"in-{cell}-{name}", engine.link)
+                for name, data in pickled.items()
+            }
             for name, values in (scatter or {}).items():
-                mine[name] = encode_value(values[index])
-            self.engines[number].channel.send(
+                mine[name] = pack_value(values[index], f"in-{cell}-{name}", engine.link)
+            engine.channel.send(
                 {
                     "op": "execute",
                     "id": cell,
@@ -377,6 +399,9 @@ class Controller:
     def _gather(self, ranks: list[int], names: list[str]) -> dict[str, list[Any]]:
         self.cell += 1
         for number in ranks:
+            link = self.engines[number].link
+            if link is not None:
+                link.store.clear()  # what a failed gather left
             self.engines[number].channel.send({"op": "get", "id": self.cell, "names": names})
         values: dict[int, Message] = {}
         deadline = time.monotonic() + 300
@@ -400,10 +425,16 @@ class Controller:
         ]
         if problems:
             raise RanksError("nothing was gathered: " + "; ".join(problems))
-        return {
-            name: [decode_value(values[number]["values"][name]) for number in ranks]
-            for name in names
-        }
+        try:
+            return {
+                name: [
+                    unpack_value(values[number]["values"][name], self.engines[number].link)
+                    for number in ranks
+                ]
+                for name in names
+            }
+        except bulk.BulkError as exc:
+            raise RanksError(f"nothing was gathered: {exc}") from None
 
 
 def free_port() -> int:

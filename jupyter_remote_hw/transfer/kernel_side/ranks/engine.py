@@ -20,7 +20,8 @@ import time
 import traceback
 from typing import IO, Any
 
-from .wire import Channel, Message, decode, decode_value, encode_value
+from . import bulk
+from .wire import Channel, Message, decode, pack_value, unpack_value
 
 #: Seconds without a message from the controller after which the engine ends itself.
 DEFAULT_HEARTBEAT = 60.0
@@ -184,8 +185,17 @@ def own_device() -> None:
 class Engine:
     """The engine of one rank (see the module's description)."""
 
-    def __init__(self, channel: Channel, stdin: IO[bytes], heartbeat: float) -> None:
+    def __init__(
+        self,
+        channel: Channel,
+        stdin: IO[bytes],
+        heartbeat: float,
+        link: bulk.Link | None = None,
+        unlinked: str = "",
+    ) -> None:
         self.channel = channel
+        self.link = link
+        self.unlinked = unlinked
         self.stdin = stdin
         self.heartbeat = heartbeat
         self.heard = time.monotonic()
@@ -259,6 +269,8 @@ class Engine:
                 "node": os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
                 "pid": os.getpid(),
                 "devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+                "bulk": self.link is not None,
+                "unlinked": self.unlinked,
             }
         )
         while True:
@@ -287,7 +299,7 @@ class Engine:
         try:
             try:
                 for name, text in dict(message.get("inputs") or {}).items():
-                    self.shell.user_ns[name] = decode_value(text)
+                    self.shell.user_ns[name] = unpack_value(text, self.link)
             except Exception as exc:  # noqa: BLE001 (unpickling raises anything; named)
                 reply.update(
                     status="error",
@@ -320,14 +332,16 @@ class Engine:
         self.channel.send(reply)
 
     def get(self, message: Message) -> None:
-        values: dict[str, str] = {}
+        rank = int(os.environ.get("RANK", "0"))
+        values: dict[str, str | Message] = {}
         errors: dict[str, str] = {}
         for name in message.get("names") or []:
             if name not in self.shell.user_ns:
                 errors[name] = f"{name!r} is not defined"
                 continue
             try:
-                values[name] = encode_value(self.shell.user_ns[name])
+                ident = f"out-{rank}-{message.get('id')}-{name}"
+                values[name] = pack_value(self.shell.user_ns[name], ident, self.link)
             except Exception as exc:  # noqa: BLE001 (pickling raises anything; named)
                 errors[name] = f"{name!r} cannot be sent: {type(exc).__name__}: {exc}"
         self.channel.send(
@@ -344,7 +358,14 @@ def main() -> None:
     os.dup2(devnull, 0)  # a cell that reads its input must not read the channel
     os.close(devnull)
     heartbeat = float(os.environ.get("JRHW_RANKS_HEARTBEAT") or DEFAULT_HEARTBEAT)
-    engine = Engine(channel, stdin, heartbeat)
+    link, unlinked = None, ""
+    address = os.environ.pop(bulk.ADDRESS_ENV, "")  # the key: not for the cells' eyes
+    if address:
+        try:
+            link = bulk.connect(address, int(os.environ.get("RANK", "0")), bulk.Store())
+        except (OSError, ValueError) as exc:
+            unlinked = f"{type(exc).__name__}: {exc}"
+    engine = Engine(channel, stdin, heartbeat, link, unlinked)
     threading.Thread(target=engine.listen, name="channel", daemon=True).start()
     threading.Thread(target=engine.watch, name="heartbeat", daemon=True).start()
     engine.serve()

@@ -136,6 +136,8 @@ def _started(say: Any = _say) -> Controller:
         raise
     _controller = controller
     say(f"{world.size} ranks ready in {time.monotonic() - began:.1f} s")
+    if controller.unlinked:
+        say(f"large values go through SLURM's relay, which is slower ({controller.unlinked})")
     return controller
 
 
@@ -197,8 +199,10 @@ def ranks_line(line: str) -> Any:
         ready = engine.ready or {}
         state = "running" if engine.ended is None else f"ended: {engine.ended}"
         devices = f" GPU {ready.get('devices')}" if ready.get("devices") else ""
+        values = "large values over its link" if engine.link else "values over SLURM's relay"
         _say(
-            f"rank {engine.rank.rank} on {engine.rank.node}{devices} pid {ready.get('pid')}: {state}"
+            f"rank {engine.rank.rank} on {engine.rank.node}{devices} pid {ready.get('pid')}: "
+            f"{state}; {values}"
         )
     return None
 

@@ -1,5 +1,6 @@
 """The messages between the ``%%ranks`` controller and an engine: one JSON object per
-line; values as base64 of their pickle (cloudpickle, protocol 5, buffers in band)."""
+line; values as base64 of their pickle (cloudpickle, protocol 5, buffers in band), or,
+for large ones, a reference to a frame sent over the link of :mod:`.bulk`."""
 
 from __future__ import annotations
 
@@ -11,8 +12,18 @@ import time
 from typing import IO, Any, Dict  # noqa: UP035 (Dict: see Message)
 
 from ..pickling import cloudpickle  # type: ignore[attr-defined]
+from .bulk import THRESHOLD, BulkError, Link
 
 Message = Dict[str, Any]  # noqa: UP006 (evaluated: hosts may run Python 3.8)
+
+
+def dumps(value: object) -> bytes:
+    """``value``'s pickle, as every message carries it.
+
+    Raises:
+        Exception: ``value`` cannot be pickled (whatever cloudpickle raised).
+    """
+    return bytes(cloudpickle.dumps(value, protocol=5))
 
 
 def encode_value(value: object) -> str:
@@ -21,12 +32,48 @@ def encode_value(value: object) -> str:
     Raises:
         Exception: ``value`` cannot be pickled (whatever cloudpickle raised).
     """
-    return base64.b64encode(cloudpickle.dumps(value, protocol=5)).decode("ascii")
+    return base64.b64encode(dumps(value)).decode("ascii")
 
 
 def decode_value(text: str) -> object:
     """The value :func:`encode_value` made ``text`` of."""
     return cloudpickle.loads(base64.b64decode(text))
+
+
+def pack_value(value: object, ident: str, link: Link | None = None) -> str | Message:
+    """``value`` for a message: its pickle in the message (base64), or, when larger than
+    :data:`.bulk.THRESHOLD` and ``link`` is there, sent over it as frame ``ident`` and
+    ``{"bulk": ident}`` in the message (in the message after all if the send fails).
+
+    Raises:
+        Exception: ``value`` cannot be pickled (whatever cloudpickle raised).
+    """
+    return pack_pickle(dumps(value), ident, link)
+
+
+def pack_pickle(data: bytes, ident: str, link: Link | None = None) -> str | Message:
+    """:func:`pack_value` of a value already pickled (one pickle for every rank)."""
+    if link is not None and len(data) > THRESHOLD:
+        try:
+            link.send(ident, data)
+            return {"bulk": ident, "n": len(data)}
+        except OSError:
+            pass
+    return base64.b64encode(data).decode("ascii")
+
+
+def unpack_value(field: object, link: Link | None = None, timeout: float = 60.0) -> object:
+    """The value :func:`pack_value` made ``field`` of (a frame is taken from ``link``).
+
+    Raises:
+        BulkError: The frame did not come (or there is no link for it).
+        Exception: The pickle cannot be loaded here (whatever cloudpickle raised).
+    """
+    if isinstance(field, dict):
+        if link is None:
+            raise BulkError(f"value {field.get('bulk')} was sent over a link this side lacks")
+        return cloudpickle.loads(link.store.take(str(field.get("bulk")), timeout))
+    return decode_value(str(field))
 
 
 def decode(line: bytes) -> Message | None:
