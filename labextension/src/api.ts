@@ -102,7 +102,11 @@ export class HardwareAPI {
     const query = hardware ? `?hardware=${encodeURIComponent(hardware)}` : '';
     const path = `variables/${encodeURIComponent(sessionId)}${query}`;
     const listing = await this.request<Partial<ICarryListing>>(path);
-    return { variables: listing.variables ?? [], modules: listing.modules ?? [] };
+    return {
+      variables: listing.variables ?? [],
+      modules: listing.modules ?? [],
+      ranks: listing.ranks ?? []
+    };
   }
 
   /** Switch a session's kernel to other hardware, carrying `carry`. */

@@ -179,5 +179,18 @@ test('A notebook across two nodes: the picker offers the allocation, and %%ranks
     );
   }
   await page.screenshot({ path: path.join(IMAGES, 'slurm-nodes-panel.png') });
+
+  // A switch away warns first that the ranks end with the old kernel.
+  await item.click();
+  await dialog.locator('tr[data-name="local"]').click();
+  await dialog.locator('.jp-Dialog-button.jp-mod-accept').click();
+  const warning = page.locator('.jp-RemoteHW-carry .jp-RemoteHW-carryWarning');
+  await expect(warning).toHaveText(
+    'The 2 %%ranks engines (on gpu1, gpu2) end with the old kernel, and their variables ' +
+      'with them. To keep one, cancel and gather it first with `%%ranks --out NAME`.',
+    { timeout: 30000 }
+  );
+  await page.locator(DIALOG).screenshot({ path: path.join(IMAGES, 'switch-ranks.png') });
+  await page.locator(`${DIALOG} .jp-Dialog-button.jp-mod-reject`).click();
   await page.kernel.shutdownAll();
 });
