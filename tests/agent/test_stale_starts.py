@@ -55,12 +55,18 @@ async def test_a_kernel_whose_starter_went_away_before_the_answer_is_ended(
         "op": "start_kernel",
         "args": {"kernel_id": "k-unconfirmed", "owner": ELSEWHERE, "orphan_grace": 600},
     }
-    await starter.send_raw(json.dumps(request).encode() + b"\n")
-    await asyncio.sleep(0.2)  # the agent has begun the start
-    await starter.close()  # a killed server: the answer never reaches anyone
-    loop = asyncio.get_running_loop()
-    deadline, pid = loop.time() + 60, None
     pid_file = agent.kernels_dir / "k-unconfirmed.pid"
+    await starter.send_raw(json.dumps(request).encode() + b"\n")
+    # The agent has spawned the kernel (its pid file is written then) and waits for it
+    # to answer (about 0.2 s here): a killed server goes now, and the answer never
+    # reaches anyone. (A fixed sleep raced with that wait.)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    while not pid_file.exists():
+        assert loop.time() - began < 30, "the agent never began the start"
+        await asyncio.sleep(0.002)
+    await starter.close()
+    deadline, pid = loop.time() + 60, None
     # Once started, it is ended at once: not after its orphan grace of 600 s.
     while pid is None or running(pid) or "k-unconfirmed" in await listed(client):
         assert loop.time() < deadline, (pid, await listed(client))
