@@ -52,9 +52,13 @@ def alive(pid: int) -> bool:
 
 
 async def ranks_pids(kc: KernelChannels) -> list[int]:
+    """Each rank's engine pid, by rank."""
     ran = await kc.execute("%%ranks\nimport os\nprint('pid', os.getpid())")
     assert ran.status == "ok", ran.stderr
-    return [int(p) for p in re.findall(r"pid (\d+)", ran.stdout)]
+    # By rank: the ranks' lines come in whichever order they were printed.
+    found = sorted((int(r), int(p)) for r, p in re.findall(r"\[rank (\d+)\] pid (\d+)", ran.stdout))
+    assert [r for r, _ in found] == list(range(len(found))) and found, ran.stdout
+    return [p for _, p in found]
 
 
 async def test_a_cell_runs_on_every_rank_of_two_nodes_and_each_failure_names_its_rank(
