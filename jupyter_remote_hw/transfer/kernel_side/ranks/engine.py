@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 from . import bulk
 from .wire import Channel, Message, decode, pack_value, unpack_value
@@ -47,6 +47,8 @@ class _Capture:
         self._read_end = read_end
         self._marker: bytes | None = None
         self._reached = threading.Event()
+        self._draining = threading.Lock()
+        self._drains = 0
         threading.Thread(target=self._run, name=f"capture-{name}", daemon=True).start()
 
     def _send(self, data: bytes) -> None:
@@ -77,14 +79,26 @@ class _Capture:
             self._send(pending[:cut])
             pending = pending[cut:]
 
-    def drain(self, cell: int, timeout: float = 5.0) -> None:
-        """Send everything written so far, the unfinished last line included."""
-        marker = f"\x00jrhw-cell-end-{cell}\x00".encode()
-        self._reached.clear()
-        self._marker = marker
-        os.write(self.fd, marker)
-        self._reached.wait(timeout)
-        self._marker = None
+    def drain(self, timeout: float = 5.0) -> None:
+        """Send everything written so far, the unfinished last line included, before
+        returning (so a message sent next comes after it)."""
+        with self._draining:
+            self._drains += 1
+            marker = f"\x00jrhw-drain-{self._drains}\x00".encode()
+            self._reached.clear()
+            self._marker = marker
+            os.write(self.fd, marker)
+            self._reached.wait(timeout)
+            self._marker = None
+
+
+def drain_all(captures: list[_Capture]) -> None:
+    """Send what the cell printed so far on every descriptor (before a rich output, so
+    that it keeps its place among the cell's lines)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for capture in captures:
+        capture.drain()
 
 
 def _shell_classes() -> Any:
@@ -95,11 +109,13 @@ def _shell_classes() -> Any:
 
     class RankDisplayHook(DisplayHook):
         channel: Channel | None = None
+        captures: ClassVar[list[_Capture]] = []
 
         def write_output_prompt(self) -> None:
             pass
 
         def write_format_data(self, format_dict: Any, md_dict: Any = None) -> None:
+            drain_all(RankDisplayHook.captures)
             if RankDisplayHook.channel is not None:
                 RankDisplayHook.channel.send(
                     {"ev": "result", "data": _jsonable(format_dict), "metadata": md_dict or {}}
@@ -110,9 +126,10 @@ def _shell_classes() -> Any:
 
     class RankDisplayPublisher(DisplayPublisher):
         channel: Channel | None = None
+        captures: ClassVar[list[_Capture]] = []
 
         def publish(self, data: Any, metadata: Any = None, *args: Any, **kwargs: Any) -> None:
-            sys.stdout.flush()
+            drain_all(RankDisplayPublisher.captures)
             if RankDisplayPublisher.channel is not None:
                 RankDisplayPublisher.channel.send(
                     {"ev": "display", "data": _jsonable(data), "metadata": metadata or {}}
@@ -213,6 +230,7 @@ class Engine:
             _Capture(1, "stdout", channel),
             _Capture(2, "stderr", channel),
         ]
+        hook.captures = publisher.captures = self.captures
         sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
         sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
 
@@ -325,10 +343,7 @@ class Engine:
             )
         finally:
             self.busy = False
-        for capture in self.captures:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            capture.drain(cell)
+        drain_all(self.captures)
         self.channel.send(reply)
 
     def get(self, message: Message) -> None:

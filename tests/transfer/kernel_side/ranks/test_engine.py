@@ -121,6 +121,26 @@ def test_an_error_names_itself_and_an_interrupt_stops_a_cell_keeping_variables(
     assert decode_value(engine.until("values")[-1]["values"]["kept"]) == 5
 
 
+def test_rich_outputs_keep_their_place_among_the_printed_lines(engine: EngineProcess) -> None:
+    engine.send(
+        {
+            "op": "execute",
+            "id": 1,
+            "code": "from IPython.display import display\nimport os\n"
+            "for i in range(5):\n    print('line', i)\n    display(i)\n"
+            "os.system('echo from a child')\ndisplay('last')\n'result'",
+        }
+    )
+    seen = engine.until("done")
+    order = [
+        m["text"].strip() if m["ev"] == "stream" else f"{m['ev']} {m['data']['text/plain']}"
+        for m in seen
+        if m.get("ev") in ("stream", "display", "result")
+    ]
+    expected = [x for i in range(5) for x in (f"line {i}", f"display {i}")]
+    assert order == [*expected, "from a child", "display 'last'", "result 'result'"]
+
+
 def test_the_engine_ends_when_its_controller_is_gone() -> None:
     made = EngineProcess({"JRHW_RANKS_HEARTBEAT": "1"})
     made.until("ready")
