@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import bulk
+from . import link as keyed
 from .wire import Channel, Message, decode, dumps, pack_pickle, pack_value, unpack_value
 from .world import Rank, World
 
@@ -54,7 +54,7 @@ class Engine:
     said: deque[str] = field(default_factory=lambda: deque(maxlen=20))
     """srun's last lines on its standard error (SLURM's own words when a step ends)."""
     ready: Message | None = None
-    link: bulk.Link | None = None
+    link: keyed.Link | None = None
     """Its connection for large values, when it made one."""
     ended: str | None = None
     """Why the engine is gone, once it is."""
@@ -96,7 +96,7 @@ class Controller:
         self.engines: dict[int, Engine] = {}
         self.events: queue.Queue[tuple[int, Message]] = queue.Queue()
         self.cell = 0
-        self.bulk: bulk.Server | None = None
+        self.bulk: keyed.Server | None = None
         self.unlinked = ""
         """Why values go over the channel only, when they do."""
         self._stop = threading.Event()
@@ -126,7 +126,7 @@ class Controller:
         """
         port = free_port()
         try:
-            self.bulk = bulk.Server(self.world.master_addr)
+            self.bulk = keyed.Server(self.world.master_addr)
         except OSError as exc:
             self.unlinked = f"no port for large values on {self.world.master_addr}: {exc}"
         for rank in self.world.ranks:
@@ -136,7 +136,7 @@ class Controller:
                 "JRHW_RANKS_HEARTBEAT": f"{self.heartbeat:g}",
             }
             if self.bulk is not None:
-                env[bulk.ADDRESS_ENV] = self.bulk.address
+                env[keyed.ADDRESS_ENV] = self.bulk.address
             process = subprocess.Popen(
                 self.srun(rank),
                 stdin=subprocess.PIPE,
@@ -433,7 +433,7 @@ class Controller:
                 ]
                 for name in names
             }
-        except bulk.BulkError as exc:
+        except keyed.BulkError as exc:
             raise RanksError(f"nothing was gathered: {exc}") from None
 
 

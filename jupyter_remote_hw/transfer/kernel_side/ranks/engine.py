@@ -20,7 +20,7 @@ import time
 import traceback
 from typing import IO, Any, ClassVar
 
-from . import bulk
+from . import link as keyed
 from .wire import Channel, Message, decode, pack_value, unpack_value
 
 #: Seconds without a message from the controller after which the engine ends itself.
@@ -207,7 +207,7 @@ class Engine:
         channel: Channel,
         stdin: IO[bytes],
         heartbeat: float,
-        link: bulk.Link | None = None,
+        link: keyed.Link | None = None,
         unlinked: str = "",
     ) -> None:
         self.channel = channel
@@ -374,10 +374,10 @@ def main() -> None:
     os.close(devnull)
     heartbeat = float(os.environ.get("JRHW_RANKS_HEARTBEAT") or DEFAULT_HEARTBEAT)
     link, unlinked = None, ""
-    address = os.environ.pop(bulk.ADDRESS_ENV, "")  # the key: not for the cells' eyes
+    address = os.environ.pop(keyed.ADDRESS_ENV, "")  # the key: not for the cells' eyes
     if address:
         try:
-            link = bulk.connect(address, int(os.environ.get("RANK", "0")), bulk.Store())
+            link = keyed.connect(address, int(os.environ.get("RANK", "0")), keyed.Store())
         except (OSError, ValueError) as exc:
             unlinked = f"{type(exc).__name__}: {exc}"
     engine = Engine(channel, stdin, heartbeat, link, unlinked)

@@ -1,6 +1,6 @@
 """The messages between the ``%%ranks`` controller and an engine: one JSON object per
 line; values as base64 of their pickle (cloudpickle, protocol 5, buffers in band), or,
-for large ones, a reference to a frame sent over the link of :mod:`.bulk`."""
+for large ones, a reference to a frame sent over the link of :mod:`.link`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import time
 from typing import IO, Any, Dict  # noqa: UP035 (Dict: see Message)
 
 from ..pickling import cloudpickle  # type: ignore[attr-defined]
-from .bulk import THRESHOLD, BulkError, Link
+from .link import THRESHOLD, BulkError, Link
 
 Message = Dict[str, Any]  # noqa: UP006 (evaluated: hosts may run Python 3.8)
 
@@ -42,7 +42,7 @@ def decode_value(text: str) -> object:
 
 def pack_value(value: object, ident: str, link: Link | None = None) -> str | Message:
     """``value`` for a message: its pickle in the message (base64), or, when larger than
-    :data:`.bulk.THRESHOLD` and ``link`` is there, sent over it as frame ``ident`` and
+    :data:`.link.THRESHOLD` and ``link`` is there, sent over it as frame ``ident`` and
     ``{"bulk": ident}`` in the message (in the message after all if the send fails).
 
     Raises:

@@ -14,26 +14,26 @@ from collections.abc import Iterator
 
 import pytest
 
-from jupyter_remote_hw.transfer.kernel_side.ranks import bulk
+from jupyter_remote_hw.transfer.kernel_side.ranks import link as keyed
 from jupyter_remote_hw.transfer.kernel_side.ranks.wire import pack_value, unpack_value
 
 from .test_engine import EngineProcess
 
 
 @pytest.fixture
-def server() -> Iterator[bulk.Server]:
-    made = bulk.Server("127.0.0.1")
+def server() -> Iterator[keyed.Server]:
+    made = keyed.Server("127.0.0.1")
     yield made
     made.close()
 
 
-def host_port(server: bulk.Server) -> tuple[str, int]:
+def host_port(server: keyed.Server) -> tuple[str, int]:
     host, port, _ = server.address.rsplit(":", 2)
     return host, int(port)
 
 
-def test_frames_go_both_ways_and_large_values_leave_the_message(server: bulk.Server) -> None:
-    engine_side = bulk.connect(server.address, 3, bulk.Store())
+def test_frames_go_both_ways_and_large_values_leave_the_message(server: keyed.Server) -> None:
+    engine_side = keyed.connect(server.address, 3, keyed.Store())
     link = server.link(3, timeout=5)
     assert link is not None
     big = bytes(range(256)) * 4096  # 1 MiB
@@ -47,7 +47,7 @@ def test_frames_go_both_ways_and_large_values_leave_the_message(server: bulk.Ser
     engine_side.close()
 
 
-def test_a_connection_without_the_key_is_never_read(server: bulk.Server) -> None:
+def test_a_connection_without_the_key_is_never_read(server: keyed.Server) -> None:
     with socket.create_connection(host_port(server)) as sock:
         nonce = sock.recv(16)
         wrong = hmac.new(b"x" * 32, nonce + struct.pack("!I", 0), hashlib.sha256).digest()
@@ -55,13 +55,13 @@ def test_a_connection_without_the_key_is_never_read(server: bulk.Server) -> None
         assert sock.recv(1) == b""  # closed at once
     assert server.link(0, timeout=0.5) is None
     with pytest.raises(ConnectionRefusedError, match="refused this rank"):
-        bulk.connect(server.address.rsplit(":", 1)[0] + ":" + "00" * 32, 1, bulk.Store())
+        keyed.connect(server.address.rsplit(":", 1)[0] + ":" + "00" * 32, 1, keyed.Store())
 
 
 def test_a_connection_that_proves_nothing_is_dropped(
-    server: bulk.Server, monkeypatch: pytest.MonkeyPatch
+    server: keyed.Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bulk, "PROOF_TIMEOUT", 0.3)
+    monkeypatch.setattr(keyed, "PROOF_TIMEOUT", 0.3)
     began = time.monotonic()
     with socket.create_connection(host_port(server)) as sock:
         sock.settimeout(5)
@@ -70,27 +70,27 @@ def test_a_connection_that_proves_nothing_is_dropped(
     assert time.monotonic() - began < 3
 
 
-def test_a_frame_that_fails_its_check_is_not_kept_and_ends_the_link(server: bulk.Server) -> None:
-    engine_side = bulk.connect(server.address, 2, bulk.Store())
+def test_a_frame_that_fails_its_check_is_not_kept_and_ends_the_link(server: keyed.Server) -> None:
+    engine_side = keyed.connect(server.address, 2, keyed.Store())
     link = server.link(2, timeout=5)
     assert link is not None
     # A frame signed as if the controller had sent it (a reflection) is refused too.
     payload = b"cos\nsystem\n(S'echo owned'\ntR."
-    forged = {"id": "out-2-1-x", "n": len(payload), "mac": bulk._mac(b"k" * 32, b"e", "x", b"")}
+    forged = {"id": "out-2-1-x", "n": len(payload), "mac": keyed._mac(b"k" * 32, b"e", "x", b"")}
     engine_side.sock.sendall(json.dumps(forged).encode() + b"\n" + payload)
-    with pytest.raises(bulk.BulkError, match="failed its check"):
+    with pytest.raises(keyed.BulkError, match="failed its check"):
         link.store.take("out-2-1-x", timeout=5)
-    reflected = {"id": "r", "n": 1, "mac": bulk._mac(link.key, b"c", "r", b"a")}
-    other = bulk.connect(server.address, 4, bulk.Store())
+    reflected = {"id": "r", "n": 1, "mac": keyed._mac(link.key, b"c", "r", b"a")}
+    other = keyed.connect(server.address, 4, keyed.Store())
     link4 = server.link(4, timeout=5)
     assert link4 is not None
     other.sock.sendall(json.dumps(reflected).encode() + b"\na")
-    with pytest.raises(bulk.BulkError, match="failed its check"):
+    with pytest.raises(keyed.BulkError, match="failed its check"):
         link4.store.take("r", timeout=5)
 
 
-def test_an_engine_sends_and_takes_large_values_over_its_link(server: bulk.Server) -> None:
-    engine = EngineProcess({"RANK": "5", bulk.ADDRESS_ENV: server.address})
+def test_an_engine_sends_and_takes_large_values_over_its_link(server: keyed.Server) -> None:
+    engine = EngineProcess({"RANK": "5", keyed.ADDRESS_ENV: server.address})
     try:
         ready = engine.until("ready")[-1]
         assert ready["bulk"] is True and ready["unlinked"] == ""
@@ -123,7 +123,7 @@ def test_an_engine_that_cannot_reach_its_controller_says_why_and_uses_the_channe
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
-    engine = EngineProcess({bulk.ADDRESS_ENV: f"127.0.0.1:{port}:{'ab' * 32}"})
+    engine = EngineProcess({keyed.ADDRESS_ENV: f"127.0.0.1:{port}:{'ab' * 32}"})
     try:
         ready = engine.until("ready")[-1]
         assert ready["bulk"] is False
