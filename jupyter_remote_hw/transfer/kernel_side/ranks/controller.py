@@ -96,7 +96,7 @@ class Controller:
         self.engines: dict[int, Engine] = {}
         self.events: queue.Queue[tuple[int, Message]] = queue.Queue()
         self.cell = 0
-        self.bulk: keyed.Server | None = None
+        self.link_server: keyed.Server | None = None
         self.unlinked = ""
         """Why values go over the channel only, when they do."""
         self._stop = threading.Event()
@@ -126,7 +126,7 @@ class Controller:
         """
         port = free_port()
         try:
-            self.bulk = keyed.Server(self.world.master_addr)
+            self.link_server = keyed.Server(self.world.master_addr)
         except OSError as exc:
             self.unlinked = f"no port for large values on {self.world.master_addr}: {exc}"
         for rank in self.world.ranks:
@@ -135,8 +135,8 @@ class Controller:
                 **self.world.environment(rank, port),
                 "JRHW_RANKS_HEARTBEAT": f"{self.heartbeat:g}",
             }
-            if self.bulk is not None:
-                env[keyed.ADDRESS_ENV] = self.bulk.address
+            if self.link_server is not None:
+                env[keyed.ADDRESS_ENV] = self.link_server.address
             process = subprocess.Popen(
                 self.srun(rank),
                 stdin=subprocess.PIPE,
@@ -165,8 +165,8 @@ class Controller:
             if message.get("ev") == "ready":
                 engine.ready = message
                 waiting.discard(number)
-                if self.bulk is not None and message.get("bulk"):
-                    engine.link = self.bulk.link(number, timeout=5.0)
+                if self.link_server is not None and message.get("bulk"):
+                    engine.link = self.link_server.link(number, timeout=5.0)
                 if message.get("unlinked"):
                     self.unlinked = f"rank {number}: {message['unlinked']}"
                 say(
@@ -210,8 +210,8 @@ class Controller:
     def stop(self) -> None:
         """End every engine: asked first, then its step ended."""
         self._stop.set()
-        if self.bulk is not None:
-            self.bulk.close()
+        if self.link_server is not None:
+            self.link_server.close()
         for engine in self.engines.values():
             engine.channel.send({"op": "exit"})
             try:

@@ -25,6 +25,7 @@ import socket
 import struct
 import threading
 import time
+from typing import IO
 
 #: Pickles larger than this go over the connection rather than the channel.
 THRESHOLD = 64 * 1024
@@ -50,27 +51,21 @@ def _mac(key: bytes, direction: bytes, ident: str, payload: bytes) -> str:
     return digest.hexdigest()
 
 
-def _read_exactly(sock: socket.socket, count: int) -> bytes:
-    parts = []
-    while count:
-        part = sock.recv(min(count, 1 << 20))
-        if not part:
-            raise ConnectionError("the connection closed")
-        parts.append(part)
-        count -= len(part)
-    return b"".join(parts)
+def _read(rfile: IO[bytes], count: int) -> bytes:
+    data = rfile.read(count)
+    if len(data) != count:
+        raise ConnectionError("the connection closed")
+    return data
 
 
-def _read_line(sock: socket.socket) -> bytes:
-    line = bytearray()
-    while not line.endswith(b"\n"):
-        if len(line) > _HEADER_MAX:
-            raise ConnectionError("a frame's header is too long")
-        byte = sock.recv(1)
-        if not byte:
-            raise ConnectionError("the connection closed")
-        line += byte
-    return bytes(line)
+def _close(sock: socket.socket, rfile: IO[bytes]) -> None:
+    """End the connection (its descriptor stays open while a reader of it does)."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    rfile.close()
+    sock.close()
 
 
 class Store:
@@ -121,14 +116,18 @@ class Link:
 
     Args:
         sock: The connection, its proof done.
+        rfile: The connection's reading end, as the proof read it.
         key: The world's key.
         sent: This side's direction (``b"c"`` the controller, ``b"e"`` an engine);
             frames read must carry the other one.
         store: Where checked frames go.
     """
 
-    def __init__(self, sock: socket.socket, key: bytes, sent: bytes, store: Store) -> None:
+    def __init__(
+        self, sock: socket.socket, rfile: IO[bytes], key: bytes, sent: bytes, store: Store
+    ) -> None:
         self.sock = sock
+        self._rfile = rfile
         self.key = key
         self.sent = sent
         self.heard = b"e" if sent == b"c" else b"c"
@@ -146,19 +145,18 @@ class Link:
             self.sock.sendall(payload)
 
     def close(self) -> None:
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
+        _close(self.sock, self._rfile)
 
     def _read(self) -> None:
         why = "the connection closed"
         try:
             while True:
-                header = json.loads(_read_line(self.sock))
+                line = self._rfile.readline(_HEADER_MAX)
+                if not line.endswith(b"\n"):
+                    raise ConnectionError("the connection closed, or a header was too long")
+                header = json.loads(line)
                 ident, count = str(header["id"]), int(header["n"])
-                payload = _read_exactly(self.sock, count)
+                payload = _read(self._rfile, count)
                 expected = _mac(self.key, self.heard, ident, payload)
                 if not hmac.compare_digest(expected, str(header["mac"])):
                     why = f"a frame failed its check ({ident}): the connection was closed"
@@ -208,26 +206,30 @@ class Server:
             threading.Thread(target=self._prove, args=(sock,), daemon=True).start()
 
     def _prove(self, sock: socket.socket) -> None:
+        rfile = sock.makefile("rb")
         try:
             sock.settimeout(PROOF_TIMEOUT)
             nonce = os.urandom(_NONCE)
             sock.sendall(nonce)
-            answer = _read_exactly(sock, 4 + 32)
+            answer = _read(rfile, 4 + 32)
             (rank,) = struct.unpack("!I", answer[:4])
             expected = hmac.new(self.key, nonce + answer[:4], hashlib.sha256).digest()
             if not hmac.compare_digest(expected, answer[4:]):
                 raise ConnectionError("wrong proof")
-            sock.sendall(_ACCEPTED)
         except (OSError, struct.error):
-            sock.close()
+            _close(sock, rfile)
             return
-        link = Link(sock, self.key, b"c", Store())
-        with self._linked:
+        link = Link(sock, rfile, self.key, b"c", Store())
+        with self._linked:  # known before the engine is told, so before it says so
             old = self.links.get(rank)
             self.links[rank] = link
             self._linked.notify_all()
         if old is not None:
             old.close()
+        try:
+            sock.sendall(_ACCEPTED)
+        except OSError:
+            link.close()
 
 
 def connect(address: str, rank: int, store: Store, timeout: float = 5.0) -> Link:
@@ -239,13 +241,14 @@ def connect(address: str, rank: int, store: Store, timeout: float = 5.0) -> Link
     host, port, key_hex = address.rsplit(":", 2)
     key = bytes.fromhex(key_hex)
     sock = socket.create_connection((host, int(port)), timeout=timeout)
+    rfile = sock.makefile("rb")
     try:
-        nonce = _read_exactly(sock, _NONCE)
+        nonce = _read(rfile, _NONCE)
         number = struct.pack("!I", rank)
         sock.sendall(number + hmac.new(key, nonce + number, hashlib.sha256).digest())
-        if sock.recv(1) != _ACCEPTED:
+        if rfile.read(1) != _ACCEPTED:
             raise ConnectionRefusedError(f"the controller at {host}:{port} refused this rank")
     except OSError:
-        sock.close()
+        _close(sock, rfile)
         raise
-    return Link(sock, key, b"e", store)
+    return Link(sock, rfile, key, b"e", store)

@@ -26,21 +26,7 @@ def dumps(value: object) -> bytes:
     return bytes(cloudpickle.dumps(value, protocol=5))
 
 
-def encode_value(value: object) -> str:
-    """``value`` as text for a message.
-
-    Raises:
-        Exception: ``value`` cannot be pickled (whatever cloudpickle raised).
-    """
-    return base64.b64encode(dumps(value)).decode("ascii")
-
-
-def decode_value(text: str) -> object:
-    """The value :func:`encode_value` made ``text`` of."""
-    return cloudpickle.loads(base64.b64decode(text))
-
-
-def pack_value(value: object, ident: str, link: Link | None = None) -> str | Message:
+def pack_value(value: object, ident: str = "", link: Link | None = None) -> str | Message:
     """``value`` for a message: its pickle in the message (base64), or, when larger than
     :data:`.link.THRESHOLD` and ``link`` is there, sent over it as frame ``ident`` and
     ``{"bulk": ident}`` in the message (in the message after all if the send fails).
@@ -73,7 +59,7 @@ def unpack_value(field: object, link: Link | None = None, timeout: float = 60.0)
         if link is None:
             raise BulkError(f"value {field.get('bulk')} was sent over a link this side lacks")
         return cloudpickle.loads(link.store.take(str(field.get("bulk")), timeout))
-    return decode_value(str(field))
+    return cloudpickle.loads(base64.b64decode(str(field)))
 
 
 def decode(line: bytes) -> Message | None:

@@ -15,7 +15,7 @@ from typing import IO, Any
 import pytest
 
 from jupyter_remote_hw.transfer.kernel_side.ranks.controller import engine_command
-from jupyter_remote_hw.transfer.kernel_side.ranks.wire import decode_value, encode_value
+from jupyter_remote_hw.transfer.kernel_side.ranks.wire import pack_value, unpack_value
 
 
 class EngineProcess:
@@ -77,7 +77,7 @@ def test_a_cell_s_output_comes_as_whole_lines_then_its_result(engine: EngineProc
             "code": "import os, sys, time\nos.system('echo from a child')\n"
             "sys.stdout.write('hal'); sys.stdout.flush(); time.sleep(0.3); print('f')\n"
             "sys.stdout.write('unfinished')\nx = k * 2\nx",
-            "inputs": {"k": encode_value(21)},
+            "inputs": {"k": pack_value(21)},
         }
     )
     seen = engine.until("done")
@@ -90,7 +90,7 @@ def test_a_cell_s_output_comes_as_whole_lines_then_its_result(engine: EngineProc
     assert {"ev": "result", "data": {"text/plain": "42"}, "metadata": {}} in seen
     engine.send({"op": "get", "id": 2, "names": ["x", "missing"]})
     values = engine.until("values")[-1]
-    assert decode_value(values["values"]["x"]) == 42
+    assert unpack_value(values["values"]["x"]) == 42
     assert values["errors"] == {"missing": "'missing' is not defined"}
 
 
@@ -118,7 +118,7 @@ def test_an_error_names_itself_and_an_interrupt_stops_a_cell_keeping_variables(
     assert done["ename"] == "KeyboardInterrupt"
     assert time.monotonic() - began < 2
     engine.send({"op": "get", "id": 3, "names": ["kept"]})
-    assert decode_value(engine.until("values")[-1]["values"]["kept"]) == 5
+    assert unpack_value(engine.until("values")[-1]["values"]["kept"]) == 5
 
 
 def test_rich_outputs_keep_their_place_among_the_printed_lines(engine: EngineProcess) -> None:
