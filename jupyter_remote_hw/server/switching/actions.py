@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ...provisioner import RemoteHWProvisioner
 from ...provisioner.operations import SWITCH, KernelOperations, OperationConflictError
 from ...transfer import TransferError
+from ...transfer.variables import ranks_phrase
 from ..request_errors import HardwareRequestError
 from .carry import CARRY_ALL, CarryError, carry, kernel_namespace, mark_missing_modules
 
@@ -148,6 +149,8 @@ class SessionSwitching:
         if not keep_old and old_id in self.kernel_manager:
             progress("stopping the old kernel", kernel_id=old_id)
             await self.kernel_manager.shutdown_kernel(old_id)
+        if carried.ranks:
+            carried.not_carried.append(_ranks_left(carried.ranks, keep_old))
         progress(
             "done",
             kernel_id=new_id,
@@ -164,6 +167,20 @@ class SessionSwitching:
             "imported": carried.imported,
             "not_carried": carried.not_carried,
         }
+
+
+def _ranks_left(ranks: list[dict[str, Any]], kept: bool) -> dict[str, str]:
+    """The old kernel's ``%%ranks`` engines, among what a switch did not carry."""
+    fate = (
+        "keep running with it (it was kept)"
+        if kept
+        else "ended with it, and their variables with them"
+    )
+    return {
+        "name": "%%ranks",
+        "reason": f"the old kernel's {ranks_phrase(ranks)} {fate}; `%%ranks --out NAME` "
+        "gathers a variable into the notebook's kernel, which a switch carries",
+    }
 
 
 def _operations_of(kernel_manager: Any, kernel_id: str) -> KernelOperations:

@@ -21,7 +21,6 @@ from ...transfer.client import TransferClient
 from ...transfer.variables import (
     BusyKernelError,
     kernel_namespace,
-    ranks_phrase,
     source_and_destination,
     user_names,
 )
@@ -88,6 +87,8 @@ class CarryReport:
     carried: list[dict[str, Any]] = field(default_factory=list)
     imported: list[dict[str, str]] = field(default_factory=list)
     not_carried: list[dict[str, str]] = field(default_factory=list)
+    ranks: list[dict[str, Any]] = field(default_factory=list)
+    """The old kernel's running ``%%ranks`` engines, which no switch carries."""
 
 
 class _Throttle:
@@ -151,7 +152,7 @@ async def carry(
             destination,
         ):
             listing = await source.namespace()
-            _left_ranks(listing.get("ranks") or [], result)
+            result.ranks = list(listing.get("ranks") or [])
             modules = {m["name"]: m for m in user_names(listing["modules"])}
             wanted = (
                 [v["name"] for v in user_names(listing["variables"])] + list(modules)
@@ -170,20 +171,6 @@ async def carry(
             "keeps that kernel; nothing was moved"
         ) from None
     return result
-
-
-def _left_ranks(ranks: list[dict[str, Any]], result: CarryReport) -> None:
-    """Name the old kernel's ``%%ranks`` engines among what is not carried: they end
-    with the old kernel, and their variables with them."""
-    if ranks:
-        result.not_carried.append(
-            {
-                "name": "%%ranks",
-                "reason": f"the old kernel's {ranks_phrase(ranks)} ended with it, and their "
-                "variables with them (`%%ranks --out NAME` gathers a variable into the "
-                "notebook's kernel, which a switch carries)",
-            }
-        )
 
 
 class CarryError(TransferError):

@@ -251,9 +251,11 @@ async def test_a_kernel_with_running_ranks_is_not_hibernated_until_they_are_stop
     assert ran.stdout.count("] False") == 2, ran.stdout
 
 
-async def test_a_switch_says_the_ranks_end_and_leaves_nothing_running(
-    kernels: Any, manager: MachineManager, jp_fetch: Any
-) -> None:
+async def session_with_ranks(
+    jp_fetch: Any, kernels: Any
+) -> tuple[dict[str, Any], KernelChannels, list[int]]:
+    """A notebook's session on two nodes whose ranks run, each holding ``mine`` (its
+    rank), gathered into ``mine`` in the notebook's kernel too."""
     response = await jp_fetch(
         "api",
         "sessions",
@@ -265,6 +267,20 @@ async def test_a_switch_says_the_ranks_end_and_leaves_nothing_running(
     pids = await ranks_pids(kc)
     ran = await kc.execute("%%ranks --out mine\nimport os\nmine = int(os.environ['RANK'])")
     assert ran.status == "ok", traceback_of(ran)
+    return session, kc, pids
+
+
+async def switch(jp_fetch: Any, session_id: str, **body: Any) -> dict[str, Any]:
+    response = await jp_fetch(
+        "jupyter-remote-hw", "api", "switch", session_id, method="POST", body=json.dumps(body)
+    )
+    return dict(json.loads(response.body))
+
+
+async def test_a_switch_says_the_ranks_end_and_leaves_nothing_running(
+    kernels: Any, manager: MachineManager, jp_fetch: Any
+) -> None:
+    session, _, pids = await session_with_ranks(jp_fetch, kernels)
     # The carry dialog's listing names the ranks, which it warns of.
     response = await jp_fetch(
         "jupyter-remote-hw", "api", "variables", session["id"], params={"hardware": "local"}
@@ -273,15 +289,7 @@ async def test_a_switch_says_the_ranks_end_and_leaves_nothing_running(
     assert [(r["rank"], r["node"]) for r in listed["ranks"]] == [(0, "gpu1"), (1, "gpu2")]
     assert "mine" in [v["name"] for v in listed["variables"]]
 
-    response = await jp_fetch(
-        "jupyter-remote-hw",
-        "api",
-        "switch",
-        session["id"],
-        method="POST",
-        body=json.dumps({"hardware": "local", "carry": ["mine"]}),
-    )
-    report = json.loads(response.body)
+    report = await switch(jp_fetch, session["id"], hardware="local", carry=["mine"])
     assert [c["name"] for c in report["carried"]] == ["mine"]
     assert [n["name"] for n in report["not_carried"]] == ["%%ranks"]
     assert "2 %%ranks engines (on gpu1, gpu2) ended with it" in report["not_carried"][0]["reason"]
@@ -295,6 +303,27 @@ async def test_a_switch_says_the_ranks_end_and_leaves_nothing_running(
     ran = await new.execute("print(mine)")
     assert ran.stdout.strip() == "[0, 1]", ran
     await kernels.stop(report["kernel_id"])
+
+
+async def test_a_switch_that_keeps_the_old_kernel_keeps_its_ranks_and_says_so(
+    kernels: Any, manager: MachineManager, jp_fetch: Any
+) -> None:
+    session, old, pids = await session_with_ranks(jp_fetch, kernels)
+    report = await switch(jp_fetch, session["id"], hardware="local", carry=["mine"], keep_old=True)
+    assert [n["name"] for n in report["not_carried"]] == ["%%ranks"]
+    reason = report["not_carried"][0]["reason"]
+    assert "2 %%ranks engines (on gpu1, gpu2) keep running with it" in reason, reason
+    # The old kernel and its ranks go on as they were, variables and all.
+    assert all(alive(p) for p in pids)
+    ran = await old.execute("%%ranks\nprint('still', mine)")
+    assert sorted(re.findall(r"still \d", ran.stdout)) == ["still 0", "still 1"], ran.stdout
+    await kernels.stop(report["previous_kernel_id"])
+    await kernels.stop(report["kernel_id"])
+    for _ in range(100):
+        if not our_jobs() and not any(alive(p) for p in pids):
+            break
+        await asyncio.sleep(0.2)
+    assert our_jobs() == [] and not any(alive(p) for p in pids)
 
 
 async def test_remote_finds_the_allocation_of_a_node_count(manager: MachineManager) -> None:
