@@ -33,8 +33,16 @@ def jp_server_config(ns_host: NetnsTestHost, short_tmp: Path, remote_root: Path)
             "root": str(remote_root),
         }
     ]
+    # A wake cut off where it waits for the link (the kernel reading its state on the
+    # host) is told when the launch's time is up: 40 s here, not the 90 s of other tests,
+    # so that the test's own 120 s hold the save, that wait and the shutdown.
     return write_config(
-        short_tmp / "config.json", ns_host.ssh_config, remote_root, short_tmp / "l", hosts
+        short_tmp / "config.json",
+        ns_host.ssh_config,
+        remote_root,
+        short_tmp / "l",
+        hosts,
+        RemoteHWProvisioner={"launch_timeout": 40.0, "poll_timeout": 3.0},
     )
 
 
