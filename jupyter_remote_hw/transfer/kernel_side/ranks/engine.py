@@ -318,6 +318,10 @@ class Engine:
             try:
                 for name, text in dict(message.get("inputs") or {}).items():
                     self.shell.user_ns[name] = unpack_value(text, self.link)
+                if self.link is not None:
+                    # A value an interrupted cell had begun to send came whole, and
+                    # before this cell's: it is nobody's now.
+                    self.link.store.clear()
             except Exception as exc:  # noqa: BLE001 (unpickling raises anything; named)
                 reply.update(
                     status="error",

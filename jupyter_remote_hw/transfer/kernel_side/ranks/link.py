@@ -138,11 +138,32 @@ class Link:
         threading.Thread(target=self._read, name="bulk-reader", daemon=True).start()
 
     def send(self, ident: str, payload: bytes) -> None:
-        """Send one frame (whole, before any other of this side's)."""
+        """Send one frame (whole, before any other of this side's).
+
+        The frame is written by a thread of its own, so that an interrupt of the
+        caller (the user's, during a large ``--in``) stops the wait, never the frame:
+        a frame cut in the middle would fail its check at the other end and end
+        the link.
+
+        Raises:
+            OSError: The connection failed while the frame was written.
+        """
         header = {"id": ident, "n": len(payload), "mac": _mac(self.key, self.sent, ident, payload)}
-        with self._lock:
-            self.sock.sendall(json.dumps(header).encode() + b"\n")
-            self.sock.sendall(payload)
+        failed: list[OSError] = []
+
+        def write() -> None:
+            with self._lock:
+                try:
+                    self.sock.sendall(json.dumps(header).encode() + b"\n")
+                    self.sock.sendall(payload)
+                except OSError as exc:
+                    failed.append(exc)
+
+        writer = threading.Thread(target=write, name="bulk-writer", daemon=True)
+        writer.start()
+        writer.join()
+        if failed:
+            raise failed[0]
 
     def close(self) -> None:
         _close(self.sock, self._rfile)

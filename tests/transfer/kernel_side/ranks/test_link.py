@@ -7,8 +7,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import signal
 import socket
 import struct
+import threading
 import time
 from collections.abc import Iterator
 
@@ -87,6 +89,39 @@ def test_a_frame_that_fails_its_check_is_not_kept_and_ends_the_link(server: keye
     other.sock.sendall(json.dumps(reflected).encode() + b"\na")
     with pytest.raises(keyed.BulkError, match="failed its check"):
         link4.store.take("r", timeout=5)
+
+
+def test_an_interrupt_during_a_large_send_stops_the_wait_not_the_frame() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        ours = socket.create_connection(listener.getsockname())
+        theirs = listener.accept()[0]
+    key = b"k" * 32
+    link = keyed.Link(ours, ours.makefile("rb"), key, b"c", keyed.Store())
+    big = bytes(range(256)) * 32768  # 8 MiB: far more than the socket holds unread
+    # The user's interrupt lands while the other end reads nothing, mid-frame.
+    timer = threading.Timer(
+        0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT)
+    )
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            link.send("in-1-big", big)
+    finally:
+        timer.cancel()
+    # Nothing of the frame was lost: it is read whole, checks, and the link goes on.
+    theirs.settimeout(10)
+    rfile = theirs.makefile("rb")
+    for ident, payload in (("in-1-big", big), ("in-2-small", b"after")):
+        if ident == "in-2-small":
+            link.send(ident, payload)
+        header = json.loads(rfile.readline())
+        assert header["id"] == ident and header["n"] == len(payload)
+        got = rfile.read(header["n"])
+        assert got == payload
+        assert header["mac"] == keyed._mac(key, b"c", ident, got)
+    rfile.close()
+    theirs.close()
+    link.close()
 
 
 def test_an_engine_sends_and_takes_large_values_over_its_link(server: keyed.Server) -> None:
