@@ -24,6 +24,7 @@ from typing import Any, Literal, TypeVar
 from ..transfer import TransferError
 from ..transfer.client import TransferClient
 from ..transfer.kernel_side.errors import NotSerializableError
+from ..transfer.kernel_side.ranks.magic import SAVED_NAME
 from ..transfer.variables import (
     Kernels,
     is_busy,
@@ -111,27 +112,12 @@ _COMM_REASONS = {
 _COMMS = "open comms do not survive a wake: what opened them must open them again"
 
 
-def refuse_ranks(found: dict[str, Any]) -> None:
-    """Refuse to save a kernel whose ``%%ranks`` engines run: their variables are in
-    their own processes, on every node of the allocation, and saving the kernel alone
-    would lose them when the allocation ends (all ranks or none).
+#: The kernel's hidden variable that holds its ``%%ranks`` engines' variables while it
+#: is saved and after a wake (see :func:`.kernel_side.ranks.magic.save_ranks`).
+RANKS_NAME = SAVED_NAME
 
-    Raises:
-        UnsavableStateError: Ranks run (named, with what to do).
-    """
-    ranks = found.get("ranks") or []
-    if not ranks:
-        return
-    reason = (
-        f"its {ranks_phrase(ranks)} hold their own variables, which a "
-        "hibernation does not save; `%ranks stop` ends them (their variables are lost) "
-        "and lets the kernel hibernate"
-    )
-    raise UnsavableStateError(
-        f"the kernel was not hibernated: {reason}. Nothing was saved and the kernel and "
-        "its ranks keep running as they were.",
-        [{"name": "%%ranks", "type": "ranks", "reason": reason}],
-    )
+#: How that variable is named to the user.
+RANKS_TYPE = "every rank's variables"
 
 
 def open_comms(found: dict[str, Any]) -> list[dict[str, Any]]:
@@ -250,55 +236,70 @@ async def save(
         steps.step("listing variables")
         async with transfer_client(kernel_manager, kernel_id) as client:
             found = await listing(client, is_busy(kernel_manager, kernel_id))
-            refuse_ranks(found)
-            left = unsaved(found)
-            if left and policy == "refuse":
-                raise UnsavableStateError(
-                    f"the kernel holds what cannot be saved: {_named(left)}. Nothing "
-                    "was saved and the kernel keeps running as it was.",
-                    left,
-                )
-            left.extend(open_comms(found))
-            carried = [v for v in found["variables"] if v.get("carriable", True)]
-            devices = {v["name"]: str(v["device"]) for v in carried if v.get("device")}
-            estimate = sum(int(v.get("nbytes") or 0) for v in carried)
-            await steps.in_thread(store.check_room, entry_id, estimate, 0 if far else None)
-            steps.step("asking the working directory")
-            cwd = await _cwd(client)
-            python = (await client.hello()).get("python_version")
-            modules = [
-                {"name": m["name"], "module": m["module"]}
-                for m in found["modules"]
-                if m.get("importable", True)
-            ]
-            manifest = {
-                "kernel_id": kernel_id,
-                "kernel_name": manager.kernel_name,
-                "target": _target(manager),
-                "cwd": cwd,
-                "modules": modules,
-                "left_out": left,
-                "python": python,
-                # One left out while pulling keeps its device here: a restore looks
-                # only at the variables it restores.
-                "devices": devices,
-                # Someone else could run code in it: a wake rebuilds it restricted.
-                "run_by_others": await others_could_run_code(kernel_manager, kernel_id),
-            }
-            names = [v["name"] for v in carried]
-            types = {v["name"]: v["type"] for v in carried}
-            if far is not None:
-                entry = await _save_far(
-                    client, store, entry_id, manifest, far, steps, names, policy, types
-                )
-            else:
-                pickled = await _pull(
-                    lambda names: client.pull(names, steps.bytes("reading variables", estimate)),
-                    names,
-                    policy,
-                    left,
-                    types,
-                )
+            ranks: dict[str, Any] | None = None
+            if found.get("ranks"):
+                steps.step(f"gathering the variables of {ranks_phrase(found['ranks'])}")
+                ranks = await client.save_ranks()
+            try:
+                left = unsaved(found)
+                if ranks is not None:
+                    left.extend(ranks["left_out"])
+                if left and policy == "refuse":
+                    raise UnsavableStateError(
+                        f"the kernel holds what cannot be saved: {_named(left)}. Nothing "
+                        "was saved and the kernel keeps running as it was.",
+                        left,
+                    )
+                left.extend(open_comms(found))
+                carried = [v for v in found["variables"] if v.get("carriable", True)]
+                devices = {v["name"]: str(v["device"]) for v in carried if v.get("device")}
+                estimate = sum(int(v.get("nbytes") or 0) for v in carried)
+                estimate += int(ranks["nbytes"]) if ranks is not None else 0
+                await steps.in_thread(store.check_room, entry_id, estimate, 0 if far else None)
+                steps.step("asking the working directory")
+                cwd = await _cwd(client)
+                python = (await client.hello()).get("python_version")
+                modules = [
+                    {"name": m["name"], "module": m["module"]}
+                    for m in found["modules"]
+                    if m.get("importable", True)
+                ]
+                manifest = {
+                    "kernel_id": kernel_id,
+                    "kernel_name": manager.kernel_name,
+                    "target": _target(manager),
+                    "cwd": cwd,
+                    "modules": modules,
+                    "left_out": left,
+                    "python": python,
+                    # One left out while pulling keeps its device here: a restore looks
+                    # only at the variables it restores.
+                    "devices": devices,
+                    # Someone else could run code in it: a wake rebuilds it restricted.
+                    "run_by_others": await others_could_run_code(kernel_manager, kernel_id),
+                }
+                names = [v["name"] for v in carried]
+                types = {v["name"]: v["type"] for v in carried}
+                if ranks is not None:
+                    names.append(str(ranks["name"]))
+                    types[str(ranks["name"])] = RANKS_TYPE
+                if far is not None:
+                    entry = await _save_far(
+                        client, store, entry_id, manifest, far, steps, names, policy, types
+                    )
+                else:
+                    pickled = await _pull(
+                        lambda names: client.pull(
+                            names, steps.bytes("reading variables", estimate)
+                        ),
+                        names,
+                        policy,
+                        left,
+                        types,
+                    )
+            finally:
+                if ranks is not None:
+                    await client.unsave_ranks()  # the kernel is as it was
         if far is None:
             total = sum(item.nbytes for item in pickled)
             moved = steps.from_thread("writing", total)
@@ -315,6 +316,8 @@ async def save(
         ) from exc
     saved = [
         {"name": v["name"], "type": v["type"], "nbytes": v["nbytes"]}
+        if v["name"] != RANKS_NAME
+        else {"name": "%%ranks", "type": RANKS_TYPE, "nbytes": v["nbytes"]}
         for v in entry.manifest["variables"]
     ]
     summary = SaveSummary(entry, saved, modules, left, cwd, time.monotonic() - began)

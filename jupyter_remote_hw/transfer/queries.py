@@ -126,6 +126,22 @@ class KernelQueries:
             return {"imported": [], "failed": [{**module, "reason": reason} for module in modules]}
         return {"imported": list(content["imported"]), "failed": list(content["failed"])}
 
+    async def save_ranks(self) -> dict[str, Any]:
+        """Have the kernel gather every ``%%ranks`` engine's variables into one hidden
+        variable of its own, for a hibernation to save with the rest (see
+        :func:`.kernel_side.ranks.magic.save_ranks`): its ``name``, the ``ranks``,
+        ``variables`` and ``nbytes`` gathered, and what was ``left_out``.
+
+        Raises:
+            TransferError: A rank did not answer or has ended; nothing was gathered.
+        """
+        content, _ = await self._request({"op": "ranks_save"}, action="saving the ranks")
+        return content
+
+    async def unsave_ranks(self) -> None:
+        """Drop what :meth:`save_ranks` gathered (the kernel is as it was before)."""
+        await self._request({"op": "ranks_unsave"}, action="dropping the ranks' saved state")
+
     async def store(
         self, names: list[str], path: str, max_bytes: int = 0, min_free: int = 0
     ) -> dict[str, Any]:

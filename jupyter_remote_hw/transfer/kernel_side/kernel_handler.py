@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: Names IPython puts in every namespace.
-_HIDDEN = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
+HIDDEN_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 
 #: Seconds a ``list`` with ``check`` spends trial-pickling variables; those left
 #: unchecked when it runs out are listed with ``checked: false``.
@@ -75,7 +75,7 @@ def _sizeof(value: Any) -> int:
         return 0
 
 
-def _module_entry(name: str, module: Any) -> dict[str, Any]:
+def module_entry(name: str, module: Any) -> dict[str, Any]:
     """A module bound to ``name``: its import name and whether another kernel can import it."""
     module_name = getattr(module, "__name__", None) or name
     entry: dict[str, Any] = {"name": name, "module": module_name, "importable": True}
@@ -285,7 +285,7 @@ class TransferHandler:
             (name, value)
             for name, value in list(self.namespace.items())
             if not name.startswith("_")
-            and name not in _HIDDEN
+            and name not in HIDDEN_NAMES
             and shell_hidden.get(name, unset) is not value
         ]
 
@@ -309,7 +309,7 @@ class TransferHandler:
         modules: list[dict[str, Any]] = []
         for name, value in self._user_names():
             if type(value).__name__ == "module":
-                modules.append(_module_entry(name, value))
+                modules.append(module_entry(name, value))
                 continue
             entry: dict[str, Any] = {
                 "name": name,
@@ -328,6 +328,28 @@ class TransferHandler:
             "comms": open_comms(self.kernel),
             "ranks": _live_ranks(),
         }, []
+
+    def _op_ranks_save(
+        self, content: dict[str, Any], buffers: list[Any]
+    ) -> tuple[dict[str, Any], list[Any]]:
+        """Gather the ``%%ranks`` engines' variables into a hidden variable here (see
+        :func:`.ranks.magic.save_ranks`)."""
+        from .ranks.controller import RanksError
+        from .ranks.magic import save_ranks
+
+        try:
+            return save_ranks(self.namespace), []
+        except RanksError as exc:
+            raise TransferError(str(exc)) from None
+
+    def _op_ranks_unsave(
+        self, content: dict[str, Any], buffers: list[Any]
+    ) -> tuple[dict[str, Any], list[Any]]:
+        """Drop what ``ranks_save`` gathered."""
+        from .ranks.magic import unsave_ranks
+
+        unsave_ranks(self.namespace)
+        return {}, []
 
     def _op_import(
         self, content: dict[str, Any], buffers: list[Any]

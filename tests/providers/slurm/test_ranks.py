@@ -223,32 +223,93 @@ async def test_the_ranks_end_by_themselves_when_the_notebook_kernel_dies(
     assert not any(alive(p) for p in pids), "the ranks outlived their notebook's kernel"
 
 
-async def test_a_kernel_with_running_ranks_is_not_hibernated_until_they_are_stopped(
+async def test_a_kernel_with_running_ranks_hibernates_with_every_rank_and_wakes_them_together(
     kernels: Any, manager: MachineManager, jp_fetch: Any
 ) -> None:
     kernel_id = await kernels.start(TWO_NODES)
     kc = await kernels.channels(kernel_id)
-    ran = await kc.execute("%%ranks\nimport os\nmine = int(os.environ['RANK'])")
-    assert ran.status == "ok", ran.stderr
+    pids = await ranks_pids(kc)
+    ran = await kc.execute(
+        "%%ranks\nimport os, json as j, threading\nmine = int(os.environ['RANK']) * 10\n"
+        "big = bytes([mine]) * 100_000\n"  # over the link's threshold
+        "if mine:\n    lock = threading.Lock()"
+    )
+    assert ran.status == "ok", traceback_of(ran)
     await kc.execute("x = 41; import os; job = os.environ['SLURM_JOB_ID']")
-    with pytest.raises(HTTPClientError) as refused:
-        await jp_fetch("jupyter-remote-hw", "api", "hibernate", kernel_id, method="POST", body="{}")
-    assert refused.value.code == 409, refused.value
-    said = json.loads(refused.value.response.body)["message"]
-    assert "2 %%ranks engines (on gpu1, gpu2)" in said and "`%ranks stop`" in said
-    ran = await kc.execute("%%ranks\nprint('still', mine)")
-    assert ran.stdout.count("still") == 2, ran.stdout
-    # Once the ranks are stopped, the kernel hibernates and wakes in a new allocation of
-    # two nodes, where the first %%ranks cell starts new ranks.
-    await kc.execute("%ranks stop")
     answer = await jp_fetch(
         "jupyter-remote-hw", "api", "hibernate", kernel_id, method="POST", body="{}"
     )
-    assert json.loads(answer.body)["hibernated"] is True
+    said = json.loads(answer.body)
+    assert said["hibernated"] is True, said
+    ranks_entry = [v for v in said["saved"] if v["name"] == "%%ranks"]
+    assert ranks_entry and ranks_entry[0]["nbytes"] > 200_000, said["saved"]
+    assert "_ranks_hibernated" not in [v["name"] for v in said["saved"]]
+    left = {e["name"]: e for e in said["left_out"]}
+    assert "cannot pickle" in left["rank 1: lock"]["reason"], said["left_out"]
+    # The allocation went with the kernel: no engine, nothing in the queue.
+    began = time.monotonic()
+    while (our_jobs() or any(alive(p) for p in pids)) and time.monotonic() - began < 30:
+        await asyncio.sleep(0.5)
+    assert our_jobs() == [] and not any(alive(p) for p in pids)
+    # The next cell wakes it in a new allocation of two nodes; the first %%ranks cell
+    # starts new ranks and gives each its own variables back.
     ran = await kc.execute("print(x + 1, os.environ['SLURM_JOB_ID'] != job)", timeout=120)
     assert ran.stdout.split() == ["42", "True"], ran
-    ran = await kc.execute("%%ranks\nprint('mine' in dir())", timeout=120)
-    assert ran.stdout.count("] False") == 2, ran.stdout
+    ran = await kc.execute("%ranks")
+    assert "the variables of 2 ranks were saved when the kernel hibernated" in ran.stdout
+    ran = await kc.execute(
+        "%%ranks\nprint(mine, len(big), big[0], j.dumps(mine), 'lock' in dir())", timeout=120
+    )
+    assert ran.status == "ok", traceback_of(ran)
+    assert "giving the 2 ranks the variables saved when the kernel hibernated" in ran.stdout
+    assert "[rank 0] 0 100000 0 0 False" in ran.stdout, ran.stdout
+    assert "[rank 1] 10 100000 10 10 False" in ran.stdout, ran.stdout
+    ran = await kc.execute("print('_ranks_hibernated' in dir())")
+    assert ran.stdout.strip() == "False"
+    new_pids = await ranks_pids(kc)
+    assert not set(new_pids) & set(pids)
+
+
+async def test_a_rank_that_ended_before_the_hibernation_is_named_and_the_others_are_kept(
+    kernels: Any, manager: MachineManager, jp_fetch: Any
+) -> None:
+    kernel_id = await kernels.start(TWO_NODES)
+    kc = await kernels.channels(kernel_id)
+    pids = await ranks_pids(kc)
+    ran = await kc.execute("%%ranks\nimport os\nmine = int(os.environ['RANK']) + 5")
+    assert ran.status == "ok", traceback_of(ran)
+    os.kill(pids[1], signal.SIGKILL)
+    began = time.monotonic()
+    while "ended" not in (await kc.execute("%ranks")).stdout and time.monotonic() - began < 10:
+        await asyncio.sleep(0.2)
+    # With refuse, nothing is saved: rank 1's variables are gone.
+    with pytest.raises(HTTPClientError) as refused:
+        await jp_fetch(
+            "jupyter-remote-hw",
+            "api",
+            "hibernate",
+            kernel_id,
+            method="POST",
+            body=json.dumps({"policy": "refuse"}),
+        )
+    assert refused.value.code == 409, refused.value
+    assert (
+        "'rank 1' (%%ranks engine): it had ended before the save"
+        in json.loads(refused.value.response.body)["message"]
+    )
+    ran = await kc.execute("%%ranks --ranks 0\nprint('still', mine)")
+    assert "[rank 0] still 5" in ran.stdout, ran.stdout
+    # With partial, the rest is saved and rank 1 is named as left out.
+    answer = await jp_fetch(
+        "jupyter-remote-hw", "api", "hibernate", kernel_id, method="POST", body="{}"
+    )
+    said = json.loads(answer.body)
+    assert said["hibernated"] is True
+    assert [e["name"] for e in said["left_out"]] == ["rank 1"], said["left_out"]
+    ran = await kc.execute("%%ranks\nprint('mine', globals().get('mine'))", timeout=120)
+    assert ran.status == "ok", traceback_of(ran)
+    assert "[rank 0] mine 5" in ran.stdout and "[rank 1] mine None" in ran.stdout, ran.stdout
+    assert "rank 1: nothing to give back" in ran.stdout
 
 
 async def session_with_ranks(

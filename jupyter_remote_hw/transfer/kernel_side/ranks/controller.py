@@ -24,7 +24,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import link as keyed
-from .wire import Channel, Message, decode, dumps, pack_pickle, pack_value, unpack_value
+from .wire import (
+    Channel,
+    Message,
+    decode,
+    dumps,
+    pack_pickle,
+    pack_value,
+    raw_pickle,
+    unpack_value,
+)
 from .world import Rank, World
 
 #: Seconds between the controller's signs of life to its engines.
@@ -242,6 +251,7 @@ class Controller:
         inputs: dict[str, Any] | None = None,
         scatter: dict[str, list[Any]] | None = None,
         outputs: list[str] | None = None,
+        pickled: dict[int, dict[str, bytes]] | None = None,
         blocked_after: float = 60.0,
         interrupt_grace: float = 2.0,
         end_after: float = 10.0,
@@ -255,6 +265,7 @@ class Controller:
             inputs: Values every rank gets (broadcast).
             scatter: Sequences whose item ``i`` goes to the ``i``-th of ``ranks``.
             outputs: Names gathered from every rank once all succeeded.
+            pickled: Values already pickled, by rank (a rank's saved variables).
             blocked_after: Seconds ranks may stay busy once another has finished or
                 failed, before they are called blocked.
             interrupt_grace: Seconds after an interrupt before it is sent again.
@@ -274,12 +285,13 @@ class Controller:
         self.cell += 1
         cell = self.cell
         port = free_port()
-        pickled = {name: dumps(value) for name, value in (inputs or {}).items()}
+        broadcast = {name: dumps(value) for name, value in (inputs or {}).items()}
         for index, number in enumerate(ranks):
             engine = self.engines[number]
+            own = {**broadcast, **(pickled or {}).get(number, {})}
             mine = {
                 name: pack_pickle(data, f"in-{cell}-{name}", engine.link)
-                for name, data in pickled.items()
+                for name, data in own.items()
             }
             for name, values in (scatter or {}).items():
                 mine[name] = pack_value(values[index], f"in-{cell}-{name}", engine.link)
@@ -372,6 +384,57 @@ class Controller:
                 )
             raise RanksError(summary, _first_traceback(errors))
         return gathered
+
+    def save_state(self, timeout: float = 600.0) -> dict[int, dict[str, Any]]:
+        """Every rank's variables as pickles, its modules, and what it cannot keep:
+        ``{rank: {"values": {name: bytes}, "types", "modules", "left_out"}}`` (see
+        :meth:`.engine.Engine.save`); a rank that had ended before has ``ended``, its
+        cause, and nothing else (its variables went with it).
+
+        Raises:
+            RanksError: A rank did not answer within ``timeout`` seconds, or ended
+                while it was asked; nothing was kept.
+        """
+        self.cell += 1
+        live = {n: e for n, e in self.engines.items() if e.ended is None}
+        for engine in live.values():
+            if engine.link is not None:
+                engine.link.store.clear()
+            engine.channel.send({"op": "save", "id": self.cell})
+        answers: dict[int, Message] = {}
+        deadline = time.monotonic() + timeout
+        while len(answers) < len(live):
+            try:
+                number, message = self.events.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                missing = set(live) - set(answers)
+                raise RanksError(
+                    f"ranks {_names(missing)} did not send their variables within {timeout:g} s"
+                ) from None
+            if message.get("ev") == "saved" and message.get("id") == self.cell:
+                answers[number] = message
+            elif message.get("ev") == "lost" and number in live:
+                raise RanksError(f"rank {number} ended while it was saved: {message.get('cause')}")
+        state: dict[int, dict[str, Any]] = {
+            number: {"values": {}, "types": {}, "modules": [], "left_out": [], "ended": ended}
+            for number, engine in self.engines.items()
+            if (ended := engine.ended) is not None
+        }
+        try:
+            for number, message in answers.items():
+                link = self.engines[number].link
+                state[number] = {
+                    "values": {
+                        name: raw_pickle(field, link)
+                        for name, field in dict(message.get("values") or {}).items()
+                    },
+                    "types": dict(message.get("types") or {}),
+                    "modules": list(message.get("modules") or []),
+                    "left_out": list(message.get("left_out") or []),
+                }
+        except keyed.BulkError as exc:
+            raise RanksError(f"the ranks were not saved: {exc}") from None
+        return dict(sorted(state.items()))
 
     def _interrupt(self, ranks: set[int]) -> None:
         for number in ranks:

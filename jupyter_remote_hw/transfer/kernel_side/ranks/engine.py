@@ -299,6 +299,8 @@ class Engine:
                     self.execute(message)
                 elif op == "get":
                     self.get(message)
+                elif op == "save":
+                    self.save(message)
                 elif op == "exit":
                     return
             except KeyboardInterrupt:  # an interrupt that came as the cell ended
@@ -365,6 +367,56 @@ class Engine:
                 errors[name] = f"{name!r} cannot be sent: {type(exc).__name__}: {exc}"
         self.channel.send(
             {"ev": "values", "id": message.get("id"), "values": values, "errors": errors}
+        )
+
+    def save(self, message: Message) -> None:
+        """Everything of this rank a hibernation keeps: each user variable's pickle
+        (over the link when large), the modules bound to names, and what cannot be
+        kept, with the reason (see :func:`.magic.save_ranks`)."""
+        from ..kernel_handler import HIDDEN_NAMES, module_entry
+        from ..pickling import type_name
+
+        rank = int(os.environ.get("RANK", "0"))
+        hidden = getattr(self.shell, "user_ns_hidden", {}) or {}
+        unset = object()
+        values: dict[str, str | Message] = {}
+        types: dict[str, str] = {}
+        modules: list[dict[str, Any]] = []
+        left_out: list[dict[str, str]] = []
+        for name, value in list(self.shell.user_ns.items()):
+            if name.startswith("_") or name in HIDDEN_NAMES or hidden.get(name, unset) is value:
+                continue
+            if type(value).__name__ == "module":
+                entry = module_entry(name, value)
+                if entry["importable"]:
+                    modules.append({"name": name, "module": entry["module"]})
+                else:
+                    left_out.append(
+                        {"name": name, "module": entry["module"], "reason": entry["reason"]}
+                    )
+                continue
+            types[name] = type_name(value)
+            try:
+                values[name] = pack_value(
+                    value, f"save-{rank}-{message.get('id')}-{name}", self.link
+                )
+            except Exception as exc:  # noqa: BLE001 (pickling raises anything; named)
+                left_out.append(
+                    {
+                        "name": name,
+                        "type": types.pop(name),
+                        "reason": f"{type(exc).__name__}: {exc}",
+                    }
+                )
+        self.channel.send(
+            {
+                "ev": "saved",
+                "id": message.get("id"),
+                "values": values,
+                "types": types,
+                "modules": modules,
+                "left_out": left_out,
+            }
         )
 
 

@@ -48,6 +48,20 @@ def pack_pickle(data: bytes, ident: str, link: Link | None = None) -> str | Mess
     return base64.b64encode(data).decode("ascii")
 
 
+def raw_pickle(field: object, link: Link | None = None, timeout: float = 60.0) -> bytes:
+    """The pickle :func:`pack_value` made ``field`` of, not loaded (a frame is taken
+    from ``link``).
+
+    Raises:
+        BulkError: The frame did not come (or there is no link for it).
+    """
+    if isinstance(field, dict):
+        if link is None:
+            raise BulkError(f"value {field.get('bulk')} was sent over a link this side lacks")
+        return link.store.take(str(field.get("bulk")), timeout)
+    return base64.b64decode(str(field))
+
+
 def unpack_value(field: object, link: Link | None = None, timeout: float = 60.0) -> object:
     """The value :func:`pack_value` made ``field`` of (a frame is taken from ``link``).
 
@@ -55,11 +69,7 @@ def unpack_value(field: object, link: Link | None = None, timeout: float = 60.0)
         BulkError: The frame did not come (or there is no link for it).
         Exception: The pickle cannot be loaded here (whatever cloudpickle raised).
     """
-    if isinstance(field, dict):
-        if link is None:
-            raise BulkError(f"value {field.get('bulk')} was sent over a link this side lacks")
-        return cloudpickle.loads(link.store.take(str(field.get("bulk")), timeout))
-    return cloudpickle.loads(base64.b64decode(str(field)))
+    return cloudpickle.loads(raw_pickle(field, link, timeout))
 
 
 def decode(line: bytes) -> Message | None:
