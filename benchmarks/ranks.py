@@ -12,11 +12,15 @@ ours
     ``%%ranks``' controller (what the magic calls): starting the two engines (steps
     of the job); an empty cell; a cell whose two ranks print a line each (the lines
     back in the cell); one all-reduce of one float with torch.distributed (gloo) once
-    the group exists; ``--out`` of a 1 MiB array from each rank.
+    the group exists; ``--out`` of a 1 MiB array from each rank; what a hibernation
+    does with the ranks, each holding a 64 MiB array: every rank's variables gathered
+    as pickles into the notebook's kernel (``save``), and given back (``give back``).
 ipyparallel
     ``ipp.Cluster(n=2)``: two engines on the same node, plain processes with no SLURM
     step (which favours it), and the same cells through ``view.execute`` and
-    ``view.pull``.
+    ``view.pull`` (``save``: pulling the 64 MiB array; ``give back``: scattering
+    one to each engine; ipyparallel has no hibernation, so this is the same bytes
+    moved, not the same feature).
 srun per run
     What a script user pays for each change: ``srun -N2 --ntasks-per-node 1 python -c
     '<import torch, init_process_group, all_reduce>'``, a new process on each node
@@ -47,8 +51,12 @@ ALL_REDUCE_SCRIPT = (
     "os.environ.update(RANK=os.environ['SLURM_PROCID'], WORLD_SIZE=os.environ['SLURM_NTASKS'], "
     "MASTER_ADDR='127.0.0.1', MASTER_PORT=os.environ['PORT']); "
     "dist.init_process_group('gloo'); t = torch.ones(1); dist.all_reduce(t); "
-    "assert t.item() == 2.0"
+    "assert t.item() == 2.0; dist.destroy_process_group()"  # else gloo may abort at exit
 )
+
+
+#: Runs of the 64 MiB rows (each moves 128 MiB).
+LARGE_REPEAT = 5
 
 
 def median_seconds(action: Callable[[], Any], repeat: int) -> float:
@@ -98,6 +106,15 @@ def ours(repeat: int) -> dict[str, float]:
         found["gather 2 x 1 MiB"] = median_seconds(
             lambda: controller.run("pass", ranks, keep, outputs=["a"]), repeat
         )
+        controller.run("b = np.ones(16 * 2**20, dtype='float32')", ranks, keep)
+        saved: dict[int, dict[str, Any]] = {}
+        found["save 2 x 64 MiB"] = median_seconds(
+            lambda: saved.update(controller.save_state()), LARGE_REPEAT
+        )
+        pickled = {number: rank["values"] for number, rank in saved.items()}
+        found["give back 2 x 64 MiB"] = median_seconds(
+            lambda: controller.run("pass", ranks, keep, pickled=pickled), LARGE_REPEAT
+        )
     finally:
         controller.stop()
     return found
@@ -133,6 +150,14 @@ def ipyparallel(repeat: int) -> dict[str, float]:
             lambda: view.execute("t = torch.ones(1)\ndist.all_reduce(t)", block=True), repeat
         )
         found["gather 2 x 1 MiB"] = median_seconds(lambda: view.pull("a", block=True), repeat)
+        view.execute("b = np.ones(16 * 2**20, dtype='float32')", block=True)
+        found["save 2 x 64 MiB"] = median_seconds(lambda: view.pull("b", block=True), LARGE_REPEAT)
+        import numpy as np
+
+        big = np.ones(16 * 2**20, dtype="float32")
+        found["give back 2 x 64 MiB"] = median_seconds(
+            lambda: view.scatter("b", [big, big], block=True), LARGE_REPEAT
+        )
     finally:
         client.close()
         cluster.stop_cluster_sync()
