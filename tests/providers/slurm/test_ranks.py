@@ -312,6 +312,48 @@ async def test_a_rank_that_ended_before_the_hibernation_is_named_and_the_others_
     assert "rank 1: nothing to give back" in ran.stdout
 
 
+async def test_ranks_woken_on_an_allocation_of_another_size_keep_their_saved_variables(
+    kernels: Any, manager: MachineManager, jp_fetch: Any
+) -> None:
+    kernel_id = await kernels.start(TWO_NODES)
+    kc = await kernels.channels(kernel_id)
+    ran = await kc.execute("%%ranks\nimport os\nmine = int(os.environ['RANK']) + 7")
+    assert ran.status == "ok", traceback_of(ran)
+    answer = await jp_fetch(
+        "jupyter-remote-hw", "api", "hibernate", kernel_id, method="POST", body="{}"
+    )
+    assert json.loads(answer.body)["hibernated"] is True
+    # Woken on one node of one GPU: a world of one rank.
+    answer = await jp_fetch(
+        "jupyter-remote-hw",
+        "api",
+        "wake",
+        kernel_id,
+        method="POST",
+        body=json.dumps({"target": "slurm-dev-gpu-t4"}),
+    )
+    assert json.loads(answer.body)["woken"] is True
+    ran = await kc.execute("%%ranks\nprint('ran')", timeout=120)
+    assert ran.status == "error" and "] ran" not in ran.stdout, ran.stdout
+    said = traceback_of(ran)
+    assert "saved from 2 ranks, and this allocation has 1" in said, said
+    assert "`del _ranks_hibernated` drops them" in said
+    # All or nothing: the new rank was ended, the saved variables stay for a retry.
+    ran = await kc.execute("%ranks")
+    assert "the variables of 2 ranks were saved" in ran.stdout, ran.stdout
+    job = (await kc.execute("import os; print(os.environ['SLURM_JOB_ID'])")).stdout.strip()
+    began = time.monotonic()
+    while "rank" in slurm("squeue", "-s", "-h", "-j", job, "-o", "%j").stdout:
+        assert time.monotonic() - began < 15, "the new rank's step was left running"
+        await asyncio.sleep(0.3)
+    ran = await kc.execute(
+        "print(sorted(_ranks_hibernated['ranks']))\ndel _ranks_hibernated\n%ranks"
+    )
+    assert "[0, 1]" in ran.stdout and "no ranks run yet" in ran.stdout, ran.stdout
+    ran = await kc.execute("%%ranks\nprint('mine' in dir())", timeout=120)
+    assert ran.status == "ok" and "[rank 0] False" in ran.stdout, ran.stdout
+
+
 async def session_with_ranks(
     jp_fetch: Any, kernels: Any
 ) -> tuple[dict[str, Any], KernelChannels, list[int]]:

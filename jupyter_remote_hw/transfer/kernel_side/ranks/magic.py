@@ -233,7 +233,8 @@ def _started(user_ns: dict[str, Any] | None = None, say: Any = _say) -> Controll
     except BaseException:
         controller.stop()
         raise
-    say(f"{world.size} ranks ready in {time.monotonic() - began:.1f} s")
+    plural = "s" if world.size != 1 else ""
+    say(f"{world.size} rank{plural} ready in {time.monotonic() - began:.1f} s")
     if controller.unlinked:
         say(f"large values go through SLURM's relay, which is slower ({controller.unlinked})")
     saved = user_ns.get(SAVED_NAME) if user_ns is not None else None
