@@ -221,7 +221,14 @@ def _started(user_ns: dict[str, Any] | None = None, say: Any = _say) -> Controll
     try:
         world = read_world()
     except WorldError as exc:
-        raise RanksUsageError(str(exc)) from None
+        saved = (user_ns or {}).get(SAVED_NAME)
+        waiting = (
+            f"; the variables of {saved.get('size')} ranks saved when the kernel hibernated "
+            f"wait in `{SAVED_NAME}` for an allocation of as many ranks"
+            if isinstance(saved, dict)
+            else ""
+        )
+        raise RanksUsageError(f"{exc}{waiting}") from None
     began = time.monotonic()
     say(
         f"starting {world.size} rank{'s' if world.size != 1 else ''} on "

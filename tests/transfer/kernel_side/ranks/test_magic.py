@@ -35,3 +35,16 @@ def test_a_wrong_line_is_named_before_anything_starts(shell: InteractiveShell) -
     assert "use %ranks, %ranks restart or %ranks stop" in str(ran.error_in_exec)
     ran = shell.run_cell("%ranks")
     assert ran.success
+
+
+def test_ranks_saved_by_a_hibernation_are_named_where_no_allocation_can_take_them(
+    shell: InteractiveShell,
+) -> None:
+    # As after a wake on other hardware than an allocation (this machine, an SSH host).
+    shell.user_ns["_ranks_hibernated"] = {"size": 2, "nodes": ["gpu1", "gpu2"], "ranks": {}}
+    ran = shell.run_cell("%%ranks\nprint(1)")
+    assert isinstance(ran.error_in_exec, RanksUsageError)
+    said = str(ran.error_in_exec)
+    assert "does not run in a SLURM allocation" in said
+    assert "the variables of 2 ranks saved when the kernel hibernated wait in" in said
+    assert "_ranks_hibernated" in shell.user_ns
