@@ -401,20 +401,7 @@ class Controller:
             if engine.link is not None:
                 engine.link.store.clear()
             engine.channel.send({"op": "save", "id": self.cell})
-        answers: dict[int, Message] = {}
-        deadline = time.monotonic() + timeout
-        while len(answers) < len(live):
-            try:
-                number, message = self.events.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                missing = set(live) - set(answers)
-                raise RanksError(
-                    f"ranks {_names(missing)} did not send their variables within {timeout:g} s"
-                ) from None
-            if message.get("ev") == "saved" and message.get("id") == self.cell:
-                answers[number] = message
-            elif message.get("ev") == "lost" and number in live:
-                raise RanksError(f"rank {number} ended while it was saved: {message.get('cause')}")
+        answers = self._answers("saved", set(live), "their variables", timeout)
         state: dict[int, dict[str, Any]] = {
             number: {"values": {}, "types": {}, "modules": [], "left_out": [], "ended": ended}
             for number, engine in self.engines.items()
@@ -435,6 +422,29 @@ class Controller:
         except keyed.BulkError as exc:
             raise RanksError(f"the ranks were not saved: {exc}") from None
         return dict(sorted(state.items()))
+
+    def _answers(self, kind: str, ranks: set[int], what: str, timeout: float) -> dict[int, Message]:
+        """Each of ``ranks``' answer ``kind`` to the request this cell sent them.
+
+        Raises:
+            RanksError: One did not answer within ``timeout`` seconds, or ended first.
+        """
+        answers: dict[int, Message] = {}
+        deadline = time.monotonic() + timeout
+        while len(answers) < len(ranks):
+            try:
+                number, message = self.events.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                raise RanksError(
+                    f"ranks {_names(ranks - set(answers))} did not send {what} within {timeout:g} s"
+                ) from None
+            if message.get("ev") == kind and message.get("id") == self.cell:
+                answers[number] = message
+            elif message.get("ev") == "lost" and number in ranks:
+                raise RanksError(
+                    f"rank {number} ended before it sent {what}: {message.get('cause')}"
+                )
+        return answers
 
     def _interrupt(self, ranks: set[int]) -> None:
         for number in ranks:
@@ -466,21 +476,7 @@ class Controller:
             if link is not None:
                 link.store.clear()  # what a failed gather left
             self.engines[number].channel.send({"op": "get", "id": self.cell, "names": names})
-        values: dict[int, Message] = {}
-        deadline = time.monotonic() + 300
-        while len(values) < len(ranks):
-            try:
-                number, message = self.events.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                raise RanksError(
-                    f"ranks {_names(set(ranks) - set(values))} did not send {', '.join(names)}"
-                ) from None
-            if message.get("ev") == "values" and message.get("id") == self.cell:
-                values[number] = message
-            elif message.get("ev") == "lost" and number in ranks:
-                raise RanksError(
-                    f"rank {number} ended before it sent its values: {message.get('cause')}"
-                )
+        values = self._answers("values", set(ranks), ", ".join(names), 300.0)
         problems = [
             f"rank {number}: {error}"
             for number in ranks
