@@ -81,6 +81,12 @@ async def hibernate(jp_fetch: Fetch, kernel_id: str, policy: str | None = None) 
     return json.loads(answer.body)
 
 
+async def wake(jp_fetch: Fetch, kernel_id: str, target: str | None = None) -> Any:
+    body = json.dumps({"target": target} if target else {})
+    answer = await jp_fetch(*API, "wake", kernel_id, method="POST", body=body)
+    return json.loads(answer.body)
+
+
 async def gone(pid: int, timeout: float = 15.0) -> bool:
     """Whether process ``pid`` ends within ``timeout`` seconds."""
     loop = asyncio.get_running_loop()

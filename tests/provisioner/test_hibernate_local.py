@@ -7,7 +7,6 @@ jupyter_server, real sshd test host, real ipykernels."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 from pathlib import Path
@@ -18,7 +17,16 @@ import numpy as np
 from ..kernelws import Execution
 from ..serverprocess import Server
 from .conftest import LOCAL_KERNEL, SSH_KERNEL, Fetch, OpenChannels, StartKernel
-from .test_hibernate import gone, hibernate, kernel_row, ours, provisioner_of, store, stored
+from .test_hibernate import (
+    gone,
+    hibernate,
+    kernel_row,
+    ours,
+    provisioner_of,
+    store,
+    stored,
+    wake,
+)
 from .test_reattach import dirs, http_client, start_server  # noqa: F401 (fixtures)
 
 
@@ -67,15 +75,7 @@ async def test_a_kernel_hibernated_on_a_host_wakes_on_this_machine(
     kc = await channels(kernel_id)
     assert (await kc.execute("x = 41")).status == "ok"
     await hibernate(jp_fetch, kernel_id)
-    answer = await jp_fetch(
-        "jupyter-remote-hw",
-        "api",
-        "wake",
-        kernel_id,
-        method="POST",
-        body=json.dumps({"target": "local"}),
-    )
-    assert json.loads(answer.body)["target"] == "local"
+    assert (await wake(jp_fetch, kernel_id, "local"))["target"] == "local"
     assert provisioner_of(jp_serverapp, kernel_id).target == "local"
     assert (await kc.execute("x + 1", timeout=60)).result == "42"
 

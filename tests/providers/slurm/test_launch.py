@@ -15,6 +15,7 @@ from jupyter_remote_hw.hibernation.far import FarPlace
 from jupyter_remote_hw.machines import MachineManager
 from jupyter_remote_hw.providers.slurm import SLURMProvider
 
+from ...provisioner.test_hibernate import wake
 from ...testhosts import SSHTestHost
 from .conftest import (
     A100,
@@ -329,15 +330,7 @@ async def test_a_kernel_woken_on_another_partition_reads_its_state_in_the_cluste
     assert far.is_dir()
     # Woken on the T4 partition: another allocation of the same cluster, which reads the
     # cluster's home itself.
-    answer = await jp_fetch(
-        "jupyter-remote-hw",
-        "api",
-        "wake",
-        kernel_id,
-        method="POST",
-        body=json.dumps({"target": "slurm-dev-gpu-t4"}),
-    )
-    woke = json.loads(answer.body)
+    woke = await wake(jp_fetch, kernel_id, "slurm-dev-gpu-t4")
     assert woke["woken"] is True and woke["target"].startswith("slurm-dev-gpu-t4"), woke
     ran = await kc.execute("print(sum(w), os.environ['SLURM_JOB_PARTITION'])", timeout=120)
     assert ran.status == "ok" and ran.stdout.split() == ["499500", "gpu"], ran

@@ -19,6 +19,7 @@ from jupyter_remote_hw.machines import MachineManager
 from jupyter_remote_hw.notebook.remote_sessions import find_shaped_target
 
 from ...kernelws import Execution, KernelChannels
+from ...provisioner.test_hibernate import hibernate, wake
 from ...testhosts import SSHTestHost
 from .conftest import CLUSTER, cluster_entry, dead_answers, our_jobs, server_config, slurm
 
@@ -236,10 +237,7 @@ async def test_a_kernel_with_running_ranks_hibernates_with_every_rank_and_wakes_
     )
     assert ran.status == "ok", traceback_of(ran)
     await kc.execute("x = 41; import os; job = os.environ['SLURM_JOB_ID']")
-    answer = await jp_fetch(
-        "jupyter-remote-hw", "api", "hibernate", kernel_id, method="POST", body="{}"
-    )
-    said = json.loads(answer.body)
+    said = await hibernate(jp_fetch, kernel_id)
     assert said["hibernated"] is True, said
     ranks_entry = [v for v in said["saved"] if v["name"] == "%%ranks"]
     assert ranks_entry and ranks_entry[0]["nbytes"] > 200_000, said["saved"]
@@ -284,14 +282,7 @@ async def test_a_rank_that_ended_before_the_hibernation_is_named_and_the_others_
         await asyncio.sleep(0.2)
     # With refuse, nothing is saved: rank 1's variables are gone.
     with pytest.raises(HTTPClientError) as refused:
-        await jp_fetch(
-            "jupyter-remote-hw",
-            "api",
-            "hibernate",
-            kernel_id,
-            method="POST",
-            body=json.dumps({"policy": "refuse"}),
-        )
+        await hibernate(jp_fetch, kernel_id, "refuse")
     assert refused.value.code == 409, refused.value
     assert (
         "'rank 1' (%%ranks engine): it had ended before the save"
@@ -300,10 +291,7 @@ async def test_a_rank_that_ended_before_the_hibernation_is_named_and_the_others_
     ran = await kc.execute("%%ranks --ranks 0\nprint('still', mine)")
     assert "[rank 0] still 5" in ran.stdout, ran.stdout
     # With partial, the rest is saved and rank 1 is named as left out.
-    answer = await jp_fetch(
-        "jupyter-remote-hw", "api", "hibernate", kernel_id, method="POST", body="{}"
-    )
-    said = json.loads(answer.body)
+    said = await hibernate(jp_fetch, kernel_id)
     assert said["hibernated"] is True
     assert [e["name"] for e in said["left_out"]] == ["rank 1"], said["left_out"]
     ran = await kc.execute("%%ranks\nprint('mine', globals().get('mine'))", timeout=120)
@@ -319,20 +307,9 @@ async def test_ranks_woken_on_an_allocation_of_another_size_keep_their_saved_var
     kc = await kernels.channels(kernel_id)
     ran = await kc.execute("%%ranks\nimport os\nmine = int(os.environ['RANK']) + 7")
     assert ran.status == "ok", traceback_of(ran)
-    answer = await jp_fetch(
-        "jupyter-remote-hw", "api", "hibernate", kernel_id, method="POST", body="{}"
-    )
-    assert json.loads(answer.body)["hibernated"] is True
+    assert (await hibernate(jp_fetch, kernel_id))["hibernated"] is True
     # Woken on one node of one GPU: a world of one rank.
-    answer = await jp_fetch(
-        "jupyter-remote-hw",
-        "api",
-        "wake",
-        kernel_id,
-        method="POST",
-        body=json.dumps({"target": "slurm-dev-gpu-t4"}),
-    )
-    assert json.loads(answer.body)["woken"] is True
+    assert (await wake(jp_fetch, kernel_id, "slurm-dev-gpu-t4"))["woken"] is True
     ran = await kc.execute("%%ranks\nprint('ran')", timeout=120)
     assert ran.status == "error" and "] ran" not in ran.stdout, ran.stdout
     said = traceback_of(ran)
