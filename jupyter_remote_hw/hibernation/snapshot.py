@@ -24,7 +24,7 @@ from typing import Any, Literal, TypeVar
 from ..transfer import TransferError
 from ..transfer.client import TransferClient
 from ..transfer.kernel_side.errors import NotSerializableError
-from ..transfer.kernel_side.ranks.magic import SAVED_NAME
+from ..transfer.kernel_side.ranks.saving import SAVED_NAME
 from ..transfer.variables import (
     Kernels,
     is_busy,

@@ -31,7 +31,6 @@ from .wire import (
     dumps,
     pack_pickle,
     pack_value,
-    raw_pickle,
     unpack_value,
 )
 from .world import Rank, World
@@ -385,64 +384,36 @@ class Controller:
             raise RanksError(summary, _first_traceback(errors))
         return gathered
 
-    def save_state(self, timeout: float = 600.0) -> dict[int, dict[str, Any]]:
-        """Every rank's variables as pickles, its modules, and what it cannot keep:
-        ``{rank: {"values": {name: bytes}, "types", "modules", "left_out"}}`` (see
-        :meth:`.engine.Engine.save`); a rank that had ended before has ``ended``, its
-        cause, and nothing else (its variables went with it).
+    def request(
+        self, ranks: set[int], message: Message, kind: str, what: str, timeout: float
+    ) -> dict[int, Message]:
+        """Send ``message`` (with a new id) to each of ``ranks`` and wait for each one's
+        answer ``kind``; frames its link holds from an earlier request are dropped first.
 
         Raises:
-            RanksError: A rank did not answer within ``timeout`` seconds, or ended
-                while it was asked; nothing was kept.
+            RanksError: One did not answer within ``timeout`` seconds (``what``: what
+                was asked, in words), or ended first.
         """
         self.cell += 1
-        live = {n: e for n, e in self.engines.items() if e.ended is None}
-        for engine in live.values():
-            if engine.link is not None:
-                engine.link.store.clear()
-            engine.channel.send({"op": "save", "id": self.cell})
-        answers = self._answers("saved", set(live), "their variables", timeout)
-        state: dict[int, dict[str, Any]] = {
-            number: {"values": {}, "types": {}, "modules": [], "left_out": [], "ended": ended}
-            for number, engine in self.engines.items()
-            if (ended := engine.ended) is not None
-        }
-        try:
-            for number, message in answers.items():
-                link = self.engines[number].link
-                state[number] = {
-                    "values": {
-                        name: raw_pickle(field, link)
-                        for name, field in dict(message.get("values") or {}).items()
-                    },
-                    "types": dict(message.get("types") or {}),
-                    "modules": list(message.get("modules") or []),
-                    "left_out": list(message.get("left_out") or []),
-                }
-        except keyed.BulkError as exc:
-            raise RanksError(f"the ranks were not saved: {exc}") from None
-        return dict(sorted(state.items()))
-
-    def _answers(self, kind: str, ranks: set[int], what: str, timeout: float) -> dict[int, Message]:
-        """Each of ``ranks``' answer ``kind`` to the request this cell sent them.
-
-        Raises:
-            RanksError: One did not answer within ``timeout`` seconds, or ended first.
-        """
+        for number in ranks:
+            link = self.engines[number].link
+            if link is not None:
+                link.store.clear()  # what a failed request left
+            self.engines[number].channel.send({**message, "id": self.cell})
         answers: dict[int, Message] = {}
         deadline = time.monotonic() + timeout
         while len(answers) < len(ranks):
             try:
-                number, message = self.events.get(timeout=max(0.1, deadline - time.monotonic()))
+                number, answer = self.events.get(timeout=max(0.1, deadline - time.monotonic()))
             except queue.Empty:
                 raise RanksError(
                     f"ranks {_names(ranks - set(answers))} did not send {what} within {timeout:g} s"
                 ) from None
-            if message.get("ev") == kind and message.get("id") == self.cell:
-                answers[number] = message
-            elif message.get("ev") == "lost" and number in ranks:
+            if answer.get("ev") == kind and answer.get("id") == self.cell:
+                answers[number] = answer
+            elif answer.get("ev") == "lost" and number in ranks:
                 raise RanksError(
-                    f"rank {number} ended before it sent {what}: {message.get('cause')}"
+                    f"rank {number} ended before it sent {what}: {answer.get('cause')}"
                 )
         return answers
 
@@ -470,13 +441,9 @@ class Controller:
             self.events.put(item)
 
     def _gather(self, ranks: list[int], names: list[str]) -> dict[str, list[Any]]:
-        self.cell += 1
-        for number in ranks:
-            link = self.engines[number].link
-            if link is not None:
-                link.store.clear()  # what a failed gather left
-            self.engines[number].channel.send({"op": "get", "id": self.cell, "names": names})
-        values = self._answers("values", set(ranks), ", ".join(names), 300.0)
+        values = self.request(
+            set(ranks), {"op": "get", "names": names}, "values", ", ".join(names), 300.0
+        )
         problems = [
             f"rank {number}: {error}"
             for number in ranks

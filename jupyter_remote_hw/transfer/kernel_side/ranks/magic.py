@@ -13,29 +13,14 @@ import sys
 import time
 from typing import Any
 
+from . import saving
 from .controller import Controller, RanksError, engine_command
-from .wire import Message, dumps
+from .saving import SAVED_NAME
+from .wire import Message
 from .world import World, WorldError, read_world
 
 #: The running engines of this kernel, once a ``%%ranks`` cell started them.
 _controller: Controller | None = None
-
-#: The kernel's variable that holds every rank's variables while a hibernation saves
-#: the kernel, and after a wake until the first ``%%ranks`` cell gives them back.
-SAVED_NAME = "_ranks_hibernated"
-
-#: Run on each rank when its variables are given back: binds its modules again.
-RESTORE_IMPORTS = """\
-def _ranks_import(modules, into):
-    import importlib
-    for name, module in modules:
-        try:
-            into[name] = importlib.import_module(module)
-        except Exception as error:
-            print(f"{name} ({module}) was not imported again: {error!r}")
-_ranks_import(_ranks_modules, globals())
-del _ranks_import, _ranks_modules
-"""
 
 
 class RanksUsageError(Exception):
@@ -133,85 +118,20 @@ def _say(text: str) -> None:
 
 
 def save_ranks(namespace: dict[str, Any]) -> dict[str, Any]:
-    """Gather every rank's variables into ``namespace[SAVED_NAME]``, for a hibernation
-    to save with the kernel's own; a wake gives them back to new ranks at the first
-    ``%%ranks`` cell (all ranks or none).
-
-    Returns:
-        ``name``, how many ``ranks``, ``variables`` and ``nbytes`` were gathered, and
-        ``left_out`` (``{"name": "rank R: NAME", "type" or "module", "reason"}``).
+    """Gather every rank's variables into ``namespace[SAVED_NAME]`` (see
+    :func:`.saving.save`).
 
     Raises:
-        RanksError: No ranks run, one has ended, or one did not answer; nothing
-            was gathered.
+        RanksError: No ranks run, or one did not answer; nothing was gathered.
     """
     if _controller is None or not _controller.live():
         raise RanksError("no %%ranks engines run in this kernel: there is nothing to save")
-    state = _controller.save_state()
-    saved = {
-        "size": _controller.world.size,
-        "nodes": list(_controller.world.nodes),
-        "ranks": state,
-    }
-    namespace[SAVED_NAME] = saved
-    left_out = [
-        {**entry, "name": f"rank {number}: {entry['name']}"}
-        for number, rank in state.items()
-        for entry in rank["left_out"]
-    ]
-    left_out.extend(
-        {
-            "name": f"rank {number}",
-            "type": "%%ranks engine",
-            "reason": f"it had ended before the save ({rank['ended']}), and its variables "
-            "with it; the wake starts it anew",
-        }
-        for number, rank in state.items()
-        if rank.get("ended")
-    )
-    return {
-        "name": SAVED_NAME,
-        "ranks": len(state),
-        "variables": sum(len(rank["values"]) for rank in state.values()),
-        "nbytes": sum(len(data) for rank in state.values() for data in rank["values"].values()),
-        "left_out": left_out,
-    }
+    return saving.save(_controller, namespace)
 
 
 def unsave_ranks(namespace: dict[str, Any]) -> None:
     """Drop what :func:`save_ranks` gathered."""
     namespace.pop(SAVED_NAME, None)
-
-
-def _restore(controller: Controller, saved: dict[str, Any], say: Any) -> None:
-    """Give every rank the variables a hibernation saved (see :func:`save_ranks`).
-
-    Raises:
-        RanksError: This allocation has another number of ranks, or a rank could not
-            take its variables back.
-    """
-    if int(saved.get("size") or 0) != controller.world.size:
-        raise RanksError(
-            f"the ranks' variables were saved from {saved.get('size')} ranks, and this "
-            f"allocation has {controller.world.size}: they were not given back. They "
-            f"are kept in `{SAVED_NAME}`; `del {SAVED_NAME}` drops them"
-        )
-    ranks: dict[int, dict[str, Any]] = {int(n): r for n, r in dict(saved["ranks"]).items()}
-    say(
-        f"giving the {len(ranks)} ranks the variables saved when the kernel hibernated "
-        f"({sum(len(r['values']) for r in ranks.values())} variables)"
-    )
-    pickled = {
-        number: {
-            **rank["values"],
-            "_ranks_modules": dumps([(m["name"], m["module"]) for m in rank["modules"]]),
-        }
-        for number, rank in ranks.items()
-    }
-    controller.run(RESTORE_IMPORTS, sorted(ranks), _show, pickled=pickled)
-    for number, rank in sorted(ranks.items()):
-        names = sorted([*rank["values"], *(m["name"] for m in rank["modules"])])
-        say(f"rank {number}: {', '.join(names) or 'nothing to give back'}")
 
 
 def _started(user_ns: dict[str, Any] | None = None, say: Any = _say) -> Controller:
@@ -247,7 +167,7 @@ def _started(user_ns: dict[str, Any] | None = None, say: Any = _say) -> Controll
     saved = user_ns.get(SAVED_NAME) if user_ns is not None else None
     if user_ns is not None and isinstance(saved, dict):
         try:
-            _restore(controller, saved, say)
+            saving.restore(controller, saved, say, _show)
         except BaseException:
             controller.stop()  # all ranks or none: the saved variables stay for a retry
             raise

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 
-from jupyter_remote_hw.transfer.kernel_side.ranks.magic import RESTORE_IMPORTS
+from jupyter_remote_hw.transfer.kernel_side.ranks.saving import RESTORE_IMPORTS
 from jupyter_remote_hw.transfer.kernel_side.ranks.wire import pack_value, raw_pickle, unpack_value
 
 from .test_engine import EngineProcess
