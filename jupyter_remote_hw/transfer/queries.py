@@ -100,15 +100,16 @@ class KernelQueries:
         return list(content["variables"])
 
     async def namespace(self, check: bool = False) -> dict[str, Any]:
-        """The kernel's ``variables``, ``modules``, open ``comms`` and running ``ranks``
-        (see the ``list`` op); with ``check``, whether each variable can be carried, and
-        why not."""
+        """The kernel's ``variables``, ``modules``, open ``comms``, running ``ranks`` and
+        the ranks' variables a hibernation saved, ``ranks_saved`` (see the ``list`` op);
+        with ``check``, whether each variable can be carried, and why not."""
         content, _ = await self._request({"op": "list", "check": check}, action="list variables")
         return {
             "variables": list(content["variables"]),
             "modules": list(content.get("modules") or []),
             "comms": list(content.get("comms") or []),
             "ranks": list(content.get("ranks") or []),
+            "ranks_saved": content.get("ranks_saved"),
         }
 
     async def import_modules(self, modules: list[dict[str, str]]) -> dict[str, Any]:

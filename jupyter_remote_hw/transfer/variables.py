@@ -244,6 +244,7 @@ async def listing(client: TransferClient, busy: bool = False) -> dict[str, Any]:
         "modules": user_names(found["modules"]),
         "comms": found.get("comms") or [],
         "ranks": found.get("ranks") or [],
+        "ranks_saved": found.get("ranks_saved"),
     }
 
 

@@ -159,10 +159,17 @@ async def carry(
                 if names == CARRY_ALL
                 else list(names)
             )
+            saved = listing.get("ranks_saved")
+            if isinstance(saved, dict):
+                # The ranks' variables a hibernation saved go where the notebook goes:
+                # the user cannot pick them, and nothing else keeps them.
+                wanted.append(str(saved["name"]))
             await _import(destination, [modules[n] for n in wanted if n in modules], result, report)
             await _copy(
                 source, destination, [n for n in wanted if n not in modules], device, result, report
             )
+            if isinstance(saved, dict):
+                _name_saved_ranks(result, str(saved["name"]), saved.get("size"))
     except TransferError as exc:
         # The old kernel could not be read (it died, it is busy, its link is down): what
         # was not carried would be lost with it, so the switch stops here.
@@ -202,6 +209,17 @@ async def _import(
         }
         for f in answer["failed"]
     )
+
+
+def _name_saved_ranks(result: CarryReport, name: str, size: Any) -> None:
+    """Name the ranks' saved variables as the user knows them, in what was carried
+    or not."""
+    for entry in result.carried:
+        if entry.get("name") == name:
+            entry.update(name="%%ranks", type=f"the variables of {size} ranks, saved")
+    for entry in result.not_carried:
+        if entry.get("name") == name:
+            entry["name"] = "%%ranks"
 
 
 async def _copy(

@@ -139,6 +139,16 @@ def _live_ranks() -> list[dict[str, Any]]:
     return list(magic.live_ranks()) if magic is not None else []
 
 
+def _saved_ranks(namespace: dict[str, Any]) -> dict[str, Any] | None:
+    """The ranks' variables a hibernation saved here, waiting to be given back."""
+    from .ranks.saving import SAVED_NAME
+
+    saved = namespace.get(SAVED_NAME)
+    if not isinstance(saved, dict):
+        return None
+    return {"name": SAVED_NAME, "size": saved.get("size")}
+
+
 def socket_directory() -> str | None:
     """The directory of this kernel's UNIX sockets, when its channels are UNIX sockets.
 
@@ -302,6 +312,8 @@ class TransferHandler:
         ``reason``). ``comms``: the open comms, by target (see :func:`open_comms`).
         ``ranks``: the ``%%ranks`` engines running beside the kernel, each
         ``{"rank", "node"}`` (their state is in their own processes).
+        ``ranks_saved``: the ranks' variables a hibernation saved, which wait for the
+        next ``%%ranks`` cell (``{"name", "size"}``), or None.
         """
         check = bool(content.get("check"))
         deadline = time.monotonic() + CHECK_BUDGET
@@ -327,6 +339,7 @@ class TransferHandler:
             "modules": modules,
             "comms": open_comms(self.kernel),
             "ranks": _live_ranks(),
+            "ranks_saved": _saved_ranks(self.namespace),
         }, []
 
     def _op_ranks_save(

@@ -385,6 +385,29 @@ async def test_a_switch_says_the_ranks_end_and_leaves_nothing_running(
     await kernels.stop(report["kernel_id"])
 
 
+async def test_a_switch_after_a_wake_carries_the_ranks_saved_variables(
+    kernels: Any, manager: MachineManager, jp_fetch: Any
+) -> None:
+    session, kc, _ = await session_with_ranks(jp_fetch, kernels)
+    assert (await hibernate(jp_fetch, session["kernel"]["id"]))["hibernated"] is True
+    ran = await kc.execute("y = 3", timeout=120)  # wakes it; its ranks wait
+    assert ran.status == "ok", ran
+    response = await jp_fetch("jupyter-remote-hw", "api", "variables", session["id"])
+    listed = json.loads(response.body)
+    assert listed["ranks_saved"] == {"name": "_ranks_hibernated", "size": 2}, listed
+    assert listed["ranks"] == []
+    # The user picks only y; the ranks' saved variables go too, named as %%ranks.
+    report = await switch(jp_fetch, session["id"], hardware="local", carry=["y"])
+    assert sorted(c["name"] for c in report["carried"]) == ["%%ranks", "y"], report
+    assert report["not_carried"] == [], report
+    new = await kernels.channels(report["kernel_id"])
+    ran = await new.execute("%ranks")
+    assert "the variables of 2 ranks were saved when the kernel hibernated" in ran.stdout
+    ran = await new.execute("print(sorted(_ranks_hibernated['ranks']))")
+    assert ran.stdout.strip() == "[0, 1]", ran
+    await kernels.stop(report["kernel_id"])
+
+
 async def test_a_switch_that_keeps_the_old_kernel_keeps_its_ranks_and_says_so(
     kernels: Any, manager: MachineManager, jp_fetch: Any
 ) -> None:
