@@ -280,9 +280,12 @@ async def save(
                 }
                 names = [v["name"] for v in carried]
                 types = {v["name"]: v["type"] for v in carried}
-                if ranks is not None:
-                    names.append(str(ranks["name"]))
-                    types[str(ranks["name"])] = RANKS_TYPE
+                # Gathered now, or gathered by an earlier save and not given back yet
+                # (woken, idle again before a %%ranks cell): hidden, so not listed.
+                held = ranks if ranks is not None else found.get("ranks_saved")
+                if held:
+                    names.append(str(held["name"]))
+                    types[str(held["name"])] = RANKS_TYPE
                 if far is not None:
                     entry = await _save_far(
                         client, store, entry_id, manifest, far, steps, names, policy, types

@@ -255,6 +255,11 @@ async def test_a_kernel_with_running_ranks_hibernates_with_every_rank_and_wakes_
     assert ran.stdout.split() == ["42", "True"], ran
     ran = await kc.execute("%ranks")
     assert "the variables of 2 ranks were saved when the kernel hibernated" in ran.stdout
+    # Idle again before any %%ranks cell: a second hibernation keeps what waits for them.
+    said = await hibernate(jp_fetch, kernel_id)
+    assert "%%ranks" in [v["name"] for v in said["saved"]], said["saved"]
+    ran = await kc.execute("print(x + 1)", timeout=120)
+    assert ran.stdout.strip() == "42", ran
     ran = await kc.execute(
         "%%ranks\nprint(mine, len(big), big[0], j.dumps(mine), 'lock' in dir())", timeout=120
     )
