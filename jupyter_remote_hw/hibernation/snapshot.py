@@ -24,7 +24,7 @@ from typing import Any, Literal, TypeVar
 from ..transfer import TransferError
 from ..transfer.client import TransferClient
 from ..transfer.kernel_side.errors import NotSerializableError
-from ..transfer.kernel_side.ranks.saving import SAVED_NAME
+from ..transfer.kernel_side.ranks import SAVED_NAME
 from ..transfer.variables import (
     Kernels,
     is_busy,
@@ -112,11 +112,8 @@ _COMM_REASONS = {
 _COMMS = "open comms do not survive a wake: what opened them must open them again"
 
 
-#: The kernel's hidden variable that holds its ``%%ranks`` engines' variables while it
-#: is saved and after a wake (see :func:`.kernel_side.ranks.magic.save_ranks`).
-RANKS_NAME = SAVED_NAME
-
-#: How that variable is named to the user.
+#: How the kernel's hidden variable that holds its ``%%ranks`` engines' variables
+#: (:data:`.kernel_side.ranks.SAVED_NAME`) is named to the user.
 RANKS_TYPE = "every rank's variables"
 
 
@@ -319,7 +316,7 @@ async def save(
         ) from exc
     saved = [
         {"name": v["name"], "type": v["type"], "nbytes": v["nbytes"]}
-        if v["name"] != RANKS_NAME
+        if v["name"] != SAVED_NAME
         else {"name": "%%ranks", "type": RANKS_TYPE, "nbytes": v["nbytes"]}
         for v in entry.manifest["variables"]
     ]

@@ -30,6 +30,7 @@ from .pickling import (
     to_segments,
     type_name,
 )
+from .ranks import SAVED_NAME
 from .state_files import read_state, remove_state, write_state
 
 if TYPE_CHECKING:
@@ -141,8 +142,6 @@ def _live_ranks() -> list[dict[str, Any]]:
 
 def _saved_ranks(namespace: dict[str, Any]) -> dict[str, Any] | None:
     """The ranks' variables a hibernation saved here, waiting to be given back."""
-    from .ranks.saving import SAVED_NAME
-
     saved = namespace.get(SAVED_NAME)
     if not isinstance(saved, dict):
         return None
@@ -359,9 +358,9 @@ class TransferHandler:
         self, content: dict[str, Any], buffers: list[Any]
     ) -> tuple[dict[str, Any], list[Any]]:
         """Drop what ``ranks_save`` gathered."""
-        from .ranks.magic import unsave_ranks
+        from .ranks.saving import drop
 
-        unsave_ranks(self.namespace)
+        drop(self.namespace)
         return {}, []
 
     def _op_import(

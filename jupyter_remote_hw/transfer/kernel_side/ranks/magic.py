@@ -13,9 +13,8 @@ import sys
 import time
 from typing import Any
 
-from . import saving
+from . import SAVED_NAME, saving
 from .controller import Controller, RanksError, engine_command
-from .saving import SAVED_NAME
 from .wire import Message
 from .world import World, WorldError, read_world
 
@@ -127,11 +126,6 @@ def save_ranks(namespace: dict[str, Any]) -> dict[str, Any]:
     if _controller is None or not _controller.live():
         raise RanksError("no %%ranks engines run in this kernel: there is nothing to save")
     return saving.save(_controller, namespace)
-
-
-def unsave_ranks(namespace: dict[str, Any]) -> None:
-    """Drop what :func:`save_ranks` gathered."""
-    namespace.pop(SAVED_NAME, None)
 
 
 def _started(user_ns: dict[str, Any] | None = None, say: Any = _say) -> Controller:
@@ -272,11 +266,9 @@ def register(ipython: Any) -> None:
 
 
 __all__ = [
-    "SAVED_NAME",
     "live_ranks",
     "ranks_cell",
     "ranks_line",
     "register",
     "save_ranks",
-    "unsave_ranks",
 ]

@@ -12,13 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from . import SAVED_NAME
 from . import link as keyed
 from .controller import Controller, RanksError
 from .wire import Message, dumps, raw_pickle
-
-#: The kernel's variable that holds every rank's variables while a hibernation saves
-#: the kernel, and after a wake until the first ``%%ranks`` cell gives them back.
-SAVED_NAME = "_ranks_hibernated"
 
 #: Run on each rank when its variables are given back: binds its modules again.
 RESTORE_IMPORTS = """\
@@ -82,12 +79,7 @@ def save(controller: Controller, namespace: dict[str, Any]) -> dict[str, Any]:
             was gathered.
     """
     state = gather(controller)
-    saved = {
-        "size": controller.world.size,
-        "nodes": list(controller.world.nodes),
-        "ranks": state,
-    }
-    namespace[SAVED_NAME] = saved
+    namespace[SAVED_NAME] = {"size": controller.world.size, "ranks": state}
     left_out = [
         {**entry, "name": f"rank {number}: {entry['name']}"}
         for number, rank in state.items()
@@ -112,13 +104,18 @@ def save(controller: Controller, namespace: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def drop(namespace: dict[str, Any]) -> None:
+    """Drop what :func:`save` gathered (after the kernel's save, or when it failed)."""
+    namespace.pop(SAVED_NAME, None)
+
+
 def restore(
     controller: Controller,
     saved: dict[str, Any],
     say: Callable[[str], None],
     show: Callable[[int, Message], None],
 ) -> None:
-    """Give every rank the variables a hibernation saved (see :func:`save_ranks`).
+    """Give every rank the variables a hibernation saved (see :func:`save`).
 
     Raises:
         RanksError: This allocation has another number of ranks, or a rank could not
@@ -144,8 +141,11 @@ def restore(
     }
     controller.run(RESTORE_IMPORTS, sorted(ranks), show, pickled=pickled)
     for number, rank in sorted(ranks.items()):
-        names = sorted([*rank["values"], *(m["name"] for m in rank["modules"])])
-        say(f"rank {number}: {', '.join(names) or 'nothing to give back'}")
+        given = sorted(
+            [f"{n} ({rank['types'].get(n, '?')})" for n in rank["values"]]
+            + [f"{m['name']} (module {m['module']})" for m in rank["modules"]]
+        )
+        say(f"rank {number}: {', '.join(given) or 'nothing to give back'}")
 
 
-__all__ = ["RESTORE_IMPORTS", "SAVED_NAME", "gather", "restore", "save"]
+__all__ = ["RESTORE_IMPORTS", "SAVED_NAME", "drop", "gather", "restore", "save"]
