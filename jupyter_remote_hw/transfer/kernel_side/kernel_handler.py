@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: Names IPython puts in every namespace.
-HIDDEN_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
+_HIDDEN = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 
 #: Seconds a ``list`` with ``check`` spends trial-pickling variables; those left
 #: unchecked when it runs out are listed with ``checked: false``.
@@ -74,6 +74,21 @@ def _sizeof(value: Any) -> int:
         return sys.getsizeof(value)
     except TypeError:
         return 0
+
+
+def user_items(namespace: dict[str, Any], shell: Any) -> list[tuple[str, Any]]:
+    """The user's names and values in ``namespace`` (``shell``'s, when it is an
+    IPython shell's): not IPython's own (In, Out, exit, ipykernel's open ...) unless
+    the user has since assigned the name, nor ``_`` names."""
+    shell_hidden = getattr(shell, "user_ns_hidden", None) or {}
+    unset = object()
+    return [
+        (name, value)
+        for name, value in list(namespace.items())
+        if not name.startswith("_")
+        and name not in _HIDDEN
+        and shell_hidden.get(name, unset) is not value
+    ]
 
 
 def module_entry(name: str, module: Any) -> dict[str, Any]:
@@ -286,17 +301,7 @@ class TransferHandler:
         }, []
 
     def _user_names(self) -> list[tuple[str, Any]]:
-        """The user's names and values: not IPython's own (In, Out, exit, ipykernel's
-        open ...) unless the user has since assigned the name, nor ``_`` names."""
-        shell_hidden = getattr(getattr(self.kernel, "shell", None), "user_ns_hidden", None) or {}
-        unset = object()
-        return [
-            (name, value)
-            for name, value in list(self.namespace.items())
-            if not name.startswith("_")
-            and name not in HIDDEN_NAMES
-            and shell_hidden.get(name, unset) is not value
-        ]
+        return user_items(self.namespace, getattr(self.kernel, "shell", None))
 
     def _op_list(
         self, content: dict[str, Any], buffers: list[Any]

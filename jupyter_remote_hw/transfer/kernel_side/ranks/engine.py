@@ -373,19 +373,15 @@ class Engine:
         """Everything of this rank a hibernation keeps: each user variable's pickle
         (over the link when large), the modules bound to names, and what cannot be
         kept, with the reason (see :func:`.magic.save_ranks`)."""
-        from ..kernel_handler import HIDDEN_NAMES, module_entry
+        from ..kernel_handler import module_entry, user_items
         from ..pickling import type_name
 
         rank = int(os.environ.get("RANK", "0"))
-        hidden = getattr(self.shell, "user_ns_hidden", {}) or {}
-        unset = object()
         values: dict[str, str | Message] = {}
         types: dict[str, str] = {}
         modules: list[dict[str, Any]] = []
         left_out: list[dict[str, str]] = []
-        for name, value in list(self.shell.user_ns.items()):
-            if name.startswith("_") or name in HIDDEN_NAMES or hidden.get(name, unset) is value:
-                continue
+        for name, value in user_items(self.shell.user_ns, self.shell):
             if type(value).__name__ == "module":
                 entry = module_entry(name, value)
                 if entry["importable"]:
