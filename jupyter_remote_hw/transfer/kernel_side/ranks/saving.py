@@ -41,7 +41,7 @@ def gather(controller: Controller, timeout: float = 600.0) -> dict[int, dict[str
         RanksError: A rank did not answer within ``timeout`` seconds, or ended
             while it was asked; nothing was kept.
     """
-    live = {n for n, e in controller.engines.items() if e.ended is None}
+    live = {engine.rank.rank for engine in controller.live()}
     answers = controller.request(live, {"op": "save"}, "saved", "their variables", timeout)
     state: dict[int, dict[str, Any]] = {
         number: {"values": {}, "types": {}, "modules": [], "left_out": [], "ended": ended}
